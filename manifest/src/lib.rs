@@ -1,0 +1,614 @@
+//! # sgard-manifest: what a repository tracks
+//!
+//! `manifest.yaml` lists every tracked path with its type, mode, content
+//! hash, timestamps and flags. The format is the Go sgard's schema v1, read
+//! and written compatibly:
+//!
+//! ```yaml
+//! version: 1
+//! created: 2026-03-23T12:00:00Z
+//! updated: 2026-03-23T12:00:00.123456789Z
+//! files:
+//!     - path: ~/.bashrc
+//!       hash: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824
+//!       type: file
+//!       mode: "0644"
+//!       updated: 2026-03-23T12:00:00Z
+//! ```
+//!
+//! ## Invariants of a loaded [`Manifest`]
+//! - `version` is at most [`SCHEMA_VERSION`]; a newer file is refused and so
+//!   never written back by an older sgard.
+//! - Every entry path is `~`, `~/…` or absolute, with no `..`, `.` or empty
+//!   components and no NUL; paths are unique; `files` is sorted by path.
+//! - Every hash is 64 lowercase hex; `file` entries have one, `link` entries
+//!   have a target; modes are octal `0000`–`7777`; `only` and `never` are not
+//!   both set.
+//!
+//! Errors name the file and the entry at fault (or the line, for YAML syntax).
+//!
+//! ```
+//! use sgard_manifest::Manifest;
+//! let m = Manifest::from_yaml("version: 1\nfiles: []\n")?;
+//! assert!(m.files.is_empty());
+//! let err = Manifest::from_yaml("version: 1\nfiles:\n  - path: ~/../etc/passwd\n    type: file\n").unwrap_err();
+//! assert!(err.to_string().contains("~/../etc/passwd"));
+//! # Ok::<(), sgard_manifest::Error>(())
+//! ```
+
+mod error;
+mod time;
+mod yaml;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+pub use error::{Error, Result};
+pub use sgard_store::Hash;
+pub use time::Timestamp;
+
+use yaml::{Emitter, RawEntry, RawManifest, RawSlot};
+
+/// The newest manifest schema this build reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The file name of the manifest inside a repository.
+pub const MANIFEST_FILE: &str = "manifest.yaml";
+
+/// What kind of filesystem object an entry tracks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub enum EntryKind {
+    /// A regular file; its content is a blob.
+    File,
+    /// A folder tracked itself (its mode), not its contents.
+    Directory,
+    /// A symbolic link; its raw target is stored.
+    Link,
+}
+
+impl EntryKind {
+    /// The manifest's word for it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EntryKind::File => "file",
+            EntryKind::Directory => "directory",
+            EntryKind::Link => "link",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "file" => Some(EntryKind::File),
+            "directory" => Some(EntryKind::Directory),
+            "link" => Some(EntryKind::Link),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Unix permission bits (including setuid, setgid and sticky), written as a
+/// quoted 4-digit octal string such as `"0644"`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub struct Mode(u32);
+
+impl Mode {
+    /// The largest mode: every permission and special bit.
+    pub const MAX: u32 = 0o7777;
+
+    /// Keeps the permission and special bits of a `st_mode`.
+    pub fn from_st_mode(st_mode: u32) -> Self {
+        Mode(st_mode & Self::MAX)
+    }
+
+    /// The bits.
+    pub fn bits(&self) -> u32 {
+        self.0
+    }
+
+    /// Parses 1 to 4 octal digits (up to `7777`).
+    ///
+    /// # Errors
+    /// A message for anything else.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let ok = !s.is_empty() && s.len() <= 4 && s.bytes().all(|c| (b'0'..=b'7').contains(&c));
+        match u32::from_str_radix(s, 8) {
+            Ok(v) if ok && v <= Self::MAX => Ok(Mode(v)),
+            _ => Err(format!(
+                "mode {s:?} is not an octal mode between 0000 and 7777"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04o}", self.0)
+    }
+}
+
+/// One tracked path.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Entry {
+    /// `~`, `~/…` (relative to the home of whoever restores) or absolute.
+    pub path: String,
+    /// File, folder or link.
+    pub kind: EntryKind,
+    /// The blob holding the content (files only; of the ciphertext if encrypted).
+    pub hash: Option<Hash>,
+    /// SHA-256 of the plaintext, as the Go sgard records for encrypted files.
+    pub plaintext_hash: Option<Hash>,
+    /// The blob is encrypted with the repository's data key.
+    pub encrypted: bool,
+    /// The repository is authoritative: disk changes are drift, not edits.
+    pub locked: bool,
+    /// Permission bits.
+    pub mode: Option<Mode>,
+    /// Raw symlink target (links only).
+    pub target: Option<String>,
+    /// When the tracked content last changed.
+    pub updated: Timestamp,
+    /// Applies only on machines matching one of these labels.
+    pub only: Vec<String>,
+    /// Never applies on machines matching one of these labels.
+    pub never: Vec<String>,
+}
+
+impl Entry {
+    /// A new entry with no flags.
+    pub fn new(path: String, kind: EntryKind, updated: Timestamp) -> Self {
+        Entry {
+            path,
+            kind,
+            hash: None,
+            plaintext_hash: None,
+            encrypted: false,
+            locked: false,
+            mode: None,
+            target: None,
+            updated,
+            only: Vec::new(),
+            never: Vec::new(),
+        }
+    }
+
+    /// Whether this entry is `prefix` itself or lies under it
+    /// (`~/a` covers `~/a` and `~/a/b`, not `~/ab`).
+    pub fn is_under(&self, prefix: &str) -> bool {
+        path_is_under(&self.path, prefix)
+    }
+}
+
+/// Whether `path` is `prefix` or lies under it, component-wise.
+pub fn path_is_under(path: &str, prefix: &str) -> bool {
+    if prefix == "/" {
+        return path.starts_with('/');
+    }
+    path == prefix
+        || (path.len() > prefix.len()
+            && path.starts_with(prefix)
+            && path.as_bytes()[prefix.len()] == b'/')
+}
+
+/// The manifest's encryption section, kept verbatim for encrypted repositories.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Encryption {
+    /// `xchacha20-poly1305`.
+    pub algorithm: String,
+    /// Key-encryption-key slots by name.
+    pub kek_slots: BTreeMap<String, KekSlot>,
+}
+
+/// One way to unlock the data key.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct KekSlot {
+    /// `passphrase` or `fido2`.
+    pub kind: String,
+    /// Argon2id time cost.
+    pub argon2_time: Option<u64>,
+    /// Argon2id memory in KiB.
+    pub argon2_memory: Option<u64>,
+    /// Argon2id lanes.
+    pub argon2_threads: Option<u64>,
+    /// FIDO2 credential id (base64).
+    pub credential_id: Option<String>,
+    /// KDF salt (base64).
+    pub salt: Option<String>,
+    /// The data key wrapped by this slot's key (base64).
+    pub wrapped_dek: Option<String>,
+}
+
+/// The whole manifest.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Manifest {
+    /// Schema version (always [`SCHEMA_VERSION`] once loaded).
+    pub version: u32,
+    /// When the repository was created.
+    pub created: Timestamp,
+    /// When the manifest last changed.
+    pub updated: Timestamp,
+    /// The last checkpoint's message.
+    pub message: Option<String>,
+    /// Tracked entries, sorted by path.
+    pub files: Vec<Entry>,
+    /// Excluded path prefixes.
+    pub exclude: Vec<String>,
+    /// Encryption settings, when set up.
+    pub encryption: Option<Encryption>,
+}
+
+impl Manifest {
+    /// An empty manifest created at `now`.
+    pub fn new(now: Timestamp) -> Self {
+        Manifest {
+            version: SCHEMA_VERSION,
+            created: now,
+            updated: now,
+            message: None,
+            files: Vec::new(),
+            exclude: Vec::new(),
+            encryption: None,
+        }
+    }
+
+    /// The entry tracking exactly `path`.
+    pub fn get(&self, path: &str) -> Option<&Entry> {
+        self.index_of(path).ok().map(|i| &self.files[i])
+    }
+
+    /// The entry tracking exactly `path`, mutably.
+    pub fn get_mut(&mut self, path: &str) -> Option<&mut Entry> {
+        self.index_of(path).ok().map(|i| &mut self.files[i])
+    }
+
+    fn index_of(&self, path: &str) -> std::result::Result<usize, usize> {
+        self.files.binary_search_by(|e| e.path.as_str().cmp(path))
+    }
+
+    /// Inserts `entry`, replacing any entry of the same path (kept sorted).
+    /// Returns the entry it replaced.
+    pub fn upsert(&mut self, entry: Entry) -> Option<Entry> {
+        match self.index_of(&entry.path) {
+            Ok(i) => Some(std::mem::replace(&mut self.files[i], entry)),
+            Err(i) => {
+                self.files.insert(i, entry);
+                None
+            }
+        }
+    }
+
+    /// Removes the entry tracking exactly `path`.
+    pub fn remove(&mut self, path: &str) -> Option<Entry> {
+        self.index_of(path).ok().map(|i| self.files.remove(i))
+    }
+
+    /// Every blob hash the manifest references.
+    pub fn referenced_blobs(&self) -> impl Iterator<Item = Hash> + '_ {
+        self.files.iter().filter_map(|e| e.hash)
+    }
+
+    /// Parses and validates manifest text.
+    ///
+    /// # Errors
+    /// [`Error::Syntax`] naming the line, or a validation error naming the entry.
+    pub fn from_yaml(text: &str) -> Result<Self> {
+        Self::parse(text, Path::new("<input>"))
+    }
+
+    /// Loads and validates a manifest file.
+    ///
+    /// # Errors
+    /// [`Error::Read`], [`Error::Syntax`] or a validation error, each naming the file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = fs::read_to_string(path).map_err(|e| Error::Read {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    fn parse(text: &str, origin: &Path) -> Result<Self> {
+        let raw: RawManifest = if text.trim().is_empty() {
+            return Err(Error::Syntax {
+                origin: origin.to_path_buf(),
+                message: "the manifest is empty".into(),
+            });
+        } else {
+            serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
+                origin: origin.to_path_buf(),
+                message: e.to_string(),
+            })?
+        };
+        validate(raw, origin)
+    }
+
+    /// Renders the manifest as YAML, entries sorted by path.
+    pub fn to_yaml(&self) -> String {
+        let mut files: Vec<&Entry> = self.files.iter().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut e = Emitter::new();
+        e.raw(0, "version", &self.version.to_string());
+        e.raw(0, "created", &self.created.to_string());
+        e.raw(0, "updated", &self.updated.to_string());
+        if let Some(m) = self.message.as_deref().filter(|m| !m.is_empty()) {
+            e.str(0, "message", m);
+        }
+        if files.is_empty() {
+            e.raw(0, "files", "[]");
+        } else {
+            e.open(0, "files");
+        }
+        for f in files {
+            e.item(4, "path", &f.path);
+            if let Some(h) = &f.hash {
+                e.raw(6, "hash", &h.to_hex());
+            }
+            if let Some(h) = &f.plaintext_hash {
+                e.raw(6, "plaintext_hash", &h.to_hex());
+            }
+            if f.encrypted {
+                e.raw(6, "encrypted", "true");
+            }
+            if f.locked {
+                e.raw(6, "locked", "true");
+            }
+            e.raw(6, "type", f.kind.as_str());
+            if let Some(m) = &f.mode {
+                e.raw(6, "mode", &format!("\"{m}\""));
+            }
+            if let Some(t) = &f.target {
+                e.str(6, "target", t);
+            }
+            e.raw(6, "updated", &f.updated.to_string());
+            if !f.only.is_empty() {
+                e.list(6, "only", &f.only);
+            }
+            if !f.never.is_empty() {
+                e.list(6, "never", &f.never);
+            }
+        }
+        if !self.exclude.is_empty() {
+            e.list(0, "exclude", &self.exclude);
+        }
+        if let Some(enc) = &self.encryption {
+            e.open(0, "encryption");
+            e.str(4, "algorithm", &enc.algorithm);
+            if enc.kek_slots.is_empty() {
+                e.raw(4, "kek_slots", "{}");
+            } else {
+                e.open(4, "kek_slots");
+            }
+            for (name, s) in &enc.kek_slots {
+                e.open(8, &yaml::scalar(name));
+                e.str(12, "type", &s.kind);
+                for (k, v) in [
+                    ("argon2_time", s.argon2_time),
+                    ("argon2_memory", s.argon2_memory),
+                    ("argon2_threads", s.argon2_threads),
+                ] {
+                    if let Some(v) = v.filter(|v| *v != 0) {
+                        e.raw(12, k, &v.to_string());
+                    }
+                }
+                for (k, v) in [
+                    ("credential_id", &s.credential_id),
+                    ("salt", &s.salt),
+                    ("wrapped_dek", &s.wrapped_dek),
+                ] {
+                    if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+                        e.str(12, k, v);
+                    }
+                }
+            }
+        }
+        e.finish()
+    }
+
+    /// Writes the manifest atomically and durably (temp file, fsync, rename,
+    /// fsync of the folder).
+    ///
+    /// # Errors
+    /// [`Error::Write`]; the previous file is then intact.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        sgard_store::durable::write_atomic(path, self.to_yaml().as_bytes(), 0o600).map_err(|e| {
+            Error::Write {
+                path: path.to_path_buf(),
+                source: e,
+            }
+        })
+    }
+}
+
+/// Checks that `path` is a storable manifest path: `~`, `~/…` or absolute,
+/// with no empty, `.` or `..` components, no trailing `/` and no NUL.
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn validate_path(path: &str) -> Result<(), String> {
+    if path.contains('\0') {
+        return Err("path contains a NUL byte".into());
+    }
+    let rest = if path == "~" {
+        return Ok(());
+    } else if let Some(r) = path.strip_prefix("~/") {
+        r
+    } else if path == "/" {
+        return Ok(());
+    } else if let Some(r) = path.strip_prefix('/') {
+        r
+    } else {
+        return Err("path must be `~`, start with `~/`, or be absolute".into());
+    };
+    for comp in rest.split('/') {
+        match comp {
+            "" => return Err("path has an empty component (`//` or a trailing `/`)".into()),
+            "." | ".." => return Err(format!("path has a `{comp}` component")),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn parse_hash(s: &str, what: &str) -> Result<Hash, String> {
+    Hash::parse(s)
+        .map_err(|_| format!("malformed {what} {s:?}: expected 64 lowercase hex characters"))
+}
+
+fn validate(raw: RawManifest, origin: &Path) -> Result<Manifest> {
+    let origin_buf = || PathBuf::from(origin);
+    let field = |field: &'static str, reason: String| Error::Field {
+        origin: origin_buf(),
+        field,
+        reason,
+    };
+    let version = raw.version.unwrap_or(1);
+    if version > u64::from(SCHEMA_VERSION) {
+        return Err(Error::UnsupportedVersion {
+            origin: origin_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version == 0 {
+        return Err(field(
+            "version",
+            "version 0 is not a manifest version".into(),
+        ));
+    }
+    let ts = |name: &'static str, v: Option<String>| -> Result<Timestamp> {
+        match v {
+            None => Ok(Timestamp::zero()),
+            Some(s) => Timestamp::parse(&s).map_err(|r| field(name, r)),
+        }
+    };
+    let created = ts("created", raw.created)?;
+    let updated = ts("updated", raw.updated)?;
+    let mut files = Vec::new();
+    for (i, r) in raw.files.unwrap_or_default().into_iter().enumerate() {
+        let shown = r.path.clone().unwrap_or_else(|| "<no path>".into());
+        let entry = validate_entry(r).map_err(|reason| Error::Entry {
+            origin: origin_buf(),
+            index: i + 1,
+            path: shown,
+            reason,
+        })?;
+        files.push((i + 1, entry));
+    }
+    files.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+    for w in files.windows(2) {
+        if w[0].1.path == w[1].1.path {
+            return Err(Error::Entry {
+                origin: origin_buf(),
+                index: w[1].0,
+                path: w[1].1.path.clone(),
+                reason: format!("duplicate of entry {}", w[0].0),
+            });
+        }
+    }
+    let exclude = raw.exclude.unwrap_or_default();
+    for x in &exclude {
+        validate_path(x).map_err(|r| field("exclude", format!("{x:?}: {r}")))?;
+    }
+    let encryption = raw.encryption.map(|e| Encryption {
+        algorithm: e.algorithm.unwrap_or_default(),
+        kek_slots: e
+            .kek_slots
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, s)| (k, slot(s)))
+            .collect(),
+    });
+    Ok(Manifest {
+        version: SCHEMA_VERSION,
+        created,
+        updated,
+        message: raw.message.filter(|m| !m.is_empty()),
+        files: files.into_iter().map(|(_, e)| e).collect(),
+        exclude,
+        encryption,
+    })
+}
+
+fn slot(s: RawSlot) -> KekSlot {
+    KekSlot {
+        kind: s.kind.unwrap_or_default(),
+        argon2_time: s.argon2_time,
+        argon2_memory: s.argon2_memory,
+        argon2_threads: s.argon2_threads,
+        credential_id: s.credential_id,
+        salt: s.salt,
+        wrapped_dek: s.wrapped_dek,
+    }
+}
+
+fn validate_entry(r: RawEntry) -> Result<Entry, String> {
+    let path = r.path.ok_or("entry has no `path`")?;
+    validate_path(&path)?;
+    let kind_text = r.kind.ok_or("entry has no `type`")?;
+    let kind = EntryKind::parse(&kind_text)
+        .ok_or_else(|| format!("unknown type {kind_text:?} (expected file, directory or link)"))?;
+    let hash = r
+        .hash
+        .filter(|h| !h.is_empty())
+        .map(|h| parse_hash(&h, "hash"))
+        .transpose()?;
+    let plaintext_hash = r
+        .plaintext_hash
+        .filter(|h| !h.is_empty())
+        .map(|h| parse_hash(&h, "plaintext_hash"))
+        .transpose()?;
+    let mode = r
+        .mode
+        .filter(|m| !m.is_empty())
+        .map(|m| Mode::parse(&m))
+        .transpose()?;
+    let updated = match r.updated {
+        None => Timestamp::zero(),
+        Some(s) => Timestamp::parse(&s)?,
+    };
+    let only = r.only.unwrap_or_default();
+    let never = r.never.unwrap_or_default();
+    if !only.is_empty() && !never.is_empty() {
+        return Err("`only` and `never` are both set (they are mutually exclusive)".into());
+    }
+    let encrypted = r.encrypted.unwrap_or(false);
+    let target = r.target.filter(|t| !t.is_empty());
+    match kind {
+        EntryKind::File if hash.is_none() => return Err("file entry has no `hash`".into()),
+        EntryKind::Link if target.is_none() => return Err("link entry has no `target`".into()),
+        EntryKind::Link | EntryKind::Directory if encrypted => {
+            return Err(format!("{kind} entries cannot be encrypted"));
+        }
+        _ => {}
+    }
+    if target.as_deref().is_some_and(|t| t.contains('\0')) {
+        return Err("link target contains a NUL byte".into());
+    }
+    Ok(Entry {
+        path,
+        kind,
+        hash: if kind == EntryKind::File { hash } else { None },
+        plaintext_hash,
+        encrypted,
+        locked: r.locked.unwrap_or(false),
+        mode,
+        target: if kind == EntryKind::Link {
+            target
+        } else {
+            None
+        },
+        updated,
+        only,
+        never,
+    })
+}
+
+#[cfg(test)]
+mod tests;

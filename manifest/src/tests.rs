@@ -1,0 +1,223 @@
+use super::*;
+
+const H1: &str = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
+
+fn go_manifest() -> String {
+    format!(
+        "version: 1
+created: 2026-03-23T12:00:00.123456789Z
+updated: \"2026-03-24T08:30:00Z\"
+message: first
+files:
+    - path: ~/.zshrc
+      hash: {H1}
+      type: file
+      mode: \"0644\"
+      updated: 2026-03-23T12:00:00.5Z
+    - path: ~/.bashrc
+      hash: {H1}
+      locked: true
+      type: file
+      mode: \"0600\"
+      updated: 2026-03-23T12:00:00Z
+      only:
+        - os:linux
+        - work
+    - path: ~/.hl
+      type: link
+      mode: \"0777\"
+      target: /etc/hosts
+      updated: 2026-03-23T12:00:00Z
+    - path: /etc/app
+      type: directory
+      mode: \"0755\"
+      updated: 0001-01-01T00:00:00Z
+exclude:
+    - ~/.config/app/sub
+encryption:
+    algorithm: xchacha20-poly1305
+    kek_slots:
+        passphrase:
+            type: passphrase
+            argon2_time: 3
+            argon2_memory: 65536
+            argon2_threads: 4
+            salt: c2FsdHNhbHRzYWx0c2FsdA==
+            wrapped_dek: d3JhcHBlZA==
+some_future_field: ignored
+"
+    )
+}
+
+#[test]
+fn reads_what_go_writes() {
+    let m = Manifest::from_yaml(&go_manifest()).unwrap();
+    assert_eq!(m.version, 1);
+    assert_eq!(m.created.to_string(), "2026-03-23T12:00:00.123456789Z");
+    assert_eq!(m.updated.to_string(), "2026-03-24T08:30:00Z");
+    assert_eq!(m.message.as_deref(), Some("first"));
+    let paths: Vec<_> = m.files.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["/etc/app", "~/.bashrc", "~/.hl", "~/.zshrc"]);
+    let b = m.get("~/.bashrc").unwrap();
+    assert!(b.locked);
+    assert_eq!(b.mode.unwrap().bits(), 0o600);
+    assert_eq!(b.only, ["os:linux", "work"]);
+    assert_eq!(
+        m.get("~/.hl").unwrap().target.as_deref(),
+        Some("/etc/hosts")
+    );
+    assert_eq!(m.get("/etc/app").unwrap().kind, EntryKind::Directory);
+    assert_eq!(
+        m.get("~/.zshrc").unwrap().updated.to_string(),
+        "2026-03-23T12:00:00.5Z"
+    );
+    assert_eq!(m.exclude, ["~/.config/app/sub"]);
+    let enc = m.encryption.as_ref().unwrap();
+    assert_eq!(enc.kek_slots["passphrase"].argon2_memory, Some(65536));
+}
+
+#[test]
+fn round_trips_through_our_writer() {
+    let m = Manifest::from_yaml(&go_manifest()).unwrap();
+    let text = m.to_yaml();
+    assert!(text.contains("\n    - path: /etc/app\n      type: directory\n      mode: \"0755\"\n"));
+    assert!(
+        text.contains("created: 2026-03-23T12:00:00.123456789Z\n"),
+        "{text}"
+    );
+    let back = Manifest::from_yaml(&text).unwrap();
+    assert_eq!(back, m);
+    // Writing is deterministic and sorted.
+    assert_eq!(back.to_yaml(), text);
+}
+
+#[test]
+fn hostile_strings_survive_the_writer() {
+    let now = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+    let mut m = Manifest::new(now);
+    m.message = Some("yes: no # \"quoted\"\nsecond line\t\u{7}".into());
+    for p in [
+        "~", "~/a: b", "~/#x", "~/ space", "~/null", "~/é", "/-", "~/'q'", "~/[x]",
+    ] {
+        let mut e = Entry::new(p.into(), EntryKind::Link, now);
+        e.target = Some(format!("{p} -> target: {{x}}"));
+        m.upsert(e);
+    }
+    let back = Manifest::from_yaml(&m.to_yaml()).unwrap();
+    assert_eq!(back, m);
+}
+
+#[test]
+fn refuses_bad_entries_naming_them() {
+    let cases = [
+        ("type: socket", "unknown type"),
+        ("type: file\n      hash: ../../etc/passwd", "malformed hash"),
+        ("type: file\n      hash: ABC", "malformed hash"),
+        ("type: file", "no `hash`"),
+        ("type: link", "no `target`"),
+        (
+            &format!("type: file\n      hash: {H1}\n      mode: \"9999\""),
+            "octal mode",
+        ),
+        (
+            &format!("type: file\n      hash: {H1}\n      mode: \"17777\""),
+            "octal mode",
+        ),
+        (
+            &format!("type: file\n      hash: {H1}\n      only: [a]\n      never: [b]"),
+            "mutually exclusive",
+        ),
+        (
+            &format!("type: file\n      hash: {H1}\n      updated: soon"),
+            "invalid timestamp",
+        ),
+    ];
+    for (body, want) in cases {
+        let text = format!("version: 1\nfiles:\n    - path: ~/f\n      {body}\n");
+        let err = Manifest::from_yaml(&text).unwrap_err().to_string();
+        assert!(err.contains(want), "{body}: {err}");
+        assert!(err.contains("entry 1 (~/f)"), "{body}: {err}");
+    }
+}
+
+#[test]
+fn refuses_hostile_paths() {
+    for p in [
+        "~/../etc/passwd",
+        "/etc/../etc/shadow",
+        "relative/path",
+        "~user/x",
+        "~/a//b",
+        "~/a/",
+        "~/./a",
+        "\"~/a\\0b\"",
+        "\"\"",
+    ] {
+        let text = format!("version: 1\nfiles:\n    - path: {p}\n      type: directory\n");
+        let err = Manifest::from_yaml(&text).unwrap_err().to_string();
+        assert!(err.contains("entry 1"), "{p}: {err}");
+    }
+}
+
+#[test]
+fn refuses_duplicates_newer_versions_and_bad_yaml() {
+    let dup =
+        "version: 1\nfiles:\n  - {path: ~/d, type: directory}\n  - {path: ~/d, type: directory}\n";
+    let err = Manifest::from_yaml(dup).unwrap_err().to_string();
+    assert!(err.contains("duplicate of entry 1"), "{err}");
+
+    let err = Manifest::from_yaml("version: 2\nfiles: []\n").unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedVersion { found: 2, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("upgrade sgard"));
+
+    let err = Manifest::from_yaml("version: 1\nfiles:\n  - path: [\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("line 3"), "{err}");
+
+    assert!(Manifest::from_yaml("").is_err());
+    assert!(Manifest::from_yaml("- just\n- a list\n").is_err());
+}
+
+#[test]
+fn save_is_atomic_and_loads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(MANIFEST_FILE);
+    let m = Manifest::from_yaml(&go_manifest()).unwrap();
+    m.save(&p).unwrap();
+    assert_eq!(Manifest::load(&p).unwrap(), m);
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, [MANIFEST_FILE]);
+    let err = Manifest::load(&dir.path().join("nope"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("nope"), "{err}");
+}
+
+#[test]
+fn upsert_keeps_order_and_replaces() {
+    let now = Timestamp::zero();
+    let mut m = Manifest::new(now);
+    for p in ["~/b", "~/a", "~/c", "~/a"] {
+        m.upsert(Entry::new(p.into(), EntryKind::Directory, now));
+    }
+    let paths: Vec<_> = m.files.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["~/a", "~/b", "~/c"]);
+    assert!(m.remove("~/b").is_some());
+    assert!(m.get("~/b").is_none());
+}
+
+#[test]
+fn under_is_component_wise() {
+    assert!(path_is_under("~/a/sub/x", "~/a/sub"));
+    assert!(path_is_under("~/a/sub", "~/a/sub"));
+    assert!(!path_is_under("~/a/sub-backup/x", "~/a/sub"));
+    assert!(path_is_under("~/x", "~"));
+    assert!(path_is_under("/etc/x", "/"));
+}

@@ -1,0 +1,140 @@
+//! Crash-safe file writes shared by every sgard crate.
+//!
+//! The protocol for any file that must survive a crash: write a temp file in
+//! the destination folder, `sync_all` it, rename it over the destination, then
+//! fsync the folder so the rename itself is durable.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// Flushes a folder's entries (new names, renames) to disk.
+///
+/// Filesystems that cannot fsync a folder (some FUSE and network mounts
+/// answer `EINVAL` or `ENOTSUP`) are accepted: there is nothing more to do.
+///
+/// # Errors
+/// [`Error::Io`] when the folder cannot be opened or the sync fails.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    let d = File::open(dir).map_err(|e| Error::io("opening folder", dir, e))?;
+    match d.sync_all() {
+        Ok(()) => Ok(()),
+        Err(e) if is_unsupported(&e) => Ok(()),
+        Err(e) => Err(Error::io("syncing folder", dir, e)),
+    }
+}
+
+fn is_unsupported(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTSUP))
+        || e.kind() == io::ErrorKind::Unsupported
+}
+
+/// The folder holding `path` (`.` for a bare file name).
+pub fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Atomically and durably replaces `path` with `data`, with permission bits `mode`.
+///
+/// Readers see either the old file or the new one, never a mix, and after a
+/// crash the file is one of the two.
+///
+/// # Errors
+/// [`Error::Io`] naming the path on any failure; the old file is then untouched.
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    let dir = parent_of(path);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sgard-tmp-")
+        .tempfile_in(&dir)
+        .map_err(|e| Error::io("creating temp file in", &dir, e))?;
+    tmp.write_all(data)
+        .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
+    set_mode(tmp.as_file(), mode).map_err(|e| Error::io("setting mode of", path, e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+    tmp.persist(path)
+        .map_err(|e| Error::io("renaming temp file to", path, e.error))?;
+    fsync_dir(&dir)
+}
+
+/// Sets the permission bits of an open file.
+///
+/// # Errors
+/// The OS error of `fchmod`.
+pub fn set_mode(file: &File, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(fs::Permissions::from_mode(mode))
+}
+
+/// Creates `dir` and its missing ancestors, fsyncing the parent of each
+/// folder it created so the new names are durable. Returns whether anything
+/// was created.
+///
+/// # Errors
+/// [`Error::Io`] naming the folder that could not be made.
+pub fn create_dir_all_durable(dir: &Path) -> Result<bool> {
+    let mut missing = Vec::new();
+    let mut cur = dir;
+    loop {
+        match fs::symlink_metadata(cur) {
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                missing.push(cur.to_path_buf());
+                match cur.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => cur = p,
+                    _ => break,
+                }
+            }
+            Err(e) => return Err(Error::io("inspecting", cur, e)),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(false);
+    }
+    for d in missing.iter().rev() {
+        match fs::create_dir(d) {
+            Ok(()) => {}
+            // Another process made it first: fine, it made it durable too.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io("creating folder", d, e)),
+        }
+        fsync_dir(&parent_of(d))?;
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn write_atomic_replaces_and_sets_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        write_atomic(&p, b"one", 0o644).unwrap();
+        write_atomic(&p, b"two", 0o600).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+            0o600
+        );
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "temp file left behind");
+    }
+
+    #[test]
+    fn create_dir_all_durable_reports_creation() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/b/c");
+        assert!(create_dir_all_durable(&p).unwrap());
+        assert!(p.is_dir());
+        assert!(!create_dir_all_durable(&p).unwrap());
+    }
+}

@@ -1,0 +1,58 @@
+//! Errors of the blob store.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::Hash;
+
+/// Everything that can go wrong in the blob store.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O operation on a path failed.
+    #[error("{op} {}", path.display())]
+    Io {
+        /// What was being done, e.g. "creating folder".
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading the data to be stored failed (the caller knows which file it was).
+    #[error("reading the data to store")]
+    Source(#[source] io::Error),
+    /// A string is not a valid blob name.
+    #[error("malformed blob hash {0:?}: expected 64 lowercase hex characters")]
+    InvalidHash(String),
+    /// The blob is not in the store.
+    #[error("blob {0} is missing from the store")]
+    Missing(Hash),
+    /// The blob's bytes do not hash to its name.
+    #[error("blob {hash} is corrupt: its content hashes to {actual}")]
+    Corrupt {
+        /// The name of the blob.
+        hash: Hash,
+        /// What its bytes actually hash to.
+        actual: Hash,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// True when the error means stored data failed its hash or is gone
+    /// (the CLI exits 3 for these).
+    pub fn is_integrity(&self) -> bool {
+        matches!(self, Error::Corrupt { .. } | Error::Missing(_))
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

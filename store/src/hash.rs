@@ -1,0 +1,156 @@
+//! SHA-256 blob names.
+
+use std::fmt;
+use std::str::FromStr;
+
+use sha2::{Digest, Sha256};
+
+use crate::Error;
+
+/// A SHA-256 digest naming a blob. Its text form is 64 lowercase hex digits.
+///
+/// A `Hash` can only be built from 32 bytes or from text that passed
+/// [`Hash::parse`], so every path built from one is safe.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Hash([u8; 32]);
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+impl Hash {
+    /// Wraps raw digest bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Hash(bytes)
+    }
+
+    /// The raw digest bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// SHA-256 of `data`.
+    pub fn of(data: &[u8]) -> Self {
+        Hash(Sha256::digest(data).into())
+    }
+
+    /// Parses 64 lowercase hex characters.
+    ///
+    /// # Errors
+    /// [`Error::InvalidHash`] for anything else (uppercase, other lengths,
+    /// `..`, separators): the text never reaches a path.
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        let bytes = text.as_bytes();
+        if bytes.len() != 64 {
+            return Err(Error::InvalidHash(text.to_owned()));
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+            let hi = nibble(pair[0]).ok_or_else(|| Error::InvalidHash(text.to_owned()))?;
+            let lo = nibble(pair[1]).ok_or_else(|| Error::InvalidHash(text.to_owned()))?;
+            out[i] = (hi << 4) | lo;
+        }
+        Ok(Hash(out))
+    }
+
+    /// The 64-character lowercase hex form.
+    pub fn to_hex(&self) -> String {
+        let mut s = String::with_capacity(64);
+        for b in self.0 {
+            s.push(HEX[usize::from(b >> 4)] as char);
+            s.push(HEX[usize::from(b & 0xf)] as char);
+        }
+        s
+    }
+
+    /// The first `n` hex characters (at most 64), for short displays.
+    pub fn short(&self, n: usize) -> String {
+        let mut s = self.to_hex();
+        s.truncate(n.min(64));
+        s
+    }
+}
+
+fn nibble(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+impl fmt::Display for Hash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for Hash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Hash({})", self.to_hex())
+    }
+}
+
+impl FromStr for Hash {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Hash::parse(s)
+    }
+}
+
+/// An incremental SHA-256 hasher producing a [`Hash`].
+#[derive(Default, Clone)]
+pub struct Hasher(Sha256);
+
+impl Hasher {
+    /// A fresh hasher.
+    pub fn new() -> Self {
+        Hasher(Sha256::new())
+    }
+
+    /// Feeds bytes.
+    pub fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+
+    /// The digest of everything fed so far.
+    pub fn finish(self) -> Hash {
+        Hash(self.0.finalize().into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_hashes_like_sha256sum() {
+        assert_eq!(
+            Hash::of(b"hello").to_hex(),
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+    }
+
+    #[test]
+    fn parse_round_trips_and_rejects_hostile_text() {
+        let h = Hash::of(b"x");
+        assert_eq!(Hash::parse(&h.to_hex()).unwrap(), h);
+        for bad in [
+            "",
+            "../../etc/passwd",
+            &h.to_hex().to_uppercase(),
+            &h.to_hex()[..63],
+            &format!("{}0", h.to_hex()),
+            &format!("../{}", &h.to_hex()[3..]),
+            "g".repeat(64).as_str(),
+        ] {
+            assert!(Hash::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn incremental_equals_one_shot() {
+        let mut h = Hasher::new();
+        h.update(b"hel");
+        h.update(b"lo");
+        assert_eq!(h.finish(), Hash::of(b"hello"));
+    }
+}

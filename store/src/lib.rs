@@ -1,0 +1,513 @@
+//! # sgard-store: the content-addressed blob store
+//!
+//! Every file content sgard keeps lives once, under its SHA-256:
+//!
+//! ```text
+//! <repo>/blobs/<h0h1>/<h2h3>/<64 lowercase hex>
+//! ```
+//!
+//! This is the Go sgard's layout, so repositories move between the two.
+//!
+//! ## Invariants
+//! - A blob's name is the SHA-256 of its bytes. Names are validated as 64
+//!   lowercase hex ([`Hash::parse`]) before any path is built from them.
+//! - A blob name that exists is durable: the bytes were `sync_data`'d before
+//!   the rename that gave them the name, and the leaf folder (plus the parent
+//!   of every folder created for it) was fsynced after it.
+//! - Blobs are never renamed over, except an existing blob whose size is
+//!   wrong, which is rewritten from the fresh data.
+//! - Reading re-hashes: [`Store::read_to`] fails with [`Error::Corrupt`] when
+//!   the bytes do not match their name, so callers never trust bad data.
+//! - Writing streams through a fixed buffer: memory stays bounded whatever
+//!   the size of the data.
+//! - Unfinished writes live in `blobs/tmp/` (same filesystem as the blobs);
+//!   [`Store::sweep_temps`] removes them when no writer can be running.
+//!
+//! ```
+//! let dir = tempfile::tempdir().map_err(sgard_store::Error::Source)?;
+//! let store = sgard_store::Store::init(dir.path())?;
+//! let w = store.write(&mut &b"hello\n"[..])?;
+//! assert!(store.contains(&w.hash)?);
+//! let mut out = Vec::new();
+//! store.read_to(&w.hash, &mut out)?;
+//! assert_eq!(out, b"hello\n");
+//! # Ok::<(), sgard_store::Error>(())
+//! ```
+
+pub mod durable;
+mod error;
+mod hash;
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+pub use error::{Error, Result};
+pub use hash::{Hash, Hasher};
+
+const BUF_SIZE: usize = 256 * 1024;
+const TMP_DIR: &str = "tmp";
+
+/// The blob store of one repository.
+#[derive(Debug, Clone)]
+pub struct Store {
+    blobs: PathBuf,
+}
+
+/// What [`Store::write`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// The blob's name.
+    pub hash: Hash,
+    /// Its size in bytes.
+    pub size: u64,
+    /// False when an identical blob was already stored (nothing was written).
+    pub new: bool,
+}
+
+/// The state of one blob, as [`Store::verify`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlobState {
+    /// Present and its bytes hash to its name.
+    Ok,
+    /// Not in the store.
+    Missing,
+    /// Present, but its bytes hash to something else.
+    Corrupt(Hash),
+}
+
+/// A blob found by [`Store::list`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobInfo {
+    /// The blob's name.
+    pub hash: Hash,
+    /// Its size on disk.
+    pub size: u64,
+}
+
+impl Store {
+    /// The store of the repository at `repo` (its `blobs/` folder need not exist yet).
+    pub fn open(repo: &Path) -> Self {
+        Store {
+            blobs: repo.join("blobs"),
+        }
+    }
+
+    /// Creates `repo/blobs/` durably and returns the store.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the folder cannot be created.
+    pub fn init(repo: &Path) -> Result<Self> {
+        let s = Store::open(repo);
+        durable::create_dir_all_durable(&s.blobs)?;
+        Ok(s)
+    }
+
+    /// The folder holding the blobs.
+    pub fn root(&self) -> &Path {
+        &self.blobs
+    }
+
+    /// Where the blob named `hash` lives.
+    pub fn path_of(&self, hash: &Hash) -> PathBuf {
+        let hex = hash.to_hex();
+        self.blobs.join(&hex[0..2]).join(&hex[2..4]).join(hex)
+    }
+
+    /// Whether a blob named `hash` is stored (without checking its bytes).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the store cannot be inspected.
+    pub fn contains(&self, hash: &Hash) -> Result<bool> {
+        Ok(self.size_of(hash)?.is_some())
+    }
+
+    /// The size of the stored blob, or `None` if it is not stored.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the store cannot be inspected.
+    pub fn size_of(&self, hash: &Hash) -> Result<Option<u64>> {
+        let p = self.path_of(hash);
+        match fs::metadata(&p) {
+            Ok(m) if m.is_file() => Ok(Some(m.len())),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("inspecting blob", p, e)),
+        }
+    }
+
+    /// Stores everything `reader` yields, hashing while copying to a temp
+    /// file, and makes it durable under its hash.
+    ///
+    /// An existing blob of the same name and size is kept as it is (the temp
+    /// file is dropped); one of another size is replaced.
+    ///
+    /// # Errors
+    /// [`Error::Source`] when `reader` fails, [`Error::Io`] when the store
+    /// cannot be written. The store is then unchanged (no partial blob ever
+    /// carries a name).
+    pub fn write(&self, reader: &mut dyn Read) -> Result<Written> {
+        let tmp_dir = self.blobs.join(TMP_DIR);
+        durable::create_dir_all_durable(&tmp_dir)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix("blob-")
+            .tempfile_in(&tmp_dir)
+            .map_err(|e| Error::io("creating temp file in", &tmp_dir, e))?;
+        let mut hasher = Hasher::new();
+        let mut buf = vec![0u8; BUF_SIZE];
+        let mut size = 0u64;
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::Source(e)),
+            };
+            hasher.update(&buf[..n]);
+            tmp.write_all(&buf[..n])
+                .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
+            size += n as u64;
+        }
+        let hash = hasher.finish();
+        if self.size_of(&hash)? == Some(size) {
+            return Ok(Written {
+                hash,
+                size,
+                new: false,
+            });
+        }
+        tmp.as_file()
+            .sync_data()
+            .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+        let dest = self.path_of(&hash);
+        let leaf = durable::parent_of(&dest);
+        durable::create_dir_all_durable(&leaf)?;
+        match tmp.persist_noclobber(&dest) {
+            Ok(_) => {}
+            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => {
+                // Someone stored it meanwhile, or a damaged blob of the wrong
+                // size sits there: keep a good one, replace a bad one.
+                if self.size_of(&hash)? != Some(size) {
+                    e.file
+                        .persist(&dest)
+                        .map_err(|e| Error::io("replacing damaged blob", &dest, e.error))?;
+                }
+            }
+            Err(e) => return Err(Error::io("renaming temp file to", &dest, e.error)),
+        }
+        durable::fsync_dir(&leaf)?;
+        Ok(Written {
+            hash,
+            size,
+            new: true,
+        })
+    }
+
+    /// Stores a byte slice (see [`Store::write`]).
+    ///
+    /// # Errors
+    /// As [`Store::write`].
+    pub fn write_bytes(&self, data: &[u8]) -> Result<Written> {
+        let mut r = data;
+        self.write(&mut r)
+    }
+
+    /// Streams the blob into `out`, re-hashing it on the way.
+    ///
+    /// When the bytes do not match the name, the error is [`Error::Corrupt`]
+    /// and whatever reached `out` must be thrown away.
+    ///
+    /// # Errors
+    /// [`Error::Missing`], [`Error::Corrupt`], or [`Error::Io`].
+    pub fn read_to(&self, hash: &Hash, out: &mut dyn Write) -> Result<u64> {
+        let p = self.path_of(hash);
+        let mut f = match File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Error::Missing(*hash)),
+            Err(e) => return Err(Error::io("opening blob", p, e)),
+        };
+        let mut hasher = Hasher::new();
+        let mut buf = vec![0u8; BUF_SIZE];
+        let mut size = 0u64;
+        loop {
+            let n = match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("reading blob", p, e)),
+            };
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n]).map_err(Error::Source)?;
+            size += n as u64;
+        }
+        let actual = hasher.finish();
+        if actual != *hash {
+            return Err(Error::Corrupt {
+                hash: *hash,
+                actual,
+            });
+        }
+        Ok(size)
+    }
+
+    /// Reads a whole blob into memory, verified (for small data such as diffs).
+    ///
+    /// # Errors
+    /// As [`Store::read_to`].
+    pub fn read(&self, hash: &Hash) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.read_to(hash, &mut out)?;
+        Ok(out)
+    }
+
+    /// Re-hashes one blob.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the blob exists but cannot be read.
+    pub fn verify(&self, hash: &Hash) -> Result<BlobState> {
+        match self.read_to(hash, &mut io::sink()) {
+            Ok(_) => Ok(BlobState::Ok),
+            Err(Error::Missing(_)) => Ok(BlobState::Missing),
+            Err(Error::Corrupt { actual, .. }) => Ok(BlobState::Corrupt(actual)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes a blob; returns the bytes freed, or `None` if it was not there.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when it cannot be removed.
+    pub fn delete(&self, hash: &Hash) -> Result<Option<u64>> {
+        let p = self.path_of(hash);
+        let Some(size) = self.size_of(hash)? else {
+            return Ok(None);
+        };
+        fs::remove_file(&p).map_err(|e| Error::io("deleting blob", &p, e))?;
+        durable::fsync_dir(&durable::parent_of(&p))?;
+        Ok(Some(size))
+    }
+
+    /// Every blob in the store, in hash order. Files whose names are not
+    /// valid hashes in the right place are not blobs and are left out.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a folder cannot be listed.
+    pub fn list(&self) -> Result<Vec<BlobInfo>> {
+        let mut out = Vec::new();
+        for l1 in read_dir_sorted(&self.blobs)? {
+            if !is_fanout(&l1) {
+                continue;
+            }
+            let p1 = self.blobs.join(&l1);
+            for l2 in read_dir_sorted(&p1)? {
+                if !is_fanout(&l2) {
+                    continue;
+                }
+                let p2 = p1.join(&l2);
+                for name in read_dir_sorted(&p2)? {
+                    let Ok(hash) = Hash::parse(&name) else {
+                        continue;
+                    };
+                    if !name.starts_with(&format!("{l1}{l2}")) {
+                        continue;
+                    }
+                    let p = p2.join(&name);
+                    let m = fs::symlink_metadata(&p).map_err(|e| Error::io("inspecting", &p, e))?;
+                    if m.is_file() {
+                        out.push(BlobInfo {
+                            hash,
+                            size: m.len(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes unfinished writes: everything in `blobs/tmp/` and the Go
+    /// sgard's `.blob-*` temp files. Call only while holding the repository's
+    /// exclusive lock (no writer can be running). Returns (files, bytes).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a temp file cannot be removed.
+    pub fn sweep_temps(&self) -> Result<(u64, u64)> {
+        let mut count = 0;
+        let mut bytes = 0;
+        let mut remove = |p: PathBuf| -> Result<()> {
+            let m = fs::symlink_metadata(&p).map_err(|e| Error::io("inspecting", &p, e))?;
+            if m.is_file() || m.file_type().is_symlink() {
+                fs::remove_file(&p).map_err(|e| Error::io("removing temp file", &p, e))?;
+                count += 1;
+                bytes += m.len();
+            }
+            Ok(())
+        };
+        let tmp = self.blobs.join(TMP_DIR);
+        if tmp.is_dir() {
+            for name in read_dir_sorted(&tmp)? {
+                remove(tmp.join(name))?;
+            }
+        }
+        // The Go sgard leaves `.blob-*` temp files in the fan-out folders.
+        for l1 in read_dir_sorted(&self.blobs)? {
+            let p1 = self.blobs.join(&l1);
+            if !is_fanout(&l1) {
+                if l1.starts_with(".blob-") {
+                    remove(p1)?;
+                }
+                continue;
+            }
+            for l2 in read_dir_sorted(&p1)? {
+                let p2 = p1.join(&l2);
+                if !is_fanout(&l2) {
+                    if l2.starts_with(".blob-") {
+                        remove(p2)?;
+                    }
+                    continue;
+                }
+                for name in read_dir_sorted(&p2)? {
+                    if name.starts_with(".blob-") {
+                        remove(p2.join(name))?;
+                    }
+                }
+            }
+        }
+        Ok((count, bytes))
+    }
+}
+
+fn is_fanout(name: &str) -> bool {
+    name.len() == 2
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<String>> {
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("listing", dir, e)),
+    };
+    let mut names = Vec::new();
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io("listing", dir, e))?;
+        // Non-UTF-8 names cannot be blobs; skip them.
+        if let Ok(n) = ent.file_name().into_string() {
+            names.push(n);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::init(d.path()).unwrap();
+        (d, s)
+    }
+
+    #[test]
+    fn write_read_round_trip_in_go_layout() {
+        let (d, s) = store();
+        let w = s.write_bytes(b"hello").unwrap();
+        assert!(w.new);
+        assert_eq!(w.size, 5);
+        let hex = w.hash.to_hex();
+        assert_eq!(
+            hex,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        let p = d.path().join("blobs/2c/f2").join(&hex);
+        assert_eq!(fs::read(&p).unwrap(), b"hello");
+        assert_eq!(s.read(&w.hash).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn duplicate_write_is_a_no_op() {
+        let (_d, s) = store();
+        let a = s.write_bytes(b"same").unwrap();
+        let b = s.write_bytes(b"same").unwrap();
+        assert_eq!(a.hash, b.hash);
+        assert!(!b.new);
+        assert_eq!(s.list().unwrap().len(), 1);
+        assert_eq!(fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn truncated_blob_is_rewritten() {
+        let (_d, s) = store();
+        let w = s.write_bytes(b"precious data").unwrap();
+        fs::write(s.path_of(&w.hash), b"").unwrap();
+        let again = s.write_bytes(b"precious data").unwrap();
+        assert!(again.new);
+        assert_eq!(s.read(&w.hash).unwrap(), b"precious data");
+    }
+
+    #[test]
+    fn corrupt_blob_fails_its_read() {
+        let (_d, s) = store();
+        let w = s.write_bytes(b"original").unwrap();
+        fs::write(s.path_of(&w.hash), b"tampered").unwrap();
+        let err = s.read(&w.hash).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(err.is_integrity());
+        assert_eq!(
+            s.verify(&w.hash).unwrap(),
+            BlobState::Corrupt(Hash::of(b"tampered"))
+        );
+    }
+
+    #[test]
+    fn missing_blob_reports_missing() {
+        let (_d, s) = store();
+        let h = Hash::of(b"never stored");
+        assert!(!s.contains(&h).unwrap());
+        assert!(matches!(s.read(&h), Err(Error::Missing(_))));
+        assert_eq!(s.verify(&h).unwrap(), BlobState::Missing);
+        assert_eq!(s.delete(&h).unwrap(), None);
+    }
+
+    #[test]
+    fn delete_and_list() {
+        let (_d, s) = store();
+        let a = s.write_bytes(b"a").unwrap();
+        let b = s.write_bytes(b"bb").unwrap();
+        let mut want = vec![a.hash, b.hash];
+        want.sort();
+        let got: Vec<_> = s.list().unwrap().iter().map(|i| i.hash).collect();
+        assert_eq!(got, want);
+        assert_eq!(s.delete(&a.hash).unwrap(), Some(1));
+        assert!(!s.contains(&a.hash).unwrap());
+        assert_eq!(s.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn list_ignores_strays_and_sweep_removes_temps() {
+        let (_d, s) = store();
+        s.write_bytes(b"a").unwrap();
+        fs::create_dir_all(s.root().join("zz")).unwrap();
+        fs::write(s.root().join("zz/notablob"), b"x").unwrap();
+        fs::write(s.root().join(TMP_DIR).join("blob-stale"), b"half").unwrap();
+        let leaf = durable::parent_of(&s.path_of(&Hash::of(b"a")));
+        fs::write(leaf.join(".blob-123"), b"go temp").unwrap();
+        assert_eq!(s.list().unwrap().len(), 1);
+        assert_eq!(s.sweep_temps().unwrap(), (2, 11));
+        assert_eq!(s.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn streaming_write_of_a_large_reader() {
+        let (_d, s) = store();
+        // 8 MiB from a reader that never holds it all.
+        let mut r = io::repeat(7).take(8 << 20);
+        let w = s.write(&mut r).unwrap();
+        assert_eq!(w.size, 8 << 20);
+        assert_eq!(s.verify(&w.hash).unwrap(), BlobState::Ok);
+    }
+}
