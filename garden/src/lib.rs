@@ -1,1 +1,235 @@
-//! x
+//! # sgard-garden: every operation on a repository and the home it mirrors
+//!
+//! A [`Garden`] owns one repository: its manifest, its blob store and its
+//! lock. The CLI and the sync server call the same methods; no logic lives in
+//! command files or RPC handlers.
+//!
+//! ## Invariants
+//! - A Garden opened with [`LockMode::Exclusive`] is the only writer of its
+//!   repository; the manifest is loaded *after* the lock is taken, so
+//!   concurrent commands never lose each other's updates.
+//! - Blobs are durable before the manifest that names them is saved; the
+//!   manifest is saved atomically. A crash at any point leaves the old
+//!   manifest or the new one, and every blob either names is complete.
+//! - Nothing is written into the home folder except through a temp file and
+//!   a rename in the destination folder, after the content passed its hash.
+//! - The repository folder itself is never tracked.
+//!
+//! Operations return reports; they print nothing. Questions to the user go
+//! through [`Prompt`].
+
+mod add;
+mod checkpoint;
+mod diff;
+mod env;
+mod error;
+pub mod fsx;
+pub mod identity;
+mod info;
+pub mod lock;
+mod paths;
+mod prune;
+mod remove;
+mod restore;
+mod status;
+mod verify;
+
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use sgard_manifest::{MANIFEST_FILE, Manifest, path_is_under};
+use sgard_store::{Store, durable};
+
+pub use add::{AddOptions, AddOutcome, AddReport};
+pub use checkpoint::{CheckpointReport, EntryChange};
+pub use diff::Diff;
+pub use env::Env;
+pub use error::{Error, Result};
+pub use info::Info;
+pub use lock::{LockMode, RepoLock};
+pub use paths::clean;
+pub use prune::PruneReport;
+pub use remove::RemoveReport;
+pub use restore::{Prompt, RestoreAction, RestoreOptions, RestoreReport};
+pub use status::{State, StatusLine};
+pub use verify::{VerifyLine, VerifyState};
+
+pub use sgard_manifest as manifest;
+pub use sgard_store as store;
+
+/// The `.gitignore` written by `init`: blobs and machine-local files stay out
+/// of git.
+pub const GITIGNORE: &str = "blobs/\ntags\nlock\njwt.key\n.sgard-tmp-*\n";
+
+/// One repository, opened and locked.
+#[derive(Debug)]
+pub struct Garden {
+    root: PathBuf,
+    env: Env,
+    manifest: Manifest,
+    store: Store,
+    labels: Vec<String>,
+    repo_id: Option<(u64, u64)>,
+    _lock: RepoLock,
+}
+
+impl Garden {
+    /// Creates a repository at `root` (an absolute path): the folder and its
+    /// parents, `blobs/`, `.gitignore`, then an empty manifest (written last,
+    /// so a repository exists only once it is complete).
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] if `root` holds a manifest; [`Error::Io`].
+    pub fn init(root: &Path, env: Env) -> Result<Garden> {
+        let manifest_path = root.join(MANIFEST_FILE);
+        if fsx::lstat(&manifest_path)?.is_some() {
+            return Err(Error::AlreadyExists(root.to_path_buf()));
+        }
+        durable::create_dir_all_durable(root)?;
+        let lock = RepoLock::acquire(root, LockMode::Exclusive, &|_| {})?;
+        if fsx::lstat(&manifest_path)?.is_some() {
+            return Err(Error::AlreadyExists(root.to_path_buf()));
+        }
+        let store = Store::init(root)?;
+        durable::write_atomic(&root.join(".gitignore"), GITIGNORE.as_bytes(), 0o644)?;
+        let manifest = Manifest::new(env.now);
+        manifest.save(&manifest_path)?;
+        Garden::assemble(root, env, manifest, store, lock)
+    }
+
+    /// Opens the repository at `root` (an absolute path), taking its lock in
+    /// `mode` (calling `on_wait` if it has to wait), then loading the manifest.
+    ///
+    /// # Errors
+    /// [`Error::NotARepo`] when there is no manifest (nothing is created
+    /// then); manifest validation errors; [`Error::Io`].
+    pub fn open(root: &Path, env: Env, mode: LockMode, on_wait: &dyn Fn(&str)) -> Result<Garden> {
+        let manifest_path = root.join(MANIFEST_FILE);
+        if fsx::lstat(&manifest_path)?.is_none() {
+            return Err(Error::NotARepo(root.to_path_buf()));
+        }
+        let lock = RepoLock::acquire(root, mode, on_wait)?;
+        let manifest = Manifest::load(&manifest_path)?;
+        let store = Store::open(root);
+        Garden::assemble(root, env, manifest, store, lock)
+    }
+
+    fn assemble(
+        root: &Path,
+        env: Env,
+        manifest: Manifest,
+        store: Store,
+        lock: RepoLock,
+    ) -> Result<Garden> {
+        let tags = identity::read_tags(root)?;
+        let labels = identity::labels(&env.hostname, &tags);
+        let repo_id = fs::metadata(root).ok().map(|m| (m.dev(), m.ino()));
+        Ok(Garden {
+            root: root.to_path_buf(),
+            env,
+            manifest,
+            store,
+            labels,
+            repo_id,
+            _lock: lock,
+        })
+    }
+
+    /// The repository folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The manifest as loaded (and as changed by this Garden).
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The blob store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The environment this Garden works in.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// This machine's targeting labels.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    fn manifest_path(&self) -> PathBuf {
+        self.root.join(MANIFEST_FILE)
+    }
+
+    fn save(&mut self) -> Result<()> {
+        if self._lock.mode() != LockMode::Exclusive {
+            return Err(Error::Invalid(
+                "internal error: manifest save without the exclusive lock".into(),
+            ));
+        }
+        self.manifest.save(&self.manifest_path())?;
+        Ok(())
+    }
+
+    /// Whether `abs` is the repository folder or inside it.
+    fn is_in_repo(&self, abs: &Path) -> bool {
+        if abs.starts_with(&self.root) {
+            return true;
+        }
+        // Also catch the repository reached through another name (a symlink
+        // in the path, a bind mount).
+        let Some((dev, ino)) = self.repo_id else {
+            return false;
+        };
+        abs.ancestors().any(|a| {
+            fs::metadata(a)
+                .map(|m| m.dev() == dev && m.ino() == ino)
+                .unwrap_or(false)
+        })
+    }
+
+    fn is_repo_dir(&self, md: &fs::Metadata) -> bool {
+        self.repo_id == Some((md.dev(), md.ino()))
+    }
+
+    fn applies(&self, e: &sgard_manifest::Entry) -> Result<bool> {
+        identity::applies(e, &self.labels)
+    }
+
+    /// The tilde forms of command-line arguments.
+    fn tilde_args(&self, args: &[OsString]) -> Result<Vec<String>> {
+        args.iter()
+            .map(|a| self.env.to_tilde(&self.env.resolve(a)))
+            .collect()
+    }
+
+    /// Indices of the entries selected by `args` (each arg selects the entry
+    /// of that path and every entry under it); all entries when `args` is
+    /// empty.
+    ///
+    /// # Errors
+    /// [`Error::NoMatch`] when args were given and none matched.
+    fn select(&self, args: &[OsString]) -> Result<Vec<usize>> {
+        if args.is_empty() {
+            return Ok((0..self.manifest.files.len()).collect());
+        }
+        let wanted = self.tilde_args(args)?;
+        let picked: Vec<usize> = self
+            .manifest
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| wanted.iter().any(|w| path_is_under(&e.path, w)))
+            .map(|(i, _)| i)
+            .collect();
+        if picked.is_empty() {
+            return Err(Error::NoMatch);
+        }
+        Ok(picked)
+    }
+}

@@ -1,0 +1,186 @@
+//! `checkpoint`: record the current state of every tracked path.
+
+use sgard_manifest::{Entry, EntryKind};
+
+use crate::fsx::{self, DiskKind};
+use crate::{Error, Garden, Result};
+
+/// What a checkpoint did to one entry (entries it left alone are not listed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryChange {
+    /// New content (or link target) recorded.
+    Content,
+    /// Only the mode changed.
+    Mode,
+    /// The path is gone from disk; the stored version is kept.
+    Missing,
+    /// The path is now something else (e.g. a folder); the entry is kept.
+    TypeChange(String),
+    /// Locked and different on disk: the repository's version is kept.
+    Locked,
+    /// The entry could not be checkpointed; it is kept as it was.
+    Failed(String),
+}
+
+/// The result of [`Garden::checkpoint`].
+#[derive(Clone, Debug, Default)]
+pub struct CheckpointReport {
+    /// Entries that changed or need attention, in manifest order.
+    pub changes: Vec<(String, EntryChange)>,
+    /// New blobs stored.
+    pub new_blobs: usize,
+}
+
+impl CheckpointReport {
+    /// Whether any entry failed.
+    pub fn has_failures(&self) -> bool {
+        self.changes
+            .iter()
+            .any(|(_, c)| matches!(c, EntryChange::Failed(_)))
+    }
+}
+
+impl Garden {
+    /// Re-reads every tracked path that applies to this machine, stores
+    /// changed contents, records mode and link-target changes, and saves the
+    /// manifest with `message`. Missing paths and paths whose type changed are
+    /// reported and kept as they were; one failing entry never aborts the
+    /// run. Locked entries are never taken from disk.
+    ///
+    /// # Errors
+    /// Only when the manifest cannot be saved or targeting is inconsistent.
+    pub fn checkpoint(&mut self, message: Option<&str>) -> Result<CheckpointReport> {
+        let mut report = CheckpointReport::default();
+        for i in 0..self.manifest.files.len() {
+            let entry = self.manifest.files[i].clone();
+            if !self.applies(&entry)? {
+                continue;
+            }
+            let change = match self.checkpoint_entry(&entry, &mut report) {
+                Ok(Some((updated, change))) => {
+                    self.manifest.files[i] = updated;
+                    Some(change)
+                }
+                Ok(None) => None,
+                Err(e) => Some(EntryChange::Failed(error_chain(&e))),
+            };
+            if let Some(c) = change {
+                report.changes.push((entry.path.clone(), c));
+            }
+        }
+        self.manifest.updated = self.env.now;
+        self.manifest.message = message.filter(|m| !m.is_empty()).map(str::to_owned);
+        self.save()?;
+        Ok(report)
+    }
+
+    fn checkpoint_entry(
+        &self,
+        entry: &Entry,
+        report: &mut CheckpointReport,
+    ) -> Result<Option<(Entry, EntryChange)>> {
+        let abs = self.env.expand(&entry.path);
+        let Some(md) = fsx::lstat(&abs)? else {
+            return Ok(Some((entry.clone(), EntryChange::Missing)));
+        };
+        let disk = DiskKind::of(&md);
+        if !disk.matches(entry.kind) {
+            return Ok(Some((
+                entry.clone(),
+                EntryChange::TypeChange(format!(
+                    "tracked as a {}, now {}",
+                    entry.kind,
+                    disk.describe()
+                )),
+            )));
+        }
+        let mut e = entry.clone();
+        let mode = fsx::mode_of(&md);
+        let mode_changed = entry.kind != EntryKind::Link && entry.mode != Some(mode);
+        match entry.kind {
+            EntryKind::File => {
+                let (hash, _) = fsx::hash_file(&abs)?;
+                let want = if entry.encrypted {
+                    entry.plaintext_hash
+                } else {
+                    entry.hash
+                };
+                let content_changed = want != Some(hash);
+                if entry.locked {
+                    return Ok((content_changed || mode_changed)
+                        .then(|| (entry.clone(), EntryChange::Locked)));
+                }
+                // Heal a blob that went missing while the file still holds it.
+                let heal = !content_changed
+                    && !entry.encrypted
+                    && entry
+                        .hash
+                        .is_some_and(|h| !self.store.contains(&h).unwrap_or(true));
+                if heal {
+                    let (mut f, _) = fsx::open_regular(&abs)?;
+                    let w = self.store.write(&mut f).map_err(|err| match err {
+                        sgard_store::Error::Source(s) => Error::io("reading", &abs, s),
+                        other => Error::Store(other),
+                    })?;
+                    if w.new {
+                        report.new_blobs += 1;
+                    }
+                }
+                if content_changed {
+                    if entry.encrypted {
+                        return Err(Error::Unsupported {
+                            path: entry.path.clone(),
+                            reason: "encrypted entry changed, and this sgard cannot encrypt \
+                                     yet; the stored version is kept"
+                                .into(),
+                        });
+                    }
+                    let (mut f, fmd) = fsx::open_regular(&abs)?;
+                    let w = self.store.write(&mut f).map_err(|err| match err {
+                        sgard_store::Error::Source(s) => Error::io("reading", &abs, s),
+                        other => Error::Store(other),
+                    })?;
+                    if w.new {
+                        report.new_blobs += 1;
+                    }
+                    e.hash = Some(w.hash);
+                    e.mode = Some(fsx::mode_of(&fmd));
+                    e.updated = self.env.now;
+                    return Ok(Some((e, EntryChange::Content)));
+                }
+            }
+            EntryKind::Link => {
+                let target = fsx::read_link(&abs)?;
+                if entry.target.as_deref() != Some(target.as_str()) {
+                    if entry.locked {
+                        return Ok(Some((entry.clone(), EntryChange::Locked)));
+                    }
+                    e.target = Some(target);
+                    e.updated = self.env.now;
+                    return Ok(Some((e, EntryChange::Content)));
+                }
+            }
+            EntryKind::Directory => {}
+        }
+        if mode_changed {
+            if entry.locked {
+                return Ok(Some((entry.clone(), EntryChange::Locked)));
+            }
+            e.mode = Some(mode);
+            return Ok(Some((e, EntryChange::Mode)));
+        }
+        Ok(None)
+    }
+}
+
+/// An error and its causes on one line.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

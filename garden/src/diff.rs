@@ -1,0 +1,128 @@
+//! `diff`: a unified diff of a tracked file, stored against current.
+
+use std::ffi::OsStr;
+use std::io::Read;
+
+use sgard_manifest::EntryKind;
+use similar::TextDiff;
+
+use crate::fsx;
+use crate::{Error, Garden, Result};
+
+/// The largest file diffed line by line; bigger ones are only compared.
+pub const MAX_DIFF_BYTES: u64 = 16 << 20;
+
+/// The outcome of [`Garden::diff`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Diff {
+    /// Stored and current content are the same.
+    Same,
+    /// A unified diff with `--- <path> (stored)` / `+++ <path> (current)` headers.
+    Text(String),
+    /// At least one side is binary (or too large); they differ.
+    Binary {
+        /// The entry's path.
+        path: String,
+    },
+}
+
+impl Garden {
+    /// Compares the stored content of the file entry at `arg` with the file
+    /// on disk (a missing file diffs as empty).
+    ///
+    /// # Errors
+    /// [`Error::NotTracked`]; [`Error::Unsupported`] for links and folders;
+    /// [`Error::Integrity`] when the stored blob fails its hash.
+    pub fn diff(&self, arg: &OsStr) -> Result<Diff> {
+        let path = self.env.to_tilde(&self.env.resolve(arg))?;
+        let e = self
+            .manifest
+            .get(&path)
+            .ok_or_else(|| Error::NotTracked(path.clone()))?;
+        if e.kind != EntryKind::File {
+            return Err(Error::Unsupported {
+                path,
+                reason: format!("cannot diff a {} entry (only files)", e.kind),
+            });
+        }
+        if e.encrypted {
+            return Err(Error::Unsupported {
+                path,
+                reason: "entry is encrypted and this sgard cannot decrypt yet".into(),
+            });
+        }
+        let hash = e
+            .hash
+            .ok_or_else(|| Error::Invalid(format!("{path}: no hash")))?;
+        let abs = self.env.expand(&path);
+        let current = match fsx::lstat(&abs)? {
+            None => Some(Vec::new()),
+            Some(_) => {
+                let (mut f, md) = fsx::open_regular(&abs)?;
+                if md.len() > MAX_DIFF_BYTES {
+                    None
+                } else {
+                    let mut buf = Vec::with_capacity(md.len() as usize);
+                    f.read_to_end(&mut buf)
+                        .map_err(|err| Error::io("reading", &abs, err))?;
+                    Some(buf)
+                }
+            }
+        };
+        let stored_size = self.store.size_of(&hash)?;
+        let integrity = |source| Error::Integrity {
+            path: path.clone(),
+            source,
+        };
+        let Some(current) = current else {
+            // Too large to diff in memory: compare hashes only.
+            self.store.verify(&hash)?;
+            let (now, _) = fsx::hash_file(&abs)?;
+            return Ok(if now == hash {
+                Diff::Same
+            } else {
+                Diff::Binary { path }
+            });
+        };
+        if stored_size.is_some_and(|s| s > MAX_DIFF_BYTES) {
+            return Ok(if sgard_store::Hash::of(&current) == hash {
+                Diff::Same
+            } else {
+                Diff::Binary { path }
+            });
+        }
+        let stored = self.store.read(&hash).map_err(|s| {
+            if s.is_integrity() {
+                integrity(s)
+            } else {
+                Error::Store(s)
+            }
+        })?;
+        if stored == current {
+            return Ok(Diff::Same);
+        }
+        let (Some(old), Some(new)) = (text(&stored), text(&current)) else {
+            return Ok(Diff::Binary { path });
+        };
+        let missing = fsx::lstat(&abs)?.is_none();
+        let new_label = if missing {
+            format!("{path} (missing)")
+        } else {
+            format!("{path} (current)")
+        };
+        let d = TextDiff::from_lines(old, new);
+        let out = d
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("{path} (stored)"), &new_label)
+            .to_string();
+        Ok(Diff::Text(out))
+    }
+}
+
+fn text(b: &[u8]) -> Option<&str> {
+    if b.iter().take(8192).any(|&c| c == 0) {
+        return None;
+    }
+    std::str::from_utf8(b).ok()
+}

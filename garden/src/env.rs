@@ -1,0 +1,22 @@
+//! What a Garden needs to know about the world it runs in.
+//!
+//! The library never reads environment variables or the clock itself: the
+//! CLI builds an [`Env`] once (honouring `SGARD_NOW` and `SGARD_HOSTNAME`)
+//! so tests are deterministic.
+
+use std::path::PathBuf;
+
+use sgard_manifest::Timestamp;
+
+/// The machine and moment an operation runs in.
+#[derive(Clone, Debug)]
+pub struct Env {
+    /// The user's home folder (absolute); `~` in the manifest means this.
+    pub home: PathBuf,
+    /// The working folder relative arguments resolve against (absolute).
+    pub cwd: PathBuf,
+    /// "Now" for every timestamp this command writes.
+    pub now: Timestamp,
+    /// The machine's host name (any case, possibly fully qualified).
+    pub hostname: String,
+}

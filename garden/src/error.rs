@@ -1,0 +1,94 @@
+//! Errors of Garden operations.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything a Garden operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O operation on a path failed.
+    #[error("{op} {}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The manifest could not be loaded, validated or saved.
+    #[error(transparent)]
+    Manifest(#[from] sgard_manifest::Error),
+    /// The blob store failed.
+    #[error(transparent)]
+    Store(#[from] sgard_store::Error),
+    /// The stored content of a tracked path failed its hash or is gone.
+    #[error("stored content of {path} cannot be trusted")]
+    Integrity {
+        /// The tracked path.
+        path: String,
+        /// What the store found.
+        #[source]
+        source: sgard_store::Error,
+    },
+    /// There is no repository at the given place.
+    #[error("no sgard repository at {} (no manifest.yaml); run `sgard init` first", .0.display())]
+    NotARepo(PathBuf),
+    /// `init` found an existing repository.
+    #[error("repository already exists at {}", .0.display())]
+    AlreadyExists(PathBuf),
+    /// A path argument does not exist on disk.
+    #[error("{}: no such file or directory", .0.display())]
+    NotFound(PathBuf),
+    /// A path is not tracked.
+    #[error("not tracked: {0}")]
+    NotTracked(String),
+    /// A selection matched no tracked entry.
+    #[error("no matching tracked entries")]
+    NoMatch,
+    /// An argument points into the repository itself.
+    #[error("{}: refusing to track the sgard repository itself", .0.display())]
+    InsideRepo(PathBuf),
+    /// A path cannot be written into the manifest.
+    #[error("{path}: {reason}")]
+    BadPath {
+        /// The path as given.
+        path: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// An operation does not apply to this kind of entry or file.
+    #[error("{path}: {reason}")]
+    Unsupported {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The repository's targeting data is inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// True when stored data failed its hash or is missing (exit code 3).
+    pub fn is_integrity(&self) -> bool {
+        match self {
+            Error::Integrity { .. } => true,
+            Error::Store(e) => e.is_integrity(),
+            _ => false,
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,142 @@
+//! The repository lock: `<repo>/lock`, an advisory `flock`.
+//!
+//! Commands that write take it exclusively, readers share it. The file is
+//! never deleted; the kernel releases the lock when the process ends, so a
+//! crashed sgard never leaves a stale lock behind.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// The lock file's name inside a repository.
+pub const LOCK_FILE: &str = "lock";
+
+/// How a command uses the repository.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LockMode {
+    /// Reads only; shares the lock with other readers.
+    Shared,
+    /// Writes; excludes everyone else.
+    Exclusive,
+}
+
+/// A held repository lock (released on drop).
+#[derive(Debug)]
+pub struct RepoLock {
+    _file: Option<File>,
+    mode: LockMode,
+}
+
+impl RepoLock {
+    /// Takes the lock of the repository at `repo`, calling `on_wait` with a
+    /// message once if another process holds it and we must wait.
+    ///
+    /// A shared lock on a read-only repository (no lock file can be created)
+    /// proceeds without one: nothing can write there anyway.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the lock file cannot be opened or locked.
+    pub fn acquire(repo: &Path, mode: LockMode, on_wait: &dyn Fn(&str)) -> Result<Self> {
+        let path = repo.join(LOCK_FILE);
+        let file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if mode == LockMode::Shared && is_read_only(&e) => match File::open(&path) {
+                Ok(f) => f,
+                Err(_) => return Ok(RepoLock { _file: None, mode }),
+            },
+            Err(e) => return Err(Error::io("opening lock file", path, e)),
+        };
+        let attempt = match mode {
+            LockMode::Shared => file.try_lock_shared(),
+            LockMode::Exclusive => file.try_lock(),
+        };
+        match attempt {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                on_wait(&wait_message(&path, mode));
+                let r = match mode {
+                    LockMode::Shared => file.lock_shared(),
+                    LockMode::Exclusive => file.lock(),
+                };
+                r.map_err(|e| Error::io("locking", path.clone(), e))?;
+            }
+            Err(TryLockError::Error(e)) => return Err(Error::io("locking", path, e)),
+        }
+        Ok(RepoLock {
+            _file: Some(file),
+            mode,
+        })
+    }
+
+    /// The mode held.
+    pub fn mode(&self) -> LockMode {
+        self.mode
+    }
+}
+
+fn wait_message(path: &Path, mode: LockMode) -> String {
+    let what = match mode {
+        LockMode::Shared => "shared",
+        LockMode::Exclusive => "exclusive",
+    };
+    format!(
+        "waiting for the {what} lock on {} (another sgard is using this repository)",
+        path.display()
+    )
+}
+
+fn is_read_only(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied || e.kind() == io::ErrorKind::ReadOnlyFilesystem
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn shared_locks_coexist_and_exclusive_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = RepoLock::acquire(dir.path(), LockMode::Shared, &|_| panic!("waited")).unwrap();
+        let b = RepoLock::acquire(dir.path(), LockMode::Shared, &|_| panic!("waited")).unwrap();
+        assert_eq!(a.mode(), LockMode::Shared);
+        drop((a, b));
+        let held = RepoLock::acquire(dir.path(), LockMode::Exclusive, &|_| {}).unwrap();
+        let f = File::open(dir.path().join(LOCK_FILE)).unwrap();
+        assert!(matches!(f.try_lock_shared(), Err(TryLockError::WouldBlock)));
+        drop(held);
+        assert!(f.try_lock_shared().is_ok());
+    }
+
+    #[test]
+    fn waiting_says_which_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = RepoLock::acquire(dir.path(), LockMode::Exclusive, &|_| {}).unwrap();
+        let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let p = dir.path().to_path_buf();
+        let said2 = said.clone();
+        let t = std::thread::spawn(move || {
+            let waited = Cell::new(false);
+            let _l = RepoLock::acquire(&p, LockMode::Shared, &|m| {
+                waited.set(true);
+                *said2.lock().unwrap() = m.to_owned();
+            })
+            .unwrap();
+            waited.get()
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        drop(held);
+        assert!(t.join().unwrap());
+        let msg = said.lock().unwrap().clone();
+        assert!(msg.contains("waiting for the shared lock"), "{msg}");
+        assert!(msg.contains("lock"), "{msg}");
+    }
+}

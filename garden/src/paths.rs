@@ -1,0 +1,144 @@
+//! Path handling: argument resolution, `~` forms, lexical cleaning.
+//!
+//! Manifest paths are `~`, `~/…` (relative to the home of whoever uses the
+//! repository) or absolute. Arguments are resolved lexically, like Go's
+//! `filepath.Abs`: symlinks in them are not followed.
+
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+
+use crate::{Env, Error, Result};
+
+/// Cleans a path lexically: drops `.`, resolves `..` against the previous
+/// component, never climbs above `/`.
+pub fn clean(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::RootDir => out.push("/"),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            Component::Prefix(p) => out.push(p.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push("/");
+    }
+    out
+}
+
+impl Env {
+    /// Resolves a command-line argument to a clean absolute path: `~` and
+    /// `~/…` mean the home folder, relative paths start at the working folder.
+    pub fn resolve(&self, arg: &OsStr) -> PathBuf {
+        let p = Path::new(arg);
+        let bytes = arg.as_encoded_bytes();
+        let joined = if bytes == b"~" {
+            self.home.clone()
+        } else if bytes.starts_with(b"~/") {
+            // Safe split: "~/" is ASCII.
+            self.home.join(Path::new(&arg.to_string_lossy()[2..]))
+        } else if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        };
+        clean(&joined)
+    }
+
+    /// The manifest form of an absolute path: `~`, `~/…` under the home
+    /// folder, the absolute path elsewhere.
+    ///
+    /// # Errors
+    /// [`Error::BadPath`] for paths that are not UTF-8 or not storable.
+    pub fn to_tilde(&self, abs: &Path) -> Result<String> {
+        let home = clean(&self.home);
+        let s = if abs == home {
+            "~".to_owned()
+        } else if let Ok(rest) = abs.strip_prefix(&home) {
+            let rest = rest.to_str().ok_or_else(|| not_utf8(abs))?;
+            format!("~/{rest}")
+        } else {
+            abs.to_str().ok_or_else(|| not_utf8(abs))?.to_owned()
+        };
+        sgard_manifest::validate_path(&s).map_err(|reason| Error::BadPath {
+            path: abs.display().to_string(),
+            reason,
+        })?;
+        Ok(s)
+    }
+
+    /// The absolute path a manifest path means on this machine.
+    pub fn expand(&self, tilde: &str) -> PathBuf {
+        if tilde == "~" {
+            self.home.clone()
+        } else if let Some(rest) = tilde.strip_prefix("~/") {
+            self.home.join(rest)
+        } else {
+            PathBuf::from(tilde)
+        }
+    }
+}
+
+fn not_utf8(p: &Path) -> Error {
+    Error::BadPath {
+        path: p.display().to_string(),
+        reason: "path is not valid UTF-8 and cannot be stored in the manifest".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sgard_manifest::Timestamp;
+
+    fn env() -> Env {
+        Env {
+            home: "/home/u".into(),
+            cwd: "/home/u/.config".into(),
+            now: Timestamp::zero(),
+            hostname: "h".into(),
+        }
+    }
+
+    #[test]
+    fn resolves_like_filepath_abs() {
+        let e = env();
+        assert_eq!(e.resolve(OsStr::new("~")), PathBuf::from("/home/u"));
+        assert_eq!(
+            e.resolve(OsStr::new("~/.bashrc")),
+            PathBuf::from("/home/u/.bashrc")
+        );
+        assert_eq!(
+            e.resolve(OsStr::new("app/a")),
+            PathBuf::from("/home/u/.config/app/a")
+        );
+        assert_eq!(
+            e.resolve(OsStr::new("../x/./y")),
+            PathBuf::from("/home/u/x/y")
+        );
+        assert_eq!(
+            e.resolve(OsStr::new("/etc/../etc/hosts")),
+            PathBuf::from("/etc/hosts")
+        );
+        assert_eq!(e.resolve(OsStr::new("/../..")), PathBuf::from("/"));
+    }
+
+    #[test]
+    fn tilde_forms() {
+        let e = env();
+        assert_eq!(e.to_tilde(Path::new("/home/u")).unwrap(), "~");
+        assert_eq!(e.to_tilde(Path::new("/home/u/.x")).unwrap(), "~/.x");
+        assert_eq!(
+            e.to_tilde(Path::new("/home/user2/x")).unwrap(),
+            "/home/user2/x"
+        );
+        assert_eq!(e.to_tilde(Path::new("/tmp/x.conf")).unwrap(), "/tmp/x.conf");
+        assert_eq!(e.expand("~/.x"), PathBuf::from("/home/u/.x"));
+        assert_eq!(e.expand("~"), PathBuf::from("/home/u"));
+        assert_eq!(e.expand("/etc/hosts"), PathBuf::from("/etc/hosts"));
+    }
+}

@@ -1,0 +1,31 @@
+//! `sgard add`
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use sgard_garden::{AddOptions, AddOutcome, LockMode};
+
+use super::Ctx;
+use crate::cli::AddArgs;
+use crate::ui;
+
+pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
+    let mut g = ctx.open(LockMode::Exclusive)?;
+    let report = g.add(&args.paths, &AddOptions::default())?;
+    for (path, why) in &report.skipped {
+        ui::warn(&format!("skipped {path}: {why}"));
+    }
+    let added = report.count(AddOutcome::Added);
+    let refreshed = report.count(AddOutcome::Refreshed);
+    let unchanged = report.count(AddOutcome::Unchanged);
+    write!(out, "Added {added} path(s)")?;
+    if refreshed > 0 {
+        write!(out, ", refreshed {refreshed}")?;
+    }
+    if unchanged > 0 {
+        write!(out, ", {unchanged} already up to date")?;
+    }
+    writeln!(out)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,64 @@
+//! `sgard info`
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use sgard_garden::LockMode;
+use sgard_manifest::EntryKind;
+
+use super::Ctx;
+
+pub fn run(ctx: &Ctx, path: &OsString, out: &mut dyn Write) -> Result<ExitCode> {
+    let g = ctx.open(LockMode::Shared)?;
+    let i = g.info(path)?;
+    let e = &i.entry;
+    let line = |out: &mut dyn Write, k: &str, v: &str| writeln!(out, "{:<12}{v}", format!("{k}:"));
+    line(out, "Path", &e.path)?;
+    line(out, "Type", e.kind.as_str())?;
+    line(out, "Status", i.state.as_str())?;
+    if let Some(m) = e.mode {
+        line(out, "Mode", &m.to_string())?;
+    }
+    if e.locked {
+        line(out, "Locked", "yes")?;
+    }
+    if e.encrypted {
+        line(out, "Encrypted", "yes")?;
+    }
+    line(out, "Updated", &e.updated.human())?;
+    if let Some(t) = i.disk_mtime {
+        line(out, "Disk mtime", &t.human())?;
+    }
+    match e.kind {
+        EntryKind::File => {
+            if let Some(h) = e.hash {
+                line(out, "Hash", &h.to_hex())?;
+            }
+            if let Some(h) = i.disk_hash {
+                line(out, "Disk hash", &h.to_hex())?;
+            }
+            if let Some(h) = e.plaintext_hash {
+                line(out, "PT hash", &h.to_hex())?;
+            }
+            if let Some(stored) = i.blob_stored {
+                line(out, "Blob", if stored { "stored" } else { "missing" })?;
+            }
+        }
+        EntryKind::Link => {
+            line(out, "Target", e.target.as_deref().unwrap_or(""))?;
+            if let Some(t) = &i.disk_target {
+                line(out, "Disk target", t)?;
+            }
+        }
+        EntryKind::Directory => {}
+    }
+    if !e.only.is_empty() {
+        line(out, "Only", &e.only.join(", "))?;
+    }
+    if !e.never.is_empty() {
+        line(out, "Never", &e.never.join(", "))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

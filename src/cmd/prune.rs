@@ -1,0 +1,27 @@
+//! `sgard prune`
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use sgard_garden::LockMode;
+
+use super::Ctx;
+
+pub fn run(ctx: &Ctx, out: &mut dyn Write) -> Result<ExitCode> {
+    let mut g = ctx.open(LockMode::Exclusive)?;
+    let r = g.prune()?;
+    writeln!(
+        out,
+        "Pruned {} orphaned blob(s), freed {} bytes.",
+        r.blobs, r.blob_bytes
+    )?;
+    if r.temps > 0 {
+        writeln!(
+            out,
+            "Removed {} stale temp file(s), freed {} bytes.",
+            r.temps, r.temp_bytes
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

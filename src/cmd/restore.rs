@@ -1,0 +1,75 @@
+//! `sgard restore`
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow};
+use sgard_garden::{LockMode, RestoreAction, RestoreOptions};
+
+use super::Ctx;
+use crate::exit::Fail;
+use crate::ui::StdinPrompt;
+
+pub fn run(
+    ctx: &Ctx,
+    paths: &[OsString],
+    force: bool,
+    dry_run: bool,
+    out: &mut dyn Write,
+) -> Result<ExitCode> {
+    let g = ctx.open(LockMode::Shared)?;
+    let mut prompt = StdinPrompt::new();
+    let report = g.restore(paths, RestoreOptions { force, dry_run }, &mut prompt)?;
+    for (path, action) in &report.actions {
+        let word = match (action, dry_run) {
+            (RestoreAction::Created, false) => "created",
+            (RestoreAction::Created, true) => "create",
+            (RestoreAction::Overwritten, false) => "restored",
+            (RestoreAction::Overwritten, true) => "overwrite",
+            (RestoreAction::ModeFixed, false) => "mode",
+            (RestoreAction::ModeFixed, true) => "fix mode",
+            (RestoreAction::Declined, _) => "kept",
+            (RestoreAction::WouldAsk, _) => "ask",
+            (RestoreAction::Failed(_), _) => "failed",
+            (RestoreAction::UpToDate | RestoreAction::NotTargeted, _) => continue,
+        };
+        writeln!(out, "{word:<10} {path}")?;
+    }
+    if report.failures.is_empty() {
+        if dry_run {
+            writeln!(out, "Dry run: nothing was changed.")?;
+        } else {
+            writeln!(out, "Restore complete.")?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut msg = format!(
+        "{} entr{} could not be restored:",
+        report.failures.len(),
+        if report.failures.len() == 1 {
+            "y"
+        } else {
+            "ies"
+        }
+    );
+    for (path, err) in &report.failures {
+        let _ = write!(msg, "\n  {path}: {}", chain(err));
+    }
+    if report.has_integrity_failure() {
+        Err(Fail::integrity(msg))
+    } else {
+        Err(anyhow!(msg))
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let _ = write!(s, ": {c}");
+        cur = c.source();
+    }
+    s
+}

@@ -1,0 +1,65 @@
+//! Exit codes and the error that carries one.
+
+use std::fmt;
+use std::io;
+
+/// Something went wrong (the default).
+pub const ERROR: u8 = 1;
+/// Stored data failed its hash or is missing.
+pub const INTEGRITY: u8 = 3;
+
+/// An error that decides its own exit code.
+#[derive(Debug)]
+pub struct Fail {
+    /// The exit code.
+    pub code: u8,
+    /// The message.
+    pub message: String,
+}
+
+impl Fail {
+    /// An integrity failure (exit 3).
+    pub fn integrity(message: impl Into<String>) -> anyhow::Error {
+        anyhow::Error::new(Fail {
+            code: INTEGRITY,
+            message: message.into(),
+        })
+    }
+}
+
+impl fmt::Display for Fail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Fail {}
+
+/// The exit code for an error: the first [`Fail`] in the chain, else 3 for
+/// integrity failures anywhere in it, else 1.
+pub fn code_for(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if let Some(f) = cause.downcast_ref::<Fail>() {
+            return f.code;
+        }
+        if let Some(g) = cause.downcast_ref::<sgard_garden::Error>()
+            && g.is_integrity()
+        {
+            return INTEGRITY;
+        }
+        if let Some(s) = cause.downcast_ref::<sgard_store::Error>()
+            && s.is_integrity()
+        {
+            return INTEGRITY;
+        }
+    }
+    ERROR
+}
+
+/// Whether the error is a closed stdout (`sgard list | head`): not an error.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

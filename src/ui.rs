@@ -1,0 +1,46 @@
+//! Terminal interaction: the stdin prompt and warnings.
+
+use std::io::{self, BufRead, Write};
+
+use sgard_garden::Prompt;
+
+/// Reads answers from one buffered stdin reader, so piped `y\nn\n` answers
+/// one question per line.
+pub struct StdinPrompt {
+    input: io::StdinLock<'static>,
+}
+
+impl StdinPrompt {
+    /// A prompt over this process's stdin.
+    pub fn new() -> Self {
+        StdinPrompt {
+            input: io::stdin().lock(),
+        }
+    }
+}
+
+impl Prompt for StdinPrompt {
+    fn confirm(&mut self, question: &str) -> bool {
+        let mut out = io::stdout().lock();
+        let _ = write!(out, "{question} [y/N] ");
+        let _ = out.flush();
+        let mut line = String::new();
+        match self.input.read_line(&mut line) {
+            Ok(0) | Err(_) => {
+                let _ = writeln!(out);
+                false
+            }
+            Ok(_) => matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes"),
+        }
+    }
+}
+
+/// Prints a warning on stderr.
+pub fn warn(msg: &str) {
+    eprintln!("sgard: warning: {msg}");
+}
+
+/// Prints a note (such as waiting for a lock) on stderr.
+pub fn note(msg: &str) {
+    eprintln!("sgard: {msg}");
+}
