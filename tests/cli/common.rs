@@ -1,0 +1,225 @@
+//! `TestEnv`: a hermetic HOME, pinned time and host name, and helpers to run
+//! the `sgard` binary and inspect the repository.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use sha2::{Digest, Sha256};
+
+/// The fixed "now" of every command unless a test changes it.
+pub const NOW: &str = "2026-03-23T12:00:00Z";
+
+/// A throwaway home folder with its own repository path.
+pub struct TestEnv {
+    dir: tempfile::TempDir,
+    pub home: PathBuf,
+    pub now: String,
+}
+
+/// What one run of sgard produced.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Panics with the whole output unless the exit code is `code`.
+    #[track_caller]
+    pub fn code(&self, code: i32) -> &Self {
+        assert_eq!(self.code, code, "unexpected exit code; {self:#?}");
+        self
+    }
+
+    /// Panics unless the run succeeded.
+    #[track_caller]
+    pub fn ok(&self) -> &Self {
+        self.code(0)
+    }
+
+    /// Panics unless stdout contains `s`.
+    #[track_caller]
+    pub fn stdout_has(&self, s: &str) -> &Self {
+        assert!(self.stdout.contains(s), "stdout lacks {s:?}; {self:#?}");
+        self
+    }
+
+    /// Panics unless stderr contains `s`.
+    #[track_caller]
+    pub fn stderr_has(&self, s: &str) -> &Self {
+        assert!(self.stderr.contains(s), "stderr lacks {s:?}; {self:#?}");
+        self
+    }
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Self {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl TestEnv {
+    /// A fresh, empty HOME (no repository yet).
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        fs::create_dir(&home).unwrap();
+        TestEnv {
+            dir,
+            home,
+            now: NOW.to_owned(),
+        }
+    }
+
+    /// A fresh HOME with `sgard init` already run.
+    pub fn init() -> Self {
+        let t = Self::new();
+        t.sgard(["init"]).ok();
+        t
+    }
+
+    /// A scratch folder outside HOME (same temp dir).
+    pub fn outside(&self) -> PathBuf {
+        let p = self.dir.path().join("outside");
+        fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    /// The default repository, `~/.sgard`.
+    pub fn repo(&self) -> PathBuf {
+        self.home.join(".sgard")
+    }
+
+    /// `~/<rel>`.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.home.join(rel)
+    }
+
+    /// The binary under test.
+    pub fn bin() -> PathBuf {
+        PathBuf::from(env!("CARGO_BIN_EXE_sgard"))
+    }
+
+    /// A `Command` for sgard with HOME, time and host name pinned, run in HOME.
+    pub fn command<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut c = Command::new(Self::bin());
+        c.args(args)
+            .current_dir(&self.home)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SGARD_NOW", &self.now)
+            .env("SGARD_HOSTNAME", "testhost")
+            .env("XDG_STATE_HOME", self.home.join(".state"))
+            .env("XDG_CACHE_HOME", self.home.join(".cache"))
+            .env("NO_COLOR", "1")
+            .env("LC_ALL", "C");
+        c
+    }
+
+    /// Runs sgard with stdin closed (every prompt answers "no").
+    pub fn sgard<I, S>(&self, args: I) -> Run
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.command(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    }
+
+    /// Runs sgard feeding `input` on stdin.
+    pub fn sgard_stdin<I, S>(&self, args: I, input: &str) -> Run
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap().into()
+    }
+
+    /// Writes `~/<rel>` (creating parents).
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.path(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, content).unwrap();
+        p
+    }
+
+    /// Reads `~/<rel>`.
+    pub fn read(&self, rel: &str) -> Vec<u8> {
+        fs::read(self.path(rel)).unwrap()
+    }
+
+    /// The manifest text.
+    pub fn manifest(&self) -> String {
+        fs::read_to_string(self.repo().join("manifest.yaml")).unwrap()
+    }
+
+    /// Where the blob of `hash` lives.
+    pub fn blob_path(&self, hash: &str) -> PathBuf {
+        self.repo()
+            .join("blobs")
+            .join(&hash[0..2])
+            .join(&hash[2..4])
+            .join(hash)
+    }
+
+    /// Sets the permission bits of `~/<rel>`.
+    pub fn chmod(&self, rel: &str, mode: u32) {
+        fs::set_permissions(self.path(rel), fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+/// SHA-256 hex of bytes.
+pub fn sha(data: impl AsRef<[u8]>) -> String {
+    Sha256::digest(data.as_ref())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Permission bits of a path (not following symlinks).
+pub fn mode_of(p: &Path) -> u32 {
+    fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Sets a file's mtime to `secs` since the epoch.
+pub fn set_mtime(p: &Path, secs: i64) {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(secs).unwrap());
+    let f = fs::File::options().write(true).open(p).unwrap();
+    f.set_modified(t).unwrap();
+}
+
+/// Unix seconds of [`NOW`].
+pub fn now_secs() -> i64 {
+    // 2026-03-23T12:00:00Z
+    1_774_267_200
+}

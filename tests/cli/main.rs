@@ -1,0 +1,8 @@
+//! CLI integration tests: the built `sgard` binary in a throwaway HOME.
+//!
+//! One test binary (faster to link on small machines); one module per area.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+mod basics;
