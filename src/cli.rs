@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 
 /// sgard checkpoints your dotfiles into a portable repository and restores
 /// them on any machine.
@@ -61,35 +61,122 @@ pub enum Command {
         /// Exit with status 1 when anything is not ok
         #[arg(long)]
         exit_code: bool,
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
     },
-    /// Show a unified diff of a tracked file: stored against current
+    /// Show a unified diff of tracked files: stored against current
     Diff {
-        /// The tracked file
+        /// Tracked files or folders [default: every tracked file]
         #[arg(value_name = "PATH")]
-        path: OsString,
-        /// Exit with status 1 when the file differs
+        paths: Vec<OsString>,
+        /// Exit with status 1 when a file differs
         #[arg(long)]
         exit_code: bool,
+        /// Only count changed lines per file
+        #[arg(long)]
+        stat: bool,
+        /// Print one JSON document (with --stat)
+        #[arg(long, requires = "stat")]
+        json: bool,
     },
     /// Re-hash every stored blob
-    Verify,
+    Verify {
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
+    },
     /// List tracked entries
     #[command(alias = "ls")]
-    List,
+    List {
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
+    },
     /// Show everything known about a tracked path
     Info {
         /// The tracked path
         #[arg(value_name = "PATH")]
         path: OsString,
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
     },
     /// Delete stored blobs nothing references, and stale temp files
     Prune,
+    /// Make tracked entries repository-authoritative
+    Lock {
+        /// Tracked paths (a folder selects the entries under it)
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<OsString>,
+    },
+    /// Make locked entries normal again
+    Unlock {
+        /// Tracked paths (a folder selects the entries under it)
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<OsString>,
+    },
+    /// Set or clear which machines tracked entries apply to
+    #[command(group(ArgGroup::new("how").required(true).args(["only", "never", "clear"])))]
+    Target {
+        /// Tracked paths (a folder selects the entries under it)
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<OsString>,
+        /// Apply only on machines with one of these labels
+        #[arg(long, value_delimiter = ',', value_name = "LABEL,...")]
+        only: Vec<String>,
+        /// Never apply on machines with one of these labels
+        #[arg(long, value_delimiter = ',', value_name = "LABEL,...")]
+        never: Vec<String>,
+        /// Apply everywhere
+        #[arg(long)]
+        clear: bool,
+    },
+    /// Manage this machine's tags (machine-local, not synced)
+    Tag {
+        /// What to do with tags
+        #[command(subcommand)]
+        action: TagAction,
+    },
+    /// Print this machine's targeting labels
+    Identity {
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
+    },
+    /// Exclude paths or glob patterns from tracking
+    Exclude {
+        /// Paths or globs (`~/.config/*/cache`); quote globs from the shell
+        #[arg(value_name = "PATH", required_unless_present = "list")]
+        paths: Vec<OsString>,
+        /// List the exclusion rules
+        #[arg(short, long)]
+        list: bool,
+    },
+    /// Remove exclusion rules
+    Include {
+        /// Rules to remove, as given to `exclude`
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<OsString>,
+    },
+    /// Make a folder in the repository match the disk, or the disk match the repository
+    Mirror {
+        /// Which way
+        #[command(subcommand)]
+        direction: MirrorDirection,
+    },
     /// Print sgard's version
     Version,
     /// Print a shell completion script
     Completion {
         /// The shell
         shell: clap_complete::Shell,
+    },
+    /// Print the man page, or write one per command into a folder
+    Man {
+        /// Write sgard.1 and sgard-<command>.1 into this folder
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -99,4 +186,61 @@ pub struct AddArgs {
     /// Files, symlinks or folders to track
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<OsString>,
+    /// Track folders themselves (their mode), not their contents
+    #[arg(long)]
+    pub dir: bool,
+    /// Lock the entries: the repository's version always wins
+    #[arg(long)]
+    pub lock: bool,
+    /// Apply only on machines with one of these labels
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LABEL,...",
+        conflicts_with = "never"
+    )]
+    pub only: Vec<String>,
+    /// Never apply on machines with one of these labels
+    #[arg(long, value_delimiter = ',', value_name = "LABEL,...")]
+    pub never: Vec<String>,
+}
+
+/// `tag` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum TagAction {
+    /// Add a tag to this machine
+    Add {
+        /// The tag
+        name: String,
+    },
+    /// Remove a tag from this machine
+    Remove {
+        /// The tag
+        name: String,
+    },
+    /// List this machine's tags
+    List,
+}
+
+/// `mirror` directions.
+#[derive(Subcommand, Debug)]
+pub enum MirrorDirection {
+    /// Disk → repository: track new files, drop deleted ones, refresh changed ones
+    Up {
+        /// Folders to mirror
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<OsString>,
+    },
+    /// Repository → disk: restore, then delete untracked files
+    Down {
+        /// Folders to mirror
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<OsString>,
+        /// Overwrite and delete without asking
+        #[arg(short, long)]
+        force: bool,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
 }

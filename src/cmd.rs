@@ -4,13 +4,20 @@ mod add;
 mod checkpoint;
 mod completion;
 mod diff;
+mod exclude;
+mod identity;
 mod info;
 mod init;
 mod list;
+mod lock;
+mod man;
+mod mirror;
 mod prune;
 mod remove;
 mod restore;
 mod status;
+mod tag;
+mod target;
 mod verify;
 
 use std::io::{self, Write};
@@ -40,14 +47,14 @@ impl Ctx {
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+    let mut out = anstream::AutoStream::auto(io::stdout().lock());
     match cli.command {
         Command::Version => {
             writeln!(out, "sgard {}", env!("CARGO_PKG_VERSION"))?;
             return Ok(ExitCode::SUCCESS);
         }
         Command::Completion { shell } => return completion::run(shell, &mut out),
+        Command::Man { dir } => return man::run(dir.as_deref(), &mut out),
         _ => {}
     }
     let env = context::env()?;
@@ -64,14 +71,48 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             force,
             dry_run,
         } => restore::run(&ctx, &paths, force, dry_run, out)?,
-        Command::Status { exit_code } => status::run(&ctx, exit_code, out)?,
-        Command::Diff { path, exit_code } => diff::run(&ctx, &path, exit_code, out)?,
-        Command::Verify => verify::run(&ctx, out)?,
-        Command::List => list::run(&ctx, out)?,
-        Command::Info { path } => info::run(&ctx, &path, out)?,
+        Command::Status { exit_code, json } => status::run(&ctx, exit_code, json, out)?,
+        Command::Diff {
+            paths,
+            exit_code,
+            stat,
+            json,
+        } => diff::run(
+            &ctx,
+            &paths,
+            diff::Flags {
+                exit_code,
+                stat,
+                json,
+            },
+            out,
+        )?,
+        Command::Verify { json } => verify::run(&ctx, json, out)?,
+        Command::List { json } => list::run(&ctx, json, out)?,
+        Command::Info { path, json } => info::run(&ctx, &path, json, out)?,
         Command::Prune => prune::run(&ctx, out)?,
-        Command::Version | Command::Completion { .. } => ExitCode::SUCCESS,
+        Command::Lock { paths } => lock::run(&ctx, &paths, true, out)?,
+        Command::Unlock { paths } => lock::run(&ctx, &paths, false, out)?,
+        Command::Target {
+            paths,
+            only,
+            never,
+            clear,
+        } => target::run(&ctx, &paths, only, never, clear, out)?,
+        Command::Tag { action } => tag::run(&ctx, action, out)?,
+        Command::Identity { json } => identity::run(&ctx, json, out)?,
+        Command::Exclude { paths, list } => exclude::run_exclude(&ctx, &paths, list, out)?,
+        Command::Include { paths } => exclude::run_include(&ctx, &paths, out)?,
+        Command::Mirror { direction } => mirror::run(&ctx, direction, out)?,
+        Command::Version | Command::Completion { .. } | Command::Man { .. } => ExitCode::SUCCESS,
     };
     out.flush()?;
     Ok(code)
+}
+
+/// Writes a JSON document and a newline.
+pub fn print_json(out: &mut dyn Write, v: &serde_json::Value) -> Result<()> {
+    serde_json::to_writer_pretty(&mut *out, v).map_err(io::Error::from)?;
+    writeln!(out)?;
+    Ok(())
 }

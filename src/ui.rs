@@ -1,8 +1,9 @@
-//! Terminal interaction: the stdin prompt and warnings.
+//! Terminal interaction: the stdin prompt, warnings and colours.
 
 use std::io::{self, BufRead, Write};
 
-use sgard_garden::Prompt;
+use anstyle::{AnsiColor, Style};
+use sgard_garden::{Prompt, State};
 
 /// Reads answers from one buffered stdin reader, so piped `y\nn\n` answers
 /// one question per line.
@@ -43,4 +44,22 @@ pub fn warn(msg: &str) {
 /// Prints a note (such as waiting for a lock) on stderr.
 pub fn note(msg: &str) {
     eprintln!("sgard: {msg}");
+}
+
+/// The colour of a status word. Output goes through `anstream`, which drops
+/// the colour when stdout is not a terminal or `NO_COLOR` is set.
+pub fn state_style(s: State) -> Style {
+    let c = match s {
+        State::Ok => AnsiColor::Green,
+        State::Modified => AnsiColor::Yellow,
+        State::Drifted => AnsiColor::Magenta,
+        State::Missing | State::TypeChange | State::Error => AnsiColor::Red,
+        State::Skipped => AnsiColor::BrightBlack,
+    };
+    Style::new().fg_color(Some(c.into()))
+}
+
+/// `word` padded to `width` and styled.
+pub fn styled(style: Style, word: &str, width: usize) -> String {
+    format!("{style}{word:<width$}{style:#}")
 }

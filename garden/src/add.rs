@@ -75,15 +75,21 @@ impl Garden {
             if self.is_in_repo(&abs) {
                 return Err(Error::InsideRepo(abs));
             }
-            self.env.to_tilde(&abs)?;
+            let tilde = self.env.to_tilde(&abs)?;
+            if let Some(rule) = self.manifest.excluded_by(&tilde) {
+                return Err(Error::Excluded {
+                    path: tilde,
+                    rule: rule.to_owned(),
+                });
+            }
             roots.push((abs, DiskKind::of(&md)));
         }
         let mut report = AddReport::default();
         for (abs, kind) in roots {
             match kind {
-                DiskKind::Dir if opts.dir => self.add_one(&abs, kind, opts, &mut report)?,
-                DiskKind::Dir => self.add_tree(&abs, opts, &mut report)?,
-                _ => self.add_one(&abs, kind, opts, &mut report)?,
+                DiskKind::Dir if opts.dir => self.add_one(&abs, kind, opts, false, &mut report)?,
+                DiskKind::Dir => self.add_tree(&abs, opts, false, &mut report)?,
+                _ => self.add_one(&abs, kind, opts, false, &mut report)?,
             }
         }
         self.manifest.updated = self.env.now;
@@ -91,7 +97,13 @@ impl Garden {
         Ok(report)
     }
 
-    fn add_tree(&mut self, root: &Path, opts: &AddOptions, report: &mut AddReport) -> Result<()> {
+    pub(crate) fn add_tree(
+        &mut self,
+        root: &Path,
+        opts: &AddOptions,
+        new_only: bool,
+        report: &mut AddReport,
+    ) -> Result<()> {
         let mut walk = walkdir::WalkDir::new(root)
             .follow_links(false)
             .sort_by_file_name()
@@ -100,32 +112,45 @@ impl Garden {
             let ent = item.map_err(|e| walk_error(root, e))?;
             let md = ent.metadata().map_err(|e| walk_error(ent.path(), e))?;
             let kind = DiskKind::of(&md);
+            let path = ent.path().to_path_buf();
+            let Ok(tilde) = self.env.to_tilde(&path) else {
+                report
+                    .skipped
+                    .push((path.display().to_string(), "name cannot be stored".into()));
+                if kind == DiskKind::Dir {
+                    walk.skip_current_dir();
+                }
+                continue;
+            };
+            if self.manifest.excluded_by(&tilde).is_some() {
+                if kind == DiskKind::Dir {
+                    walk.skip_current_dir();
+                }
+                continue;
+            }
             if kind == DiskKind::Dir {
                 if self.is_repo_dir(&md) {
                     walk.skip_current_dir();
                 }
                 continue;
             }
-            let path = ent.path().to_path_buf();
-            if path.to_str().is_none() {
-                report
-                    .skipped
-                    .push((path.display().to_string(), "name is not valid UTF-8".into()));
-                continue;
-            }
-            self.add_one(&path, kind, opts, report)?;
+            self.add_one(&path, kind, opts, new_only, report)?;
         }
         Ok(())
     }
 
-    fn add_one(
+    pub(crate) fn add_one(
         &mut self,
         abs: &Path,
         kind: DiskKind,
         opts: &AddOptions,
+        new_only: bool,
         report: &mut AddReport,
     ) -> Result<()> {
         let tilde = self.env.to_tilde(abs)?;
+        if new_only && self.manifest.get(&tilde).is_some() {
+            return Ok(());
+        }
         let entry = match kind {
             DiskKind::File => {
                 if self.manifest.get(&tilde).is_some_and(|e| e.encrypted) {

@@ -74,7 +74,7 @@ impl Garden {
         Ok(report)
     }
 
-    fn checkpoint_entry(
+    pub(crate) fn checkpoint_entry(
         &self,
         entry: &Entry,
         report: &mut CheckpointReport,

@@ -18,7 +18,14 @@ pub enum Diff {
     /// Stored and current content are the same.
     Same,
     /// A unified diff with `--- <path> (stored)` / `+++ <path> (current)` headers.
-    Text(String),
+    Text {
+        /// The diff text.
+        text: String,
+        /// Lines added on disk.
+        insertions: usize,
+        /// Lines removed on disk.
+        deletions: usize,
+    },
     /// At least one side is binary (or too large); they differ.
     Binary {
         /// The entry's path.
@@ -39,6 +46,33 @@ impl Garden {
             .manifest
             .get(&path)
             .ok_or_else(|| Error::NotTracked(path.clone()))?;
+        self.diff_entry(e)
+    }
+
+    /// Diffs every file entry selected by `args` (all when empty; a folder
+    /// selects the files under it), in manifest order.
+    ///
+    /// # Errors
+    /// [`Error::NoMatch`] when `args` select no file; as [`Garden::diff`].
+    pub fn diff_many(&self, args: &[std::ffi::OsString]) -> Result<Vec<(String, Diff)>> {
+        let picked: Vec<usize> = self
+            .select(args)?
+            .into_iter()
+            .filter(|&i| self.manifest.files[i].kind == EntryKind::File)
+            .collect();
+        if picked.is_empty() {
+            return Err(Error::NoMatch);
+        }
+        let mut out = Vec::new();
+        for i in picked {
+            let e = &self.manifest.files[i];
+            out.push((e.path.clone(), self.diff_entry(e)?));
+        }
+        Ok(out)
+    }
+
+    fn diff_entry(&self, e: &sgard_manifest::Entry) -> Result<Diff> {
+        let path = e.path.clone();
         if e.kind != EntryKind::File {
             return Err(Error::Unsupported {
                 path,
@@ -111,12 +145,26 @@ impl Garden {
             format!("{path} (current)")
         };
         let d = TextDiff::from_lines(old, new);
-        let out = d
+        let (mut insertions, mut deletions) = (0, 0);
+        for op in d.ops() {
+            for c in d.iter_changes(op) {
+                match c.tag() {
+                    similar::ChangeTag::Insert => insertions += 1,
+                    similar::ChangeTag::Delete => deletions += 1,
+                    similar::ChangeTag::Equal => {}
+                }
+            }
+        }
+        let text = d
             .unified_diff()
             .context_radius(3)
             .header(&format!("{path} (stored)"), &new_label)
             .to_string();
-        Ok(Diff::Text(out))
+        Ok(Diff::Text {
+            text,
+            insertions,
+            deletions,
+        })
     }
 }
 

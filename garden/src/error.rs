@@ -47,6 +47,16 @@ pub enum Error {
     /// A selection matched no tracked entry.
     #[error("no matching tracked entries")]
     NoMatch,
+    /// An explicit argument is excluded by a rule.
+    #[error(
+        "{path} is excluded by the rule {rule:?} (see `sgard exclude --list`; `sgard include {rule}` lifts it)"
+    )]
+    Excluded {
+        /// The path given.
+        path: String,
+        /// The rule that excludes it.
+        rule: String,
+    },
     /// An argument points into the repository itself.
     #[error("{}: refusing to track the sgard repository itself", .0.display())]
     InsideRepo(PathBuf),

@@ -66,6 +66,34 @@ pub fn read_tags(repo: &Path) -> Result<Vec<String>> {
     }
 }
 
+/// Writes `<repo>/tags` atomically (one tag per line).
+///
+/// # Errors
+/// [`Error::Store`] when it cannot be written.
+pub fn write_tags(repo: &Path, tags: &[String]) -> Result<()> {
+    let mut text = String::new();
+    for t in tags {
+        text.push_str(t);
+        text.push('\n');
+    }
+    sgard_store::durable::write_atomic(&repo.join(TAGS_FILE), text.as_bytes(), 0o644)?;
+    Ok(())
+}
+
+/// Checks a tag name: non-empty after trimming, no whitespace inside.
+///
+/// # Errors
+/// [`Error::Invalid`] saying why.
+pub fn check_tag(tag: &str) -> Result<String> {
+    let t = tag.trim();
+    if t.is_empty() || t.chars().any(char::is_whitespace) {
+        return Err(Error::Invalid(format!(
+            "invalid tag {tag:?}: tags are non-empty and contain no spaces"
+        )));
+    }
+    Ok(t.to_owned())
+}
+
 /// This machine's labels, in order.
 pub fn labels(hostname: &str, tags: &[String]) -> Vec<String> {
     let mut l = vec![

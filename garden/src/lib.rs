@@ -23,15 +23,18 @@ mod checkpoint;
 mod diff;
 mod env;
 mod error;
+mod flags;
 pub mod fsx;
 pub mod identity;
 mod info;
 pub mod lock;
+mod mirror;
 mod paths;
 mod prune;
 mod remove;
 mod restore;
 mod status;
+mod tags;
 mod verify;
 
 use std::ffi::OsString;
@@ -47,8 +50,10 @@ pub use checkpoint::{CheckpointReport, EntryChange};
 pub use diff::Diff;
 pub use env::Env;
 pub use error::{Error, Result};
+pub use flags::Targeting;
 pub use info::Info;
 pub use lock::{LockMode, RepoLock};
+pub use mirror::{MirrorDownReport, MirrorUpReport};
 pub use paths::clean;
 pub use prune::PruneReport;
 pub use remove::RemoveReport;
@@ -70,7 +75,7 @@ pub struct Garden {
     env: Env,
     manifest: Manifest,
     store: Store,
-    labels: Vec<String>,
+    pub(crate) labels: Vec<String>,
     repo_id: Option<(u64, u64)>,
     _lock: RepoLock,
 }

@@ -37,6 +37,7 @@
 //! ```
 
 mod error;
+pub mod exclude;
 mod time;
 mod yaml;
 
@@ -287,6 +288,14 @@ impl Manifest {
     /// Removes the entry tracking exactly `path`.
     pub fn remove(&mut self, path: &str) -> Option<Entry> {
         self.index_of(path).ok().map(|i| self.files.remove(i))
+    }
+
+    /// The first exclusion rule that excludes `path`, if any.
+    pub fn excluded_by(&self, path: &str) -> Option<&str> {
+        self.exclude
+            .iter()
+            .find(|r| exclude::excludes(r, path))
+            .map(String::as_str)
     }
 
     /// Every blob hash the manifest references.

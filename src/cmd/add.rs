@@ -12,7 +12,13 @@ use crate::ui;
 
 pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open(LockMode::Exclusive)?;
-    let report = g.add(&args.paths, &AddOptions::default())?;
+    let opts = AddOptions {
+        dir: args.dir,
+        lock: args.lock,
+        only: args.only.clone(),
+        never: args.never.clone(),
+    };
+    let report = g.add(&args.paths, &opts)?;
     for (path, why) in &report.skipped {
         ui::warn(&format!("skipped {path}: {why}"));
     }

@@ -5,32 +5,110 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use serde_json::json;
 use sgard_garden::{Diff, LockMode};
 
-use super::Ctx;
+use super::{Ctx, print_json};
 
-pub fn run(ctx: &Ctx, path: &OsString, exit_code: bool, out: &mut dyn Write) -> Result<ExitCode> {
+/// The flags of `diff`.
+pub struct Flags {
+    pub exit_code: bool,
+    pub stat: bool,
+    pub json: bool,
+}
+
+pub fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
-    let differs = match g.diff(path)? {
-        Diff::Same => {
-            writeln!(out, "No changes.")?;
-            false
+    let diffs = if paths.len() == 1 {
+        // One path names one file exactly (a folder still works through diff_many).
+        match g.diff(&paths[0]) {
+            Ok(d) => vec![(g.env().to_tilde(&g.env().resolve(&paths[0]))?, d)],
+            Err(sgard_garden::Error::NotTracked(_)) => g.diff_many(paths)?,
+            Err(e) => return Err(e.into()),
         }
-        Diff::Text(t) => {
-            out.write_all(t.as_bytes())?;
-            true
-        }
-        Diff::Binary { path } => {
-            writeln!(
-                out,
-                "Binary files {path} (stored) and {path} (current) differ"
-            )?;
-            true
-        }
+    } else {
+        g.diff_many(paths)?
     };
-    Ok(if exit_code && differs {
+    let differs = diffs.iter().any(|(_, d)| *d != Diff::Same);
+    if f.stat {
+        stat(&diffs, f.json, out)?;
+    } else if !differs {
+        writeln!(out, "No changes.")?;
+    } else {
+        for (_, d) in &diffs {
+            match d {
+                Diff::Same => {}
+                Diff::Text { text, .. } => out.write_all(text.as_bytes())?,
+                Diff::Binary { path } => {
+                    writeln!(
+                        out,
+                        "Binary files {path} (stored) and {path} (current) differ"
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(if f.exit_code && differs {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+fn stat(diffs: &[(String, Diff)], json: bool, out: &mut dyn Write) -> Result<()> {
+    let changed: Vec<_> = diffs.iter().filter(|(_, d)| *d != Diff::Same).collect();
+    if json {
+        let files: Vec<_> = changed
+            .iter()
+            .map(|(path, d)| match d {
+                Diff::Text {
+                    insertions,
+                    deletions,
+                    ..
+                } => json!({"path": path, "binary": false, "insertions": insertions, "deletions": deletions}),
+                _ => json!({"path": path, "binary": true, "insertions": null, "deletions": null}),
+            })
+            .collect();
+        let (ins, del) = totals(&changed);
+        return print_json(
+            out,
+            &json!({"schema": 1, "files": files, "files_changed": changed.len(),
+                    "insertions": ins, "deletions": del}),
+        );
+    }
+    let width = changed.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+    for (path, d) in &changed {
+        match d {
+            Diff::Text {
+                insertions,
+                deletions,
+                ..
+            } => writeln!(
+                out,
+                " {path:<width$} | {:>4} {}{}",
+                insertions + deletions,
+                "+".repeat((*insertions).min(40)),
+                "-".repeat((*deletions).min(40))
+            )?,
+            _ => writeln!(out, " {path:<width$} | Bin")?,
+        }
+    }
+    let (ins, del) = totals(&changed);
+    writeln!(
+        out,
+        " {} file(s) changed, {ins} insertion(s)(+), {del} deletion(s)(-)",
+        changed.len()
+    )?;
+    Ok(())
+}
+
+fn totals(changed: &[&(String, Diff)]) -> (usize, usize) {
+    changed.iter().fold((0, 0), |(i, d), (_, x)| match x {
+        Diff::Text {
+            insertions,
+            deletions,
+            ..
+        } => (i + insertions, d + deletions),
+        _ => (i, d),
     })
 }

@@ -5,15 +5,32 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use serde_json::json;
 use sgard_garden::LockMode;
 use sgard_manifest::EntryKind;
 
-use super::Ctx;
+use super::{Ctx, list::entry_json, print_json};
 
-pub fn run(ctx: &Ctx, path: &OsString, out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(ctx: &Ctx, path: &OsString, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let i = g.info(path)?;
     let e = &i.entry;
+    if json {
+        print_json(
+            out,
+            &json!({
+                "schema": 1,
+                "entry": entry_json(e),
+                "status": i.state.as_str(),
+                "applies": i.applies,
+                "disk_mtime": i.disk_mtime.map(|t| t.to_string()),
+                "disk_hash": i.disk_hash.map(|h| h.to_hex()),
+                "disk_target": i.disk_target,
+                "blob": i.blob_stored.map(|s| if s { "stored" } else { "missing" }),
+            }),
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let line = |out: &mut dyn Write, k: &str, v: &str| writeln!(out, "{:<12}{v}", format!("{k}:"));
     line(out, "Path", &e.path)?;
     line(out, "Type", e.kind.as_str())?;

@@ -4,13 +4,19 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use serde_json::{Value, json};
 use sgard_garden::LockMode;
-use sgard_manifest::EntryKind;
+use sgard_manifest::{Entry, EntryKind};
 
-use super::Ctx;
+use super::{Ctx, print_json};
 
-pub fn run(ctx: &Ctx, out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
+    if json {
+        let entries: Vec<_> = g.manifest().files.iter().map(entry_json).collect();
+        print_json(out, &json!({"schema": 1, "entries": entries}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     for e in &g.manifest().files {
         match e.kind {
             EntryKind::File => {
@@ -28,4 +34,21 @@ pub fn run(ctx: &Ctx, out: &mut dyn Write) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The JSON form of a manifest entry (shared by `list` and `info`).
+pub fn entry_json(e: &Entry) -> Value {
+    json!({
+        "path": e.path,
+        "type": e.kind.as_str(),
+        "hash": e.hash.map(|h| h.to_hex()),
+        "plaintext_hash": e.plaintext_hash.map(|h| h.to_hex()),
+        "mode": e.mode.map(|m| m.to_string()),
+        "target": e.target,
+        "updated": e.updated.to_string(),
+        "locked": e.locked,
+        "encrypted": e.encrypted,
+        "only": e.only,
+        "never": e.never,
+    })
 }

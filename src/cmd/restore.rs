@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
-use sgard_garden::{LockMode, RestoreAction, RestoreOptions};
+use sgard_garden::{LockMode, RestoreAction, RestoreOptions, RestoreReport};
 
 use super::Ctx;
 use crate::exit::Fail;
@@ -22,6 +22,32 @@ pub fn run(
     let g = ctx.open(LockMode::Shared)?;
     let mut prompt = StdinPrompt::new();
     let report = g.restore(paths, RestoreOptions { force, dry_run }, &mut prompt)?;
+    print_actions(&report, dry_run, out)?;
+    if report.failures.is_empty() {
+        if dry_run {
+            writeln!(out, "Dry run: nothing was changed.")?;
+        } else {
+            writeln!(out, "Restore complete.")?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let n = report.failures.len();
+    let mut msg = format!(
+        "{n} entr{} could not be restored:",
+        if n == 1 { "y" } else { "ies" }
+    );
+    for (path, err) in &report.failures {
+        let _ = write!(msg, "\n  {path}: {}", chain(err));
+    }
+    if report.has_integrity_failure() {
+        Err(Fail::integrity(msg))
+    } else {
+        Err(anyhow!(msg))
+    }
+}
+
+/// One line per entry that restore changed, declined or failed.
+pub fn print_actions(report: &RestoreReport, dry_run: bool, out: &mut dyn Write) -> Result<()> {
     for (path, action) in &report.actions {
         let word = match (action, dry_run) {
             (RestoreAction::Created, false) => "created",
@@ -37,34 +63,11 @@ pub fn run(
         };
         writeln!(out, "{word:<10} {path}")?;
     }
-    if report.failures.is_empty() {
-        if dry_run {
-            writeln!(out, "Dry run: nothing was changed.")?;
-        } else {
-            writeln!(out, "Restore complete.")?;
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut msg = format!(
-        "{} entr{} could not be restored:",
-        report.failures.len(),
-        if report.failures.len() == 1 {
-            "y"
-        } else {
-            "ies"
-        }
-    );
-    for (path, err) in &report.failures {
-        let _ = write!(msg, "\n  {path}: {}", chain(err));
-    }
-    if report.has_integrity_failure() {
-        Err(Fail::integrity(msg))
-    } else {
-        Err(anyhow!(msg))
-    }
+    Ok(())
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+/// An error and its causes on one line.
+pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {

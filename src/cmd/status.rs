@@ -4,23 +4,35 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use serde_json::json;
 use sgard_garden::{LockMode, State};
 
-use super::Ctx;
+use super::{Ctx, print_json};
 use crate::ui;
 
-pub fn run(ctx: &Ctx, exit_code: bool, out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(ctx: &Ctx, exit_code: bool, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let lines = g.status()?;
-    let mut changed = false;
-    for l in &lines {
-        writeln!(out, "{:<10} {}", l.state.as_str(), l.path)?;
-        if l.state == State::Error
-            && let Some(d) = &l.detail
-        {
-            ui::warn(&format!("{}: {d}", l.path));
+    let changed = lines.iter().any(|l| l.state.is_change());
+    if json {
+        let entries: Vec<_> = lines
+            .iter()
+            .map(|l| json!({"path": l.path, "state": l.state.as_str(), "detail": l.detail}))
+            .collect();
+        print_json(
+            out,
+            &json!({"schema": 1, "clean": !changed, "entries": entries}),
+        )?;
+    } else {
+        for l in &lines {
+            let word = ui::styled(ui::state_style(l.state), l.state.as_str(), 10);
+            writeln!(out, "{word} {}", l.path)?;
+            if l.state == State::Error
+                && let Some(d) = &l.detail
+            {
+                ui::warn(&format!("{}: {d}", l.path));
+            }
         }
-        changed |= l.state.is_change();
     }
     Ok(if exit_code && changed {
         ExitCode::from(1)

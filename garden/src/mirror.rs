@@ -1,0 +1,272 @@
+//! `mirror up` / `mirror down`: make a folder in the repository match the
+//! disk, or the disk match the repository.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use sgard_manifest::{EntryKind, path_is_under};
+
+use crate::checkpoint::{EntryChange, error_chain};
+use crate::fsx::{self, DiskKind};
+use crate::{AddOptions, AddReport, Error, Garden, Prompt, RestoreOptions, RestoreReport, Result};
+
+/// The result of [`Garden::mirror_up`].
+#[derive(Debug, Default)]
+pub struct MirrorUpReport {
+    /// Paths newly tracked.
+    pub added: Vec<String>,
+    /// Entries dropped because their path is gone.
+    pub removed: Vec<String>,
+    /// Entries whose content, target or mode was refreshed.
+    pub refreshed: Vec<String>,
+    /// Entries left alone, with why (locked, targeted away, failed).
+    pub kept: Vec<(String, String)>,
+    /// Paths skipped while walking (FIFOs, sockets…), with why.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The result of [`Garden::mirror_down`].
+#[derive(Debug, Default)]
+pub struct MirrorDownReport {
+    /// What the restore part did.
+    pub restore: RestoreReport,
+    /// Untracked files deleted (in a dry run: that would be deleted).
+    pub deleted: Vec<String>,
+    /// Untracked files kept because the user said no (dry run: would ask).
+    pub kept: Vec<String>,
+    /// Folders removed because deleting emptied them.
+    pub removed_dirs: Vec<String>,
+    /// Deletions that failed.
+    pub failures: Vec<(String, Error)>,
+}
+
+impl Garden {
+    fn mirror_roots(&self, dirs: &[OsString]) -> Result<Vec<(PathBuf, String)>> {
+        let mut roots = Vec::new();
+        for d in dirs {
+            let abs = self.env.resolve(d);
+            match fsx::lstat(&abs)? {
+                None => return Err(Error::NotFound(abs)),
+                Some(md) if DiskKind::of(&md) != DiskKind::Dir => {
+                    return Err(Error::Unsupported {
+                        path: abs.display().to_string(),
+                        reason: "is not a folder; mirror works on folders".into(),
+                    });
+                }
+                Some(_) => {}
+            }
+            if self.is_in_repo(&abs) {
+                return Err(Error::InsideRepo(abs));
+            }
+            let tilde = self.env.to_tilde(&abs)?;
+            roots.push((abs, tilde));
+        }
+        Ok(roots)
+    }
+
+    /// Makes the repository match each folder: tracks new files and symlinks
+    /// (exclusions respected), drops entries whose path is gone, refreshes
+    /// changed entries. Each entry keeps its flags: locked entries are not
+    /// refreshed or dropped, entries targeted away from this machine are left
+    /// alone, and an encrypted entry is never replaced by plaintext.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Unsupported`] for a bad folder; read
+    /// and store errors while adding.
+    pub fn mirror_up(&mut self, dirs: &[OsString]) -> Result<MirrorUpReport> {
+        let roots = self.mirror_roots(dirs)?;
+        let mut report = MirrorUpReport::default();
+        let mut add = AddReport::default();
+        for (abs, _) in &roots {
+            self.add_tree(abs, &AddOptions::default(), true, &mut add)?;
+        }
+        report.added = add.entries.into_iter().map(|(p, _)| p).collect();
+        report.skipped = add.skipped;
+        let mut i = 0;
+        while i < self.manifest.files.len() {
+            let e = self.manifest.files[i].clone();
+            let under = roots.iter().any(|(_, t)| path_is_under(&e.path, t));
+            if !under || report.added.contains(&e.path) {
+                i += 1;
+                continue;
+            }
+            if !self.applies(&e)? {
+                report
+                    .kept
+                    .push((e.path.clone(), "targeted away from this machine".into()));
+                i += 1;
+                continue;
+            }
+            if e.locked {
+                report.kept.push((e.path.clone(), "locked".into()));
+                i += 1;
+                continue;
+            }
+            let mut scratch = crate::CheckpointReport::default();
+            match self.checkpoint_entry(&e, &mut scratch) {
+                Ok(Some((_, EntryChange::Missing))) => {
+                    self.manifest.files.remove(i);
+                    report.removed.push(e.path);
+                    continue;
+                }
+                Ok(Some((updated, EntryChange::Content | EntryChange::Mode))) => {
+                    self.manifest.files[i] = updated;
+                    report.refreshed.push(e.path);
+                }
+                Ok(Some((_, EntryChange::TypeChange(why)))) => report.kept.push((e.path, why)),
+                Ok(Some((_, other))) => report.kept.push((e.path, format!("{other:?}"))),
+                Ok(None) => {}
+                Err(err) => report.kept.push((e.path, error_chain(&err))),
+            }
+            i += 1;
+        }
+        self.manifest.updated = self.env.now;
+        self.save()?;
+        Ok(report)
+    }
+
+    /// Makes each folder match the repository: restores its entries with the
+    /// normal rules (prompts, locks, targeting), then deletes untracked files
+    /// and symlinks in it (asking each time unless `opts.force`), and removes
+    /// folders that this emptied. Never deletes excluded paths, tracked
+    /// folders, special files (FIFOs, sockets, devices) or anything in the
+    /// repository.
+    ///
+    /// # Errors
+    /// [`Error::NoMatch`] when a folder holds no tracked entry (sgard then
+    /// refuses to empty it); bad folders.
+    pub fn mirror_down(
+        &self,
+        dirs: &[OsString],
+        opts: RestoreOptions,
+        prompt: &mut dyn Prompt,
+    ) -> Result<MirrorDownReport> {
+        let roots = self.mirror_roots(dirs)?;
+        for (abs, tilde) in &roots {
+            if !self
+                .manifest
+                .files
+                .iter()
+                .any(|e| path_is_under(&e.path, tilde))
+            {
+                return Err(Error::Unsupported {
+                    path: abs.display().to_string(),
+                    reason: "no tracked entries under it; refusing to delete its contents".into(),
+                });
+            }
+        }
+        let mut report = MirrorDownReport {
+            restore: self.restore(dirs, opts, prompt)?,
+            ..MirrorDownReport::default()
+        };
+        let mut emptied: BTreeSet<PathBuf> = BTreeSet::new();
+        for (root, _) in &roots {
+            let mut walk = walkdir::WalkDir::new(root)
+                .follow_links(false)
+                .sort_by_file_name()
+                .into_iter();
+            while let Some(item) = walk.next() {
+                let ent = match item {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let p = e.path().map_or_else(|| root.clone(), Path::to_path_buf);
+                        report.failures.push((
+                            p.display().to_string(),
+                            Error::io("walking", p.clone(), e.into()),
+                        ));
+                        continue;
+                    }
+                };
+                let path = ent.path();
+                let Ok(md) = ent.metadata() else { continue };
+                let kind = DiskKind::of(&md);
+                let Ok(tilde) = self.env.to_tilde(path) else {
+                    continue;
+                };
+                let excluded = self.manifest.excluded_by(&tilde).is_some();
+                if kind == DiskKind::Dir {
+                    if excluded || self.is_repo_dir(&md) || self.is_in_repo(path) {
+                        walk.skip_current_dir();
+                    }
+                    continue;
+                }
+                if excluded
+                    || self.manifest.get(&tilde).is_some()
+                    || !matches!(kind, DiskKind::File | DiskKind::Link)
+                {
+                    continue;
+                }
+                if opts.dry_run {
+                    if opts.force {
+                        report.deleted.push(tilde);
+                    } else {
+                        report.kept.push(tilde);
+                    }
+                    continue;
+                }
+                if !opts.force && !prompt.confirm(&format!("Delete untracked file {tilde}?")) {
+                    report.kept.push(tilde);
+                    continue;
+                }
+                match fs::remove_file(path) {
+                    Ok(()) => {
+                        report.deleted.push(tilde);
+                        if let Some(parent) = path.parent()
+                            && parent != root.as_path()
+                        {
+                            emptied.insert(parent.to_path_buf());
+                        }
+                    }
+                    Err(e) => report
+                        .failures
+                        .push((tilde, Error::io("deleting", path.to_path_buf(), e))),
+                }
+            }
+        }
+        self.remove_emptied(&roots, emptied, &mut report);
+        Ok(report)
+    }
+
+    fn remove_emptied(
+        &self,
+        roots: &[(PathBuf, String)],
+        mut candidates: BTreeSet<PathBuf>,
+        report: &mut MirrorDownReport,
+    ) {
+        // Deepest first: a BTreeSet of paths pops children after parents, so
+        // take the longest each time.
+        while let Some(dir) = candidates
+            .iter()
+            .max_by_key(|p| p.components().count())
+            .cloned()
+        {
+            candidates.remove(&dir);
+            if roots.iter().any(|(r, _)| r == &dir)
+                || !roots.iter().any(|(r, _)| dir.starts_with(r))
+            {
+                continue;
+            }
+            let Ok(tilde) = self.env.to_tilde(&dir) else {
+                continue;
+            };
+            let tracked_dir = self
+                .manifest
+                .get(&tilde)
+                .is_some_and(|e| e.kind == EntryKind::Directory);
+            if tracked_dir || self.manifest.excluded_by(&tilde).is_some() {
+                continue;
+            }
+            let empty = fs::read_dir(&dir)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+            if empty && fs::remove_dir(&dir).is_ok() {
+                report.removed_dirs.push(tilde);
+                if let Some(p) = dir.parent() {
+                    candidates.insert(p.to_path_buf());
+                }
+            }
+        }
+    }
+}

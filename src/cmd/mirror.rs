@@ -1,0 +1,101 @@
+//! `sgard mirror up` / `sgard mirror down`
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow};
+use sgard_garden::{LockMode, RestoreOptions};
+
+use super::{Ctx, restore};
+use crate::cli::MirrorDirection;
+use crate::exit::Fail;
+use crate::ui::{self, StdinPrompt};
+
+pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitCode> {
+    match dir {
+        MirrorDirection::Up { dirs } => {
+            let mut g = ctx.open(LockMode::Exclusive)?;
+            let r = g.mirror_up(&dirs)?;
+            for (p, why) in &r.skipped {
+                ui::warn(&format!("skipped {p}: {why}"));
+            }
+            for p in &r.added {
+                writeln!(out, "{:<10} {p}", "added")?;
+            }
+            for p in &r.removed {
+                writeln!(out, "{:<10} {p}", "removed")?;
+            }
+            for p in &r.refreshed {
+                writeln!(out, "{:<10} {p}", "updated")?;
+            }
+            for (p, why) in &r.kept {
+                writeln!(out, "{:<10} {p} ({why})", "kept")?;
+            }
+            writeln!(
+                out,
+                "Mirror up complete: {} added, {} removed, {} updated.",
+                r.added.len(),
+                r.removed.len(),
+                r.refreshed.len()
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        MirrorDirection::Down {
+            dirs,
+            force,
+            dry_run,
+        } => {
+            let g = ctx.open(LockMode::Shared)?;
+            let mut prompt = StdinPrompt::new();
+            let r = g.mirror_down(&dirs, RestoreOptions { force, dry_run }, &mut prompt)?;
+            restore::print_actions(&r.restore, dry_run, out)?;
+            let (del, keep) = if dry_run {
+                ("delete", "ask")
+            } else {
+                ("deleted", "kept")
+            };
+            for p in &r.deleted {
+                writeln!(out, "{del:<10} {p}")?;
+            }
+            for p in &r.kept {
+                writeln!(out, "{keep:<10} {p}")?;
+            }
+            for p in &r.removed_dirs {
+                writeln!(out, "{:<10} {p}/", "rmdir")?;
+            }
+            let mut failures: Vec<(String, String)> = r
+                .restore
+                .failures
+                .iter()
+                .map(|(p, e)| (p.clone(), restore::chain(e)))
+                .collect();
+            failures.extend(
+                r.failures
+                    .iter()
+                    .map(|(p, e)| (p.clone(), restore::chain(e))),
+            );
+            if failures.is_empty() {
+                writeln!(
+                    out,
+                    "{}",
+                    if dry_run {
+                        "Dry run: nothing was changed."
+                    } else {
+                        "Mirror down complete."
+                    }
+                )?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut msg = format!("{} path(s) could not be mirrored:", failures.len());
+            for (p, e) in &failures {
+                let _ = write!(msg, "\n  {p}: {e}");
+            }
+            if r.restore.has_integrity_failure() {
+                Err(Fail::integrity(msg))
+            } else {
+                Err(anyhow!(msg))
+            }
+        }
+    }
+}
