@@ -6,3 +6,4 @@
 mod common;
 
 mod basics;
+mod local;
