@@ -38,6 +38,7 @@
 
 mod error;
 pub mod exclude;
+pub mod history;
 mod time;
 mod yaml;
 
@@ -243,6 +244,10 @@ pub struct Manifest {
     pub exclude: Vec<String>,
     /// Encryption settings, when set up.
     pub encryption: Option<Encryption>,
+    /// Paths recorded as not existing. Only history snapshots use this (a
+    /// "before" snapshot lists the paths an operation created); the head
+    /// manifest never has any. Not a Go sgard field; the Go tool ignores it.
+    pub absent: Vec<String>,
 }
 
 impl Manifest {
@@ -256,6 +261,7 @@ impl Manifest {
             files: Vec::new(),
             exclude: Vec::new(),
             encryption: None,
+            absent: Vec::new(),
         }
     }
 
@@ -309,6 +315,19 @@ impl Manifest {
     /// [`Error::Syntax`] naming the line, or a validation error naming the entry.
     pub fn from_yaml(text: &str) -> Result<Self> {
         Self::parse(text, Path::new("<input>"))
+    }
+
+    /// Loads a manifest file and the SHA-256 of its exact bytes.
+    ///
+    /// # Errors
+    /// As [`Manifest::load`].
+    pub fn load_with_hash(path: &Path) -> Result<(Self, Hash)> {
+        let text = fs::read_to_string(path).map_err(|e| Error::Read {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        let h = Hash::of(text.as_bytes());
+        Ok((Self::parse(&text, path)?, h))
     }
 
     /// Loads and validates a manifest file.
@@ -385,6 +404,11 @@ impl Manifest {
         }
         if !self.exclude.is_empty() {
             e.list(0, "exclude", &self.exclude);
+        }
+        if !self.absent.is_empty() {
+            let mut absent = self.absent.clone();
+            absent.sort();
+            e.list(0, "absent", &absent);
         }
         if let Some(enc) = &self.encryption {
             e.open(0, "encryption");
@@ -521,6 +545,11 @@ fn validate(raw: RawManifest, origin: &Path) -> Result<Manifest> {
             });
         }
     }
+    let mut absent = raw.absent.unwrap_or_default();
+    for x in &absent {
+        validate_path(x).map_err(|r| field("absent", format!("{x:?}: {r}")))?;
+    }
+    absent.sort();
     let exclude = raw.exclude.unwrap_or_default();
     for x in &exclude {
         validate_path(x).map_err(|r| field("exclude", format!("{x:?}: {r}")))?;
@@ -542,6 +571,7 @@ fn validate(raw: RawManifest, origin: &Path) -> Result<Manifest> {
         files: files.into_iter().map(|(_, e)| e).collect(),
         exclude,
         encryption,
+        absent,
     })
 }
 

@@ -21,6 +21,7 @@ pub(crate) struct RawManifest {
     pub files: Option<Vec<RawEntry>>,
     pub exclude: Option<Vec<String>>,
     pub encryption: Option<RawEncryption>,
+    pub absent: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
