@@ -44,7 +44,6 @@ mod yaml;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 pub use error::{Error, Result};
@@ -335,7 +334,7 @@ impl Manifest {
     /// # Errors
     /// [`Error::Read`], [`Error::Syntax`] or a validation error, each naming the file.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = fs::read_to_string(path).map_err(|e| Error::Read {
+        let text = sgard_store::durable::read_regular_to_string(path).map_err(|e| Error::Read {
             path: path.to_path_buf(),
             source: e,
         })?;

@@ -1,4 +1,5 @@
 use super::*;
+use std::fs;
 
 const H1: &str = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
 

@@ -63,6 +63,37 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     fsync_dir(&dir)
 }
 
+/// Opens a file for reading without blocking on a FIFO, and refuses
+/// anything that is not a regular file (symlinks are followed).
+///
+/// # Errors
+/// The OS error, or `InvalidInput` when the path is not a regular file.
+pub fn open_regular_file(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(f)
+}
+
+/// Reads a whole regular file as UTF-8 text (see [`open_regular_file`]).
+///
+/// # Errors
+/// As [`open_regular_file`], or the read error.
+pub fn read_regular_to_string(path: &Path) -> io::Result<String> {
+    use std::io::Read;
+    let mut s = String::new();
+    open_regular_file(path)?.read_to_string(&mut s)?;
+    Ok(s)
+}
+
 /// Sets the permission bits of an open file.
 ///
 /// # Errors

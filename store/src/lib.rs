@@ -38,7 +38,7 @@ pub mod durable;
 mod error;
 mod hash;
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -221,9 +221,18 @@ impl Store {
     /// [`Error::Missing`], [`Error::Corrupt`], or [`Error::Io`].
     pub fn read_to(&self, hash: &Hash, out: &mut dyn Write) -> Result<u64> {
         let p = self.path_of(hash);
-        let mut f = match File::open(&p) {
+        // A blob that is not a regular file (a FIFO planted in the store, a
+        // folder) counts as missing; opening never blocks.
+        let mut f = match durable::open_regular_file(&p) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Error::Missing(*hash)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::InvalidInput
+                ) || e.raw_os_error() == Some(libc::ENOTDIR) =>
+            {
+                return Err(Error::Missing(*hash));
+            }
             Err(e) => return Err(Error::io("opening blob", p, e)),
         };
         let mut hasher = Hasher::new();

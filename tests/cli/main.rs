@@ -6,4 +6,6 @@
 mod common;
 
 mod basics;
+mod hostile;
 mod local;
+mod scenarios;

@@ -1,0 +1,1197 @@
+//! Robustness against a hostile world: corrupt blobs, forged manifests,
+//! FIFOs, symlinks at restore targets, concurrent writers, `kill -9`, a
+//! repository written by the Go sgard, the repository tracking itself, a
+//! held lock and a closed stdout.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{FileExt, FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+// ---------------------------------------------------------------- helpers
+
+/// How long a command may run before the watchdog calls it hung.
+const WATCHDOG: Duration = Duration::from_secs(10);
+
+/// Waits for `child`, draining its piped stdout and stderr, and kills it
+/// (failing the test) if it has not finished within `limit`.
+#[track_caller]
+fn finish(child: Child, limit: Duration, what: &str) -> Run {
+    match wait_limited(child, limit) {
+        Ok(r) => r,
+        Err(stderr) => panic!("`sgard {what}` hung: killed after {limit:?}; stderr: {stderr}"),
+    }
+}
+
+/// Like [`finish`], but a hang is returned (as the stderr so far) instead
+/// of failing the test.
+fn wait_limited(mut child: Child, limit: Duration) -> Result<Run, String> {
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(err.join().unwrap_or_default());
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Ok(Run {
+        code: status.code().unwrap_or(-1),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    })
+}
+
+/// Runs sgard with stdin closed under the watchdog.
+#[track_caller]
+fn sgard_timed(t: &TestEnv, args: &[&str]) -> Run {
+    let child = t
+        .command(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child, WATCHDOG, &args.join(" "))
+}
+
+/// The temp folder every path of `t` lives in (HOME's parent).
+fn root_of(t: &TestEnv) -> PathBuf {
+    t.home.parent().unwrap().to_path_buf()
+}
+
+/// Everything under `root`: kind, mode, content hash or link target.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
+    fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
+        let mut names: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for p in names {
+            let md = fs::symlink_metadata(&p).unwrap();
+            let mode = md.permissions().mode() & 0o7777;
+            let ft = md.file_type();
+            let desc = if ft.is_symlink() {
+                format!("link -> {}", fs::read_link(&p).unwrap().display())
+            } else if ft.is_dir() {
+                walk(&p, out);
+                format!("dir {mode:o}")
+            } else if ft.is_file() {
+                format!("file {mode:o} {}", sha(fs::read(&p).unwrap()))
+            } else {
+                format!("special {mode:o}")
+            };
+            out.insert(p, desc);
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, &mut out);
+    out
+}
+
+/// Stores `data` as a blob of the repository at `repo`, the way the Go sgard
+/// lays it out, and returns its hash.
+fn put_blob(repo: &Path, data: &[u8]) -> String {
+    let h = sha(data);
+    let dir = blob_dir(repo, &h);
+    fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(&h);
+    fs::write(&p, data).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+    h
+}
+
+/// The fan-out folder holding blob `h` of the repository at `repo`.
+fn blob_dir(repo: &Path, h: &str) -> PathBuf {
+    repo.join("blobs").join(&h[0..2]).join(&h[2..4])
+}
+
+/// Replaces the bytes of an existing blob (whatever its permissions).
+fn tamper(p: &Path, bytes: &[u8]) {
+    fs::remove_file(p).unwrap();
+    fs::write(p, bytes).unwrap();
+}
+
+/// Names in `dir` that look like restore temp files.
+fn restore_temps(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".sgard-restore-") || n.starts_with(".sgard-link-"))
+        .collect()
+}
+
+fn mkfifo(p: &Path) {
+    let st = Command::new("mkfifo").arg(p).status().unwrap();
+    assert!(st.success(), "mkfifo {} failed", p.display());
+    assert!(fs::symlink_metadata(p).unwrap().file_type().is_fifo());
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), fast enough for 64 MiB.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// The `hash:` values of a manifest, in order.
+fn manifest_hashes(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("hash:"))
+        .map(|h| h.trim().trim_matches('"').to_owned())
+        .collect()
+}
+
+/// Whether `s` contains `line ` followed by a number.
+fn names_a_line(s: &str) -> bool {
+    s.match_indices("line ").any(|(i, m)| {
+        s[i + m.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit())
+    })
+}
+
+const TS: &str = "2026-03-23T12:00:00Z";
+
+/// A manifest whose entries are the given YAML fragments (each one list
+/// item, already indented the Go way).
+fn manifest_with(items: &[String]) -> String {
+    let mut m = format!("version: 1\ncreated: {TS}\nupdated: {TS}\nfiles:\n");
+    for i in items {
+        m.push_str(i);
+    }
+    m
+}
+
+fn file_item(path: &str, hash: &str) -> String {
+    format!(
+        "    - path: {path}\n      hash: {hash}\n      type: file\n      mode: \"0644\"\n      updated: {TS}\n"
+    )
+}
+
+fn write_manifest(t: &TestEnv, text: &str) {
+    fs::write(t.repo().join("manifest.yaml"), text).unwrap();
+}
+
+/// Runs each read command against the repository and checks it refuses with
+/// exit 1, names every string of `names` on stderr and writes nothing
+/// anywhere in the test's folder.
+#[track_caller]
+fn assert_refused(t: &TestEnv, case: &str, names: &[&str]) {
+    let root = root_of(t);
+    let before = snapshot(&root);
+    for args in [
+        &["status"][..],
+        &["restore", "--force"],
+        &["restore"],
+        &["verify"],
+        &["list"],
+    ] {
+        let r = sgard_timed(t, args);
+        assert_eq!(
+            r.code,
+            1,
+            "{case}: `sgard {}` should refuse the manifest with exit 1; {r:#?}",
+            args.join(" ")
+        );
+        for n in names {
+            assert!(
+                r.stderr.contains(n),
+                "{case}: `sgard {}` error does not name {n:?}; {r:#?}",
+                args.join(" ")
+            );
+        }
+        assert!(
+            !r.stderr.contains("panicked"),
+            "{case}: `sgard {}` panicked; {r:#?}",
+            args.join(" ")
+        );
+        assert_eq!(
+            snapshot(&root),
+            before,
+            "{case}: `sgard {}` changed files",
+            args.join(" ")
+        );
+    }
+}
+
+// ------------------------------------------------------------------ tests
+
+/// Case 1: A blob whose bytes no longer match its name is never written out:
+/// exit 3, the path is named, the destination is exactly as it was and no
+/// temp file is left next to it.
+#[test]
+fn corrupt_blob_is_never_restored() {
+    let stored = b"precious stored content\n".to_vec();
+    // None: the blob is deleted.
+    let forgeries: [(&str, Option<Vec<u8>>); 4] = [
+        ("same length", Some(b"PRECIOUS STORED CONTENT\n".to_vec())),
+        ("other length", Some(b"evil".to_vec())),
+        ("truncated", Some(Vec::new())),
+        ("blob deleted", None),
+    ];
+    for (how, forged) in &forgeries {
+        for changed in [false, true] {
+            let case = format!(
+                "{how}, destination {}",
+                if changed { "changed" } else { "deleted" }
+            );
+            let t = TestEnv::init();
+            let p = t.write("conf/app.rc", &stored);
+            let sibling = t.write("conf/other.rc", "an intact sibling\n");
+            t.sgard(["add", "~/conf"]).ok();
+            let h = sha(&stored);
+            let blob = t.blob_path(&h);
+            assert_eq!(fs::read(&blob).unwrap(), stored, "{case}: blob layout");
+            match forged {
+                Some(bytes) => tamper(&blob, bytes),
+                None => fs::remove_file(&blob).unwrap(),
+            }
+            let mine = b"the user's newer bytes\n";
+            if changed {
+                fs::write(&p, mine).unwrap();
+            } else {
+                fs::remove_file(&p).unwrap();
+            }
+            let mut runs = vec![
+                &["restore", "--force"][..],
+                &["restore", "--force", "~/conf/app.rc"],
+            ];
+            if !changed {
+                // Nothing to overwrite: a plain restore writes without asking.
+                runs.push(&["restore"]);
+            }
+            for args in runs {
+                fs::remove_file(&sibling).unwrap();
+                let r = t.sgard(args);
+                assert_eq!(r.code, 3, "{case}: {args:?} must exit 3; {r:#?}");
+                assert!(
+                    r.stderr.contains("~/conf/app.rc"),
+                    "{case}: stderr must name the path; {r:#?}"
+                );
+                if changed {
+                    assert_eq!(t.read("conf/app.rc"), mine, "{case}: destination changed");
+                } else {
+                    assert!(
+                        fs::symlink_metadata(&p).is_err(),
+                        "{case}: a corrupt blob was restored to {}",
+                        p.display()
+                    );
+                }
+                if !args.contains(&"~/conf/app.rc") {
+                    // One bad entry does not stop the others.
+                    assert_eq!(
+                        fs::read(&sibling).ok().as_deref(),
+                        Some(&b"an intact sibling\n"[..]),
+                        "{case}: {args:?} did not restore the intact sibling; {r:#?}"
+                    );
+                } else {
+                    fs::write(&sibling, "an intact sibling\n").unwrap();
+                }
+                let temps = restore_temps(&t.path("conf"));
+                assert!(temps.is_empty(), "{case}: temp files left: {temps:?}");
+                assert_eq!(fs::read(&blob).ok(), *forged, "{case}: blob touched");
+            }
+            // verify agrees that the blob is corrupt.
+            let v = t.sgard(["verify"]);
+            assert_eq!(v.code, 3, "{case}: verify; {v:#?}");
+            let word = if forged.is_some() {
+                "corrupt"
+            } else {
+                "missing"
+            };
+            assert!(v.stdout.contains(word), "{case}: verify; {v:#?}");
+        }
+    }
+}
+
+/// Case 2: Forged manifest entries (a hash that is a path, paths that climb out
+/// of HOME or are relative) are refused by every command before anything is
+/// read or written.
+#[test]
+fn forged_manifest_entries_are_refused() {
+    let t = TestEnv::init();
+    let good = put_blob(&t.repo(), b"harmless\n");
+    let evil = put_blob(&t.repo(), b"attacker controlled\n");
+    let abs_escape = format!("{}/../outside/abs-escape", t.home.display());
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "hash is a path",
+            file_item("~/victim", "../../etc/passwd"),
+            vec!["~/victim", "../../etc/passwd"],
+        ),
+        (
+            "path climbs out of HOME",
+            file_item("~/../outside/escape", &evil),
+            vec!["~/../outside/escape"],
+        ),
+        (
+            "path climbs far out of HOME",
+            file_item("~/../../tmp/x", &evil),
+            vec!["~/../../tmp/x"],
+        ),
+        (
+            "absolute path with ..",
+            file_item(&abs_escape, &evil),
+            vec![abs_escape.as_str()],
+        ),
+        (
+            "relative path without ~",
+            file_item("outside/rel", &evil),
+            vec!["outside/rel"],
+        ),
+        (
+            "relative dotdot path",
+            file_item("../outside/rel2", &evil),
+            vec!["../outside/rel2"],
+        ),
+    ];
+    for (case, bad, names) in &cases {
+        // A valid entry first: it must not be restored either.
+        write_manifest(
+            &t,
+            &manifest_with(&[file_item("~/good", &good), bad.clone()]),
+        );
+        assert_refused(&t, case, names);
+        assert!(!t.path("good").exists(), "{case}: ~/good was restored");
+        assert!(
+            !root_of(&t).join("outside").exists(),
+            "{case}: wrote outside HOME"
+        );
+    }
+}
+
+/// Case 3: Syntax errors name the line; newer schemas, unknown entry types and
+/// empty manifests are refused.
+#[test]
+fn malformed_manifests_are_refused() {
+    let t = TestEnv::init();
+    let unclosed = format!(
+        "version: 1\ncreated: {TS}\nupdated: {TS}\nfiles: [\n    {{path: ~/x, type: link, target: y}},\n"
+    );
+    let r = sgard_timed(&t, &["status"]);
+    r.ok();
+    write_manifest(&t, &unclosed);
+    let before = snapshot(&root_of(&t));
+    for args in [
+        &["status"][..],
+        &["list"],
+        &["verify"],
+        &["restore", "--force"],
+    ] {
+        let r = sgard_timed(&t, args);
+        assert_eq!(r.code, 1, "unclosed [: {args:?}; {r:#?}");
+        assert!(
+            names_a_line(&r.stderr),
+            "unclosed [: no `line N` in the error; {r:#?}"
+        );
+        assert!(
+            r.stderr.contains("manifest.yaml"),
+            "unclosed [: file not named; {r:#?}"
+        );
+        assert!(!r.stderr.contains("panicked"), "{r:#?}");
+    }
+    assert_eq!(snapshot(&root_of(&t)), before);
+
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "version 2",
+            format!("version: 2\ncreated: {TS}\nupdated: {TS}\nfiles: []\n"),
+            vec!["newer"],
+        ),
+        (
+            "type socket",
+            manifest_with(&[format!(
+                "    - path: ~/.ssh/agent.sock\n      type: socket\n      updated: {TS}\n"
+            )]),
+            vec!["~/.ssh/agent.sock", "socket"],
+        ),
+        ("empty file", String::new(), vec!["empty"]),
+        ("only blank lines", "\n\n  \n".to_owned(), vec!["empty"]),
+    ];
+    for (case, text, names) in &cases {
+        write_manifest(&t, text);
+        assert_refused(&t, case, names);
+        assert_eq!(t.manifest(), *text, "{case}: manifest rewritten");
+    }
+    // A refused manifest is not overwritten by a writing command either.
+    write_manifest(&t, &cases[0].1);
+    t.write("x", "x");
+    let r = sgard_timed(&t, &["add", "~/x"]);
+    assert_eq!(r.code, 1, "add with a version 2 manifest; {r:#?}");
+    assert!(r.stderr.contains("newer"), "{r:#?}");
+    assert_eq!(
+        t.manifest(),
+        cases[0].1,
+        "a newer manifest was written back"
+    );
+}
+
+/// Case 4: FIFOs never make sgard block: a FIFO inside an added folder is skipped
+/// with a warning, and a tracked file replaced by a FIFO is reported.
+#[test]
+fn fifos_never_hang() {
+    let t = TestEnv::init();
+    t.write("d/a.txt", "a\n");
+    mkfifo(&t.path("d/m-fifo"));
+    t.write("d/z.txt", "z\n");
+    let r = sgard_timed(&t, &["add", "~/d"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("~/d/m-fifo") && r.stderr.contains("warning"),
+        "no warning naming the FIFO; {r:#?}"
+    );
+    let m = t.manifest();
+    assert!(!m.contains("m-fifo"), "the FIFO was tracked:\n{m}");
+    assert!(m.contains("~/d/a.txt") && m.contains("~/d/z.txt"), "{m}");
+
+    // A tracked file replaced by a FIFO.
+    let stored = b"tracked content\n";
+    t.write("f", stored);
+    t.sgard(["add", "~/f"]).ok();
+    fs::remove_file(t.path("f")).unwrap();
+    mkfifo(&t.path("f"));
+    let before = t.manifest();
+
+    let r = sgard_timed(&t, &["status"]);
+    r.ok();
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("typechange") && l.ends_with(" ~/f")),
+        "status does not report the typechange; {r:#?}"
+    );
+    for args in [&["diff", "~/f"][..], &["info", "~/f"], &["add", "~/f"]] {
+        let r = sgard_timed(&t, args);
+        assert!(!r.stderr.contains("panicked"), "{args:?}; {r:#?}");
+    }
+    assert_eq!(t.manifest(), before, "`add` of a FIFO changed the manifest");
+
+    let r = sgard_timed(&t, &["checkpoint"]);
+    r.ok();
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("typechange") && l.contains(" ~/f")),
+        "checkpoint does not report the typechange; {r:#?}"
+    );
+    assert!(
+        manifest_hashes(&t.manifest()).contains(&sha(stored)),
+        "checkpoint dropped the stored version:\n{}",
+        t.manifest()
+    );
+    assert!(
+        fs::symlink_metadata(t.path("f"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+
+    let r = sgard_timed(&t, &["restore", "--dry-run", "~/f"]);
+    r.ok();
+    assert!(
+        fs::symlink_metadata(t.path("f"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    let r = sgard_timed(&t, &["restore", "--force", "~/f"]);
+    r.ok();
+    assert!(r.stdout.contains("~/f"), "{r:#?}");
+    let md = fs::symlink_metadata(t.path("f")).unwrap();
+    assert!(md.is_file(), "~/f is still not a regular file");
+    assert_eq!(t.read("f"), stored);
+    assert!(restore_temps(&t.home).is_empty());
+    sgard_timed(&t, &["status"]).ok();
+}
+
+/// Case 4b: A hostile repository holding a FIFO where a blob or the manifest
+/// belongs must not hang any command either: a blob that is not a regular
+/// file is bad data (integrity failure, exit 3), a manifest that is not one
+/// is an error naming it (exit 1); neither is something to block on.
+#[test]
+fn fifo_in_the_repository_never_hangs() {
+    const LIMIT: Duration = Duration::from_secs(3);
+    let t = TestEnv::init();
+    let stored = b"tracked content\n";
+    t.write("f", stored);
+    t.sgard(["add", "~/f"]).ok();
+    let blob = t.blob_path(&sha(stored));
+    fs::remove_file(&blob).unwrap();
+    mkfifo(&blob);
+    // Every command is tried (so one report shows every hang), then judged.
+    let mut problems = Vec::new();
+    let mut attempt = |args: &[&str], check: &dyn Fn(&Run) -> Option<String>| {
+        let child = t
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let what = args.join(" ");
+        match wait_limited(child, LIMIT) {
+            Err(_) => problems.push(format!("`sgard {what}` hung (killed after {LIMIT:?})")),
+            Ok(r) => {
+                if let Some(p) = check(&r) {
+                    problems.push(format!("`sgard {what}`: {p}; {r:#?}"));
+                }
+            }
+        }
+    };
+    let integrity = |r: &Run| (r.code != 3).then(|| format!("exit {} instead of 3", r.code));
+    attempt(&["verify"], &integrity);
+    t.write("f", "changed on disk\n");
+    attempt(&["diff", "~/f"], &integrity);
+    fs::remove_file(t.path("f")).unwrap();
+    let home = t.home.clone();
+    attempt(&["restore", "--force"], &|r| {
+        if r.code != 3 {
+            Some(format!("exit {} instead of 3", r.code))
+        } else if !r.stderr.contains("~/f") {
+            Some("the error does not name ~/f".into())
+        } else if home.join("f").exists() {
+            Some("~/f was created".into())
+        } else if !restore_temps(&home).is_empty() {
+            Some("a temp file was left in HOME".into())
+        } else {
+            None
+        }
+    });
+    // With the file back, a checkpoint replaces the bad blob or at least
+    // finishes.
+    t.write("f", stored);
+    attempt(&["checkpoint"], &|r| {
+        r.stderr.contains("panicked").then(|| "panicked".into())
+    });
+
+    // The manifest itself a FIFO.
+    let u = TestEnv::init();
+    let manifest = u.repo().join("manifest.yaml");
+    fs::remove_file(&manifest).unwrap();
+    mkfifo(&manifest);
+    for args in [&["status"][..], &["list"], &["add", "~"]] {
+        let child = u
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let what = args.join(" ");
+        match wait_limited(child, LIMIT) {
+            Err(_) => problems.push(format!(
+                "`sgard {what}` with a FIFO manifest hung (killed after {LIMIT:?})"
+            )),
+            Ok(r) if r.code != 1 || !r.stderr.contains("manifest.yaml") => problems.push(format!(
+                "`sgard {what}` with a FIFO manifest: want exit 1 naming it; {r:#?}"
+            )),
+            Ok(_) => {}
+        }
+    }
+    assert!(
+        fs::symlink_metadata(&manifest)
+            .unwrap()
+            .file_type()
+            .is_fifo(),
+        "the FIFO manifest was replaced"
+    );
+    assert!(
+        problems.is_empty(),
+        "a FIFO in the repository:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Case 5: Restoring over a symlink replaces the link; it never writes through
+/// it to the file it points at.
+#[test]
+fn restore_replaces_a_symlink_instead_of_writing_through_it() {
+    let t = TestEnv::init();
+    let stored = b"dotfile as stored\n";
+    t.write("f", stored);
+    t.chmod("f", 0o640);
+    t.sgard(["add", "~/f"]).ok();
+    let out = t.outside();
+    let target = out.join("target");
+    let original = b"someone else's file, must survive\n";
+    fs::write(&target, original).unwrap();
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o644)).unwrap();
+
+    for (case, points_to) in [
+        ("existing target", target.clone()),
+        ("dangling", out.join("absent")),
+    ] {
+        let f = t.path("f");
+        fs::remove_file(&f).unwrap();
+        std::os::unix::fs::symlink(&points_to, &f).unwrap();
+        let r = sgard_timed(&t, &["restore", "--force", "~/f"]);
+        r.ok();
+        let md = fs::symlink_metadata(&f).unwrap();
+        assert!(
+            md.is_file(),
+            "{case}: ~/f is not a regular file after restore"
+        );
+        assert_eq!(t.read("f"), stored, "{case}");
+        assert_eq!(mode_of(&f), 0o640, "{case}: mode");
+        assert_eq!(
+            fs::read(&target).unwrap(),
+            original,
+            "{case}: wrote through the link"
+        );
+        assert_eq!(mode_of(&target), 0o644, "{case}: target's mode changed");
+        assert!(
+            !out.join("absent").exists(),
+            "{case}: created the link's target"
+        );
+        assert!(restore_temps(&t.home).is_empty(), "{case}");
+    }
+}
+
+/// Case 6: Sixteen `add`s at once: the repository lock serialises them and no
+/// update is lost.
+#[test]
+fn concurrent_adds_lose_nothing() {
+    let t = TestEnv::init();
+    let names: Vec<String> = (0..16).map(|i| format!("c/file{i:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        t.write(n, format!("content {i}\n"));
+    }
+    let children: Vec<Child> = names
+        .iter()
+        .map(|n| {
+            t.command(["add", &format!("~/{n}")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let runs: Vec<Run> = children
+        .into_iter()
+        .map(|c| finish(c, Duration::from_secs(60), "add (concurrent)"))
+        .collect();
+    for (n, r) in names.iter().zip(&runs) {
+        assert_eq!(r.code, 0, "add ~/{n}; {r:#?}");
+    }
+    let m = t.manifest();
+    for (i, n) in names.iter().enumerate() {
+        assert!(m.contains(&format!("- path: ~/{n}\n")), "~/{n} lost:\n{m}");
+        assert!(
+            manifest_hashes(&m).contains(&sha(format!("content {i}\n"))),
+            "hash of ~/{n} lost:\n{m}"
+        );
+    }
+    let list = t.sgard(["list"]);
+    list.ok();
+    assert_eq!(list.stdout.lines().count(), 16, "{list:#?}");
+    t.sgard(["verify"]).ok();
+}
+
+/// Case 7: `kill -9` at any moment of a checkpoint of a big file leaves a
+/// consistent repository: the old manifest or the new one, every blob it
+/// names intact.
+///
+/// The kill delays are fixed early ones (before and while hashing) plus
+/// fractions of a measured uninterrupted checkpoint, so some land in the
+/// blob write, the renames and the manifest save whatever the machine's
+/// speed.
+#[test]
+fn kill_9_during_checkpoint_leaves_a_consistent_repo() {
+    const SIZE: usize = 64 << 20;
+    let t = TestEnv::init();
+    let mut content = noise(SIZE, 1);
+    let big = t.write("big.bin", &content);
+    t.sgard(["add", "~/big.bin"]).ok();
+    let mut current = sha(&content);
+    assert_eq!(manifest_hashes(&t.manifest()), vec![current.clone()]);
+    content = noise(SIZE, 2);
+    fs::write(&big, &content).unwrap();
+
+    let started = Instant::now();
+    let mut full = Duration::ZERO;
+    let mut killed_early = 0;
+    let fractions = [0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1];
+    let rounds = 1 + 6 + fractions.len() + 1;
+    for round in 0..rounds {
+        // None: run to the end (the first round measures, the last checks).
+        let delay: Option<Duration> = match round {
+            0 => None,
+            r if r <= 6 => Some(Duration::from_millis([0, 5, 20, 50, 100, 200][r - 1])),
+            r if r <= 6 + fractions.len() => Some(full.mul_f64(fractions[r - 7])),
+            _ => None,
+        };
+        // New content for this round: the first 8 bytes change.
+        let stamp = (0xC0FF_EE00 + round as u64).to_le_bytes();
+        content[..8].copy_from_slice(&stamp);
+        fs::File::options()
+            .write(true)
+            .open(&big)
+            .unwrap()
+            .write_all_at(&stamp, 0)
+            .unwrap();
+        let new = sha(&content);
+        let spawned = Instant::now();
+        let mut child = t
+            .command(["checkpoint"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let case = match delay {
+            Some(d) => {
+                thread::sleep(d.saturating_sub(spawned.elapsed()));
+                let _ = child.kill();
+                format!("round {round}: killed after {d:?}")
+            }
+            None => format!("round {round}: not killed"),
+        };
+        let r = finish(child, Duration::from_secs(60), "checkpoint");
+        if round == 0 {
+            full = spawned.elapsed();
+        }
+        if delay.is_some() && r.code == -1 {
+            killed_early += 1;
+        }
+        if delay.is_none() {
+            assert_eq!(r.code, 0, "{case}: {r:#?}");
+        }
+        let text = t.manifest();
+        let hashes = manifest_hashes(&text);
+        assert!(
+            hashes == vec![current.clone()] || hashes == vec![new.clone()],
+            "{case}: manifest is neither the old nor the new one:\n{text}"
+        );
+        let l = t.sgard(["list"]);
+        assert_eq!(l.code, 0, "{case}: manifest does not parse; {l:#?}");
+        assert!(l.stdout.contains("~/big.bin"), "{case}: {l:#?}");
+        let s = t.sgard(["status"]);
+        assert_eq!(s.code, 0, "{case}: status; {s:#?}");
+        let v = t.sgard(["verify"]);
+        assert_eq!(v.code, 0, "{case}: verify; {v:#?}");
+        assert!(
+            v.stdout.contains("ok") && v.stdout.contains("~/big.bin"),
+            "{v:#?}"
+        );
+        if delay.is_none() {
+            assert_eq!(hashes, vec![new.clone()], "{case}: checkpoint not recorded");
+            assert!(
+                s.stdout.starts_with("ok ") && s.stdout.lines().count() == 1,
+                "{s:#?}"
+            );
+        }
+        current = hashes[0].clone();
+    }
+    assert!(
+        killed_early >= 6,
+        "only {killed_early} checkpoints were actually interrupted"
+    );
+    eprintln!(
+        "kill -9: {rounds} rounds in {:?} (a full checkpoint took {full:?}, {killed_early} interrupted)",
+        started.elapsed()
+    );
+}
+
+/// Case 8: A repository as the Go sgard writes it restores byte for byte under
+/// another user's HOME.
+#[test]
+fn go_written_repository_restores_under_another_home() {
+    let go = TestEnv::new();
+    let repo = go.outside().join("go-repo");
+    fs::create_dir_all(repo.join("blobs")).unwrap();
+    fs::write(repo.join(".gitignore"), "blobs/\ntags\n").unwrap();
+    let bashrc = b"export PS1='$ '\nalias ll='ls -l'\n".to_vec();
+    let secret = b"token = \"s3cr3t\"\n\x00binary\xff tail".to_vec();
+    let tool = b"#!/bin/sh\necho tool\n".to_vec();
+    let h_bashrc = put_blob(&repo, &bashrc);
+    let h_secret = put_blob(&repo, &secret);
+    let h_tool = put_blob(&repo, &tool);
+    // Go's yaml.v3 layout: 4-space indents, insertion order (not sorted),
+    // RFC3339Nano timestamps (plain and quoted), quoted modes.
+    let manifest = format!(
+        "version: 1
+created: 2025-11-02T08:15:30.123456789Z
+updated: \"2026-01-05T21:04:05.987654321Z\"
+message: from the go sgard
+files:
+    - path: ~/.vimrc
+      type: link
+      mode: \"0777\"
+      target: .config/vim/vimrc
+      updated: 2026-01-05T21:04:05.000000001Z
+    - path: ~/.bashrc
+      hash: {h_bashrc}
+      type: file
+      mode: \"0644\"
+      updated: 2025-11-02T08:15:30.5Z
+    - path: ~/.config/app/secret.conf
+      hash: {h_secret}
+      type: file
+      mode: \"0600\"
+      updated: \"2026-01-05T21:04:05.987654321Z\"
+    - path: ~/.local/bin/tool
+      hash: {h_tool}
+      type: file
+      mode: \"0755\"
+      updated: 2026-01-05T21:04:05.987654321Z
+    - path: ~/.abs-link
+      type: link
+      target: /nonexistent/go/absolute target
+      updated: 2026-01-05T21:04:05Z
+    - path: ~/.ssh/config
+      hash: {h_bashrc}
+      type: file
+      mode: \"0600\"
+      updated: 0001-01-01T00:00:00Z
+    - path: ~/.ssh
+      type: directory
+      mode: \"0700\"
+      updated: 2026-01-05T21:04:05.1Z
+"
+    );
+    fs::write(repo.join("manifest.yaml"), &manifest).unwrap();
+    // Leftovers of interrupted Go writes are not blobs and not entries.
+    let leaf = blob_dir(&repo, &h_tool);
+    fs::write(leaf.join(".blob-4242"), "half a blob").unwrap();
+    fs::write(repo.join("manifest.yaml.tmp.1234"), "version: 1\nfiles: [").unwrap();
+    fs::set_permissions(
+        repo.join("manifest.yaml"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+
+    let other = TestEnv::new();
+    let repo_arg = repo.to_str().unwrap();
+    let r = other.sgard(["--repo", repo_arg, "restore", "--force"]);
+    r.ok();
+    assert!(other.path(".ssh").is_dir());
+    assert_eq!(mode_of(&other.path(".ssh")), 0o700, "folder mode");
+    for (rel, bytes, mode) in [
+        (".ssh/config", &bashrc, 0o600),
+        (".bashrc", &bashrc, 0o644),
+        (".config/app/secret.conf", &secret, 0o600),
+        (".local/bin/tool", &tool, 0o755),
+    ] {
+        let p = other.path(rel);
+        assert!(fs::symlink_metadata(&p).unwrap().is_file(), "{rel}");
+        assert_eq!(&fs::read(&p).unwrap(), bytes, "{rel}: content");
+        assert_eq!(mode_of(&p), mode, "{rel}: mode");
+    }
+    assert_eq!(
+        fs::read_link(other.path(".vimrc")).unwrap(),
+        PathBuf::from(".config/vim/vimrc"),
+        "relative link target not restored raw"
+    );
+    assert_eq!(
+        fs::read_link(other.path(".abs-link")).unwrap(),
+        PathBuf::from("/nonexistent/go/absolute target")
+    );
+    assert!(
+        !go.home.join(".bashrc").exists(),
+        "restored into the Go user's HOME"
+    );
+    other.sgard(["--repo", repo_arg, "verify"]).ok();
+    let s = other.sgard(["--repo", repo_arg, "status"]);
+    s.ok();
+    assert_eq!(s.stdout.lines().count(), 7, "{s:#?}");
+    assert!(s.stdout.lines().all(|l| l.starts_with("ok ")), "{s:#?}");
+    let l = other.sgard(["--repo", repo_arg, "list"]);
+    l.ok();
+    assert!(
+        l.stdout.contains("~/.bashrc") && l.stdout.contains(&h_secret[..8]),
+        "{l:#?}"
+    );
+    // Reading commands never rewrite the Go manifest.
+    assert_eq!(
+        fs::read_to_string(repo.join("manifest.yaml")).unwrap(),
+        manifest
+    );
+}
+
+/// Case 9: The repository never tracks itself, whether reached by a walk of HOME
+/// or named directly.
+#[test]
+fn repository_is_never_tracked() {
+    let t = TestEnv::init();
+    t.write("a.txt", "a\n");
+    t.write("sub/b.txt", "b\n");
+    let r = t.sgard(["add", "~"]);
+    r.ok();
+    let m = t.manifest();
+    assert!(!m.contains("~/.sgard"), "the repository was tracked:\n{m}");
+    assert!(
+        m.contains("- path: ~/a.txt\n") && m.contains("- path: ~/sub/b.txt\n"),
+        "{m}"
+    );
+    let list = t.sgard(["list"]);
+    assert!(!list.stdout.contains(".sgard"), "{list:#?}");
+
+    std::os::unix::fs::symlink(t.repo(), t.path("alias")).unwrap();
+    let before = t.manifest();
+    for arg in [
+        "~/.sgard/manifest.yaml",
+        "~/.sgard",
+        ".sgard/blobs",
+        "~/.sgard/../.sgard/lock",
+        "~/alias/manifest.yaml",
+    ] {
+        let r = t.sgard(["add", arg]);
+        assert_eq!(r.code, 1, "add {arg} must be refused; {r:#?}");
+        assert!(
+            r.stderr.contains("repository"),
+            "add {arg}: unclear error; {r:#?}"
+        );
+        assert_eq!(t.manifest(), before, "add {arg} changed the manifest");
+    }
+
+    // The default ~/.sgard as a symlink to a repository kept elsewhere in
+    // HOME (a common dotfiles layout): the real folder is not tracked either.
+    let w = TestEnv::new();
+    w.write("y.txt", "y\n");
+    w.sgard(["--repo", "~/dotfiles/repo", "init"]).ok();
+    std::os::unix::fs::symlink(w.path("dotfiles/repo"), w.repo()).unwrap();
+    w.sgard(["add", "~"]).ok();
+    let m = w.manifest();
+    assert!(
+        !m.contains("~/dotfiles/repo"),
+        "the repository was tracked:\n{m}"
+    );
+    assert!(m.contains("- path: ~/y.txt\n"), "{m}");
+    let before = w.manifest();
+    let r = w.sgard(["add", "~/dotfiles/repo/manifest.yaml"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert_eq!(w.manifest(), before);
+
+    // A repository elsewhere in HOME (--repo) is skipped by a walk too.
+    let u = TestEnv::new();
+    u.write("x.txt", "x\n");
+    u.sgard(["--repo", "~/dotrepo", "init"]).ok();
+    u.sgard(["--repo", "~/dotrepo", "add", "~"]).ok();
+    let m = fs::read_to_string(u.path("dotrepo/manifest.yaml")).unwrap();
+    assert!(
+        !m.contains("dotrepo"),
+        "the --repo repository was tracked:\n{m}"
+    );
+    assert!(m.contains("- path: ~/x.txt\n"), "{m}");
+}
+
+/// Case 10: A command that must wait for the repository lock says so, then
+/// proceeds once it is released.
+#[test]
+fn waiting_for_the_lock_is_announced() {
+    let t = TestEnv::init();
+    t.write("x", "x\n");
+    let lock_path = t.repo().join("lock");
+    let lock = fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .unwrap();
+    lock.lock().unwrap();
+    let (mut writer, writer_err) = spawn_watched(t.command(["add", "x"]));
+    let (mut reader, reader_err) = spawn_watched(t.command(["list"]));
+    thread::sleep(Duration::from_millis(300));
+    // On a loaded machine the children may need longer to reach the lock.
+    for (err, word) in [(&writer_err.0, "exclusive"), (&reader_err.0, "shared")] {
+        let deadline = Instant::now() + WATCHDOG;
+        while !err.lock().unwrap().contains("waiting for the") && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        let said = err.lock().unwrap().clone();
+        assert!(
+            said.contains(&format!("waiting for the {word} lock")),
+            "no note about waiting for the {word} lock while it was held: {said:?}"
+        );
+        assert!(said.contains(&lock_path.display().to_string()), "{said:?}");
+    }
+    assert!(
+        writer.try_wait().unwrap().is_none(),
+        "`add` finished while the exclusive lock was held"
+    );
+    assert!(
+        reader.try_wait().unwrap().is_none(),
+        "`list` finished while an exclusive lock was held"
+    );
+    assert!(
+        !t.manifest().contains("~/x"),
+        "add wrote while the lock was held"
+    );
+    lock.unlock().unwrap();
+    drop(lock);
+    let mut r = finish(writer, WATCHDOG, "add x");
+    r.stderr = take_watched(writer_err);
+    r.ok();
+    assert!(
+        r.stderr.contains("waiting for the exclusive lock"),
+        "no waiting note; {r:#?}"
+    );
+    assert!(t.manifest().contains("- path: ~/x\n"), "{}", t.manifest());
+    let mut l = finish(reader, WATCHDOG, "list");
+    l.stderr = take_watched(reader_err);
+    l.ok();
+    assert!(l.stderr.contains("waiting for the shared lock"), "{l:#?}");
+}
+
+type Watch = (Arc<Mutex<String>>, thread::JoinHandle<()>);
+
+/// Spawns `cmd` (stdin closed, stdout piped) with its stderr copied, as it
+/// arrives, into a shared string.
+fn spawn_watched(mut cmd: Command) -> (Child, Watch) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&seen);
+    let h = thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    (child, (seen, h))
+}
+
+/// Everything the watched stderr said, once the child has exited.
+fn take_watched(w: Watch) -> String {
+    w.1.join().unwrap();
+    w.0.lock().unwrap().clone()
+}
+
+/// Case 11: `sgard list | head`: a reader that closes early is not an error and
+/// never a panic.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let t = TestEnv::init();
+    let long = "x".repeat(150);
+    let items: Vec<String> = (0..3000)
+        .map(|i| {
+            format!(
+                "    - path: ~/links/l{i:05}\n      type: link\n      target: /far/away/{long}/{i}\n      updated: {TS}\n"
+            )
+        })
+        .collect();
+    write_manifest(&t, &manifest_with(&items));
+    let full = t.sgard(["list"]);
+    full.ok();
+    assert!(
+        full.stdout.len() > 256 << 10,
+        "output too small to fill a pipe"
+    );
+
+    for keep in [0usize, 1, 4096] {
+        let mut child = t
+            .command(["list"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut buf = vec![0u8; keep];
+        out.read_exact(&mut buf).unwrap();
+        drop(out);
+        let r = finish(child, WATCHDOG, "list (closed stdout)");
+        assert!(!r.stderr.contains("panicked"), "kept {keep}: panic; {r:#?}");
+        assert_eq!(
+            r.code, 0,
+            "kept {keep}: a closed stdout is not an error; {r:#?}"
+        );
+        assert!(r.stderr.is_empty(), "kept {keep}: noise on stderr; {r:#?}");
+    }
+}
+
+/// Case 11b: No command panics when its stdout was closed before it started
+/// (`sgard … | true`).
+#[test]
+fn no_command_panics_on_a_closed_stdout() {
+    let t = TestEnv::init();
+    t.write("a", "a\n");
+    t.sgard(["add", "~/a"]).ok();
+    t.write("a", "b\n");
+    for args in [
+        &["list"][..],
+        &["status"],
+        &["verify"],
+        &["diff", "~/a"],
+        &["info", "~/a"],
+        &["version"],
+        &["--help"],
+        &["completion", "bash"],
+        &["completion", "zsh"],
+    ] {
+        let (read_end, write_end) = std::io::pipe().unwrap();
+        drop(read_end);
+        let child = t
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(write_end)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let r = finish(child, WATCHDOG, &args.join(" "));
+        assert!(
+            !r.stderr.contains("panicked"),
+            "`sgard {}` panicked on a closed stdout; {r:#?}",
+            args.join(" ")
+        );
+        assert_eq!(
+            r.code,
+            0,
+            "`sgard {}` with a closed stdout; {r:#?}",
+            args.join(" ")
+        );
+    }
+}
