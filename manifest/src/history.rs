@@ -28,7 +28,6 @@
 //! newest earlier record with the parent's id.
 
 use std::fmt;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -166,7 +165,7 @@ impl History {
     /// [`Error::Read`], [`Error::Syntax`] naming the line, or a validation
     /// error naming the record.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = match fs::read_to_string(path) {
+        let text = match sgard_store::durable::read_regular_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(History::default()),
             Err(e) => {

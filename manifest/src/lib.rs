@@ -321,7 +321,7 @@ impl Manifest {
     /// # Errors
     /// As [`Manifest::load`].
     pub fn load_with_hash(path: &Path) -> Result<(Self, Hash)> {
-        let text = fs::read_to_string(path).map_err(|e| Error::Read {
+        let text = sgard_store::durable::read_regular_to_string(path).map_err(|e| Error::Read {
             path: path.to_path_buf(),
             source: e,
         })?;

@@ -23,7 +23,11 @@ pub fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Resu
         // One path names one file exactly (a folder still works through diff_many).
         match g.diff(&paths[0]) {
             Ok(d) => vec![(g.env().to_tilde(&g.env().resolve(&paths[0]))?, d)],
-            Err(sgard_garden::Error::NotTracked(_)) => g.diff_many(paths)?,
+            // Not an entry: maybe a folder of entries; else say it is not tracked.
+            Err(e @ sgard_garden::Error::NotTracked(_)) => match g.diff_many(paths) {
+                Err(sgard_garden::Error::NoMatch) => return Err(e.into()),
+                other => other?,
+            },
             Err(e) => return Err(e.into()),
         }
     } else {

@@ -1347,3 +1347,30 @@ fn man_pages() {
     // No repository is needed or created.
     assert!(!t.repo().exists());
 }
+
+#[test]
+fn diff_without_paths_covers_every_tracked_file() {
+    let t = TestEnv::init();
+    t.write("a", "one\n");
+    t.write("dir/b", "two\n");
+    t.write("dir/c", "three\n");
+    t.sgard(["add", "a", "dir"]).ok();
+    t.sgard(["diff", "--exit-code"])
+        .ok()
+        .stdout_has("No changes.");
+    t.write("a", "ONE\n");
+    t.write("dir/c", "THREE\n");
+    let r = t.sgard(["diff", "--exit-code"]);
+    r.code(1)
+        .stdout_has("--- ~/a (stored)")
+        .stdout_has("+++ ~/dir/c (current)");
+    assert!(!r.stdout.contains("~/dir/b"), "{r:#?}");
+    // A folder selects the files under it.
+    let r = t.sgard(["diff", "dir"]);
+    r.ok().stdout_has("-three").stdout_has("+THREE");
+    assert!(!r.stdout.contains("~/a "), "{r:#?}");
+    // An untracked path is still an error.
+    t.sgard(["diff", "nope"])
+        .code(1)
+        .stderr_has("not tracked: ~/nope");
+}

@@ -1148,7 +1148,7 @@ fn usage_errors_exit_2() {
     for args in [
         &["add"][..],
         &["remove"],
-        &["diff"],
+        &["diff", "--json"],
         &["info"],
         &["restore", "--bogus"],
         &["status", "--nope"],
