@@ -54,6 +54,9 @@ pub enum Command {
         /// Show what would change; change nothing
         #[arg(short = 'n', long)]
         dry_run: bool,
+        /// Restore from this snapshot (an id prefix, @ or @~N) instead of the head
+        #[arg(long, value_name = "ID")]
+        at: Option<String>,
     },
     /// Show how each tracked path compares with the repository
     #[command(alias = "st")]
@@ -66,10 +69,16 @@ pub enum Command {
         json: bool,
     },
     /// Show a unified diff of tracked files: stored against current
+    ///
+    /// `diff ID1 ID2 [PATH]...` compares two snapshots instead (when both
+    /// name snapshots); `diff --at ID [PATH]...` compares a snapshot with the disk.
     Diff {
         /// Tracked files or folders [default: every tracked file]
         #[arg(value_name = "PATH")]
         paths: Vec<OsString>,
+        /// Compare this snapshot (an id prefix, @ or @~N) with the disk
+        #[arg(long, value_name = "ID")]
+        at: Option<String>,
         /// Exit with status 1 when a file differs
         #[arg(long)]
         exit_code: bool,
@@ -104,6 +113,46 @@ pub enum Command {
     },
     /// Delete stored blobs nothing references, and stale temp files
     Prune,
+    /// Show the history of snapshots, newest first
+    Log {
+        /// Show at most N snapshots
+        #[arg(short = 'n', long, value_name = "N")]
+        max: Option<usize>,
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what a snapshot changed against its parent
+    Show {
+        /// The snapshot (an id prefix, @ or @~N)
+        #[arg(value_name = "ID")]
+        id: String,
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reverse the most recent restore, mirror down or undo
+    Undo {
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// Drop snapshots from the history (their blobs go at the next prune)
+    #[command(group(ArgGroup::new("which").required(true).args(["ids", "keep_last", "keep_within", "keep_daily"])))]
+    Forget {
+        /// Snapshots to forget (id prefixes, @~N)
+        #[arg(value_name = "ID")]
+        ids: Vec<String>,
+        /// Keep only the newest N operations
+        #[arg(long, value_name = "N", conflicts_with_all = ["ids", "keep_within", "keep_daily"])]
+        keep_last: Option<usize>,
+        /// Keep only operations within this age (e.g. 30d, 12h, 2w, 1y)
+        #[arg(long, value_name = "AGE", value_parser = parse_age, conflicts_with_all = ["ids", "keep_daily"])]
+        keep_within: Option<chrono::Duration>,
+        /// Keep the newest operation of each of the last N days that have one
+        #[arg(long, value_name = "N", conflicts_with = "ids")]
+        keep_daily: Option<usize>,
+    },
     /// Make tracked entries repository-authoritative
     Lock {
         /// Tracked paths (a folder selects the entries under it)
@@ -243,4 +292,29 @@ pub enum MirrorDirection {
         #[arg(short = 'n', long)]
         dry_run: bool,
     },
+}
+
+/// Parses an age such as `30d`, `12h`, `2w`, `6m` (30-day months) or `1y`.
+fn parse_age(s: &str) -> Result<chrono::Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: i64 = n
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and a unit, like 30d"))?;
+    let hours = match unit {
+        "h" => 1,
+        "d" | "" => 24,
+        "w" => 24 * 7,
+        "m" => 24 * 30,
+        "y" => 24 * 365,
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?} (use h, d, w, m or y)"
+            ));
+        }
+    };
+    n.checked_mul(hours)
+        .and_then(chrono::TimeDelta::try_hours)
+        .ok_or_else(|| format!("{s:?} is too long"))
 }

@@ -10,14 +10,17 @@ mod info;
 mod init;
 mod list;
 mod lock;
+mod log;
 mod man;
 mod mirror;
 mod prune;
 mod remove;
 mod restore;
+mod show;
 mod status;
 mod tag;
 mod target;
+mod undo;
 mod verify;
 
 use std::io::{self, Write};
@@ -70,10 +73,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             paths,
             force,
             dry_run,
-        } => restore::run(&ctx, &paths, force, dry_run, out)?,
+            at,
+        } => restore::run(&ctx, &paths, force, dry_run, at.as_deref(), out)?,
         Command::Status { exit_code, json } => status::run(&ctx, exit_code, json, out)?,
         Command::Diff {
             paths,
+            at,
             exit_code,
             stat,
             json,
@@ -81,6 +86,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             &ctx,
             &paths,
             diff::Flags {
+                at,
                 exit_code,
                 stat,
                 json,
@@ -91,6 +97,15 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::List { json } => list::run(&ctx, json, out)?,
         Command::Info { path, json } => info::run(&ctx, &path, json, out)?,
         Command::Prune => prune::run(&ctx, out)?,
+        Command::Log { max, json } => log::run(&ctx, max, json, out)?,
+        Command::Show { id, json } => show::run(&ctx, &id, json, out)?,
+        Command::Undo { dry_run } => undo::run(&ctx, dry_run, out)?,
+        Command::Forget {
+            ids,
+            keep_last,
+            keep_within,
+            keep_daily,
+        } => log::forget(&ctx, ids, keep_last, keep_within, keep_daily, out)?,
         Command::Lock { paths } => lock::run(&ctx, &paths, true, out)?,
         Command::Unlock { paths } => lock::run(&ctx, &paths, false, out)?,
         Command::Target {

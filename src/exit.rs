@@ -7,6 +7,8 @@ use std::io;
 pub const ERROR: u8 = 1;
 /// Stored data failed its hash or is missing.
 pub const INTEGRITY: u8 = 3;
+/// A conflict, or an operation refused (e.g. the server is ahead).
+pub const CONFLICT: u8 = 4;
 
 /// An error that decides its own exit code.
 #[derive(Debug)]

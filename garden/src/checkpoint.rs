@@ -1,5 +1,6 @@
 //! `checkpoint`: record the current state of every tracked path.
 
+use sgard_manifest::history::Reason;
 use sgard_manifest::{Entry, EntryKind};
 
 use crate::fsx::{self, DiskKind};
@@ -29,6 +30,10 @@ pub struct CheckpointReport {
     pub changes: Vec<(String, EntryChange)>,
     /// New blobs stored.
     pub new_blobs: usize,
+    /// True when nothing changed since the newest snapshot (nothing recorded).
+    pub unchanged: bool,
+    /// The snapshot recorded, if any.
+    pub snapshot: Option<sgard_store::Hash>,
 }
 
 impl CheckpointReport {
@@ -43,7 +48,8 @@ impl CheckpointReport {
 impl Garden {
     /// Re-reads every tracked path that applies to this machine, stores
     /// changed contents, records mode and link-target changes, and saves the
-    /// manifest with `message`. Missing paths and paths whose type changed are
+    /// manifest with `message`, recorded as a snapshot in the history. When
+    /// nothing changed since the newest snapshot, nothing is written. Missing paths and paths whose type changed are
     /// reported and kept as they were; one failing entry never aborts the
     /// run. Locked entries are never taken from disk.
     ///
@@ -68,9 +74,21 @@ impl Garden {
                 report.changes.push((entry.path.clone(), c));
             }
         }
+        let message = message.filter(|m| !m.is_empty()).map(str::to_owned);
+        let changed = report
+            .changes
+            .iter()
+            .any(|(_, c)| matches!(c, EntryChange::Content | EntryChange::Mode));
+        let head_is_snapshot = self.history.head().is_some_and(|r| r.id == self.head_hash);
+        if !changed && head_is_snapshot && (message.is_none() || message == self.manifest.message) {
+            // Nothing to record: the newest snapshot already is this state.
+            report.unchanged = true;
+            return Ok(report);
+        }
         self.manifest.updated = self.env.now;
-        self.manifest.message = message.filter(|m| !m.is_empty()).map(str::to_owned);
-        self.save()?;
+        self.manifest.message.clone_from(&message);
+        let rec = self.commit_head(Reason::Checkpoint, message, report.new_blobs as u64)?;
+        report.snapshot = Some(rec.id);
         Ok(report)
     }
 

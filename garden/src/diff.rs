@@ -46,7 +46,7 @@ impl Garden {
             .manifest
             .get(&path)
             .ok_or_else(|| Error::NotTracked(path.clone()))?;
-        self.diff_entry(e)
+        self.diff_entry(e, "stored")
     }
 
     /// Diffs every file entry selected by `args` (all when empty; a folder
@@ -66,12 +66,101 @@ impl Garden {
         let mut out = Vec::new();
         for i in picked {
             let e = &self.manifest.files[i];
-            out.push((e.path.clone(), self.diff_entry(e)?));
+            out.push((e.path.clone(), self.diff_entry(e, "stored")?));
         }
         Ok(out)
     }
 
-    fn diff_entry(&self, e: &sgard_manifest::Entry) -> Result<Diff> {
+    /// Diffs the file entries of snapshot `at` (selected by `args`, all when
+    /// empty) against the disk.
+    ///
+    /// # Errors
+    /// As [`Garden::resolve`], [`Garden::snapshot_doc`], [`Garden::diff`].
+    pub fn diff_at(&self, at: &str, args: &[std::ffi::OsString]) -> Result<Vec<(String, Diff)>> {
+        let idx = self.resolve(at)?;
+        let id = self.history.records[idx].id;
+        let doc = self.snapshot_doc(&id)?;
+        let label = id.short(12);
+        let mut out = Vec::new();
+        for i in self.select_in(&doc.files, args)? {
+            let e = &doc.files[i];
+            if e.kind == EntryKind::File {
+                out.push((e.path.clone(), self.diff_entry(e, &label)?));
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::NoMatch);
+        }
+        Ok(out)
+    }
+
+    /// Diffs the file entries of two snapshots (selected by `args`).
+    ///
+    /// # Errors
+    /// As [`Garden::diff_at`].
+    pub fn diff_snapshots(
+        &self,
+        from: &str,
+        to: &str,
+        args: &[std::ffi::OsString],
+    ) -> Result<Vec<(String, Diff)>> {
+        let (ia, ib) = (self.resolve(from)?, self.resolve(to)?);
+        let (ida, idb) = (self.history.records[ia].id, self.history.records[ib].id);
+        let (da, db) = (self.snapshot_doc(&ida)?, self.snapshot_doc(&idb)?);
+        let mut paths: Vec<String> = Vec::new();
+        for doc in [&da, &db] {
+            for i in self.select_in(&doc.files, args).unwrap_or_default() {
+                let e = &doc.files[i];
+                if e.kind == EntryKind::File && !paths.contains(&e.path) {
+                    paths.push(e.path.clone());
+                }
+            }
+        }
+        if paths.is_empty() {
+            return Err(Error::NoMatch);
+        }
+        paths.sort();
+        let read = |doc: &sgard_manifest::Manifest, p: &str| -> Result<Option<Vec<u8>>> {
+            match doc.get(p).and_then(|e| e.hash.filter(|_| !e.encrypted)) {
+                None => Ok(None),
+                Some(h) => self.store.read(&h).map(Some).map_err(|source| {
+                    if source.is_integrity() {
+                        Error::Integrity {
+                            path: p.to_owned(),
+                            source,
+                        }
+                    } else {
+                        Error::Store(source)
+                    }
+                }),
+            }
+        };
+        let mut out = Vec::new();
+        for p in paths {
+            let (a, b) = (read(&da, &p)?, read(&db, &p)?);
+            let la = format!(
+                "{p} ({})",
+                if a.is_some() {
+                    ida.short(12)
+                } else {
+                    "absent".into()
+                }
+            );
+            let lb = format!(
+                "{p} ({})",
+                if b.is_some() {
+                    idb.short(12)
+                } else {
+                    "absent".into()
+                }
+            );
+            let d = diff_bytes(&p, &a.unwrap_or_default(), &b.unwrap_or_default(), &la, &lb);
+            out.push((p, d));
+        }
+        Ok(out)
+    }
+
+    fn diff_entry(&self, e: &sgard_manifest::Entry, stored_label: &str) -> Result<Diff> {
         let path = e.path.clone();
         if e.kind != EntryKind::File {
             return Err(Error::Unsupported {
@@ -132,39 +221,52 @@ impl Garden {
                 Error::Store(s)
             }
         })?;
-        if stored == current {
-            return Ok(Diff::Same);
-        }
-        let (Some(old), Some(new)) = (text(&stored), text(&current)) else {
-            return Ok(Diff::Binary { path });
-        };
         let missing = fsx::lstat(&abs)?.is_none();
         let new_label = if missing {
             format!("{path} (missing)")
         } else {
             format!("{path} (current)")
         };
-        let d = TextDiff::from_lines(old, new);
-        let (mut insertions, mut deletions) = (0, 0);
-        for op in d.ops() {
-            for c in d.iter_changes(op) {
-                match c.tag() {
-                    similar::ChangeTag::Insert => insertions += 1,
-                    similar::ChangeTag::Delete => deletions += 1,
-                    similar::ChangeTag::Equal => {}
-                }
+        Ok(diff_bytes(
+            &path,
+            &stored,
+            &current,
+            &format!("{path} ({stored_label})"),
+            &new_label,
+        ))
+    }
+}
+
+/// A unified diff of two contents (or `Same`, or `Binary`).
+fn diff_bytes(path: &str, old: &[u8], new: &[u8], old_label: &str, new_label: &str) -> Diff {
+    if old == new {
+        return Diff::Same;
+    }
+    let (Some(old), Some(new)) = (text(old), text(new)) else {
+        return Diff::Binary {
+            path: path.to_owned(),
+        };
+    };
+    let d = TextDiff::from_lines(old, new);
+    let (mut insertions, mut deletions) = (0, 0);
+    for op in d.ops() {
+        for c in d.iter_changes(op) {
+            match c.tag() {
+                similar::ChangeTag::Insert => insertions += 1,
+                similar::ChangeTag::Delete => deletions += 1,
+                similar::ChangeTag::Equal => {}
             }
         }
-        let text = d
-            .unified_diff()
-            .context_radius(3)
-            .header(&format!("{path} (stored)"), &new_label)
-            .to_string();
-        Ok(Diff::Text {
-            text,
-            insertions,
-            deletions,
-        })
+    }
+    let text = d
+        .unified_diff()
+        .context_radius(3)
+        .header(old_label, new_label)
+        .to_string();
+    Diff::Text {
+        text,
+        insertions,
+        deletions,
     }
 }
 

@@ -76,6 +76,12 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A snapshot name that does not resolve, or a history operation refused.
+    #[error("{0}")]
+    Snapshot(String),
+    /// The home folder changed since the operation being undone.
+    #[error("{0}")]
+    Conflict(String),
     /// The repository's targeting data is inconsistent.
     #[error("{0}")]
     Invalid(String),

@@ -25,6 +25,7 @@ mod env;
 mod error;
 mod flags;
 pub mod fsx;
+mod history;
 pub mod identity;
 mod info;
 pub mod lock;
@@ -35,6 +36,7 @@ mod remove;
 mod restore;
 mod status;
 mod tags;
+mod undo;
 mod verify;
 
 use std::ffi::OsString;
@@ -42,6 +44,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use sgard_manifest::history::{HISTORY_FILE, History};
 use sgard_manifest::{MANIFEST_FILE, Manifest, path_is_under};
 use sgard_store::{Store, durable};
 
@@ -51,6 +54,7 @@ pub use diff::Diff;
 pub use env::Env;
 pub use error::{Error, Result};
 pub use flags::Targeting;
+pub use history::{ForgetPolicy, ShowChange, SnapshotCheck};
 pub use info::Info;
 pub use lock::{LockMode, RepoLock};
 pub use mirror::{MirrorDownReport, MirrorUpReport};
@@ -59,6 +63,7 @@ pub use prune::PruneReport;
 pub use remove::RemoveReport;
 pub use restore::{Prompt, RestoreAction, RestoreOptions, RestoreReport};
 pub use status::{State, StatusLine};
+pub use undo::UndoReport;
 pub use verify::{VerifyLine, VerifyState};
 
 pub use sgard_manifest as manifest;
@@ -74,6 +79,9 @@ pub struct Garden {
     root: PathBuf,
     env: Env,
     manifest: Manifest,
+    /// SHA-256 of manifest.yaml's bytes as last read or written.
+    head_hash: sgard_store::Hash,
+    history: History,
     store: Store,
     pub(crate) labels: Vec<String>,
     repo_id: Option<(u64, u64)>,
@@ -100,8 +108,17 @@ impl Garden {
         let store = Store::init(root)?;
         durable::write_atomic(&root.join(".gitignore"), GITIGNORE.as_bytes(), 0o644)?;
         let manifest = Manifest::new(env.now);
-        manifest.save(&manifest_path)?;
-        Garden::assemble(root, env, manifest, store, lock)
+        let text = manifest.to_yaml();
+        durable::write_atomic(&manifest_path, text.as_bytes(), 0o600)?;
+        let head_hash = sgard_store::Hash::of(text.as_bytes());
+        Garden::assemble(
+            root,
+            env,
+            (manifest, head_hash),
+            History::default(),
+            store,
+            lock,
+        )
     }
 
     /// Opens the repository at `root` (an absolute path), taking its lock in
@@ -116,15 +133,31 @@ impl Garden {
             return Err(Error::NotARepo(root.to_path_buf()));
         }
         let lock = RepoLock::acquire(root, mode, on_wait)?;
-        let manifest = Manifest::load(&manifest_path)?;
+        let (manifest, head_hash) = Manifest::load_with_hash(&manifest_path)?;
+        let history = History::load(&root.join(HISTORY_FILE))?;
         let store = Store::open(root);
-        Garden::assemble(root, env, manifest, store, lock)
+        let mut head = (manifest, head_hash);
+        if let Some(id) = history::interrupted_head(&history, head_hash) {
+            // A checkpoint was recorded in the log but its manifest write was
+            // lost (a crash between the two): finish it from the snapshot.
+            let text = store.read(&id).map_err(|source| Error::Integrity {
+                path: format!("snapshot {}", id.short(12)),
+                source,
+            })?;
+            let m = Manifest::from_yaml(&String::from_utf8_lossy(&text))?;
+            if mode == LockMode::Exclusive {
+                durable::write_atomic(&manifest_path, &text, 0o600)?;
+            }
+            head = (m, id);
+        }
+        Garden::assemble(root, env, head, history, store, lock)
     }
 
     fn assemble(
         root: &Path,
         env: Env,
-        manifest: Manifest,
+        (manifest, head_hash): (Manifest, sgard_store::Hash),
+        history: History,
         store: Store,
         lock: RepoLock,
     ) -> Result<Garden> {
@@ -135,6 +168,8 @@ impl Garden {
             root: root.to_path_buf(),
             env,
             manifest,
+            head_hash,
+            history,
             store,
             labels,
             repo_id,
@@ -171,13 +206,20 @@ impl Garden {
         self.root.join(MANIFEST_FILE)
     }
 
-    fn save(&mut self) -> Result<()> {
+    fn require_exclusive(&self, what: &str) -> Result<()> {
         if self._lock.mode() != LockMode::Exclusive {
-            return Err(Error::Invalid(
-                "internal error: manifest save without the exclusive lock".into(),
-            ));
+            return Err(Error::Invalid(format!(
+                "internal error: {what} without the exclusive lock"
+            )));
         }
-        self.manifest.save(&self.manifest_path())?;
+        Ok(())
+    }
+
+    fn save(&mut self) -> Result<()> {
+        self.require_exclusive("manifest save")?;
+        let text = self.manifest.to_yaml();
+        durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+        self.head_hash = sgard_store::Hash::of(text.as_bytes());
         Ok(())
     }
 
@@ -220,13 +262,16 @@ impl Garden {
     /// # Errors
     /// [`Error::NoMatch`] when args were given and none matched.
     fn select(&self, args: &[OsString]) -> Result<Vec<usize>> {
+        self.select_in(&self.manifest.files, args)
+    }
+
+    /// As [`Garden::select`], over any list of entries (a snapshot's).
+    fn select_in(&self, files: &[sgard_manifest::Entry], args: &[OsString]) -> Result<Vec<usize>> {
         if args.is_empty() {
-            return Ok((0..self.manifest.files.len()).collect());
+            return Ok((0..files.len()).collect());
         }
         let wanted = self.tilde_args(args)?;
-        let picked: Vec<usize> = self
-            .manifest
-            .files
+        let picked: Vec<usize> = files
             .iter()
             .enumerate()
             .filter(|(_, e)| wanted.iter().any(|w| path_is_under(&e.path, w)))

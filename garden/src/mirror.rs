@@ -10,7 +10,13 @@ use sgard_manifest::{EntryKind, path_is_under};
 
 use crate::checkpoint::{EntryChange, error_chain};
 use crate::fsx::{self, DiskKind};
-use crate::{AddOptions, AddReport, Error, Garden, Prompt, RestoreOptions, RestoreReport, Result};
+use sgard_manifest::history::Reason;
+
+use crate::restore::{Op, Step};
+use crate::{
+    AddOptions, AddReport, Error, Garden, Prompt, RestoreAction, RestoreOptions, RestoreReport,
+    Result,
+};
 
 /// The result of [`Garden::mirror_up`].
 #[derive(Debug, Default)]
@@ -38,7 +44,7 @@ pub struct MirrorDownReport {
     pub kept: Vec<String>,
     /// Folders removed because deleting emptied them.
     pub removed_dirs: Vec<String>,
-    /// Deletions that failed.
+    /// Walk errors (deletion failures are in `restore.failures`).
     pub failures: Vec<(String, Error)>,
 }
 
@@ -138,7 +144,7 @@ impl Garden {
     /// [`Error::NoMatch`] when a folder holds no tracked entry (sgard then
     /// refuses to empty it); bad folders.
     pub fn mirror_down(
-        &self,
+        &mut self,
         dirs: &[OsString],
         opts: RestoreOptions,
         prompt: &mut dyn Prompt,
@@ -157,11 +163,13 @@ impl Garden {
                 });
             }
         }
+        let files = self.manifest.files.clone();
+        let (restore, mut steps) = self.plan_restore(&files, dirs, opts, prompt)?;
         let mut report = MirrorDownReport {
-            restore: self.restore(dirs, opts, prompt)?,
+            restore,
             ..MirrorDownReport::default()
         };
-        let mut emptied: BTreeSet<PathBuf> = BTreeSet::new();
+        let restore_steps = steps.len();
         for (root, _) in &roots {
             let mut walk = walkdir::WalkDir::new(root)
                 .follow_links(false)
@@ -210,21 +218,51 @@ impl Garden {
                     report.kept.push(tilde);
                     continue;
                 }
-                match fs::remove_file(path) {
-                    Ok(()) => {
-                        report.deleted.push(tilde);
-                        if let Some(parent) = path.parent()
-                            && parent != root.as_path()
-                        {
-                            emptied.insert(parent.to_path_buf());
-                        }
-                    }
-                    Err(e) => report
-                        .failures
-                        .push((tilde, Error::io("deleting", path.to_path_buf(), e))),
-                }
+                steps.push(Step {
+                    path: tilde,
+                    abs: path.to_path_buf(),
+                    op: Op::Delete,
+                });
             }
         }
+        if opts.dry_run {
+            for s in &steps[..restore_steps] {
+                report.restore.actions.push((s.path.clone(), s.action()));
+            }
+            report.restore.sort();
+            return Ok(report);
+        }
+        let deletions: Vec<(String, PathBuf)> = steps[restore_steps..]
+            .iter()
+            .map(|s| (s.path.clone(), s.abs.clone()))
+            .collect();
+        let what = format!(
+            "mirror down {}",
+            roots
+                .iter()
+                .map(|(_, t)| t.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        self.execute(steps, Reason::Restore, &what, &mut report.restore)?;
+        // Split the deletions back out of the restore report.
+        let mut emptied: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut actions = Vec::new();
+        for (p, a) in std::mem::take(&mut report.restore.actions) {
+            if a == RestoreAction::Deleted {
+                if let Some((_, abs)) = deletions.iter().find(|(t, _)| *t == p)
+                    && let Some(parent) = abs.parent()
+                    && !roots.iter().any(|(r, _)| r == parent)
+                {
+                    emptied.insert(parent.to_path_buf());
+                }
+                report.deleted.push(p);
+            } else {
+                actions.push((p, a));
+            }
+        }
+        report.restore.actions = actions;
+        report.restore.sort();
         self.remove_emptied(&roots, emptied, &mut report);
         Ok(report)
     }

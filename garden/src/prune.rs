@@ -1,8 +1,6 @@
 //! `prune`: delete blobs nothing references, and stale temp files.
 
-use std::collections::HashSet;
-
-use crate::{Garden, LockMode, Result};
+use crate::{Garden, Result};
 
 /// The result of [`Garden::prune`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -18,19 +16,16 @@ pub struct PruneReport {
 }
 
 impl Garden {
-    /// Deletes every blob the manifest does not reference and every temp file
+    /// Deletes every blob that neither the head nor any snapshot in the
+    /// history references (snapshot blobs included) and every temp file
     /// left by an interrupted write. Needs the exclusive lock, so no writer
     /// can be between storing a blob and saving the manifest that names it.
     ///
     /// # Errors
     /// [`crate::Error::Invalid`] without the exclusive lock; store errors.
     pub fn prune(&mut self) -> Result<PruneReport> {
-        if self._lock.mode() != LockMode::Exclusive {
-            return Err(crate::Error::Invalid(
-                "internal error: prune without the exclusive lock".into(),
-            ));
-        }
-        let keep: HashSet<_> = self.manifest.referenced_blobs().collect();
+        self.require_exclusive("prune")?;
+        let keep = self.live_blobs()?;
         let mut r = PruneReport::default();
         for b in self.store.list()? {
             if keep.contains(&b.hash) {

@@ -1,10 +1,14 @@
-//! `restore`: write tracked entries back to disk.
+//! `restore`: write tracked entries back to disk, recording what it changes
+//! so `undo` can put it back.
 
 use std::ffi::OsString;
+use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use sgard_manifest::{Entry, EntryKind, Mode};
+use chrono::DateTime;
+use sgard_manifest::history::Reason;
+use sgard_manifest::{Entry, EntryKind, Manifest, Mode, Timestamp};
 
 use crate::fsx::{self, DiskKind};
 use crate::{Error, Garden, Result};
@@ -40,6 +44,8 @@ pub enum RestoreAction {
     Overwritten,
     /// Content already matched; only the mode was corrected.
     ModeFixed,
+    /// Removed (undo of a creation, or an untracked file in mirror down).
+    Deleted,
     /// Already identical; nothing written.
     UpToDate,
     /// The user declined to overwrite it.
@@ -48,23 +54,75 @@ pub enum RestoreAction {
     WouldAsk,
     /// Targeted away from this machine.
     NotTargeted,
+    /// The disk changed since the operation being undone: left alone.
+    Conflict(String),
     /// It failed; nothing was written for it.
     Failed(String),
 }
 
-/// The result of [`Garden::restore`].
+/// The result of a restore-like operation.
 #[derive(Debug, Default)]
 pub struct RestoreReport {
-    /// Every selected entry and what happened to it, in manifest order.
+    /// Every selected entry and what happened to it, in order.
     pub actions: Vec<(String, RestoreAction)>,
     /// The errors behind the `Failed` actions.
     pub failures: Vec<(String, Error)>,
+    /// The safety snapshot recorded before anything was written, if any.
+    pub before: Option<sgard_store::Hash>,
 }
 
 impl RestoreReport {
     /// Whether any failure was an integrity failure (exit code 3).
     pub fn has_integrity_failure(&self) -> bool {
         self.failures.iter().any(|(_, e)| e.is_integrity())
+    }
+
+    /// Whether anything was left alone because of a conflict.
+    pub fn has_conflicts(&self) -> bool {
+        self.actions
+            .iter()
+            .any(|(_, a)| matches!(a, RestoreAction::Conflict(_)))
+    }
+
+    /// Puts actions in path order (the manifest's order).
+    pub(crate) fn sort(&mut self) {
+        self.actions.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+
+    fn fail(&mut self, path: String, err: Error) {
+        let msg = crate::checkpoint::error_chain(&err);
+        self.failures.push((path.clone(), err));
+        self.actions.push((path, RestoreAction::Failed(msg)));
+    }
+}
+
+/// One change to the home folder.
+#[derive(Clone, Debug)]
+pub(crate) enum Op {
+    /// Make the path hold this entry.
+    Write { entry: Entry, existed: bool },
+    /// Only change the mode.
+    FixMode(Mode),
+    /// Remove the path.
+    Delete,
+}
+
+/// A planned change to one path.
+#[derive(Clone, Debug)]
+pub(crate) struct Step {
+    pub path: String,
+    pub abs: PathBuf,
+    pub op: Op,
+}
+
+impl Step {
+    pub(crate) fn action(&self) -> RestoreAction {
+        match &self.op {
+            Op::Write { existed: true, .. } => RestoreAction::Overwritten,
+            Op::Write { existed: false, .. } => RestoreAction::Created,
+            Op::FixMode(_) => RestoreAction::ModeFixed,
+            Op::Delete => RestoreAction::Deleted,
+        }
     }
 }
 
@@ -77,49 +135,102 @@ enum Plan {
 
 impl Garden {
     /// Restores the entries selected by `args` (all when empty; a folder
-    /// selects everything under it).
+    /// selects everything under it) from the head manifest.
     ///
     /// For each entry that applies here: a path whose content already matches
     /// is not rewritten (only its mode is corrected); a locked entry is put
     /// back without asking; otherwise, without `force`, a path whose mtime is
     /// not older than the entry's `updated` (whole seconds) is only
-    /// overwritten if `prompt` says yes. Files are written through a temp
+    /// overwritten if `prompt` says yes. Before anything is written, the
+    /// current state of every path about to change is stored and recorded as
+    /// a `before-restore` snapshot (and what will be written as a `restore`
+    /// snapshot), so `undo` can put it back. Files are written through a temp
     /// file and a rename, with their exact mode, after their content passed
     /// its hash. One failing entry does not stop the others.
     ///
     /// # Errors
-    /// [`Error::NoMatch`] when `args` select nothing. Per-entry failures are
-    /// in the report.
+    /// [`Error::NoMatch`] when `args` select nothing; history write errors.
+    /// Per-entry failures are in the report.
     pub fn restore(
-        &self,
+        &mut self,
         args: &[OsString],
         opts: RestoreOptions,
         prompt: &mut dyn Prompt,
     ) -> Result<RestoreReport> {
-        let mut report = RestoreReport::default();
-        for i in self.select(args)? {
-            let e = &self.manifest.files[i];
-            let action = match self.restore_entry(e, opts, prompt) {
-                Ok(a) => a,
-                Err(err) => {
-                    let msg = crate::checkpoint::error_chain(&err);
-                    report.failures.push((e.path.clone(), err));
-                    RestoreAction::Failed(msg)
-                }
-            };
-            report.actions.push((e.path.clone(), action));
+        let files = self.manifest.files.clone();
+        self.restore_entries(&files, args, opts, prompt, "restore")
+    }
+
+    /// Restores entries of the snapshot named by `at` (an id prefix, `@` or
+    /// `@~N`), with the same rules as [`Garden::restore`].
+    ///
+    /// # Errors
+    /// Unknown or ambiguous snapshot; as [`Garden::restore`].
+    pub fn restore_at(
+        &mut self,
+        at: &str,
+        args: &[OsString],
+        opts: RestoreOptions,
+        prompt: &mut dyn Prompt,
+    ) -> Result<RestoreReport> {
+        let idx = self.resolve(at)?;
+        let id = self.history.records[idx].id;
+        let doc = self.snapshot_doc(&id)?;
+        let what = format!("restore --at {}", id.short(12));
+        self.restore_entries(&doc.files, args, opts, prompt, &what)
+    }
+
+    fn restore_entries(
+        &mut self,
+        files: &[Entry],
+        args: &[OsString],
+        opts: RestoreOptions,
+        prompt: &mut dyn Prompt,
+        what: &str,
+    ) -> Result<RestoreReport> {
+        let (mut report, steps) = self.plan_restore(files, args, opts, prompt)?;
+        if !opts.dry_run {
+            self.execute(steps, Reason::Restore, what, &mut report)?;
+        } else {
+            for s in &steps {
+                report.actions.push((s.path.clone(), s.action()));
+            }
         }
+        report.sort();
         Ok(report)
     }
 
-    fn restore_entry(
+    /// Decides, entry by entry (asking where the rules say so), what a
+    /// restore of `files` selected by `args` will change.
+    pub(crate) fn plan_restore(
+        &self,
+        files: &[Entry],
+        args: &[OsString],
+        opts: RestoreOptions,
+        prompt: &mut dyn Prompt,
+    ) -> Result<(RestoreReport, Vec<Step>)> {
+        let mut report = RestoreReport::default();
+        let mut steps = Vec::new();
+        for i in self.select_in(files, args)? {
+            let e = &files[i];
+            match self.plan_entry(e, opts, prompt) {
+                Ok(Ok(step)) => steps.push(step),
+                Ok(Err(action)) => report.actions.push((e.path.clone(), action)),
+                Err(err) => report.fail(e.path.clone(), err),
+            }
+        }
+        Ok((report, steps))
+    }
+
+    /// A step, or the action that needs no step.
+    fn plan_entry(
         &self,
         e: &Entry,
         opts: RestoreOptions,
         prompt: &mut dyn Prompt,
-    ) -> Result<RestoreAction> {
+    ) -> Result<std::result::Result<Step, RestoreAction>> {
         if !self.applies(e)? {
-            return Ok(RestoreAction::NotTargeted);
+            return Ok(Err(RestoreAction::NotTargeted));
         }
         if e.encrypted {
             return Err(Error::Unsupported {
@@ -128,32 +239,31 @@ impl Garden {
             });
         }
         let abs = self.env.expand(&e.path);
-        let plan = self.plan(e, &abs, opts)?;
-        let existed = match plan {
-            Plan::Nothing => return Ok(RestoreAction::UpToDate),
-            Plan::FixMode(mode) => {
-                if !opts.dry_run {
-                    fsx::chmod(&abs, mode)?;
-                }
-                return Ok(RestoreAction::ModeFixed);
-            }
-            Plan::Ask if opts.dry_run => return Ok(RestoreAction::WouldAsk),
+        let step = |op| {
+            Ok(Ok(Step {
+                path: e.path.clone(),
+                abs: abs.clone(),
+                op,
+            }))
+        };
+        match self.plan(e, &abs, opts)? {
+            Plan::Nothing => Ok(Err(RestoreAction::UpToDate)),
+            Plan::FixMode(mode) => step(Op::FixMode(mode)),
+            Plan::Ask if opts.dry_run => Ok(Err(RestoreAction::WouldAsk)),
             Plan::Ask => {
                 if !prompt.confirm(&format!("Overwrite {}?", e.path)) {
-                    return Ok(RestoreAction::Declined);
+                    return Ok(Err(RestoreAction::Declined));
                 }
-                true
+                step(Op::Write {
+                    entry: e.clone(),
+                    existed: true,
+                })
             }
-            Plan::Write { existed } => existed,
-        };
-        if !opts.dry_run {
-            self.write_entry(e, &abs)?;
+            Plan::Write { existed } => step(Op::Write {
+                entry: e.clone(),
+                existed,
+            }),
         }
-        Ok(if existed {
-            RestoreAction::Overwritten
-        } else {
-            RestoreAction::Created
-        })
     }
 
     fn plan(&self, e: &Entry, abs: &Path, opts: RestoreOptions) -> Result<Plan> {
@@ -161,7 +271,6 @@ impl Garden {
             return Ok(Plan::Write { existed: false });
         };
         let disk = DiskKind::of(&md);
-        let want_mode = e.mode;
         if disk.matches(e.kind) {
             let same = match e.kind {
                 EntryKind::File => Some(fsx::hash_file(abs)?.0) == e.hash,
@@ -169,7 +278,7 @@ impl Garden {
                 EntryKind::Directory => true,
             };
             if same {
-                return Ok(match want_mode {
+                return Ok(match e.mode {
                     Some(m) if e.kind != EntryKind::Link && m != fsx::mode_of(&md) => {
                         Plan::FixMode(m)
                     }
@@ -196,15 +305,130 @@ impl Garden {
         if e.locked || opts.force {
             return Ok(Plan::Write { existed: true });
         }
-        let disk_secs = md.mtime();
-        if disk_secs >= e.updated.unix_seconds() {
+        if md.mtime() >= e.updated.unix_seconds() {
             Ok(Plan::Ask)
         } else {
             Ok(Plan::Write { existed: true })
         }
     }
 
-    fn write_entry(&self, e: &Entry, abs: &Path) -> Result<()> {
+    /// The current state of a path as an entry (storing a file's content), or
+    /// `None` when nothing is there. Returns whether a new blob was stored.
+    pub(crate) fn capture(&self, path: &str, abs: &Path) -> Result<(Option<Entry>, bool)> {
+        let Some(md) = fsx::lstat(abs)? else {
+            return Ok((None, false));
+        };
+        let mtime =
+            DateTime::from_timestamp(md.mtime(), u32::try_from(md.mtime_nsec()).unwrap_or(0))
+                .map_or(self.env.now, Timestamp::from_datetime);
+        let kind = DiskKind::of(&md);
+        let mut e = match kind {
+            DiskKind::File => Entry::new(path.to_owned(), EntryKind::File, mtime),
+            DiskKind::Link => Entry::new(path.to_owned(), EntryKind::Link, mtime),
+            DiskKind::Dir => Entry::new(path.to_owned(), EntryKind::Directory, mtime),
+            // A FIFO, socket or device holds no content to keep: it is
+            // recorded as absent (undo then removes what replaced it).
+            _ => return Ok((None, false)),
+        };
+        e.mode = Some(fsx::mode_of(&md));
+        let mut new = false;
+        match kind {
+            DiskKind::File => {
+                let (mut f, fmd) = fsx::open_regular(abs)?;
+                let w = self.store.write(&mut f).map_err(|err| match err {
+                    sgard_store::Error::Source(s) => Error::io("reading", abs, s),
+                    other => Error::Store(other),
+                })?;
+                e.hash = Some(w.hash);
+                e.mode = Some(fsx::mode_of(&fmd));
+                new = w.new;
+            }
+            DiskKind::Link => e.target = Some(fsx::read_link(abs)?),
+            _ => {}
+        }
+        Ok((Some(e), new))
+    }
+
+    /// Carries out `steps`: first stores the current state of every path
+    /// (the safety snapshot) and records the before/after pair in the
+    /// history, then changes the disk. Results land in `report`.
+    pub(crate) fn execute(
+        &mut self,
+        steps: Vec<Step>,
+        reason: Reason,
+        what: &str,
+        report: &mut RestoreReport,
+    ) -> Result<()> {
+        if steps.is_empty() {
+            return Ok(());
+        }
+        self.require_exclusive("restore")?;
+        let mut before = Manifest::new(self.env.now);
+        let mut after = Manifest::new(self.env.now);
+        let mut ready = Vec::new();
+        let mut new_blobs = 0;
+        for s in steps {
+            let captured = match self.capture(&s.path, &s.abs) {
+                Ok(c) => c,
+                Err(e) => {
+                    report.fail(s.path.clone(), e);
+                    continue;
+                }
+            };
+            new_blobs += u64::from(captured.1);
+            match &captured.0 {
+                Some(e) => {
+                    before.upsert(e.clone());
+                }
+                None => before.absent.push(s.path.clone()),
+            }
+            match &s.op {
+                Op::Write { entry, .. } => {
+                    after.upsert(entry.clone());
+                }
+                Op::FixMode(m) => {
+                    if let Some(mut e) = captured.0.clone() {
+                        e.mode = Some(*m);
+                        after.upsert(e);
+                    }
+                }
+                Op::Delete => after.absent.push(s.path.clone()),
+            }
+            ready.push(s);
+        }
+        if ready.is_empty() {
+            return Ok(());
+        }
+        report.before = Some(self.record_pair(&before, &after, reason, what, new_blobs)?);
+        for s in ready {
+            match self.perform(&s) {
+                Ok(()) => report.actions.push((s.path.clone(), s.action())),
+                Err(e) => report.fail(s.path.clone(), e),
+            }
+        }
+        Ok(())
+    }
+
+    fn perform(&self, s: &Step) -> Result<()> {
+        match &s.op {
+            Op::Write { entry, .. } => self.write_entry(entry, &s.abs),
+            Op::FixMode(m) => fsx::chmod(&s.abs, *m),
+            Op::Delete => {
+                let Some(md) = fsx::lstat(&s.abs)? else {
+                    return Ok(());
+                };
+                if DiskKind::of(&md) == DiskKind::Dir {
+                    fs::remove_dir(&s.abs).map_err(|e| Error::io("removing folder", &s.abs, e))?;
+                } else {
+                    fs::remove_file(&s.abs).map_err(|e| Error::io("deleting", &s.abs, e))?;
+                }
+                sgard_store::durable::fsync_dir(&sgard_store::durable::parent_of(&s.abs))?;
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn write_entry(&self, e: &Entry, abs: &Path) -> Result<()> {
         match e.kind {
             EntryKind::File => {
                 let hash = e

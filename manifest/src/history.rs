@@ -92,7 +92,7 @@ impl Reason {
     /// Whether the snapshot records what a change to the home folder wrote
     /// (the kind `undo` reverses).
     pub fn is_restore_like(&self) -> bool {
-        matches!(self, Reason::Restore | Reason::Undo | Reason::Pull)
+        matches!(self, Reason::Restore | Reason::Undo)
     }
 }
 

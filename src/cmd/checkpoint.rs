@@ -26,7 +26,21 @@ pub fn run(ctx: &Ctx, message: Option<&str>, out: &mut dyn Write) -> Result<Exit
         };
         writeln!(out, "{word:<10} {path}{detail}")?;
     }
-    writeln!(out, "Checkpoint complete.")?;
+    match (report.unchanged, report.snapshot) {
+        (true, _) => {
+            let at = g
+                .history()
+                .head()
+                .map(|r| r.id.short(12))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "Checkpoint complete: nothing changed since snapshot {at}."
+            )?;
+        }
+        (false, Some(id)) => writeln!(out, "Checkpoint complete: snapshot {}.", id.short(12))?,
+        (false, None) => writeln!(out, "Checkpoint complete.")?,
+    }
     if failed > 0 {
         bail!(
             "{failed} entr{} could not be checkpointed (kept as before)",

@@ -12,6 +12,7 @@ use super::{Ctx, print_json};
 
 /// The flags of `diff`.
 pub struct Flags {
+    pub at: Option<String>,
     pub exit_code: bool,
     pub stat: bool,
     pub json: bool,
@@ -19,7 +20,16 @@ pub struct Flags {
 
 pub fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
-    let diffs = if paths.len() == 1 {
+    let as_ids = |a: &OsString, b: &OsString| match (a.to_str(), b.to_str()) {
+        (Some(a), Some(b)) => g.resolve(a).is_ok() && g.resolve(b).is_ok(),
+        _ => false,
+    };
+    let diffs = if let Some(at) = &f.at {
+        g.diff_at(at, paths)?
+    } else if paths.len() >= 2 && as_ids(&paths[0], &paths[1]) {
+        let (a, b) = (paths[0].to_string_lossy(), paths[1].to_string_lossy());
+        g.diff_snapshots(&a, &b, &paths[2..])?
+    } else if paths.len() == 1 {
         // One path names one file exactly (a folder still works through diff_many).
         match g.diff(&paths[0]) {
             Ok(d) => vec![(g.env().to_tilde(&g.env().resolve(&paths[0]))?, d)],

@@ -17,11 +17,16 @@ pub fn run(
     paths: &[OsString],
     force: bool,
     dry_run: bool,
+    at: Option<&str>,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
+    let mut g = ctx.open(LockMode::Exclusive)?;
     let mut prompt = StdinPrompt::new();
-    let report = g.restore(paths, RestoreOptions { force, dry_run }, &mut prompt)?;
+    let opts = RestoreOptions { force, dry_run };
+    let report = match at {
+        Some(at) => g.restore_at(at, paths, opts, &mut prompt)?,
+        None => g.restore(paths, opts, &mut prompt)?,
+    };
     print_actions(&report, dry_run, out)?;
     if report.failures.is_empty() {
         if dry_run {
@@ -56,6 +61,9 @@ pub fn print_actions(report: &RestoreReport, dry_run: bool, out: &mut dyn Write)
             (RestoreAction::Overwritten, true) => "overwrite",
             (RestoreAction::ModeFixed, false) => "mode",
             (RestoreAction::ModeFixed, true) => "fix mode",
+            (RestoreAction::Deleted, false) => "deleted",
+            (RestoreAction::Deleted, true) => "delete",
+            (RestoreAction::Conflict(_), _) => "conflict",
             (RestoreAction::Declined, _) => "kept",
             (RestoreAction::WouldAsk, _) => "ask",
             (RestoreAction::Failed(_), _) => "failed",

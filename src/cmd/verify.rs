@@ -13,26 +13,52 @@ use crate::exit::Fail;
 pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let lines = g.verify()?;
+    let snaps = g.verify_history()?;
     let bad = lines.iter().filter(|l| l.state != VerifyState::Ok).count();
+    let bad_snaps = snaps.iter().filter(|s| !s.problems.is_empty()).count();
     if json {
         let entries: Vec<_> = lines
             .iter()
             .map(|l| json!({"path": l.path, "state": l.state.as_str()}))
             .collect();
+        let snapshots: Vec<_> = snaps
+            .iter()
+            .map(|s| {
+                json!({"id": s.record.id.to_hex(), "reason": s.record.reason.as_str(),
+                       "ok": s.problems.is_empty(), "problems": s.problems})
+            })
+            .collect();
         print_json(
             out,
-            &json!({"schema": 1, "ok": bad == 0, "entries": entries}),
+            &json!({"schema": 1, "ok": bad == 0 && bad_snaps == 0, "entries": entries,
+                    "snapshots": snapshots}),
         )?;
     } else {
         for l in &lines {
             writeln!(out, "{:<10} {}", l.state.as_str(), l.path)?;
         }
+        for s in &snaps {
+            for p in &s.problems {
+                let (id, why) = (s.record.id.short(12), &s.record.reason);
+                writeln!(out, "{:<10} snapshot {id} ({why}): {p}", "damaged")?;
+            }
+        }
     }
-    if bad > 0 {
+    if bad > 0 || bad_snaps > 0 {
         out.flush()?;
+        let mut parts = Vec::new();
+        if bad > 0 {
+            parts.push(format!(
+                "{bad} entr{} with a corrupt or missing blob",
+                if bad == 1 { "y" } else { "ies" }
+            ));
+        }
+        if bad_snaps > 0 {
+            parts.push(format!("{bad_snaps} damaged snapshot(s)"));
+        }
         return Err(Fail::integrity(format!(
-            "verification failed: {bad} entr{} with a corrupt or missing blob",
-            if bad == 1 { "y" } else { "ies" }
+            "verification failed: {}",
+            parts.join(", ")
         )));
     }
     Ok(ExitCode::SUCCESS)

@@ -443,7 +443,10 @@ fn checkpoint_records_new_content_and_keeps_old_blob() {
     t.now = "2026-03-24T09:00:00Z".to_owned();
     let r = t.sgard(["checkpoint", "-m", "m1"]);
     r.ok();
-    assert_eq!(r.stdout, "updated    ~/f\nCheckpoint complete.\n");
+    assert_eq!(
+        snapshot_ids_masked(&r.stdout),
+        "updated    ~/f\nCheckpoint complete: snapshot ID.\n"
+    );
     let m = t.manifest();
     assert_eq!(field(&m, "~/f", "hash"), Some(sha("new\n")));
     assert_eq!(
@@ -467,7 +470,10 @@ fn checkpoint_of_unchanged_files_keeps_entry_updated() {
     t.now = "2026-03-25T08:30:00Z".to_owned();
     let r = t.sgard(["checkpoint"]);
     r.ok();
-    assert_eq!(r.stdout, "Checkpoint complete.\n");
+    assert_eq!(
+        snapshot_ids_masked(&r.stdout),
+        "Checkpoint complete: snapshot ID.\n"
+    );
     let m = t.manifest();
     assert_eq!(field(&m, "~/a", "updated").as_deref(), Some(NOW));
     assert_eq!(field(&m, "~/b", "updated").as_deref(), Some(NOW));
@@ -476,6 +482,16 @@ fn checkpoint_of_unchanged_files_keeps_entry_updated() {
         Some("2026-03-25T08:30:00Z")
     );
     assert_eq!(top_field(&m, "created").as_deref(), Some(NOW));
+    // A second checkpoint with nothing changed records nothing: the
+    // manifest stays byte-identical (the newest snapshot already is it).
+    t.now = "2026-03-26T08:30:00Z".to_owned();
+    let r = t.sgard(["checkpoint"]);
+    r.ok();
+    assert_eq!(
+        snapshot_ids_masked(&r.stdout),
+        "Checkpoint complete: nothing changed since snapshot ID.\n"
+    );
+    assert_eq!(t.manifest(), m);
 }
 
 #[test]
@@ -489,8 +505,8 @@ fn checkpoint_of_deleted_file_keeps_entry() {
     let r = t.sgard(["checkpoint"]);
     r.ok();
     assert_eq!(
-        r.stdout,
-        "missing    ~/f (kept the stored version)\nCheckpoint complete.\n"
+        snapshot_ids_masked(&r.stdout),
+        "missing    ~/f (kept the stored version)\nCheckpoint complete: snapshot ID.\n"
     );
     assert_eq!(entry_block(&t.manifest(), "~/f").unwrap(), before);
     let st = t.sgard(["status"]);
@@ -515,7 +531,10 @@ fn checkpoint_of_file_turned_folder_reports_typechange_and_goes_on() {
     assert!(lines[0].starts_with("typechange ~/a ("), "{r:#?}");
     assert!(lines[0].ends_with("entry kept)"), "{r:#?}");
     assert_eq!(lines[1], "updated    ~/b");
-    assert_eq!(lines[2], "Checkpoint complete.");
+    assert_eq!(
+        snapshot_ids_masked(lines[2]),
+        "Checkpoint complete: snapshot ID."
+    );
     let m = t.manifest();
     assert_eq!(entry_block(&m, "~/a").unwrap(), before_a);
     assert_eq!(field(&m, "~/b", "hash"), Some(sha("b2\n")));
@@ -1160,4 +1179,23 @@ fn usage_errors_exit_2() {
         assert_eq!(r.code, 2, "sgard {args:?}: {r:#?}");
         assert!(!r.stderr.is_empty(), "sgard {args:?}: {r:#?}");
     }
+}
+
+/// Replaces every 12-hex-digit snapshot id after "snapshot " with `ID`.
+fn snapshot_ids_masked(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("snapshot ") {
+        let (head, tail) = rest.split_at(i + "snapshot ".len());
+        out.push_str(head);
+        let id: String = tail.chars().take_while(char::is_ascii_hexdigit).collect();
+        if id.len() == 12 {
+            out.push_str("ID");
+            rest = &tail[12..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
 }

@@ -1,0 +1,504 @@
+//! Snapshots and the history log: recording, naming, showing, forgetting and
+//! checking them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use chrono::{Duration, Utc};
+use sgard_manifest::history::{HISTORY_FILE, History, Reason, Record};
+use sgard_manifest::{Entry, Manifest};
+use sgard_store::{BlobState, Hash};
+
+use crate::{Error, Garden, Result, identity};
+
+/// When the last record installed a head whose manifest write was lost.
+pub(crate) fn interrupted_head(h: &History, head: Hash) -> Option<Hash> {
+    let last = h.records.last()?;
+    (last.reason.is_full() && last.id != head && last.head_before == Some(head)).then_some(last.id)
+}
+
+/// Which snapshots `forget` drops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ForgetPolicy {
+    /// These snapshots (ids, `@`, `@~N`).
+    Ids(Vec<String>),
+    /// Keep the newest N operations.
+    KeepLast(usize),
+    /// Keep operations newer than this.
+    KeepWithin(Duration),
+    /// Keep the newest operation of each of the last N days that have one.
+    KeepDaily(usize),
+}
+
+/// One difference between a snapshot and its parent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShowChange {
+    /// The path.
+    pub path: String,
+    /// `added`, `removed`, `modified`, `mode`, `flags` or `type`.
+    pub what: &'static str,
+    /// Details (old → new) where useful.
+    pub detail: Option<String>,
+}
+
+/// The findings of `verify` on one snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotCheck {
+    /// The snapshot's record.
+    pub record: Record,
+    /// What is wrong (empty when it is intact).
+    pub problems: Vec<String>,
+}
+
+impl Garden {
+    /// The history log.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// The index of the record `parent` points at: the newest record before
+    /// `idx` with that id.
+    pub(crate) fn parent_index(&self, idx: usize) -> Option<usize> {
+        let p = self.history.records.get(idx)?.parent?;
+        (0..idx).rev().find(|&i| self.history.records[i].id == p)
+    }
+
+    /// Resolves a snapshot name to a record index: `@` (the newest checkpoint
+    /// or pull), `@~N` (its N-th ancestor), or a unique id prefix of at least
+    /// 4 hex characters.
+    ///
+    /// # Errors
+    /// [`Error::Snapshot`] for unknown, ambiguous or malformed names.
+    pub fn resolve(&self, name: &str) -> Result<usize> {
+        let recs = &self.history.records;
+        if let Some(rest) = name.strip_prefix('@') {
+            let n: usize = match rest {
+                "" => 0,
+                r => r
+                    .strip_prefix('~')
+                    .and_then(|d| {
+                        if d.is_empty() {
+                            Some(1)
+                        } else {
+                            d.parse().ok()
+                        }
+                    })
+                    .ok_or_else(|| Error::Snapshot(format!("{name:?}: expected @ or @~N")))?,
+            };
+            let mut idx = recs
+                .iter()
+                .rposition(|r| r.reason.is_full())
+                .ok_or_else(|| Error::Snapshot("no checkpoint yet: the history is empty".into()))?;
+            for step in 0..n {
+                idx = self.parent_index(idx).ok_or_else(|| {
+                    Error::Snapshot(format!("{name}: the history has only {step} ancestor(s)"))
+                })?;
+            }
+            return Ok(idx);
+        }
+        let lower = name.to_ascii_lowercase();
+        if lower.len() < 4 || lower.len() > 64 || !lower.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(Error::Snapshot(format!(
+                "{name:?} is not a snapshot name (use 4 to 64 hex characters of an id, @ or @~N)"
+            )));
+        }
+        let ids: BTreeSet<Hash> = recs
+            .iter()
+            .filter(|r| r.id.to_hex().starts_with(&lower))
+            .map(|r| r.id)
+            .collect();
+        match ids.len() {
+            0 => Err(Error::Snapshot(format!("no snapshot {name}"))),
+            1 => Ok(recs
+                .iter()
+                .rposition(|r| r.id.to_hex().starts_with(&lower))
+                .unwrap_or(0)),
+            n => Err(Error::Snapshot(format!(
+                "snapshot prefix {name} is ambiguous ({n} snapshots match); give more characters"
+            ))),
+        }
+    }
+
+    /// The document of snapshot `id`, verified against its hash.
+    ///
+    /// # Errors
+    /// [`Error::Integrity`] when the blob is missing or corrupt; parse errors.
+    pub fn snapshot_doc(&self, id: &Hash) -> Result<Manifest> {
+        let bytes = self.store.read(id).map_err(|source| {
+            if source.is_integrity() {
+                Error::Integrity {
+                    path: format!("snapshot {}", id.short(12)),
+                    source,
+                }
+            } else {
+                Error::Store(source)
+            }
+        })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::Invalid(format!("snapshot {} is not UTF-8 text", id.short(12))))?;
+        Ok(Manifest::from_yaml(&text)?)
+    }
+
+    fn content_bytes(&self, doc: &Manifest) -> u64 {
+        let unique: HashSet<Hash> = doc.referenced_blobs().collect();
+        unique
+            .iter()
+            .filter_map(|h| self.store.size_of(h).ok().flatten())
+            .sum()
+    }
+
+    fn push_records(&mut self, recs: Vec<Record>) -> Result<()> {
+        let mut h = self.history.clone();
+        h.records.extend(recs);
+        h.save(&self.root.join(HISTORY_FILE))?;
+        self.history = h;
+        Ok(())
+    }
+
+    /// Saves the head manifest as a snapshot: blob first (durable), then the
+    /// log record (the commit point), then manifest.yaml. A crash between the
+    /// last two is finished by the next `open`.
+    pub(crate) fn commit_head(
+        &mut self,
+        reason: Reason,
+        message: Option<String>,
+        new_blobs: u64,
+    ) -> Result<Record> {
+        self.require_exclusive("checkpoint")?;
+        let text = self.manifest.to_yaml();
+        let w = self.store.write_bytes(text.as_bytes())?;
+        let rec = Record {
+            id: w.hash,
+            parent: self.history.head().map(|r| r.id),
+            time: self.env.now,
+            host: identity::short_hostname(&self.env.hostname),
+            reason,
+            message,
+            entries: self.manifest.files.len() as u64,
+            bytes: self.content_bytes(&self.manifest),
+            new_blobs: new_blobs + u64::from(w.new),
+            head_before: Some(self.head_hash),
+        };
+        self.push_records(vec![rec.clone()])?;
+        sgard_store::durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+        self.head_hash = w.hash;
+        Ok(rec)
+    }
+
+    /// Stores the before/after documents of a change to the home folder and
+    /// records them (`before-restore`, then `reason`), before the change is
+    /// made. Returns the before snapshot's id.
+    pub(crate) fn record_pair(
+        &mut self,
+        before: &Manifest,
+        after: &Manifest,
+        reason: Reason,
+        what: &str,
+        new_blobs: u64,
+    ) -> Result<Hash> {
+        let b = self.store.write_bytes(before.to_yaml().as_bytes())?;
+        let a = self.store.write_bytes(after.to_yaml().as_bytes())?;
+        let host = identity::short_hostname(&self.env.hostname);
+        let rec = |id, parent, reason, doc: &Manifest, new| Record {
+            id,
+            parent,
+            time: self.env.now,
+            host: host.clone(),
+            reason,
+            message: Some(what.to_owned()),
+            entries: (doc.files.len() + doc.absent.len()) as u64,
+            bytes: self.content_bytes(doc),
+            new_blobs: new,
+            head_before: None,
+        };
+        let rb = rec(
+            b.hash,
+            self.history.head().map(|r| r.id),
+            Reason::BeforeRestore,
+            before,
+            new_blobs + u64::from(b.new),
+        );
+        let ra = rec(a.hash, Some(b.hash), reason, after, u64::from(a.new));
+        self.push_records(vec![rb, ra])?;
+        Ok(b.hash)
+    }
+
+    /// What changed in the snapshot `name` against its parent.
+    ///
+    /// # Errors
+    /// As [`Garden::resolve`] and [`Garden::snapshot_doc`].
+    pub fn show(&self, name: &str) -> Result<(Record, Vec<ShowChange>)> {
+        let idx = self.resolve(name)?;
+        let rec = self.history.records[idx].clone();
+        let doc = self.snapshot_doc(&rec.id)?;
+        let parent = match self.parent_index(idx) {
+            Some(p) => Some(self.snapshot_doc(&self.history.records[p].id)?),
+            None => None,
+        };
+        Ok((
+            rec.clone(),
+            compare_docs(parent.as_ref(), &doc, rec.reason.is_full()),
+        ))
+    }
+
+    /// Drops snapshots from the history (never the newest checkpoint, `@`).
+    /// A restore's `before-restore` and `restore` records go together.
+    /// Returns the records dropped. Their blobs stay until `prune`.
+    ///
+    /// # Errors
+    /// [`Error::Snapshot`] for unknown names or for naming `@`.
+    pub fn forget(&mut self, policy: &ForgetPolicy) -> Result<Vec<Record>> {
+        self.require_exclusive("forget")?;
+        let recs = &self.history.records;
+        // Group a before-restore record with the record that follows from it.
+        let mut group: Vec<usize> = (0..recs.len()).collect();
+        for i in 0..recs.len() {
+            if let Some(p) = self.parent_index(i)
+                && recs[p].reason == Reason::BeforeRestore
+                && !recs[i].reason.is_full()
+                && recs[i].reason != Reason::BeforeRestore
+            {
+                group[i] = group[p];
+            }
+        }
+        let head_group = recs
+            .iter()
+            .rposition(|r| r.reason.is_full())
+            .map(|i| group[i]);
+        let mut times: BTreeMap<usize, sgard_manifest::Timestamp> = BTreeMap::new();
+        for (i, g) in group.iter().enumerate() {
+            let t = times.entry(*g).or_insert(recs[i].time);
+            if recs[i].time > *t {
+                *t = recs[i].time;
+            }
+        }
+        // Newest first.
+        let mut order: Vec<usize> = times.keys().copied().collect();
+        order.sort_by(|a, b| times[b].cmp(&times[a]).then(b.cmp(a)));
+        let mut drop: BTreeSet<usize> = BTreeSet::new();
+        match policy {
+            ForgetPolicy::Ids(names) => {
+                for n in names {
+                    let g = group[self.resolve(n)?];
+                    if Some(g) == head_group {
+                        return Err(Error::Snapshot(format!(
+                            "{n} is the newest checkpoint (@); it is never forgotten"
+                        )));
+                    }
+                    drop.insert(g);
+                }
+            }
+            ForgetPolicy::KeepLast(n) => drop.extend(order.iter().skip(*n).copied()),
+            ForgetPolicy::KeepWithin(d) => {
+                let cutoff = self.env.now.datetime() - *d;
+                drop.extend(
+                    order
+                        .iter()
+                        .copied()
+                        .filter(|g| times[g].datetime() < cutoff),
+                );
+            }
+            ForgetPolicy::KeepDaily(n) => {
+                let mut days = BTreeSet::new();
+                for g in &order {
+                    let day = times[g].datetime().with_timezone(&Utc).date_naive();
+                    if days.contains(&day) || days.len() >= *n {
+                        drop.insert(*g);
+                    } else {
+                        days.insert(day);
+                    }
+                }
+            }
+        }
+        if let Some(h) = head_group {
+            drop.remove(&h);
+        }
+        let dropped_idx: BTreeSet<usize> = (0..recs.len())
+            .filter(|i| drop.contains(&group[*i]))
+            .collect();
+        // Re-parent the survivors past the dropped records.
+        let mut kept = Vec::new();
+        let mut dropped = Vec::new();
+        for (i, r) in recs.iter().enumerate() {
+            if dropped_idx.contains(&i) {
+                dropped.push(r.clone());
+                continue;
+            }
+            let mut r = r.clone();
+            let mut p = self.parent_index(i);
+            while let Some(pi) = p {
+                if !dropped_idx.contains(&pi) {
+                    break;
+                }
+                p = self.parent_index(pi);
+            }
+            r.parent = p.map(|pi| recs[pi].id);
+            kept.push(r);
+        }
+        if dropped.is_empty() {
+            return Ok(dropped);
+        }
+        let h = History { records: kept };
+        h.save(&self.root.join(HISTORY_FILE))?;
+        self.history = h;
+        Ok(dropped)
+    }
+
+    /// Checks every snapshot: its blob hashes to its id, it parses, its
+    /// parent is in the log, and every blob it references is intact.
+    ///
+    /// # Errors
+    /// Only for store I/O failures.
+    pub fn verify_history(&self) -> Result<Vec<SnapshotCheck>> {
+        let mut seen: HashMap<Hash, BlobState> = HashMap::new();
+        let mut state = |h: &Hash, store: &sgard_store::Store| -> Result<BlobState> {
+            if let Some(s) = seen.get(h) {
+                return Ok(*s);
+            }
+            let s = store.verify(h)?;
+            seen.insert(*h, s);
+            Ok(s)
+        };
+        let mut out = Vec::new();
+        for (i, r) in self.history.records.iter().enumerate() {
+            let mut problems = Vec::new();
+            match state(&r.id, &self.store)? {
+                BlobState::Ok => {}
+                BlobState::Missing => problems.push("its snapshot blob is missing".into()),
+                BlobState::Corrupt(_) => problems.push("its snapshot blob is corrupt".into()),
+            }
+            if r.parent.is_some() && self.parent_index(i).is_none() {
+                problems.push(format!(
+                    "its parent {} is not in the history",
+                    r.parent.map(|p| p.short(12)).unwrap_or_default()
+                ));
+            }
+            if problems.is_empty() {
+                match self.snapshot_doc(&r.id) {
+                    Err(e) => problems.push(format!("its document is unreadable: {e}")),
+                    Ok(doc) => {
+                        let mut bad = BTreeSet::new();
+                        for e in &doc.files {
+                            if let Some(h) = e.hash {
+                                match state(&h, &self.store)? {
+                                    BlobState::Ok => {}
+                                    BlobState::Missing => {
+                                        bad.insert(format!(
+                                            "{}: blob {} is missing",
+                                            e.path,
+                                            h.short(12)
+                                        ));
+                                    }
+                                    BlobState::Corrupt(_) => {
+                                        bad.insert(format!(
+                                            "{}: blob {} is corrupt",
+                                            e.path,
+                                            h.short(12)
+                                        ));
+                                    }
+                                }
+                            }
+                        }
+                        problems.extend(bad);
+                    }
+                }
+            }
+            out.push(SnapshotCheck {
+                record: r.clone(),
+                problems,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every blob the head or any snapshot needs (snapshot blobs included).
+    ///
+    /// # Errors
+    /// [`Error::Integrity`] when a snapshot cannot be read: pruning then
+    /// could delete blobs it needs, so prune refuses.
+    pub(crate) fn live_blobs(&self) -> Result<HashSet<Hash>> {
+        let mut keep: HashSet<Hash> = self.manifest.referenced_blobs().collect();
+        let mut done = HashSet::new();
+        for r in &self.history.records {
+            keep.insert(r.id);
+            if !done.insert(r.id) {
+                continue;
+            }
+            let doc = self.snapshot_doc(&r.id)?;
+            keep.extend(doc.referenced_blobs());
+        }
+        Ok(keep)
+    }
+}
+
+/// The changes from `parent` to `doc`. For partial documents only the paths
+/// they name are compared.
+pub(crate) fn compare_docs(
+    parent: Option<&Manifest>,
+    doc: &Manifest,
+    full: bool,
+) -> Vec<ShowChange> {
+    let state = |m: &Manifest, p: &str| m.get(p).cloned();
+    let mut paths: BTreeSet<String> = doc.files.iter().map(|e| e.path.clone()).collect();
+    paths.extend(doc.absent.iter().cloned());
+    if full && let Some(pm) = parent {
+        paths.extend(pm.files.iter().map(|e| e.path.clone()));
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        let new = state(doc, &p);
+        let old = parent.and_then(|pm| state(pm, &p));
+        let change = |what, detail: Option<String>| ShowChange {
+            path: p.clone(),
+            what,
+            detail,
+        };
+        match (old, new) {
+            (None, Some(_)) => out.push(change("added", None)),
+            (Some(_), None) => out.push(change("removed", None)),
+            (None, None) => {
+                if doc.absent.contains(&p) && parent.is_some_and(|pm| !pm.absent.contains(&p)) {
+                    out.push(change("removed", None));
+                }
+            }
+            (Some(o), Some(n)) => {
+                out.extend(entry_changes(&o, &n).into_iter().map(|(w, d)| change(w, d)));
+            }
+        }
+    }
+    out
+}
+
+fn entry_changes(o: &Entry, n: &Entry) -> Vec<(&'static str, Option<String>)> {
+    let mut v = Vec::new();
+    if o.kind != n.kind {
+        v.push(("type", Some(format!("{} -> {}", o.kind, n.kind))));
+        return v;
+    }
+    if o.hash != n.hash || o.target != n.target {
+        let detail = match (&o.target, &n.target) {
+            (Some(a), Some(b)) if a != b => Some(format!("{a} -> {b}")),
+            _ => None,
+        };
+        v.push(("modified", detail));
+    }
+    if o.mode != n.mode {
+        let m = |x: Option<sgard_manifest::Mode>| {
+            x.map(|m| m.to_string()).unwrap_or_else(|| "-".into())
+        };
+        v.push(("mode", Some(format!("{} -> {}", m(o.mode), m(n.mode)))));
+    }
+    let flags = |e: &Entry| {
+        format!(
+            "locked={} encrypted={} only=[{}] never=[{}]",
+            e.locked,
+            e.encrypted,
+            e.only.join(","),
+            e.never.join(",")
+        )
+    };
+    if o.locked != n.locked || o.encrypted != n.encrypted || o.only != n.only || o.never != n.never
+    {
+        v.push(("flags", Some(format!("{} -> {}", flags(o), flags(n)))));
+    }
+    v
+}

@@ -1,0 +1,169 @@
+//! `undo`: reverse the most recent change sgard made to the home folder.
+
+use sgard_manifest::Entry;
+use sgard_manifest::history::Reason;
+
+use crate::fsx::{self, DiskKind};
+use crate::restore::{Op, Step};
+use crate::{Error, Garden, RestoreAction, RestoreReport, Result};
+
+/// The result of [`Garden::undo`].
+#[derive(Debug, Default)]
+pub struct UndoReport {
+    /// The operation undone: its record's reason and message.
+    pub undone: String,
+    /// What happened to each path.
+    pub restore: RestoreReport,
+}
+
+impl Garden {
+    /// Reverses the most recent restore-like operation (restore, mirror
+    /// down, undo, pull): puts back what it overwrote and removes what it
+    /// created, but only where the disk still holds what it wrote; a path
+    /// changed since is reported as a conflict and left alone. The undo is
+    /// itself recorded, so undoing again redoes.
+    ///
+    /// # Errors
+    /// [`Error::Snapshot`] when there is nothing to undo or its snapshots are
+    /// gone; snapshot integrity errors.
+    pub fn undo(&mut self, dry_run: bool) -> Result<UndoReport> {
+        let recs = &self.history.records;
+        let a_idx = recs
+            .iter()
+            .rposition(|r| r.reason.is_restore_like())
+            .ok_or_else(|| Error::Snapshot("nothing to undo: no restore in the history".into()))?;
+        let a_rec = recs[a_idx].clone();
+        let b_idx = self
+            .parent_index(a_idx)
+            .filter(|&i| recs[i].reason == Reason::BeforeRestore)
+            .ok_or_else(|| {
+                Error::Snapshot(format!(
+                    "cannot undo {}: its before-restore snapshot is not in the history",
+                    a_rec.id.short(12)
+                ))
+            })?;
+        let b_id = recs[b_idx].id;
+        let after = self.snapshot_doc(&a_rec.id)?;
+        let before = self.snapshot_doc(&b_id)?;
+        let mut paths: Vec<String> = after.files.iter().map(|e| e.path.clone()).collect();
+        paths.extend(after.absent.iter().cloned());
+        paths.extend(before.files.iter().map(|e| e.path.clone()));
+        paths.extend(before.absent.iter().cloned());
+        paths.sort();
+        paths.dedup();
+        let mut report = UndoReport {
+            undone: format!(
+                "{} {}{}",
+                a_rec.reason,
+                a_rec.id.short(12),
+                a_rec
+                    .message
+                    .as_deref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
+            ),
+            ..UndoReport::default()
+        };
+        let mut steps = Vec::new();
+        for p in paths {
+            let abs = self.env.expand(&p);
+            let was = before.get(&p);
+            let wrote = after.get(&p);
+            let disk = match self.disk_entry(&p, &abs) {
+                Ok(d) => d,
+                Err(e) => {
+                    report.restore.failures.push((p.clone(), e));
+                    report
+                        .restore
+                        .actions
+                        .push((p, RestoreAction::Failed("unreadable".into())));
+                    continue;
+                }
+            };
+            if same(disk.as_ref(), was) {
+                report.restore.actions.push((p, RestoreAction::UpToDate));
+                continue;
+            }
+            if !same(disk.as_ref(), wrote) {
+                report.restore.actions.push((
+                    p,
+                    RestoreAction::Conflict("changed since; left as it is".into()),
+                ));
+                continue;
+            }
+            let op = match was {
+                None => Op::Delete,
+                Some(e) => Op::Write {
+                    entry: e.clone(),
+                    existed: disk.is_some(),
+                },
+            };
+            steps.push(Step { path: p, abs, op });
+        }
+        if dry_run {
+            for s in &steps {
+                let action = match &s.op {
+                    Op::Delete => RestoreAction::Deleted,
+                    Op::Write { existed: true, .. } => RestoreAction::Overwritten,
+                    _ => RestoreAction::Created,
+                };
+                report.restore.actions.push((s.path.clone(), action));
+            }
+        } else {
+            let what = format!("undo {}", a_rec.id.short(12));
+            self.execute(steps, Reason::Undo, &what, &mut report.restore)?;
+        }
+        report.restore.sort();
+        Ok(report)
+    }
+
+    /// The disk state of a path as an entry, without storing anything.
+    fn disk_entry(&self, path: &str, abs: &std::path::Path) -> Result<Option<Entry>> {
+        let Some(md) = fsx::lstat(abs)? else {
+            return Ok(None);
+        };
+        let kind = DiskKind::of(&md);
+        let mut e = match kind {
+            DiskKind::File => {
+                Entry::new(path.into(), sgard_manifest::EntryKind::File, self.env.now)
+            }
+            DiskKind::Link => {
+                Entry::new(path.into(), sgard_manifest::EntryKind::Link, self.env.now)
+            }
+            DiskKind::Dir => Entry::new(
+                path.into(),
+                sgard_manifest::EntryKind::Directory,
+                self.env.now,
+            ),
+            _ => {
+                return Err(Error::Unsupported {
+                    path: path.into(),
+                    reason: format!("is {}", kind.describe()),
+                });
+            }
+        };
+        e.mode = Some(fsx::mode_of(&md));
+        match kind {
+            DiskKind::File => e.hash = Some(fsx::hash_file(abs)?.0),
+            DiskKind::Link => e.target = Some(fsx::read_link(abs)?),
+            _ => {}
+        }
+        Ok(Some(e))
+    }
+}
+
+/// Whether the disk state equals a recorded state (content, target, mode).
+fn same(disk: Option<&Entry>, recorded: Option<&Entry>) -> bool {
+    match (disk, recorded) {
+        (None, None) => true,
+        (Some(d), Some(r)) => {
+            d.kind == r.kind
+                && d.hash == r.hash
+                && d.target == r.target
+                && (d.kind == sgard_manifest::EntryKind::Link
+                    || r.mode.is_none()
+                    || d.mode == r.mode)
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,90 @@
+//! `sgard log` and `sgard forget`
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use sgard_garden::{ForgetPolicy, LockMode};
+use sgard_manifest::history::Record;
+
+use super::{Ctx, print_json};
+
+pub fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+    let g = ctx.open(LockMode::Shared)?;
+    let recs: Vec<&Record> = g
+        .history()
+        .records
+        .iter()
+        .rev()
+        .take(max.unwrap_or(usize::MAX))
+        .collect();
+    if json {
+        let snaps: Vec<Value> = recs.iter().map(|r| record_json(r)).collect();
+        print_json(out, &json!({"schema": 1, "snapshots": snaps}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if recs.is_empty() {
+        writeln!(out, "No snapshots yet: run `sgard checkpoint`.")?;
+    }
+    for r in recs {
+        writeln!(
+            out,
+            "{}  {}  {:<10} {:<15} {} entries, {} bytes, {} new blob(s){}",
+            r.id.short(12),
+            r.time.human(),
+            r.host,
+            r.reason.as_str(),
+            r.entries,
+            r.bytes,
+            r.new_blobs,
+            r.message
+                .as_deref()
+                .map(|m| format!("  {m}"))
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The JSON form of a history record.
+pub fn record_json(r: &Record) -> Value {
+    json!({
+        "id": r.id.to_hex(),
+        "parent": r.parent.map(|p| p.to_hex()),
+        "time": r.time.to_string(),
+        "host": r.host,
+        "reason": r.reason.as_str(),
+        "message": r.message,
+        "entries": r.entries,
+        "bytes": r.bytes,
+        "new_blobs": r.new_blobs,
+    })
+}
+
+pub fn forget(
+    ctx: &Ctx,
+    ids: Vec<String>,
+    keep_last: Option<usize>,
+    keep_within: Option<chrono::Duration>,
+    keep_daily: Option<usize>,
+    out: &mut dyn Write,
+) -> Result<ExitCode> {
+    let policy = match (keep_last, keep_within, keep_daily) {
+        (Some(n), _, _) => ForgetPolicy::KeepLast(n),
+        (_, Some(d), _) => ForgetPolicy::KeepWithin(d),
+        (_, _, Some(n)) => ForgetPolicy::KeepDaily(n),
+        _ => ForgetPolicy::Ids(ids),
+    };
+    let mut g = ctx.open(LockMode::Exclusive)?;
+    let dropped = g.forget(&policy)?;
+    for r in &dropped {
+        writeln!(out, "{:<10} {} {}", "forgot", r.id.short(12), r.reason)?;
+    }
+    writeln!(
+        out,
+        "Forgot {} snapshot(s); run `sgard prune` to free their blobs.",
+        dropped.len()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,47 @@
+//! `sgard show`
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use serde_json::json;
+use sgard_garden::LockMode;
+
+use super::{Ctx, log::record_json, print_json};
+
+pub fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+    let g = ctx.open(LockMode::Shared)?;
+    let (rec, changes) = g.show(id)?;
+    if json {
+        let ch: Vec<_> = changes
+            .iter()
+            .map(|c| json!({"path": c.path, "change": c.what, "detail": c.detail}))
+            .collect();
+        print_json(
+            out,
+            &json!({"schema": 1, "snapshot": record_json(&rec), "changes": ch}),
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "snapshot {}", rec.id.to_hex())?;
+    if let Some(p) = rec.parent {
+        writeln!(out, "parent   {}", p.to_hex())?;
+    }
+    writeln!(out, "time     {}", rec.time.human())?;
+    writeln!(out, "host     {}", rec.host)?;
+    writeln!(out, "reason   {}", rec.reason)?;
+    if let Some(m) = &rec.message {
+        writeln!(out, "message  {m}")?;
+    }
+    writeln!(out)?;
+    if changes.is_empty() {
+        writeln!(out, "No changes against its parent.")?;
+    }
+    for c in &changes {
+        match &c.detail {
+            Some(d) => writeln!(out, "{:<10} {} ({d})", c.what, c.path)?,
+            None => writeln!(out, "{:<10} {}", c.what, c.path)?,
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
