@@ -208,6 +208,12 @@ pub enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<OsString>,
     },
+    /// Manage encryption (per-file, XChaCha20-Poly1305 with an Argon2id passphrase)
+    Encrypt {
+        /// What to do
+        #[command(subcommand)]
+        action: EncryptAction,
+    },
     /// Make a folder in the repository match the disk, or the disk match the repository
     Mirror {
         /// Which way
@@ -252,6 +258,30 @@ pub struct AddArgs {
     /// Never apply on machines with one of these labels
     #[arg(long, value_delimiter = ',', value_name = "LABEL,...")]
     pub never: Vec<String>,
+    /// Encrypt the files (also turns tracked plain files into encrypted ones)
+    #[arg(long, conflicts_with = "no_encrypt")]
+    pub encrypt: bool,
+    /// Store the files in plaintext (turns encrypted entries into plain ones)
+    #[arg(long)]
+    pub no_encrypt: bool,
+}
+
+/// `encrypt` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum EncryptAction {
+    /// Set up encryption with a passphrase
+    Init,
+    /// List the key slots
+    ListSlots,
+    /// Remove a key slot (never the last one)
+    RemoveSlot {
+        /// The slot's name
+        name: String,
+    },
+    /// Re-wrap the data key under a new passphrase
+    ChangePassphrase,
+    /// Replace the data key and re-encrypt every encrypted file
+    RotateDek,
 }
 
 /// `tag` subcommands.

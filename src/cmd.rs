@@ -4,6 +4,7 @@ mod add;
 mod checkpoint;
 mod completion;
 mod diff;
+mod encrypt;
 mod exclude;
 mod identity;
 mod info;
@@ -44,7 +45,9 @@ pub struct Ctx {
 impl Ctx {
     /// Opens the repository with the lock `mode`, saying so if it must wait.
     pub fn open(&self, mode: LockMode) -> Result<Garden> {
-        Ok(Garden::open(&self.repo, self.env.clone(), mode, &ui::note)?)
+        let mut g = Garden::open(&self.repo, self.env.clone(), mode, &ui::note)?;
+        g.set_passphrase_source(Box::new(|| context::passphrase("Passphrase: ")));
+        Ok(g)
     }
 }
 
@@ -119,6 +122,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Exclude { paths, list } => exclude::run_exclude(&ctx, &paths, list, out)?,
         Command::Include { paths } => exclude::run_include(&ctx, &paths, out)?,
         Command::Mirror { direction } => mirror::run(&ctx, direction, out)?,
+        Command::Encrypt { action } => encrypt::run(&ctx, action, out)?,
         Command::Version | Command::Completion { .. } | Command::Man { .. } => ExitCode::SUCCESS,
     };
     out.flush()?;

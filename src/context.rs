@@ -7,8 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
+use sgard_garden::crypto::KdfParams;
 use sgard_garden::{Env, clean};
 use sgard_manifest::Timestamp;
+use zeroize::Zeroizing;
 
 /// Builds the environment of this run.
 pub fn env() -> Result<Env> {
@@ -29,11 +31,16 @@ pub fn env() -> Result<Env> {
         Ok(s) if !s.is_empty() => s,
         _ => gethostname::gethostname().to_string_lossy().into_owned(),
     };
+    let state_dir = match std::env::var_os("XDG_STATE_HOME") {
+        Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
+        _ => Some(home.join(".local/state")),
+    };
     Ok(Env {
         home: clean(&home),
         cwd: clean(&cwd),
         now,
         hostname,
+        state_dir,
     })
 }
 
@@ -44,4 +51,111 @@ pub fn repo_path(env: &Env, repo: Option<&Path>) -> PathBuf {
         Some(p) => env.resolve(p.as_os_str()),
         None => env.home.join(".sgard"),
     }
+}
+
+/// The passphrase, from the first source that has one: `SGARD_PASSPHRASE`,
+/// `SGARD_PASSPHRASE_FILE` (its first line), `SGARD_PASSPHRASE_COMMAND` (its
+/// output, run by `sh -c`), else the terminal with echo off.
+pub fn passphrase(prompt: &str) -> std::result::Result<Zeroizing<String>, String> {
+    from_sources(
+        "SGARD_PASSPHRASE",
+        "SGARD_PASSPHRASE_FILE",
+        Some("SGARD_PASSPHRASE_COMMAND"),
+    )?
+    .map_or_else(|| read_tty(prompt), Ok)
+}
+
+/// A new passphrase for `encrypt init`: the same sources as [`passphrase`],
+/// else typed twice on the terminal.
+pub fn new_passphrase_for_init() -> std::result::Result<Zeroizing<String>, String> {
+    match from_sources(
+        "SGARD_PASSPHRASE",
+        "SGARD_PASSPHRASE_FILE",
+        Some("SGARD_PASSPHRASE_COMMAND"),
+    )? {
+        Some(p) => Ok(p),
+        None => read_tty_twice("New passphrase: "),
+    }
+}
+
+/// The new passphrase for `encrypt change-passphrase`: `SGARD_NEW_PASSPHRASE`,
+/// `SGARD_NEW_PASSPHRASE_FILE`, else typed twice on the terminal.
+pub fn new_passphrase_for_change() -> std::result::Result<Zeroizing<String>, String> {
+    match from_sources("SGARD_NEW_PASSPHRASE", "SGARD_NEW_PASSPHRASE_FILE", None)? {
+        Some(p) => Ok(p),
+        None => read_tty_twice("New passphrase: "),
+    }
+}
+
+/// Argon2 parameters for new key slots: the defaults, or tiny ones when the
+/// test hook `SGARD_TEST_ARGON2=1` is set (never use it for real secrets).
+pub fn kdf_params() -> KdfParams {
+    if std::env::var("SGARD_TEST_ARGON2").is_ok_and(|v| v == "1") {
+        KdfParams::TEST
+    } else {
+        KdfParams::DEFAULT
+    }
+}
+
+fn from_sources(
+    var: &str,
+    file_var: &str,
+    command_var: Option<&str>,
+) -> std::result::Result<Option<Zeroizing<String>>, String> {
+    if let Ok(p) = std::env::var(var)
+        && !p.is_empty()
+    {
+        return Ok(Some(Zeroizing::new(p)));
+    }
+    if let Some(f) = std::env::var_os(file_var).filter(|f| !f.is_empty()) {
+        let text = Zeroizing::new(
+            std::fs::read_to_string(&f)
+                .map_err(|e| format!("{file_var}: reading {}: {e}", Path::new(&f).display()))?,
+        );
+        let line = text.lines().next().unwrap_or("");
+        return Ok(Some(Zeroizing::new(line.to_owned())));
+    }
+    if let Some(cv) = command_var
+        && let Some(cmd) = std::env::var_os(cv).filter(|c| !c.is_empty())
+    {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&cmd)
+            .stdin(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("{cv}: running it: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("{cv}: the command failed ({})", out.status));
+        }
+        let text = Zeroizing::new(
+            String::from_utf8(out.stdout).map_err(|_| format!("{cv}: output is not UTF-8"))?,
+        );
+        let line = text.lines().next().unwrap_or("");
+        return Ok(Some(Zeroizing::new(line.to_owned())));
+    }
+    Ok(None)
+}
+
+fn read_tty(prompt: &str) -> std::result::Result<Zeroizing<String>, String> {
+    rpassword::prompt_password(prompt)
+        .map(Zeroizing::new)
+        .map_err(|e| {
+            format!(
+                "no passphrase: set SGARD_PASSPHRASE, SGARD_PASSPHRASE_FILE or \
+             SGARD_PASSPHRASE_COMMAND, or run sgard on a terminal ({e})"
+            )
+        })
+}
+
+fn read_tty_twice(prompt: &str) -> std::result::Result<Zeroizing<String>, String> {
+    let a = read_tty(prompt)?;
+    if a.is_empty() {
+        return Err("the passphrase is empty".into());
+    }
+    let b = read_tty("Repeat it: ")?;
+    if *a != *b {
+        return Err("the two passphrases differ; nothing was changed".into());
+    }
+    Ok(a)
 }

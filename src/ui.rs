@@ -1,6 +1,6 @@
 //! Terminal interaction: the stdin prompt, warnings and colours.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, IsTerminal, Write};
 
 use anstyle::{AnsiColor, Style};
 use sgard_garden::{Prompt, State};
@@ -31,7 +31,14 @@ impl Prompt for StdinPrompt {
                 let _ = writeln!(out);
                 false
             }
-            Ok(_) => matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes"),
+            Ok(_) => {
+                // A terminal echoes the answer and its newline; piped input
+                // does not, so end the prompt's line ourselves.
+                if !io::stdin().is_terminal() {
+                    let _ = writeln!(out);
+                }
+                matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+            }
         }
     }
 }

@@ -19,6 +19,10 @@ pub struct AddOptions {
     pub only: Vec<String>,
     /// Keep the entries off machines matching one of these labels.
     pub never: Vec<String>,
+    /// Encrypt the files (also turns tracked plain files into encrypted ones).
+    pub encrypt: bool,
+    /// Store the files in plaintext (turns encrypted entries into plain ones).
+    pub no_encrypt: bool,
 }
 
 /// What happened to one path.
@@ -39,6 +43,8 @@ pub struct AddReport {
     pub entries: Vec<(String, AddOutcome)>,
     /// Paths skipped (FIFOs, sockets, devices, unreadable names), with why.
     pub skipped: Vec<(String, String)>,
+    /// Things worth telling (e.g. `--encrypt` ignored for a symlink).
+    pub notes: Vec<(String, String)>,
 }
 
 impl AddReport {
@@ -153,23 +159,41 @@ impl Garden {
         }
         let entry = match kind {
             DiskKind::File => {
-                if self.manifest.get(&tilde).is_some_and(|e| e.encrypted) {
-                    return Err(Error::Unsupported {
-                        path: tilde,
-                        reason: "entry is encrypted and this sgard cannot encrypt yet; \
-                                 refusing to store it in plaintext"
-                            .into(),
-                    });
+                let old = self.manifest.get(&tilde).cloned();
+                let encrypt =
+                    opts.encrypt || (old.as_ref().is_some_and(|e| e.encrypted) && !opts.no_encrypt);
+                if encrypt {
+                    self.encrypted_file_entry(&tilde, abs, old)?
+                } else {
+                    let (mut f, md) = fsx::open_regular(abs)?;
+                    let w = self.store.write(&mut f).map_err(|e| match e {
+                        sgard_store::Error::Source(source) => Error::io("reading", abs, source),
+                        other => Error::Store(other),
+                    })?;
+                    let mut e = Entry::new(tilde.clone(), EntryKind::File, self.env.now);
+                    e.hash = Some(w.hash);
+                    e.mode = Some(fsx::mode_of(&md));
+                    e
                 }
-                let (mut f, md) = fsx::open_regular(abs)?;
-                let w = self.store.write(&mut f).map_err(|e| match e {
-                    sgard_store::Error::Source(source) => Error::io("reading", abs, source),
-                    other => Error::Store(other),
-                })?;
-                let mut e = Entry::new(tilde.clone(), EntryKind::File, self.env.now);
-                e.hash = Some(w.hash);
-                e.mode = Some(fsx::mode_of(&md));
-                e
+            }
+            DiskKind::Link | DiskKind::Dir if opts.encrypt => {
+                report.notes.push((
+                    tilde.clone(),
+                    format!(
+                        "--encrypt applies to files only; {} is stored as it is",
+                        kind.describe()
+                    ),
+                ));
+                return self.add_one(
+                    abs,
+                    kind,
+                    &AddOptions {
+                        encrypt: false,
+                        ..opts.clone()
+                    },
+                    new_only,
+                    report,
+                );
             }
             DiskKind::Link => {
                 let md = fsx::lstat(abs)?.ok_or_else(|| Error::NotFound(abs.to_path_buf()))?;
@@ -198,6 +222,31 @@ impl Garden {
         let outcome = self.merge(entry, opts);
         report.entries.push((tilde, outcome));
         Ok(())
+    }
+
+    /// An encrypted file entry for `abs`; the ciphertext of `old` is kept
+    /// when the content did not change (no new blob, no churn).
+    fn encrypted_file_entry(&self, tilde: &str, abs: &Path, old: Option<Entry>) -> Result<Entry> {
+        if !self.encryption_initialized() {
+            return Err(crate::encrypted::not_initialized());
+        }
+        let (plain, md) = self.read_plain(abs)?;
+        let mut e = Entry::new(tilde.to_owned(), EntryKind::File, self.env.now);
+        e.encrypted = true;
+        e.mode = Some(fsx::mode_of(&md));
+        match old.filter(|o| o.encrypted && o.kind == EntryKind::File) {
+            Some(o) if self.plain_matches_bytes(&o, &plain)? => {
+                e.hash = o.hash;
+                e.plaintext_mac = o.plaintext_mac;
+                e.plaintext_hash = o.plaintext_hash;
+            }
+            _ => {
+                let (h, mac, _) = self.store_encrypted(&plain)?;
+                e.hash = Some(h);
+                e.plaintext_mac = Some(mac);
+            }
+        }
+        Ok(e)
     }
 
     /// Puts a freshly read entry into the manifest, keeping what the user set

@@ -116,21 +116,40 @@ impl Garden {
         let mode = fsx::mode_of(&md);
         let mode_changed = entry.kind != EntryKind::Link && entry.mode != Some(mode);
         match entry.kind {
+            EntryKind::File if entry.encrypted => {
+                let (sha, _) = fsx::hash_file(&abs)?;
+                let same = match self.known_match(entry, sha) {
+                    Some(b) => b,
+                    None => self.plain_matches(entry, &abs, sha)?,
+                };
+                if entry.locked {
+                    return Ok(
+                        (!same || mode_changed).then(|| (entry.clone(), EntryChange::Locked))
+                    );
+                }
+                if !same {
+                    let (plain, fmd) = self.read_plain(&abs)?;
+                    let (h, mac, new) = self.store_encrypted(&plain)?;
+                    if new {
+                        report.new_blobs += 1;
+                    }
+                    e.hash = Some(h);
+                    e.plaintext_mac = Some(mac);
+                    e.plaintext_hash = None;
+                    e.mode = Some(fsx::mode_of(&fmd));
+                    e.updated = self.env.now;
+                    return Ok(Some((e, EntryChange::Content)));
+                }
+            }
             EntryKind::File => {
                 let (hash, _) = fsx::hash_file(&abs)?;
-                let want = if entry.encrypted {
-                    entry.plaintext_hash
-                } else {
-                    entry.hash
-                };
-                let content_changed = want != Some(hash);
+                let content_changed = entry.hash != Some(hash);
                 if entry.locked {
                     return Ok((content_changed || mode_changed)
                         .then(|| (entry.clone(), EntryChange::Locked)));
                 }
                 // Heal a blob that went missing while the file still holds it.
                 let heal = !content_changed
-                    && !entry.encrypted
                     && entry
                         .hash
                         .is_some_and(|h| !self.store.contains(&h).unwrap_or(true));
@@ -145,14 +164,6 @@ impl Garden {
                     }
                 }
                 if content_changed {
-                    if entry.encrypted {
-                        return Err(Error::Unsupported {
-                            path: entry.path.clone(),
-                            reason: "encrypted entry changed, and this sgard cannot encrypt \
-                                     yet; the stored version is kept"
-                                .into(),
-                        });
-                    }
                     let (mut f, fmd) = fsx::open_regular(&abs)?;
                     let w = self.store.write(&mut f).map_err(|err| match err {
                         sgard_store::Error::Source(s) => Error::io("reading", &abs, s),

@@ -121,7 +121,10 @@ impl Garden {
         }
         paths.sort();
         let read = |doc: &sgard_manifest::Manifest, p: &str| -> Result<Option<Vec<u8>>> {
-            match doc.get(p).and_then(|e| e.hash.filter(|_| !e.encrypted)) {
+            if let Some(e) = doc.get(p).filter(|e| e.encrypted) {
+                return self.stored_plaintext(e).map(|b| Some(b.to_vec()));
+            }
+            match doc.get(p).and_then(|e| e.hash) {
                 None => Ok(None),
                 Some(h) => self.store.read(&h).map(Some).map_err(|source| {
                     if source.is_integrity() {
@@ -168,16 +171,32 @@ impl Garden {
                 reason: format!("cannot diff a {} entry (only files)", e.kind),
             });
         }
-        if e.encrypted {
-            return Err(Error::Unsupported {
-                path,
-                reason: "entry is encrypted and this sgard cannot decrypt yet".into(),
-            });
-        }
+
         let hash = e
             .hash
             .ok_or_else(|| Error::Invalid(format!("{path}: no hash")))?;
         let abs = self.env.expand(&path);
+        let current_label = |abs: &std::path::Path| -> Result<String> {
+            Ok(if fsx::lstat(abs)?.is_none() {
+                format!("{path} (missing)")
+            } else {
+                format!("{path} (current)")
+            })
+        };
+        if e.encrypted {
+            let current = match fsx::lstat(&abs)? {
+                None => Vec::new(),
+                Some(_) => self.read_plain(&abs)?.0.to_vec(),
+            };
+            let stored = self.stored_plaintext(e)?;
+            return Ok(diff_bytes(
+                &path,
+                &stored,
+                &current,
+                &format!("{path} ({stored_label})"),
+                &current_label(&abs)?,
+            ));
+        }
         let current = match fsx::lstat(&abs)? {
             None => Some(Vec::new()),
             Some(_) => {
@@ -221,18 +240,12 @@ impl Garden {
                 Error::Store(s)
             }
         })?;
-        let missing = fsx::lstat(&abs)?.is_none();
-        let new_label = if missing {
-            format!("{path} (missing)")
-        } else {
-            format!("{path} (current)")
-        };
         Ok(diff_bytes(
             &path,
             &stored,
             &current,
             &format!("{path} ({stored_label})"),
-            &new_label,
+            &current_label(&abs)?,
         ))
     }
 }

@@ -19,4 +19,7 @@ pub struct Env {
     pub now: Timestamp,
     /// The machine's host name (any case, possibly fully qualified).
     pub hostname: String,
+    /// Where machine-local state lives (`$XDG_STATE_HOME`, else
+    /// `~/.local/state`); `None` keeps nothing.
+    pub state_dir: Option<PathBuf>,
 }

@@ -79,6 +79,9 @@ pub enum Error {
     /// A snapshot name that does not resolve, or a history operation refused.
     #[error("{0}")]
     Snapshot(String),
+    /// Encryption failed: no key, a wrong passphrase, a hostile key slot.
+    #[error("{0}")]
+    Crypto(String),
     /// The home folder changed since the operation being undone.
     #[error("{0}")]
     Conflict(String),

@@ -20,9 +20,13 @@
 
 mod add;
 mod checkpoint;
+pub mod crypto;
 mod diff;
+mod encrypt;
+mod encrypted;
 mod env;
 mod error;
+mod fingerprints;
 mod flags;
 pub mod fsx;
 mod history;
@@ -51,6 +55,8 @@ use sgard_store::{Store, durable};
 pub use add::{AddOptions, AddOutcome, AddReport};
 pub use checkpoint::{CheckpointReport, EntryChange};
 pub use diff::Diff;
+pub use encrypt::RotateReport;
+pub use encrypted::PassphraseSource;
 pub use env::Env;
 pub use error::{Error, Result};
 pub use flags::Targeting;
@@ -85,7 +91,15 @@ pub struct Garden {
     store: Store,
     pub(crate) labels: Vec<String>,
     repo_id: Option<(u64, u64)>,
+    keys: std::cell::RefCell<encrypted::Keys>,
+    fingerprints: std::cell::RefCell<fingerprints::Fingerprints>,
     _lock: RepoLock,
+}
+
+impl Drop for Garden {
+    fn drop(&mut self) {
+        self.fingerprints.get_mut().flush();
+    }
 }
 
 impl Garden {
@@ -164,7 +178,10 @@ impl Garden {
         let tags = identity::read_tags(root)?;
         let labels = identity::labels(&env.hostname, &tags);
         let repo_id = fs::metadata(root).ok().map(|m| (m.dev(), m.ino()));
+        let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
         Ok(Garden {
+            keys: std::cell::RefCell::default(),
+            fingerprints: std::cell::RefCell::new(fingerprints),
             root: root.to_path_buf(),
             env,
             manifest,

@@ -101,6 +101,7 @@ mod tests {
             cwd: "/home/u/.config".into(),
             now: Timestamp::zero(),
             hostname: "h".into(),
+            state_dir: None,
         }
     }
 

@@ -100,7 +100,7 @@ impl RestoreReport {
 #[derive(Clone, Debug)]
 pub(crate) enum Op {
     /// Make the path hold this entry.
-    Write { entry: Entry, existed: bool },
+    Write { entry: Box<Entry>, existed: bool },
     /// Only change the mode.
     FixMode(Mode),
     /// Remove the path.
@@ -232,12 +232,6 @@ impl Garden {
         if !self.applies(e)? {
             return Ok(Err(RestoreAction::NotTargeted));
         }
-        if e.encrypted {
-            return Err(Error::Unsupported {
-                path: e.path.clone(),
-                reason: "entry is encrypted and this sgard cannot decrypt yet".into(),
-            });
-        }
         let abs = self.env.expand(&e.path);
         let step = |op| {
             Ok(Ok(Step {
@@ -255,12 +249,12 @@ impl Garden {
                     return Ok(Err(RestoreAction::Declined));
                 }
                 step(Op::Write {
-                    entry: e.clone(),
+                    entry: Box::new(e.clone()),
                     existed: true,
                 })
             }
             Plan::Write { existed } => step(Op::Write {
-                entry: e.clone(),
+                entry: Box::new(e.clone()),
                 existed,
             }),
         }
@@ -273,6 +267,10 @@ impl Garden {
         let disk = DiskKind::of(&md);
         if disk.matches(e.kind) {
             let same = match e.kind {
+                EntryKind::File if e.encrypted => {
+                    let (sha, _) = fsx::hash_file(abs)?;
+                    self.plain_matches(e, abs, sha)?
+                }
                 EntryKind::File => Some(fsx::hash_file(abs)?.0) == e.hash,
                 EntryKind::Link => e.target.as_deref() == Some(fsx::read_link(abs)?.as_str()),
                 EntryKind::Directory => true,
@@ -314,7 +312,12 @@ impl Garden {
 
     /// The current state of a path as an entry (storing a file's content), or
     /// `None` when nothing is there. Returns whether a new blob was stored.
-    pub(crate) fn capture(&self, path: &str, abs: &Path) -> Result<(Option<Entry>, bool)> {
+    pub(crate) fn capture(
+        &self,
+        path: &str,
+        abs: &Path,
+        encrypt: bool,
+    ) -> Result<(Option<Entry>, bool)> {
         let Some(md) = fsx::lstat(abs)? else {
             return Ok((None, false));
         };
@@ -333,6 +336,16 @@ impl Garden {
         e.mode = Some(fsx::mode_of(&md));
         let mut new = false;
         match kind {
+            DiskKind::File if encrypt => {
+                // A secret's old content is kept encrypted, never in plaintext.
+                let (plain, fmd) = self.read_plain(abs)?;
+                let (h, mac, is_new) = self.store_encrypted(&plain)?;
+                e.hash = Some(h);
+                e.plaintext_mac = Some(mac);
+                e.encrypted = true;
+                e.mode = Some(fsx::mode_of(&fmd));
+                new = is_new;
+            }
             DiskKind::File => {
                 let (mut f, fmd) = fsx::open_regular(abs)?;
                 let w = self.store.write(&mut f).map_err(|err| match err {
@@ -368,7 +381,9 @@ impl Garden {
         let mut ready = Vec::new();
         let mut new_blobs = 0;
         for s in steps {
-            let captured = match self.capture(&s.path, &s.abs) {
+            let secret = matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
+                || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
+            let captured = match self.capture(&s.path, &s.abs, secret) {
                 Ok(c) => c,
                 Err(e) => {
                     report.fail(s.path.clone(), e);
@@ -384,7 +399,7 @@ impl Garden {
             }
             match &s.op {
                 Op::Write { entry, .. } => {
-                    after.upsert(entry.clone());
+                    after.upsert(entry.as_ref().clone());
                 }
                 Op::FixMode(m) => {
                     if let Some(mut e) = captured.0.clone() {
@@ -430,6 +445,14 @@ impl Garden {
 
     pub(crate) fn write_entry(&self, e: &Entry, abs: &Path) -> Result<()> {
         match e.kind {
+            EntryKind::File if e.encrypted => {
+                let plain = self.stored_plaintext(e)?;
+                let mode = e.mode.unwrap_or(Mode::from_st_mode(0o600));
+                fsx::write_file_atomic(abs, mode, |f| {
+                    std::io::Write::write_all(f, &plain)
+                        .map_err(|err| Error::io("writing", abs, err))
+                })
+            }
             EntryKind::File => {
                 let hash = e
                     .hash

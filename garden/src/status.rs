@@ -111,14 +111,23 @@ impl Garden {
         let mode_differs =
             e.kind != EntryKind::Link && e.mode.is_some_and(|m| m != fsx::mode_of(&md));
         match e.kind {
+            EntryKind::File if e.encrypted => {
+                let (sha, _) = fsx::hash_file(&abs)?;
+                match self.known_match(e, sha) {
+                    Some(true) => {}
+                    Some(false) => return changed("content"),
+                    // Never ask for the passphrase in status.
+                    None => {
+                        return changed(
+                            "encrypted; cannot compare without the passphrase \
+                             (no fingerprint on this machine)",
+                        );
+                    }
+                }
+            }
             EntryKind::File => {
                 let (hash, _) = fsx::hash_file(&abs)?;
-                let want = if e.encrypted {
-                    e.plaintext_hash
-                } else {
-                    e.hash
-                };
-                if want != Some(hash) {
+                if e.hash != Some(hash) {
                     return changed("content");
                 }
             }

@@ -80,11 +80,21 @@ impl Garden {
                     continue;
                 }
             };
-            if same(disk.as_ref(), was) {
+            let is = |rec: Option<&Entry>| self.disk_is(disk.as_ref(), rec, &abs);
+            let (is_was, is_wrote) = match (is(was), is(wrote)) {
+                (Ok(a), Ok(b)) => (a, b),
+                (Err(e), _) | (_, Err(e)) => {
+                    let msg = crate::checkpoint::error_chain(&e);
+                    report.restore.failures.push((p.clone(), e));
+                    report.restore.actions.push((p, RestoreAction::Failed(msg)));
+                    continue;
+                }
+            };
+            if is_was {
                 report.restore.actions.push((p, RestoreAction::UpToDate));
                 continue;
             }
-            if !same(disk.as_ref(), wrote) {
+            if !is_wrote {
                 report.restore.actions.push((
                     p,
                     RestoreAction::Conflict("changed since; left as it is".into()),
@@ -94,7 +104,7 @@ impl Garden {
             let op = match was {
                 None => Op::Delete,
                 Some(e) => Op::Write {
-                    entry: e.clone(),
+                    entry: Box::new(e.clone()),
                     existed: disk.is_some(),
                 },
             };
@@ -152,18 +162,32 @@ impl Garden {
     }
 }
 
-/// Whether the disk state equals a recorded state (content, target, mode).
-fn same(disk: Option<&Entry>, recorded: Option<&Entry>) -> bool {
-    match (disk, recorded) {
-        (None, None) => true,
-        (Some(d), Some(r)) => {
-            d.kind == r.kind
-                && d.hash == r.hash
-                && d.target == r.target
-                && (d.kind == sgard_manifest::EntryKind::Link
-                    || r.mode.is_none()
-                    || d.mode == r.mode)
+impl Garden {
+    /// Whether the disk state (from `disk_entry`: a file's `hash` is the
+    /// SHA-256 of its plaintext) equals a recorded state: content, target
+    /// and mode. Encrypted recorded states are compared by plaintext.
+    fn disk_is(
+        &self,
+        disk: Option<&Entry>,
+        rec: Option<&Entry>,
+        abs: &std::path::Path,
+    ) -> Result<bool> {
+        let (d, r) = match (disk, rec) {
+            (None, None) => return Ok(true),
+            (Some(d), Some(r)) => (d, r),
+            _ => return Ok(false),
+        };
+        if d.kind != r.kind || d.target != r.target {
+            return Ok(false);
         }
-        _ => false,
+        let mode_ok =
+            d.kind == sgard_manifest::EntryKind::Link || r.mode.is_none() || d.mode == r.mode;
+        if !mode_ok {
+            return Ok(false);
+        }
+        match (r.encrypted, d.hash) {
+            (true, Some(sha)) => self.plain_matches(r, abs, sha),
+            _ => Ok(d.hash == r.hash),
+        }
     }
 }

@@ -144,8 +144,12 @@ pub struct Entry {
     pub kind: EntryKind,
     /// The blob holding the content (files only; of the ciphertext if encrypted).
     pub hash: Option<Hash>,
-    /// SHA-256 of the plaintext, as the Go sgard records for encrypted files.
+    /// SHA-256 of the plaintext, as the Go sgard records for encrypted files
+    /// (read, never written by this sgard).
     pub plaintext_hash: Option<Hash>,
+    /// HMAC-SHA256 of the plaintext under a key derived from the data key:
+    /// what this sgard records instead of `plaintext_hash`.
+    pub plaintext_mac: Option<Hash>,
     /// The blob is encrypted with the repository's data key.
     pub encrypted: bool,
     /// The repository is authoritative: disk changes are drift, not edits.
@@ -170,6 +174,7 @@ impl Entry {
             kind,
             hash: None,
             plaintext_hash: None,
+            plaintext_mac: None,
             encrypted: false,
             locked: false,
             mode: None,
@@ -205,6 +210,10 @@ pub struct Encryption {
     pub algorithm: String,
     /// Key-encryption-key slots by name.
     pub kek_slots: BTreeMap<String, KekSlot>,
+    /// Data keys replaced by `encrypt rotate-dek`, each wrapped by the
+    /// current one (base64), so older snapshots stay readable. Not a Go
+    /// sgard field.
+    pub retired_deks: Vec<String>,
 }
 
 /// One way to unlock the data key.
@@ -380,6 +389,9 @@ impl Manifest {
             if let Some(h) = &f.plaintext_hash {
                 e.raw(6, "plaintext_hash", &h.to_hex());
             }
+            if let Some(h) = &f.plaintext_mac {
+                e.raw(6, "plaintext_mac", &h.to_hex());
+            }
             if f.encrypted {
                 e.raw(6, "encrypted", "true");
             }
@@ -438,6 +450,9 @@ impl Manifest {
                         e.str(12, k, v);
                     }
                 }
+            }
+            if !enc.retired_deks.is_empty() {
+                e.list(4, "retired_deks", &enc.retired_deks);
             }
         }
         e.finish()
@@ -554,6 +569,7 @@ fn validate(raw: RawManifest, origin: &Path) -> Result<Manifest> {
         validate_path(x).map_err(|r| field("exclude", format!("{x:?}: {r}")))?;
     }
     let encryption = raw.encryption.map(|e| Encryption {
+        retired_deks: e.retired_deks.unwrap_or_default(),
         algorithm: e.algorithm.unwrap_or_default(),
         kek_slots: e
             .kek_slots
@@ -602,6 +618,11 @@ fn validate_entry(r: RawEntry) -> Result<Entry, String> {
         .filter(|h| !h.is_empty())
         .map(|h| parse_hash(&h, "plaintext_hash"))
         .transpose()?;
+    let plaintext_mac = r
+        .plaintext_mac
+        .filter(|h| !h.is_empty())
+        .map(|h| parse_hash(&h, "plaintext_mac"))
+        .transpose()?;
     let mode = r
         .mode
         .filter(|m| !m.is_empty())
@@ -634,6 +655,7 @@ fn validate_entry(r: RawEntry) -> Result<Entry, String> {
         kind,
         hash: if kind == EntryKind::File { hash } else { None },
         plaintext_hash,
+        plaintext_mac,
         encrypted,
         locked: r.locked.unwrap_or(false),
         mode,

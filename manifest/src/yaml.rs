@@ -30,6 +30,7 @@ pub(crate) struct RawEntry {
     pub path: Option<String>,
     pub hash: Option<String>,
     pub plaintext_hash: Option<String>,
+    pub plaintext_mac: Option<String>,
     pub encrypted: Option<bool>,
     pub locked: Option<bool>,
     #[serde(rename = "type")]
@@ -46,6 +47,7 @@ pub(crate) struct RawEntry {
 pub(crate) struct RawEncryption {
     pub algorithm: Option<String>,
     pub kek_slots: Option<BTreeMap<String, RawSlot>>,
+    pub retired_deks: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -17,10 +17,15 @@ pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
         lock: args.lock,
         only: args.only.clone(),
         never: args.never.clone(),
+        encrypt: args.encrypt,
+        no_encrypt: args.no_encrypt,
     };
     let report = g.add(&args.paths, &opts)?;
     for (path, why) in &report.skipped {
         ui::warn(&format!("skipped {path}: {why}"));
+    }
+    for (path, why) in &report.notes {
+        ui::warn(&format!("{path}: {why}"));
     }
     let added = report.count(AddOutcome::Added);
     let refreshed = report.count(AddOutcome::Refreshed);

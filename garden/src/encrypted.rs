@@ -1,0 +1,197 @@
+//! Encrypted entries: storing, comparing and reading them back.
+//!
+//! The data key is unlocked only when a command really encrypts or decrypts:
+//! comparisons first use what needs no key (the Go sgard's `plaintext_hash`,
+//! or this machine's fingerprint cache).
+
+use std::io::Read;
+use std::path::Path;
+
+use sgard_manifest::Entry;
+use sgard_store::Hash;
+use zeroize::Zeroizing;
+
+use crate::crypto::{self, Dek};
+use crate::fsx;
+use crate::{Error, Garden, Result};
+
+/// The largest file sgard encrypts (the envelope is one AEAD message, so the
+/// whole plaintext is in memory once).
+pub const MAX_ENCRYPTED_BYTES: u64 = 256 << 20;
+
+/// Supplies the passphrase when the data key must be unlocked.
+pub type PassphraseSource =
+    Box<dyn FnMut() -> std::result::Result<Zeroizing<String>, String> + Send>;
+
+/// The keys of one Garden: where the passphrase comes from, and what was
+/// unlocked with it.
+#[derive(Default)]
+pub(crate) struct Keys {
+    pub source: Option<PassphraseSource>,
+    pub dek: Option<Dek>,
+    pub passphrase: Option<Zeroizing<String>>,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keys { .. }")
+    }
+}
+
+impl Garden {
+    /// Where the passphrase comes from when a command needs the data key.
+    /// It is called at most once per Garden, and only when needed.
+    pub fn set_passphrase_source(&mut self, source: PassphraseSource) {
+        self.keys.get_mut().source = Some(source);
+    }
+
+    /// Whether the repository has encryption set up.
+    pub fn encryption_initialized(&self) -> bool {
+        self.manifest.encryption.is_some()
+    }
+
+    pub(crate) fn passphrase(&self) -> Result<Zeroizing<String>> {
+        let mut k = self.keys.borrow_mut();
+        if let Some(p) = &k.passphrase {
+            return Ok(p.clone());
+        }
+        let src = k
+            .source
+            .as_mut()
+            .ok_or_else(|| Error::Crypto("a passphrase is needed, but none is available".into()))?;
+        let p = src().map_err(Error::Crypto)?;
+        if p.is_empty() {
+            return Err(Error::Crypto("the passphrase is empty".into()));
+        }
+        k.passphrase = Some(p.clone());
+        Ok(p)
+    }
+
+    /// The data key, unlocked on first use.
+    pub(crate) fn dek(&self) -> Result<Dek> {
+        if let Some(d) = &self.keys.borrow().dek {
+            return Ok(d.duplicate());
+        }
+        let enc = self
+            .manifest
+            .encryption
+            .as_ref()
+            .ok_or_else(not_initialized)?;
+        let pass = self.passphrase()?;
+        let dek = crypto::unlock(enc, &pass)?;
+        self.keys.borrow_mut().dek = Some(dek.duplicate());
+        Ok(dek)
+    }
+
+    /// Decrypts a blob with the current data key, or a retired one.
+    pub(crate) fn decrypt(&self, blob: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
+        let dek = self.dek()?;
+        if let Ok(p) = dek.open(blob) {
+            return Ok(p);
+        }
+        let retired = self
+            .manifest
+            .encryption
+            .as_ref()
+            .map(|e| crypto::unwrap_retired(&dek, &e.retired_deks))
+            .unwrap_or_default();
+        for k in retired {
+            if let Ok(p) = k.open(blob) {
+                return Ok(p);
+            }
+        }
+        dek.open(blob)
+    }
+
+    /// Reads a file's plaintext for encryption (bounded).
+    pub(crate) fn read_plain(&self, abs: &Path) -> Result<(Zeroizing<Vec<u8>>, std::fs::Metadata)> {
+        let (f, md) = fsx::open_regular(abs)?;
+        if md.len() > MAX_ENCRYPTED_BYTES {
+            return Err(Error::Unsupported {
+                path: abs.display().to_string(),
+                reason: format!(
+                    "is {} bytes; encrypted files are limited to {MAX_ENCRYPTED_BYTES} bytes",
+                    md.len()
+                ),
+            });
+        }
+        let mut buf = Zeroizing::new(Vec::with_capacity(md.len() as usize));
+        f.take(MAX_ENCRYPTED_BYTES + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io("reading", abs, e))?;
+        Ok((buf, md))
+    }
+
+    /// Encrypts and stores a plaintext; returns (ciphertext hash, MAC, new blob).
+    pub(crate) fn store_encrypted(&self, plain: &[u8]) -> Result<(Hash, Hash, bool)> {
+        let dek = self.dek()?;
+        let blob = dek.seal(plain)?;
+        let w = self.store.write_bytes(&blob)?;
+        self.fingerprints
+            .borrow_mut()
+            .insert(w.hash, Hash::of(plain));
+        Ok((w.hash, dek.mac(plain), w.new))
+    }
+
+    /// Whether an encrypted entry holds `disk_sha`, as far as that can be
+    /// told without the key (`None`: it cannot).
+    pub(crate) fn known_match(&self, e: &Entry, disk_sha: Hash) -> Option<bool> {
+        if let Some(p) = e.plaintext_hash {
+            return Some(p == disk_sha);
+        }
+        let h = e.hash?;
+        self.fingerprints.borrow().get(&h).map(|p| p == disk_sha)
+    }
+
+    /// Whether an encrypted entry holds the plaintext at `abs` (whose SHA-256
+    /// is `disk_sha`), unlocking the key if the cheap checks cannot tell.
+    pub(crate) fn plain_matches(&self, e: &Entry, abs: &Path, disk_sha: Hash) -> Result<bool> {
+        if let Some(known) = self.known_match(e, disk_sha) {
+            return Ok(known);
+        }
+        let (plain, _) = self.read_plain(abs)?;
+        self.plain_matches_bytes(e, &plain)
+    }
+
+    /// Whether an encrypted entry holds `plain` (the key is unlocked only if
+    /// the cheap checks cannot tell).
+    pub(crate) fn plain_matches_bytes(&self, e: &Entry, plain: &[u8]) -> Result<bool> {
+        let sha = Hash::of(plain);
+        if let Some(known) = self.known_match(e, sha) {
+            return Ok(known);
+        }
+        let Some(h) = e.hash else { return Ok(false) };
+        let same = match e.plaintext_mac {
+            Some(mac) => self.dek()?.mac(plain) == mac,
+            None => Hash::of(&self.stored_plaintext(e)?) == sha,
+        };
+        if same {
+            self.fingerprints.borrow_mut().insert(h, sha);
+        }
+        Ok(same)
+    }
+
+    /// The plaintext of an encrypted entry, its ciphertext checked first.
+    pub(crate) fn stored_plaintext(&self, e: &Entry) -> Result<Zeroizing<Vec<u8>>> {
+        let h = e
+            .hash
+            .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
+        let blob = self.store.read(&h).map_err(|source| {
+            if source.is_integrity() {
+                Error::Integrity {
+                    path: e.path.clone(),
+                    source,
+                }
+            } else {
+                Error::Store(source)
+            }
+        })?;
+        let plain = self.decrypt(&blob)?;
+        self.fingerprints.borrow_mut().insert(h, Hash::of(&plain));
+        Ok(plain)
+    }
+}
+
+pub(crate) fn not_initialized() -> Error {
+    Error::Crypto("encryption is not initialized; run `sgard encrypt init` first".into())
+}
