@@ -39,6 +39,7 @@ mod prune;
 mod remove;
 mod restore;
 mod status;
+mod sync;
 mod tags;
 mod undo;
 mod verify;
@@ -69,6 +70,7 @@ pub use prune::PruneReport;
 pub use remove::RemoveReport;
 pub use restore::{Prompt, RestoreAction, RestoreOptions, RestoreReport};
 pub use status::{State, StatusLine};
+pub use sync::{Base, PullReport, PushDecision, Side, head_id_of};
 pub use undo::UndoReport;
 pub use verify::{VerifyLine, VerifyState};
 
@@ -77,7 +79,7 @@ pub use sgard_store as store;
 
 /// The `.gitignore` written by `init`: blobs and machine-local files stay out
 /// of git.
-pub const GITIGNORE: &str = "blobs/\ntags\nlock\njwt.key\n.sgard-tmp-*\n";
+pub const GITIGNORE: &str = "blobs/\ntags\nlock\njwt.key\nsync-state\n.sgard-tmp-*\n";
 
 /// One repository, opened and locked.
 #[derive(Debug)]

@@ -24,19 +24,48 @@ impl Garden {
     /// # Errors
     /// [`crate::Error::Invalid`] without the exclusive lock; store errors.
     pub fn prune(&mut self) -> Result<PruneReport> {
+        self.prune_with(&std::collections::HashSet::new(), None)
+    }
+
+    /// As [`Garden::prune`], also keeping the blobs in `protect` and, with
+    /// `grace`, every blob and temp file younger than it (a server keeps the
+    /// blobs of pushes in progress this way).
+    ///
+    /// # Errors
+    /// As [`Garden::prune`].
+    pub fn prune_with(
+        &mut self,
+        protect: &std::collections::HashSet<sgard_store::Hash>,
+        grace: Option<std::time::Duration>,
+    ) -> Result<PruneReport> {
         self.require_exclusive("prune")?;
         let keep = self.live_blobs()?;
         let mut r = PruneReport::default();
         for b in self.store.list()? {
-            if keep.contains(&b.hash) {
+            if keep.contains(&b.hash) || protect.contains(&b.hash) {
                 continue;
+            }
+            if let Some(g) = grace {
+                let young = std::fs::metadata(self.store.path_of(&b.hash))
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_none_or(|age| age < g);
+                if young {
+                    continue;
+                }
             }
             if let Some(bytes) = self.store.delete(&b.hash)? {
                 r.blobs += 1;
                 r.blob_bytes += bytes;
             }
         }
-        let (temps, temp_bytes) = self.store.sweep_temps()?;
+        let (temps, temp_bytes) = if grace.is_some() {
+            // Temp files may belong to uploads in progress.
+            (0, 0)
+        } else {
+            self.store.sweep_temps()?
+        };
         r.temps = temps;
         r.temp_bytes = temp_bytes;
         Ok(r)

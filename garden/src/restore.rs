@@ -180,6 +180,19 @@ impl Garden {
         self.restore_entries(&doc.files, args, opts, prompt, &what)
     }
 
+    /// Restores the entries of `files` selected by `args` (one history pair
+    /// named `what`).
+    pub(crate) fn restore_selected(
+        &mut self,
+        files: &[Entry],
+        args: &[OsString],
+        opts: RestoreOptions,
+        prompt: &mut dyn Prompt,
+        what: &str,
+    ) -> Result<RestoreReport> {
+        self.restore_entries(files, args, opts, prompt, what)
+    }
+
     fn restore_entries(
         &mut self,
         files: &[Entry],

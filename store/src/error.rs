@@ -28,6 +28,12 @@ pub enum Error {
     /// The blob is not in the store.
     #[error("blob {0} is missing from the store")]
     Missing(Hash),
+    /// The data is larger than allowed.
+    #[error("data larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+    },
     /// The blob's bytes do not hash to its name.
     #[error("blob {hash} is corrupt: its content hashes to {actual}")]
     Corrupt {

@@ -147,6 +147,32 @@ impl Store {
     /// cannot be written. The store is then unchanged (no partial blob ever
     /// carries a name).
     pub fn write(&self, reader: &mut dyn Read) -> Result<Written> {
+        self.write_checked(reader, None, None)
+    }
+
+    /// Stores what `reader` yields only if it hashes to `expected` and is at
+    /// most `max` bytes: what a server does with a blob a client claims. The
+    /// temp file is dropped otherwise, so nothing misnamed or oversized is
+    /// ever stored.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the bytes hash to something else,
+    /// [`Error::TooLarge`] past `max`, or as [`Store::write`].
+    pub fn write_expect(
+        &self,
+        reader: &mut dyn Read,
+        expected: &Hash,
+        max: Option<u64>,
+    ) -> Result<Written> {
+        self.write_checked(reader, Some(expected), max)
+    }
+
+    fn write_checked(
+        &self,
+        reader: &mut dyn Read,
+        expected: Option<&Hash>,
+        max: Option<u64>,
+    ) -> Result<Written> {
         let tmp_dir = self.blobs.join(TMP_DIR);
         durable::create_dir_all_durable(&tmp_dir)?;
         let mut tmp = tempfile::Builder::new()
@@ -167,8 +193,21 @@ impl Store {
             tmp.write_all(&buf[..n])
                 .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
             size += n as u64;
+            if let Some(limit) = max
+                && size > limit
+            {
+                return Err(Error::TooLarge { limit });
+            }
         }
         let hash = hasher.finish();
+        if let Some(want) = expected
+            && *want != hash
+        {
+            return Err(Error::Corrupt {
+                hash: *want,
+                actual: hash,
+            });
+        }
         if self.size_of(&hash)? == Some(size) {
             return Ok(Written {
                 hash,

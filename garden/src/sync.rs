@@ -1,0 +1,378 @@
+//! Sync between repositories: what `sgardd` decides about a push, and how
+//! `sgard pull` merges a server's state into the local one.
+//!
+//! Both sides name a state by its head id: the SHA-256 of the manifest as
+//! sgard renders it. A client remembers, per server, the id it last synced
+//! with (its *base*); a push is accepted only as a fast-forward of the
+//! server's head from that base, and a pull merges entry by entry against it,
+//! so neither side's changes are lost. Peers that send no base (the Go
+//! sgard) get the Go rule: the newer `updated` wins.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ffi::OsString;
+
+use sgard_manifest::history::{HISTORY_FILE, Reason, Record};
+use sgard_manifest::{Entry, Manifest, Timestamp};
+use sgard_store::Hash;
+
+use crate::{Error, Garden, Prompt, RestoreOptions, RestoreReport, Result};
+
+/// What a pushing client says it built on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Base {
+    /// A Go client: no base; the newer `updated` wins.
+    Legacy,
+    /// This client never synced with this server.
+    Never,
+    /// The server head this client last synced with.
+    Id(Hash),
+}
+
+/// The server's answer to a push.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PushDecision {
+    /// It may go in; these blobs are needed first.
+    Accepted(Vec<Hash>),
+    /// Not a fast-forward (or older): the client must pull first.
+    Rejected(String),
+    /// The server already has exactly this.
+    UpToDate,
+}
+
+/// How `pull` settles entries changed on both sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Side {
+    /// List them as conflicts and change nothing.
+    #[default]
+    Merge,
+    /// Take the server's version.
+    Theirs,
+    /// Keep the local version.
+    Ours,
+}
+
+/// The result of [`Garden::pull_merge`].
+#[derive(Debug, Default)]
+pub struct PullReport {
+    /// Nothing new came from the server.
+    pub up_to_date: bool,
+    /// Entries the merge took from the server (added, changed, untracked).
+    pub taken: Vec<String>,
+    /// Entries changed on both sides, settled by `--theirs`/`--ours`.
+    pub settled: Vec<String>,
+    /// What the restore of the taken entries did.
+    pub restore: RestoreReport,
+    /// The server head this pull synced with (the new base).
+    pub base: Option<Hash>,
+}
+
+/// The head id of a manifest: the hash of its rendering.
+pub fn head_id_of(m: &Manifest) -> Hash {
+    Hash::of(m.to_yaml().as_bytes())
+}
+
+fn same_entry(a: &Entry, b: &Entry) -> bool {
+    let mut a = a.clone();
+    a.updated = b.updated;
+    a == *b
+}
+
+fn same_opt(a: Option<&Entry>, b: Option<&Entry>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => same_entry(a, b),
+        _ => false,
+    }
+}
+
+/// The machine-local file remembering, per server, the head last synced.
+pub const SYNC_STATE_FILE: &str = "sync-state";
+
+impl Garden {
+    /// The server head this repository last synced with at `server`.
+    pub fn sync_base(&self, server: &str) -> Option<Hash> {
+        let text =
+            sgard_store::durable::read_regular_to_string(&self.root.join(SYNC_STATE_FILE)).ok()?;
+        text.lines().find_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            (k == server).then(|| Hash::parse(v).ok()).flatten()
+        })
+    }
+
+    /// Remembers the server head this repository synced with.
+    ///
+    /// # Errors
+    /// Write errors.
+    pub fn set_sync_base(&self, server: &str, id: Hash) -> Result<()> {
+        let path = self.root.join(SYNC_STATE_FILE);
+        let old = sgard_store::durable::read_regular_to_string(&path).unwrap_or_default();
+        let mut lines: Vec<String> = old
+            .lines()
+            .filter(|l| l.rsplit_once(' ').is_none_or(|(k, _)| k != server))
+            .map(str::to_owned)
+            .collect();
+        lines.push(format!("{server} {}", id.to_hex()));
+        lines.sort();
+        let mut text = lines.join("\n");
+        text.push('\n');
+        sgard_store::durable::write_atomic(&path, text.as_bytes(), 0o644)?;
+        Ok(())
+    }
+
+    /// The head id: the hash of manifest.yaml as sgard wrote or read it.
+    pub fn head_id(&self) -> Hash {
+        self.head_hash
+    }
+
+    /// Blobs that a manifest and history records need and this store lacks.
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    pub fn missing_for(&self, m: &Manifest, history: &[Record]) -> Result<Vec<Hash>> {
+        let mut want: BTreeSet<Hash> = m.referenced_blobs().collect();
+        want.extend(history.iter().map(|r| r.id));
+        let mut out = Vec::new();
+        for h in want {
+            if !self.store.contains(&h)? {
+                out.push(h);
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the server says to a push of `m` built on `base`.
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    pub fn push_decision(
+        &self,
+        m: &Manifest,
+        base: Base,
+        history: &[Record],
+    ) -> Result<PushDecision> {
+        if head_id_of(m) == self.head_hash {
+            return Ok(PushDecision::UpToDate);
+        }
+        let ok = match base {
+            Base::Legacy => {
+                if m.updated == self.manifest.updated {
+                    return Ok(PushDecision::UpToDate);
+                }
+                m.updated > self.manifest.updated
+            }
+            Base::Never => self.manifest.files.is_empty() && self.history.records.is_empty(),
+            Base::Id(b) => b == self.head_hash,
+        };
+        if !ok {
+            return Ok(PushDecision::Rejected(
+                "the server has changes this client has not pulled; run `sgard pull` first".into(),
+            ));
+        }
+        Ok(PushDecision::Accepted(self.missing_for(m, history)?))
+    }
+
+    /// Installs a pushed manifest (and merges the pushed history): only if
+    /// every blob it and the records name is stored and intact in size.
+    /// Returns the new head id.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when blobs are missing (nothing changes then).
+    pub fn install_push(&mut self, m: Manifest, history: Vec<Record>, who: &str) -> Result<Hash> {
+        self.require_exclusive("push")?;
+        let missing = self.missing_for(&m, &history)?;
+        if !missing.is_empty() {
+            return Err(Error::Conflict(format!(
+                "the push names {} blob(s) the server does not have (first: {})",
+                missing.len(),
+                missing[0].short(12)
+            )));
+        }
+        self.merge_history(history)?;
+        let id = head_id_of(&m);
+        self.manifest = m;
+        if self.history.records.iter().any(|r| r.id == id) {
+            // The client's own checkpoint: its snapshot is already the head.
+            let text = self.manifest.to_yaml();
+            sgard_store::durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+            self.head_hash = id;
+        } else {
+            self.commit_head(
+                Reason::Other("push".into()),
+                Some(format!("pushed by {who}")),
+                0,
+            )?;
+        }
+        Ok(self.head_hash)
+    }
+
+    /// Adds records this log does not have (same id, reason and time),
+    /// keeping the log in time order.
+    fn merge_history(&mut self, incoming: Vec<Record>) -> Result<()> {
+        let have: HashSet<(Hash, String, Timestamp)> = self
+            .history
+            .records
+            .iter()
+            .map(|r| (r.id, r.reason.as_str().to_owned(), r.time))
+            .collect();
+        let mut new: Vec<Record> = incoming
+            .into_iter()
+            .filter(|r| !have.contains(&(r.id, r.reason.as_str().to_owned(), r.time)))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        for r in &new {
+            if !self.store.contains(&r.id)? {
+                return Err(Error::Conflict(format!(
+                    "history record {} has no snapshot blob",
+                    r.id.short(12)
+                )));
+            }
+        }
+        let mut h = self.history.clone();
+        h.records.append(&mut new);
+        h.records.sort_by(|a, b| a.time.cmp(&b.time));
+        h.save(&self.root.join(HISTORY_FILE))?;
+        self.history = h;
+        Ok(())
+    }
+
+    /// Merges a server's state into this repository, entry by entry against
+    /// `base` (the server head this repository last synced with): entries
+    /// changed on one side only are taken; entries changed on both sides are
+    /// conflicts ([`Error::Conflict`] listing them, nothing written) unless
+    /// `side` settles them. The merged result is recorded as a `pull`
+    /// snapshot and the entries it changed are restored with the normal
+    /// prompt rules, after a safety snapshot, so `undo` reverts the pull.
+    /// An entry the server untracked is untracked here; its file stays.
+    /// An empty server never empties this repository.
+    ///
+    /// The blobs of `theirs` and of `history` must already be stored.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`]; restore and history errors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pull_merge(
+        &mut self,
+        theirs: Manifest,
+        history: Vec<Record>,
+        base: Option<Hash>,
+        side: Side,
+        opts: RestoreOptions,
+        prompt: &mut dyn Prompt,
+        from: &str,
+    ) -> Result<PullReport> {
+        self.require_exclusive("pull")?;
+        let their_id = head_id_of(&theirs);
+        let mut report = PullReport {
+            base: Some(their_id),
+            ..PullReport::default()
+        };
+        if theirs.files.is_empty() && theirs.encryption.is_none() && base.is_none() {
+            report.up_to_date = true;
+            report.base = None;
+            return Ok(report);
+        }
+        let base_doc = match base {
+            Some(b) => self
+                .snapshot_doc(&b)
+                .unwrap_or_else(|_| Manifest::new(Timestamp::zero())),
+            None => Manifest::new(Timestamp::zero()),
+        };
+        let local = self.manifest.clone();
+        let mut paths: BTreeSet<&str> = BTreeSet::new();
+        for m in [&local, &theirs, &base_doc] {
+            paths.extend(m.files.iter().map(|e| e.path.as_str()));
+        }
+        let mut merged: BTreeMap<String, Entry> = BTreeMap::new();
+        let mut conflicts = Vec::new();
+        for p in paths {
+            let (b, l, t) = (base_doc.get(p), local.get(p), theirs.get(p));
+            let pick = if same_opt(l, t) || same_opt(t, b) {
+                l
+            } else if same_opt(l, b) {
+                if !same_opt(l, t) {
+                    report.taken.push(p.to_owned());
+                }
+                t
+            } else {
+                match side {
+                    Side::Merge => {
+                        conflicts.push(p.to_owned());
+                        l
+                    }
+                    Side::Ours => {
+                        report.settled.push(p.to_owned());
+                        l
+                    }
+                    Side::Theirs => {
+                        report.settled.push(p.to_owned());
+                        report.taken.push(p.to_owned());
+                        t
+                    }
+                }
+            };
+            if let Some(e) = pick {
+                merged.insert(p.to_owned(), e.clone());
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(Error::Conflict(format!(
+                "{} entr{} changed both here and on the server since the last sync: {}; \
+                 nothing was changed (use --theirs or --ours to settle them)",
+                conflicts.len(),
+                if conflicts.len() == 1 { "y" } else { "ies" },
+                conflicts.join(", ")
+            )));
+        }
+        let mut result = local.clone();
+        result.files = merged.into_values().collect();
+        // Top-level settings: taken from the server unless changed here.
+        if local.exclude == base_doc.exclude {
+            result.exclude.clone_from(&theirs.exclude);
+        }
+        if local.encryption == base_doc.encryption && theirs.encryption.is_some() {
+            result.encryption.clone_from(&theirs.encryption);
+        } else if local.encryption != theirs.encryption
+            && local.encryption != base_doc.encryption
+            && theirs.encryption != base_doc.encryption
+            && side == Side::Theirs
+        {
+            result.encryption.clone_from(&theirs.encryption);
+        }
+        self.merge_history(history)?;
+        // Keep the server's state as a blob: it is the next pull's base.
+        self.store.write_bytes(theirs.to_yaml().as_bytes())?;
+        if result.files == local.files
+            && result.exclude == local.exclude
+            && result.encryption == local.encryption
+        {
+            report.up_to_date = report.taken.is_empty();
+            return Ok(report);
+        }
+        result.updated = self.env.now;
+        if theirs.updated > result.updated {
+            result.updated = theirs.updated;
+        }
+        result.message.clone_from(&theirs.message);
+        self.manifest = result;
+        self.commit_head(Reason::Pull, Some(format!("pull from {from}")), 0)?;
+        let changed: Vec<OsString> = report
+            .taken
+            .iter()
+            .filter(|p| self.manifest.get(p).is_some())
+            .map(|p| self.env.expand(p).into_os_string())
+            .collect();
+        if !changed.is_empty() {
+            let files = self.manifest.files.clone();
+            report.restore = self.restore_selected(
+                &files,
+                &changed,
+                opts,
+                prompt,
+                &format!("pull from {from}"),
+            )?;
+        }
+        Ok(report)
+    }
+}

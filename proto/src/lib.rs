@@ -1,0 +1,25 @@
+//! # sgard-proto: the sync protocol
+//!
+//! `sgard/v1/sgard.proto` (package `sgard.v1`, service `GardenSync`) compiled
+//! by protox at build time: no system `protoc` is needed. The messages and
+//! field numbers are the Go sgard's, so a Go client talks to `sgardd` and a
+//! Go server serves `sgard`; sgard's additions use new field numbers, which
+//! Go peers ignore.
+//!
+//! [`convert`] turns manifests and history records into messages and back,
+//! losslessly (every field the manifest crate knows survives a round trip).
+
+#![allow(missing_docs, clippy::all)]
+
+/// The generated `sgard.v1` messages, client and server.
+pub mod v1 {
+    tonic::include_proto!("sgard.v1");
+}
+
+pub mod convert;
+
+/// The chunk size for streaming blobs (the Go sgard's).
+pub const CHUNK_SIZE: usize = 64 * 1024;
+
+/// The metadata key carrying the auth token.
+pub const TOKEN_METADATA_KEY: &str = "x-sgard-auth-token";

@@ -1,0 +1,8 @@
+//! Remote sync over gRPC: `sgardd` (the server) and `sgard push`/`pull`
+//! (the client). Both call the same `Garden` methods as the local commands,
+//! on blocking threads, under the repository lock.
+
+pub mod auth;
+pub mod client;
+pub mod config;
+pub mod server;

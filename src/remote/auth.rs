@@ -1,0 +1,238 @@
+//! Authentication, wire-compatible with the Go sgard.
+//!
+//! The client signs `nonce ‖ big-endian unix seconds` with an SSH key and
+//! sends the signature (SSH wire format) with its public key; the server
+//! checks the key against `authorized_keys` (reloaded when the file
+//! changes), the time window (5 minutes) and that the nonce was never used
+//! before, then issues an HS256 JWT (`sub` = the key's SHA256 fingerprint,
+//! 30 days) signed with `<repo>/jwt.key`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use anyhow::{Context, Result, anyhow, bail};
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use signature::{Signer, Verifier};
+use ssh_encoding::{Decode, Encode};
+use ssh_key::{HashAlg, PrivateKey, PublicKey, Signature};
+
+const B64URL: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+/// How far a challenge timestamp may be from the server's clock.
+pub const WINDOW_SECS: i64 = 300;
+/// How long a token is valid.
+pub const TOKEN_TTL_SECS: i64 = 30 * 24 * 3600;
+
+/// The message a client signs.
+pub fn challenge_payload(nonce: &[u8], ts: i64) -> Vec<u8> {
+    let mut p = nonce.to_vec();
+    p.extend_from_slice(&ts.to_be_bytes());
+    p
+}
+
+/// Unix seconds now.
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Signs with a private key; returns the SSH wire-format signature.
+pub fn sign_with_key(key: &PrivateKey, payload: &[u8]) -> Result<Vec<u8>> {
+    let sig: Signature = key.try_sign(payload).map_err(|e| anyhow!("signing: {e}"))?;
+    encode_sig(&sig)
+}
+
+/// The SSH wire form of a signature.
+pub fn encode_sig(sig: &Signature) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    sig.encode(&mut out).map_err(|e| anyhow!("encoding signature: {e}"))?;
+    Ok(out)
+}
+
+/// The server's side: who may log in, replay protection, token signing.
+pub struct Authority {
+    keys_path: PathBuf,
+    keys: Mutex<(Option<SystemTime>, HashMap<String, PublicKey>)>,
+    seen: Mutex<HashMap<Vec<u8>, i64>>,
+    secret: [u8; 32],
+}
+
+/// What a token check found.
+pub enum TokenCheck {
+    /// Valid for this fingerprint.
+    Ok(String),
+    /// Well signed but expired, and the key is still authorized.
+    Expired,
+    /// Well signed, but the key is no longer authorized.
+    Revoked,
+    /// Not a valid token.
+    Invalid,
+}
+
+impl Authority {
+    /// Loads `authorized_keys` and `<repo>/jwt.key` (made, 0600, when missing
+    /// or shorter than 32 bytes).
+    pub fn new(keys_path: &Path, repo: &Path) -> Result<Self> {
+        let a = Authority {
+            keys_path: keys_path.to_path_buf(),
+            keys: Mutex::new((None, HashMap::new())),
+            seen: Mutex::new(HashMap::new()),
+            secret: load_secret(&repo.join("jwt.key"))?,
+        };
+        a.reload()?;
+        Ok(a)
+    }
+
+    /// The number of authorized keys.
+    pub fn key_count(&self) -> usize {
+        self.keys.lock().map_or(0, |k| k.1.len())
+    }
+
+    fn reload(&self) -> Result<()> {
+        let mtime = std::fs::metadata(&self.keys_path)
+            .and_then(|m| m.modified())
+            .with_context(|| format!("reading {}", self.keys_path.display()))?;
+        let mut guard = self.keys.lock().map_err(|_| anyhow!("key table poisoned"))?;
+        if guard.0 == Some(mtime) {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(&self.keys_path)
+            .with_context(|| format!("reading {}", self.keys_path.display()))?;
+        let mut map = HashMap::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            // Skip options before the key type, as sshd allows.
+            let start = line
+                .find("ssh-")
+                .or_else(|| line.find("ecdsa-"))
+                .unwrap_or(0);
+            if let Ok(k) = PublicKey::from_openssh(&line[start..]) {
+                map.insert(k.fingerprint(HashAlg::Sha256).to_string(), k);
+            }
+        }
+        *guard = (Some(mtime), map);
+        Ok(())
+    }
+
+    fn authorized(&self, fp: &str) -> bool {
+        let _ = self.reload();
+        self.keys.lock().is_ok_and(|k| k.1.contains_key(fp))
+    }
+
+    /// Checks a challenge response; returns a token.
+    pub fn authenticate(
+        &self,
+        nonce: &[u8],
+        ts: i64,
+        sig: &[u8],
+        public_key: &str,
+    ) -> std::result::Result<String, (bool, String)> {
+        // (true, _) = permission denied, (false, _) = unauthenticated.
+        let key = PublicKey::from_openssh(public_key.trim())
+            .map_err(|e| (false, format!("unreadable public key: {e}")))?;
+        let fp = key.fingerprint(HashAlg::Sha256).to_string();
+        if !self.authorized(&fp) {
+            return Err((true, format!("key {fp} not authorized")));
+        }
+        let now = unix_now();
+        if (now - ts).abs() > WINDOW_SECS {
+            return Err((false, "challenge timestamp outside the 5-minute window".into()));
+        }
+        if nonce.len() < 16 || nonce.len() > 64 {
+            return Err((false, "challenge nonce must be 16 to 64 bytes".into()));
+        }
+        let signature = Signature::decode(&mut &sig[..])
+            .map_err(|e| (false, format!("unreadable signature: {e}")))?;
+        key.verify(&challenge_payload(nonce, ts), &signature)
+            .map_err(|_| (false, "signature does not verify".into()))?;
+        {
+            let mut seen = self.seen.lock().map_err(|_| (false, "poisoned".to_owned()))?;
+            seen.retain(|_, t| (now - *t).abs() <= 2 * WINDOW_SECS);
+            if seen.insert(nonce.to_vec(), ts).is_some() {
+                return Err((false, "challenge replayed: this nonce was already used".into()));
+            }
+        }
+        Ok(self.issue(&fp, now))
+    }
+
+    /// A token for `fp`, issued at `iat`.
+    pub fn issue(&self, fp: &str, iat: i64) -> String {
+        let header = B64URL.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+        let claims = serde_json::json!({"sub": fp, "iat": iat, "exp": iat + TOKEN_TTL_SECS});
+        let body = B64URL.encode(claims.to_string());
+        let signing = format!("{header}.{body}");
+        let sig = B64URL.encode(hmac(&self.secret, signing.as_bytes()));
+        format!("{signing}.{sig}")
+    }
+
+    /// Checks a token.
+    pub fn check(&self, token: &str) -> TokenCheck {
+        let parts: Vec<&str> = token.split('.').collect();
+        let [h, b, s] = parts[..] else {
+            return TokenCheck::Invalid;
+        };
+        let Ok(sig) = B64URL.decode(s) else {
+            return TokenCheck::Invalid;
+        };
+        let mut m = <Hmac<sha2::Sha256> as hmac::KeyInit>::new_from_slice(&self.secret)
+            .unwrap_or_else(|_| <Hmac<sha2::Sha256> as hmac::KeyInit>::new(&Default::default()));
+        m.update(format!("{h}.{b}").as_bytes());
+        if m.verify_slice(&sig).is_err() {
+            return TokenCheck::Invalid;
+        }
+        let Ok(claims) = B64URL
+            .decode(b)
+            .map_err(|_| ())
+            .and_then(|c| serde_json::from_slice::<serde_json::Value>(&c).map_err(|_| ()))
+        else {
+            return TokenCheck::Invalid;
+        };
+        let (Some(sub), Some(exp)) = (claims["sub"].as_str(), claims["exp"].as_i64()) else {
+            return TokenCheck::Invalid;
+        };
+        let authorized = self.authorized(sub);
+        match (exp > unix_now(), authorized) {
+            (true, true) => TokenCheck::Ok(sub.to_owned()),
+            (false, true) => TokenCheck::Expired,
+            (_, false) => TokenCheck::Revoked,
+        }
+    }
+}
+
+fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut m = <Hmac<sha2::Sha256> as hmac::KeyInit>::new_from_slice(key)
+        .unwrap_or_else(|_| <Hmac<sha2::Sha256> as hmac::KeyInit>::new(&Default::default()));
+    m.update(data);
+    m.finalize().into_bytes().to_vec()
+}
+
+fn load_secret(path: &Path) -> Result<[u8; 32]> {
+    if let Ok(b) = std::fs::read(path)
+        && b.len() >= 32
+    {
+        let mut k = [0u8; 32];
+        k.copy_from_slice(&b[..32]);
+        return Ok(k);
+    }
+    let mut k = [0u8; 32];
+    getrandom::fill(&mut k).map_err(|e| anyhow!("no randomness for jwt.key: {e}"))?;
+    sgard_store::durable::write_atomic(path, &k, 0o600)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(k)
+}
+
+/// Reads an unencrypted OpenSSH private key.
+pub fn read_private_key(path: &Path) -> Result<PrivateKey> {
+    let k = PrivateKey::read_openssh_file(path)
+        .with_context(|| format!("reading SSH key {}", path.display()))?;
+    if k.is_encrypted() {
+        bail!(
+            "{} is passphrase-protected: load it into ssh-agent (ssh-add) instead",
+            path.display()
+        );
+    }
+    Ok(k)
+}

@@ -1,0 +1,560 @@
+//! `sgardd`: the GardenSync service.
+//!
+//! Every RPC runs the same `Garden` methods as the CLI on a blocking thread,
+//! under the repository lock. Rules the Go server breaks and this one keeps:
+//! pushed blobs are hashed while streamed into a temp file (bounded memory)
+//! and dropped with `DATA_LOSS` when they do not match; a manifest is
+//! installed only if it validates and every blob it names is stored; push
+//! state is per client, never server-wide; pushes are fast-forwards of the
+//! head the client last synced with; prune spares young blobs (pushes in
+//! progress); nonces are accepted once.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sgard_garden::{Base, Env, Garden, LockMode, PushDecision};
+use sgard_manifest::Manifest;
+use sgard_manifest::history::Record;
+use sgard_proto::convert::{self, Invalid};
+use sgard_proto::v1::garden_sync_server::GardenSync;
+use sgard_proto::v1::push_manifest_response::Decision;
+use sgard_proto::v1::{self, BlobChunk};
+use sgard_proto::{CHUNK_SIZE, TOKEN_METADATA_KEY};
+use sgard_store::Hash;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Code, Request, Response, Status, Streaming};
+
+use super::auth::{Authority, TokenCheck, unix_now};
+
+/// How the server is run.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// The largest blob accepted.
+    pub max_blob: u64,
+    /// Push streams allowed at once.
+    pub max_streams: usize,
+    /// Unreferenced blobs younger than this survive a prune.
+    pub prune_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_blob: 1 << 30,
+            max_streams: 16,
+            prune_grace: Duration::from_secs(3600),
+        }
+    }
+}
+
+type Pending = (Manifest, Vec<Record>);
+
+/// The service.
+pub struct Service {
+    repo: PathBuf,
+    env: Arc<dyn Fn() -> Result<Env, String> + Send + Sync>,
+    auth: Option<Arc<Authority>>,
+    limits: Limits,
+    pending: Arc<Mutex<HashMap<String, Pending>>>,
+    streams: Arc<Semaphore>,
+}
+
+impl Service {
+    /// A service over the repository at `repo`.
+    pub fn new(
+        repo: PathBuf,
+        env: Arc<dyn Fn() -> Result<Env, String> + Send + Sync>,
+        auth: Option<Arc<Authority>>,
+        limits: Limits,
+    ) -> Self {
+        let streams = Arc::new(Semaphore::new(limits.max_streams.max(1)));
+        Service {
+            repo,
+            env,
+            auth,
+            limits,
+            pending: Arc::default(),
+            streams,
+        }
+    }
+
+    fn who<T>(&self, req: &Request<T>) -> Result<String, Status> {
+        let Some(auth) = &self.auth else {
+            return Ok("anonymous".into());
+        };
+        let token = req
+            .metadata()
+            .get(TOKEN_METADATA_KEY)
+            .and_then(|v| v.to_str().ok())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| Status::unauthenticated("missing auth token"))?;
+        match auth.check(token) {
+            TokenCheck::Ok(sub) => Ok(sub),
+            TokenCheck::Revoked => Err(Status::permission_denied("key no longer authorized")),
+            TokenCheck::Invalid => Err(Status::unauthenticated("invalid token")),
+            TokenCheck::Expired => {
+                let mut nonce = [0u8; 32];
+                let _ = getrandom::fill(&mut nonce);
+                Err(reauth_status(&nonce, unix_now()))
+            }
+        }
+    }
+
+    async fn blocking<T, F>(&self, mode: LockMode, f: F) -> Result<T, Status>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Garden) -> Result<T, Status> + Send + 'static,
+    {
+        let repo = self.repo.clone();
+        let env = (self.env)().map_err(Status::internal)?;
+        tokio::task::spawn_blocking(move || {
+            let mut g = Garden::open(&repo, env, mode, &|_| {}).map_err(garden_status)?;
+            f(&mut g)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("worker failed: {e}")))?
+    }
+}
+
+/// A gRPC status for a Garden error.
+pub fn garden_status(e: sgard_garden::Error) -> Status {
+    let msg = chain(&e);
+    match e {
+        sgard_garden::Error::Conflict(_) => Status::failed_precondition(msg),
+        e if e.is_integrity() => Status::data_loss(msg),
+        sgard_garden::Error::NotARepo(_) => Status::failed_precondition(msg),
+        _ => Status::internal(msg),
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn invalid(e: Invalid) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+/// `google.rpc.Status`, to carry a `ReauthChallenge` the way grpc-go does.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RpcStatus {
+    /// The code.
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    /// The message.
+    #[prost(string, tag = "2")]
+    pub message: String,
+    /// Typed details.
+    #[prost(message, repeated, tag = "3")]
+    pub details: Vec<prost_types::Any>,
+}
+
+/// The type URL of the challenge detail.
+pub const REAUTH_TYPE_URL: &str = "type.googleapis.com/sgard.v1.ReauthChallenge";
+
+fn reauth_status(nonce: &[u8], ts: i64) -> Status {
+    use prost::Message;
+    let challenge = v1::ReauthChallenge {
+        nonce: nonce.to_vec(),
+        timestamp: ts,
+    };
+    let st = RpcStatus {
+        code: Code::Unauthenticated as i32,
+        message: "token expired".into(),
+        details: vec![prost_types::Any {
+            type_url: REAUTH_TYPE_URL.into(),
+            value: challenge.encode_to_vec(),
+        }],
+    };
+    Status::with_details(
+        Code::Unauthenticated,
+        "token expired",
+        st.encode_to_vec().into(),
+    )
+}
+
+fn parse_history(recs: &[v1::HistoryRecord]) -> Result<Vec<Record>, Status> {
+    recs.iter()
+        .map(convert::record_from_proto)
+        .collect::<Result<_, _>>()
+        .map_err(invalid)
+}
+
+fn log_rpc(name: &str, who: &str, started: Instant, result: &Result<impl Sized, Status>) {
+    let ms = started.elapsed().as_millis();
+    match result {
+        Ok(_) => tracing::info!(rpc = name, client = who, ms, "ok"),
+        Err(s) => tracing::info!(rpc = name, client = who, ms, code = ?s.code(), "{}", s.message()),
+    }
+}
+
+type BlobStream = Pin<Box<dyn Stream<Item = Result<v1::PullBlobsResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl GardenSync for Service {
+    async fn authenticate(
+        &self,
+        req: Request<v1::AuthenticateRequest>,
+    ) -> Result<Response<v1::AuthenticateResponse>, Status> {
+        let started = Instant::now();
+        let r = req.into_inner();
+        let out = match &self.auth {
+            None => Err(Status::unimplemented("authentication not configured")),
+            Some(a) => a
+                .authenticate(&r.nonce, r.timestamp, &r.signature, &r.public_key)
+                .map(|token| Response::new(v1::AuthenticateResponse { token }))
+                .map_err(|(denied, msg)| {
+                    if denied {
+                        Status::permission_denied(msg)
+                    } else {
+                        Status::unauthenticated(msg)
+                    }
+                }),
+        };
+        log_rpc("Authenticate", "-", started, &out);
+        out
+    }
+
+    async fn push_manifest(
+        &self,
+        req: Request<v1::PushManifestRequest>,
+    ) -> Result<Response<v1::PushManifestResponse>, Status> {
+        let started = Instant::now();
+        let who = self.who(&req)?;
+        let r = req.into_inner();
+        let out = self.push_manifest_inner(&who, r).await;
+        log_rpc("PushManifest", &who, started, &out);
+        out.map(Response::new)
+    }
+
+    async fn push_blobs(
+        &self,
+        req: Request<Streaming<v1::PushBlobsRequest>>,
+    ) -> Result<Response<v1::PushBlobsResponse>, Status> {
+        let started = Instant::now();
+        let who = self.who(&req)?;
+        let permit = self
+            .streams
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Status::resource_exhausted("too many pushes at once; try again"))?;
+        let out = self.push_blobs_inner(&who, req.into_inner()).await;
+        drop(permit);
+        log_rpc("PushBlobs", &who, started, &out);
+        out.map(|n| Response::new(v1::PushBlobsResponse { blobs_received: n }))
+    }
+
+    async fn pull_manifest(
+        &self,
+        req: Request<v1::PullManifestRequest>,
+    ) -> Result<Response<v1::PullManifestResponse>, Status> {
+        let started = Instant::now();
+        let who = self.who(&req)?;
+        let out = self
+            .blocking(LockMode::Shared, |g| {
+                Ok(v1::PullManifestResponse {
+                    manifest: Some(convert::manifest_to_proto(g.manifest())),
+                    head_id: g.head_id().to_hex(),
+                    history: g.history().records.iter().map(convert::record_to_proto).collect(),
+                })
+            })
+            .await;
+        log_rpc("PullManifest", &who, started, &out);
+        out.map(Response::new)
+    }
+
+    type PullBlobsStream = BlobStream;
+
+    async fn pull_blobs(
+        &self,
+        req: Request<v1::PullBlobsRequest>,
+    ) -> Result<Response<Self::PullBlobsStream>, Status> {
+        let started = Instant::now();
+        let who = self.who(&req)?;
+        let hashes: Vec<Hash> = req
+            .into_inner()
+            .hashes
+            .iter()
+            .map(|h| Hash::parse(h).map_err(|_| Status::invalid_argument(format!("malformed hash {h:?}"))))
+            .collect::<Result<_, _>>()?;
+        let store = sgard_store::Store::open(&self.repo);
+        let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
+        tokio::task::spawn_blocking(move || {
+            for h in hashes {
+                if let Err(st) = send_blob(&store, &h, &tx) {
+                    let _ = tx.blocking_send(Err(st));
+                    return;
+                }
+            }
+        });
+        log_rpc("PullBlobs", &who, started, &Ok::<(), Status>(()));
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+
+    async fn prune(
+        &self,
+        req: Request<v1::PruneRequest>,
+    ) -> Result<Response<v1::PruneResponse>, Status> {
+        let started = Instant::now();
+        let who = self.who(&req)?;
+        let protect: std::collections::HashSet<Hash> = self
+            .pending
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?
+            .values()
+            .flat_map(|(m, h)| m.referenced_blobs().chain(h.iter().map(|r| r.id)).collect::<Vec<_>>())
+            .collect();
+        let grace = self.limits.prune_grace;
+        let out = self
+            .blocking(LockMode::Exclusive, move |g| {
+                let r = g.prune_with(&protect, Some(grace)).map_err(garden_status)?;
+                Ok(v1::PruneResponse {
+                    blobs_removed: i32::try_from(r.blobs).unwrap_or(i32::MAX),
+                })
+            })
+            .await;
+        log_rpc("Prune", &who, started, &out);
+        out.map(Response::new)
+    }
+}
+
+impl Service {
+    async fn push_manifest_inner(
+        &self,
+        who: &str,
+        r: v1::PushManifestRequest,
+    ) -> Result<v1::PushManifestResponse, Status> {
+        let m = r
+            .manifest
+            .as_ref()
+            .ok_or_else(|| Status::invalid_argument("no manifest"))?;
+        let manifest = convert::manifest_from_proto(m).map_err(invalid)?;
+        let history = parse_history(&r.history)?;
+        let base = match r.base_id.as_str() {
+            "" => Base::Legacy,
+            "none" => Base::Never,
+            h => Base::Id(Hash::parse(h).map_err(|_| Status::invalid_argument("malformed base_id"))?),
+        };
+        let negotiate = r.negotiate;
+        let who_owned = who.to_owned();
+        let pending = self.pending.clone();
+        self.blocking(LockMode::Exclusive, move |g| {
+            let server_updated = Some(prost_types::Timestamp {
+                seconds: g.manifest().updated.datetime().timestamp(),
+                nanos: i32::try_from(g.manifest().updated.datetime().timestamp_subsec_nanos()).unwrap_or(0),
+            });
+            let resp = |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| v1::PushManifestResponse {
+                decision: decision as i32,
+                missing_blobs: missing.iter().map(Hash::to_hex).collect(),
+                server_updated: server_updated.clone(),
+                head_id: head.map(|h| h.to_hex()).unwrap_or_default(),
+            };
+            let decision = g.push_decision(&manifest, base, &history).map_err(garden_status)?;
+            match decision {
+                PushDecision::UpToDate => Ok(resp(Decision::UpToDate, vec![], Some(g.head_id()))),
+                PushDecision::Rejected(_) => Ok(resp(Decision::Rejected, vec![], Some(g.head_id()))),
+                PushDecision::Accepted(missing) => {
+                    if negotiate {
+                        return Ok(resp(Decision::Accepted, missing, Some(g.head_id())));
+                    }
+                    if base == Base::Legacy {
+                        // The Go client streams blobs next; keep its manifest
+                        // for it alone until its PushBlobs ends.
+                        pending
+                            .lock()
+                            .map_err(|_| Status::internal("poisoned"))?
+                            .insert(who_owned, (manifest, history));
+                        return Ok(resp(Decision::Accepted, missing, None));
+                    }
+                    if !missing.is_empty() {
+                        return Err(Status::failed_precondition(format!(
+                            "{} blob(s) are missing on the server; push them first",
+                            missing.len()
+                        )));
+                    }
+                    let head = g.install_push(manifest, history, &who_owned).map_err(garden_status)?;
+                    Ok(resp(Decision::Accepted, vec![], Some(head)))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn push_blobs_inner(
+        &self,
+        who: &str,
+        mut stream: Streaming<v1::PushBlobsRequest>,
+    ) -> Result<i32, Status> {
+        let store = sgard_store::Store::open(&self.repo);
+        let max = self.limits.max_blob;
+        let mut received = 0i32;
+        let mut current: Option<(Hash, mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<Result<(), Status>>)> = None;
+        let finish = |cur: Option<(Hash, mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<Result<(), Status>>)>| async move {
+            if let Some((_, tx, handle)) = cur {
+                drop(tx);
+                handle
+                    .await
+                    .map_err(|e| Status::internal(format!("writer failed: {e}")))??;
+                return Ok::<bool, Status>(true);
+            }
+            Ok(false)
+        };
+        while let Some(msg) = stream.next().await {
+            let msg = msg?;
+            let Some(BlobChunk { hash, data }) = msg.chunk else {
+                return Err(Status::invalid_argument("message without a chunk"));
+            };
+            if !hash.is_empty() {
+                if finish(current.take()).await? {
+                    received += 1;
+                }
+                let h = Hash::parse(&hash)
+                    .map_err(|_| Status::invalid_argument(format!("malformed hash {hash:?}")))?;
+                let (tx, rx) = mpsc::channel::<Vec<u8>>(4);
+                let st = store.clone();
+                let handle = tokio::task::spawn_blocking(move || {
+                    let mut reader = ChannelReader { rx, buf: Vec::new(), pos: 0 };
+                    st.write_expect(&mut reader, &h, Some(max))
+                        .map(|_| ())
+                        .map_err(|e| match e {
+                            sgard_store::Error::Corrupt { hash, actual } => Status::data_loss(format!(
+                                "blob {hash}: the bytes sent hash to {actual}; dropped"
+                            )),
+                            sgard_store::Error::TooLarge { limit } => Status::resource_exhausted(format!(
+                                "blob {h} is larger than the server's limit of {limit} bytes"
+                            )),
+                            other => Status::internal(chain(&other)),
+                        })
+                });
+                current = Some((h, tx, handle));
+            }
+            if !data.is_empty() {
+                let Some((_, tx, _)) = &current else {
+                    return Err(Status::invalid_argument("data before any blob hash"));
+                };
+                if tx.send(data).await.is_err() {
+                    // The writer stopped (too large, I/O error): its error says why.
+                    let cur = current.take();
+                    finish(cur).await?;
+                    return Err(Status::internal("blob writer stopped"));
+                }
+            }
+        }
+        if finish(current.take()).await? {
+            received += 1;
+        }
+        let pending = self
+            .pending
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?
+            .remove(who);
+        if let Some((manifest, history)) = pending {
+            let who = who.to_owned();
+            self.blocking(LockMode::Exclusive, move |g| {
+                g.install_push(manifest, history, &who).map(|_| ()).map_err(garden_status)
+            })
+            .await?;
+        }
+        Ok(received)
+    }
+}
+
+/// A blocking reader over chunks arriving on a channel.
+struct ChannelReader {
+    rx: mpsc::Receiver<Vec<u8>>,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl std::io::Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.pos >= self.buf.len() {
+            match self.rx.blocking_recv() {
+                Some(b) => {
+                    self.buf = b;
+                    self.pos = 0;
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+fn send_blob(
+    store: &sgard_store::Store,
+    h: &Hash,
+    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
+) -> Result<(), Status> {
+    use std::io::Read;
+    let path = store.path_of(h);
+    let mut f = sgard_store::durable::open_regular_file(&path)
+        .map_err(|_| Status::not_found(format!("blob {h} not found")))?;
+    let mut hasher = sgard_store::Hasher::new();
+    let mut first = true;
+    let mut buf = vec![0u8; CHUNK_SIZE];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| Status::internal(format!("reading blob {h}: {e}")))?;
+        if n == 0 && !first {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        let chunk = BlobChunk {
+            hash: if first { h.to_hex() } else { String::new() },
+            data: buf[..n].to_vec(),
+        };
+        first = false;
+        if tx
+            .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+            .is_err()
+        {
+            return Ok(());
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    if hasher.finish() != *h {
+        return Err(Status::data_loss(format!("blob {h} is corrupt on the server")));
+    }
+    Ok(())
+}
+
+/// Serves until `shutdown` resolves; in-flight calls finish first.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    service: Service,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let svc = v1::garden_sync_server::GardenSyncServer::new(service)
+        .max_decoding_message_size(4 << 20)
+        .max_encoding_message_size(4 << 20);
+    let mut builder = tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(32)
+        .timeout(Duration::from_secs(3600));
+    if let Some(t) = tls {
+        builder = builder.tls_config(t)?;
+    }
+    builder
+        .add_service(svc)
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await?;
+    Ok(())
+}
