@@ -6,6 +6,7 @@
 mod common;
 
 mod basics;
+mod history;
 mod hostile;
 mod local;
 mod scenarios;
