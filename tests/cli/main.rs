@@ -6,6 +6,7 @@
 mod common;
 
 mod basics;
+mod encryption;
 mod history;
 mod hostile;
 mod local;
