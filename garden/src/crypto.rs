@@ -149,11 +149,11 @@ impl KdfParams {
         memory_kib: 8,
         threads: 1,
     };
-    /// The most memory a slot may ask for (4 GiB): a hostile manifest cannot
-    /// make sgard allocate more.
-    pub const MAX_MEMORY_KIB: u64 = 4 * 1024 * 1024;
-    /// The most passes a slot may ask for.
-    pub const MAX_TIME: u64 = 64;
+    /// The most memory a slot may ask for (1 GiB, 16 times the default): a
+    /// hostile manifest cannot make sgard allocate more.
+    pub const MAX_MEMORY_KIB: u64 = 1024 * 1024;
+    /// The most passes a slot may ask for (about 10 times the default).
+    pub const MAX_TIME: u64 = 32;
     /// The most lanes a slot may ask for.
     pub const MAX_THREADS: u64 = 64;
 

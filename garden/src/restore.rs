@@ -389,6 +389,23 @@ impl Garden {
             return Ok(());
         }
         self.require_exclusive("restore")?;
+        // Unlock the key before recording anything: a wrong passphrase must
+        // leave neither the disk nor the history changed.
+        let needs_key = |s: &Step| {
+            matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
+                || self.manifest.get(&s.path).is_some_and(|e| e.encrypted)
+        };
+        let mut steps = steps;
+        if steps.iter().any(needs_key)
+            && let Err(e) = self.dek()
+        {
+            let msg = crate::checkpoint::error_chain(&e);
+            let (locked, rest): (Vec<Step>, Vec<Step>) = steps.into_iter().partition(needs_key);
+            for s in locked {
+                report.fail(s.path.clone(), Error::Crypto(msg.clone()));
+            }
+            steps = rest;
+        }
         let mut before = Manifest::new(self.env.now);
         let mut after = Manifest::new(self.env.now);
         let mut ready = Vec::new();

@@ -6,6 +6,8 @@
 mod common;
 
 mod basics;
+mod encryption;
+mod history;
 mod hostile;
 mod local;
 mod scenarios;
