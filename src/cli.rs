@@ -18,6 +18,27 @@ pub struct Cli {
     #[arg(short = 'V', long = "version", action = clap::ArgAction::Version)]
     pub version: Option<bool>,
 
+    /// Sync server HOST:PORT [default: SGARD_REMOTE, then <repo>/remote.yaml];
+    /// without a value, the configured one (`list --remote`, `prune --remote`)
+    #[arg(short = 'r', long, global = true, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
+    pub remote: Option<String>,
+
+    /// SSH private key to log in with [default: SGARD_SSH_KEY, ssh-agent, ~/.ssh/id_*]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub ssh_key: Option<PathBuf>,
+
+    /// Use TLS to the server
+    #[arg(long, global = true)]
+    pub tls: bool,
+
+    /// Do not use TLS, even if remote.yaml says so
+    #[arg(long, global = true, conflicts_with = "tls")]
+    pub no_tls: bool,
+
+    /// PEM CA bundle for the server's certificate (replaces the system roots)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+
     /// What to do
     #[command(subcommand)]
     pub command: Command,
@@ -95,7 +116,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List tracked entries
+    /// List tracked entries (`--remote`: the server's)
     #[command(alias = "ls")]
     List {
         /// Print one JSON document
@@ -111,8 +132,28 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Delete stored blobs nothing references, and stale temp files
+    /// Delete stored blobs nothing references, and stale temp files (`--remote`: on the server)
     Prune,
+    /// Send this repository to the sync server (a fast-forward of what it last got)
+    Push,
+    /// Fetch the server's state, merge it entry by entry, and restore what changed
+    Pull {
+        /// Settle entries changed on both sides with the server's version
+        #[arg(long, conflicts_with = "ours")]
+        theirs: bool,
+        /// Settle entries changed on both sides with the local version
+        #[arg(long)]
+        ours: bool,
+        /// Overwrite local files without asking
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// Configure the sync server of this repository
+    Remote {
+        /// What to do
+        #[command(subcommand)]
+        action: RemoteAction,
+    },
     /// Show the history of snapshots, newest first
     Log {
         /// Show at most N snapshots
@@ -347,4 +388,18 @@ fn parse_age(s: &str) -> Result<chrono::Duration, String> {
     n.checked_mul(hours)
         .and_then(chrono::TimeDelta::try_hours)
         .ok_or_else(|| format!("{s:?} is too long"))
+}
+
+/// `remote` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum RemoteAction {
+    /// Save the server address (and --tls / --tls-ca) in <repo>/remote.yaml
+    Set {
+        /// HOST:PORT
+        addr: String,
+    },
+    /// Show the saved server
+    Show,
+    /// Forget the saved server
+    Unset,
 }

@@ -15,6 +15,9 @@ mod log;
 mod man;
 mod mirror;
 mod prune;
+mod pull;
+mod push;
+mod remote;
 mod remove;
 mod restore;
 mod show;
@@ -32,7 +35,8 @@ use anyhow::Result;
 use sgard_garden::{Env, Garden, LockMode};
 
 use crate::cli::{Cli, Command};
-use crate::{context, ui};
+use crate::ui;
+use sgard::context;
 
 /// What every command gets.
 pub struct Ctx {
@@ -40,6 +44,20 @@ pub struct Ctx {
     pub env: Env,
     /// The repository folder (absolute).
     pub repo: PathBuf,
+    /// Remote flags.
+    pub net: Net,
+}
+
+/// The global flags about the sync server.
+pub struct Net {
+    /// `--remote`.
+    pub remote: Option<String>,
+    /// `--ssh-key`.
+    pub ssh_key: Option<PathBuf>,
+    /// `--tls` / `--no-tls`.
+    pub tls: Option<bool>,
+    /// `--tls-ca`.
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -65,7 +83,19 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
     let env = context::env()?;
     let repo = context::repo_path(&env, cli.repo.as_deref());
-    let ctx = Ctx { env, repo };
+    let net = Net {
+        remote: cli.remote.clone(),
+        ssh_key: cli.ssh_key.clone(),
+        tls: if cli.tls {
+            Some(true)
+        } else if cli.no_tls {
+            Some(false)
+        } else {
+            None
+        },
+        tls_ca: cli.tls_ca.clone(),
+    };
+    let ctx = Ctx { env, repo, net };
     let out: &mut dyn Write = &mut out;
     let code = match cli.command {
         Command::Init => init::run(&ctx, out)?,
@@ -97,9 +127,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             out,
         )?,
         Command::Verify { json } => verify::run(&ctx, json, out)?,
-        Command::List { json } => list::run(&ctx, json, out)?,
+        Command::List { json } => list::run(&ctx, json, ctx.net.remote.is_some(), out)?,
         Command::Info { path, json } => info::run(&ctx, &path, json, out)?,
-        Command::Prune => prune::run(&ctx, out)?,
+        Command::Prune => prune::run(&ctx, ctx.net.remote.is_some(), out)?,
+        Command::Push => push::run(&ctx, out)?,
+        Command::Pull {
+            theirs,
+            ours,
+            force,
+        } => pull::run(&ctx, theirs, ours, force, out)?,
+        Command::Remote { action } => remote::run(&ctx, action, out)?,
         Command::Log { max, json } => log::run(&ctx, max, json, out)?,
         Command::Show { id, json } => show::run(&ctx, &id, json, out)?,
         Command::Undo { dry_run } => undo::run(&ctx, dry_run, out)?,
@@ -127,6 +164,25 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     };
     out.flush()?;
     Ok(code)
+}
+
+impl Ctx {
+    /// How to reach the server, resolved from the flags and the repository.
+    pub fn remote_opts(&self) -> Result<sgard::remote::client::Opts> {
+        let remote = sgard::remote::config::resolve(
+            &self.repo,
+            self.net.remote.as_deref().filter(|r| !r.is_empty()),
+            self.net.tls,
+            self.net.tls_ca.as_deref(),
+        )?;
+        Ok(sgard::remote::client::Opts {
+            remote,
+            ssh_key: self.net.ssh_key.clone(),
+            home: self.env.home.clone(),
+            state_dir: self.env.state_dir.clone(),
+            agent: context::ssh_agent_socket(),
+        })
+    }
 }
 
 /// Writes a JSON document and a newline.

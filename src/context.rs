@@ -159,3 +159,10 @@ fn read_tty_twice(prompt: &str) -> std::result::Result<Zeroizing<String>, String
     }
     Ok(a)
 }
+
+/// The ssh-agent socket (`SSH_AUTH_SOCK`), if set.
+pub fn ssh_agent_socket() -> Option<PathBuf> {
+    std::env::var_os("SSH_AUTH_SOCK")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+}

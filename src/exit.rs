@@ -44,6 +44,12 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         if let Some(f) = cause.downcast_ref::<Fail>() {
             return f.code;
         }
+        if cause
+            .downcast_ref::<sgard::remote::client::Refused>()
+            .is_some()
+        {
+            return CONFLICT;
+        }
         if let Some(g) = cause.downcast_ref::<sgard_garden::Error>()
             && g.is_integrity()
         {

@@ -7,7 +7,7 @@
 
 mod cli;
 mod cmd;
-mod context;
+
 mod exit;
 mod ui;
 

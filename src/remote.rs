@@ -3,6 +3,7 @@
 //! on blocking threads, under the repository lock.
 
 pub mod auth;
+pub mod blobs;
 pub mod client;
 pub mod config;
 pub mod server;

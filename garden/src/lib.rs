@@ -94,6 +94,9 @@ pub struct Garden {
     pub(crate) labels: Vec<String>,
     repo_id: Option<(u64, u64)>,
     keys: std::cell::RefCell<encrypted::Keys>,
+    /// Paths a restore may overwrite without asking (set by pull for files
+    /// whose disk content is the version the repository already holds).
+    trusted: std::collections::HashSet<String>,
     fingerprints: std::cell::RefCell<fingerprints::Fingerprints>,
     _lock: RepoLock,
 }
@@ -183,6 +186,7 @@ impl Garden {
         let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
         Ok(Garden {
             keys: std::cell::RefCell::default(),
+            trusted: std::collections::HashSet::new(),
             fingerprints: std::cell::RefCell::new(fingerprints),
             root: root.to_path_buf(),
             env,

@@ -256,6 +256,10 @@ impl Garden {
         match self.plan(e, &abs, opts)? {
             Plan::Nothing => Ok(Err(RestoreAction::UpToDate)),
             Plan::FixMode(mode) => step(Op::FixMode(mode)),
+            Plan::Ask if self.trusted.contains(&e.path) => step(Op::Write {
+                entry: Box::new(e.clone()),
+                existed: true,
+            }),
             Plan::Ask if opts.dry_run => Ok(Err(RestoreAction::WouldAsk)),
             Plan::Ask => {
                 if !prompt.confirm(&format!("Overwrite {}?", e.path)) {

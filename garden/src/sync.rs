@@ -121,7 +121,10 @@ impl Garden {
 
     /// The head id: the hash of manifest.yaml as sgard wrote or read it.
     pub fn head_id(&self) -> Hash {
-        self.head_hash
+        // The rendering's hash, so a manifest.yaml written by another tool
+        // (the Go sgard's quoting) still names the same state as the manifest
+        // sent over the wire.
+        head_id_of(&self.manifest)
     }
 
     /// Blobs that a manifest and history records need and this store lacks.
@@ -150,7 +153,8 @@ impl Garden {
         base: Base,
         history: &[Record],
     ) -> Result<PushDecision> {
-        if head_id_of(m) == self.head_hash {
+        let head = self.head_id();
+        if head_id_of(m) == head {
             return Ok(PushDecision::UpToDate);
         }
         let ok = match base {
@@ -161,7 +165,7 @@ impl Garden {
                 m.updated > self.manifest.updated
             }
             Base::Never => self.manifest.files.is_empty() && self.history.records.is_empty(),
-            Base::Id(b) => b == self.head_hash,
+            Base::Id(b) => b == head,
         };
         if !ok {
             return Ok(PushDecision::Rejected(
@@ -202,7 +206,7 @@ impl Garden {
                 0,
             )?;
         }
-        Ok(self.head_hash)
+        Ok(self.head_id())
     }
 
     /// Adds records this log does not have (same id, reason and time),
@@ -231,7 +235,7 @@ impl Garden {
         }
         let mut h = self.history.clone();
         h.records.append(&mut new);
-        h.records.sort_by(|a, b| a.time.cmp(&b.time));
+        h.records.sort_by_key(|r| r.time);
         h.save(&self.root.join(HISTORY_FILE))?;
         self.history = h;
         Ok(())
@@ -331,13 +335,9 @@ impl Garden {
         if local.exclude == base_doc.exclude {
             result.exclude.clone_from(&theirs.exclude);
         }
-        if local.encryption == base_doc.encryption && theirs.encryption.is_some() {
-            result.encryption.clone_from(&theirs.encryption);
-        } else if local.encryption != theirs.encryption
-            && local.encryption != base_doc.encryption
-            && theirs.encryption != base_doc.encryption
-            && side == Side::Theirs
-        {
+        let take_theirs = (local.encryption == base_doc.encryption && theirs.encryption.is_some())
+            || (theirs.encryption != base_doc.encryption && side == Side::Theirs);
+        if take_theirs {
             result.encryption.clone_from(&theirs.encryption);
         }
         self.merge_history(history)?;
@@ -364,14 +364,25 @@ impl Garden {
             .map(|p| self.env.expand(p).into_os_string())
             .collect();
         if !changed.is_empty() {
+            // A file whose disk content is still the version this repository
+            // held before the pull has nothing to lose: the old version stays
+            // in the store (and the safety snapshot). Overwrite it without
+            // asking; ask about files edited since.
+            self.trusted = report
+                .taken
+                .iter()
+                .filter(|p| {
+                    local.get(p).is_some_and(|e| {
+                        self.status_of(e).is_ok_and(|l| l.state == crate::State::Ok)
+                    })
+                })
+                .cloned()
+                .collect();
             let files = self.manifest.files.clone();
-            report.restore = self.restore_selected(
-                &files,
-                &changed,
-                opts,
-                prompt,
-                &format!("pull from {from}"),
-            )?;
+            let restored =
+                self.restore_selected(&files, &changed, opts, prompt, &format!("pull from {from}"));
+            self.trusted.clear();
+            report.restore = restored?;
         }
         Ok(report)
     }

@@ -8,8 +8,8 @@ use sgard_garden::LockMode;
 
 use super::Ctx;
 use crate::cli::EncryptAction;
-use crate::context;
 use crate::ui::StdinPrompt;
+use sgard::context;
 
 pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<ExitCode> {
     match action {

@@ -10,14 +10,22 @@ use sgard_manifest::{Entry, EntryKind};
 
 use super::{Ctx, print_json};
 
-pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
+pub fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<ExitCode> {
+    let remote_manifest;
+    let g;
+    let manifest = if remote {
+        remote_manifest = sgard::remote::client::remote_manifest(&ctx.remote_opts()?)?;
+        &remote_manifest
+    } else {
+        g = ctx.open(LockMode::Shared)?;
+        g.manifest()
+    };
     if json {
-        let entries: Vec<_> = g.manifest().files.iter().map(entry_json).collect();
+        let entries: Vec<_> = manifest.files.iter().map(entry_json).collect();
         print_json(out, &json!({"schema": 1, "entries": entries}))?;
         return Ok(ExitCode::SUCCESS);
     }
-    for e in &g.manifest().files {
+    for e in &manifest.files {
         match e.kind {
             EntryKind::File => {
                 let short = e.hash.map(|h| h.short(8)).unwrap_or_default();

@@ -8,7 +8,12 @@ use sgard_garden::LockMode;
 
 use super::Ctx;
 
-pub fn run(ctx: &Ctx, out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(ctx: &Ctx, remote: bool, out: &mut dyn Write) -> Result<ExitCode> {
+    if remote {
+        let n = sgard::remote::client::remote_prune(&ctx.remote_opts()?)?;
+        writeln!(out, "Pruned {n} orphaned blob(s) on remote.")?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut g = ctx.open(LockMode::Exclusive)?;
     let r = g.prune()?;
     writeln!(

@@ -49,7 +49,8 @@ pub fn sign_with_key(key: &PrivateKey, payload: &[u8]) -> Result<Vec<u8>> {
 /// The SSH wire form of a signature.
 pub fn encode_sig(sig: &Signature) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    sig.encode(&mut out).map_err(|e| anyhow!("encoding signature: {e}"))?;
+    sig.encode(&mut out)
+        .map_err(|e| anyhow!("encoding signature: {e}"))?;
     Ok(out)
 }
 
@@ -96,14 +97,21 @@ impl Authority {
         let mtime = std::fs::metadata(&self.keys_path)
             .and_then(|m| m.modified())
             .with_context(|| format!("reading {}", self.keys_path.display()))?;
-        let mut guard = self.keys.lock().map_err(|_| anyhow!("key table poisoned"))?;
+        let mut guard = self
+            .keys
+            .lock()
+            .map_err(|_| anyhow!("key table poisoned"))?;
         if guard.0 == Some(mtime) {
             return Ok(());
         }
         let text = std::fs::read_to_string(&self.keys_path)
             .with_context(|| format!("reading {}", self.keys_path.display()))?;
         let mut map = HashMap::new();
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             // Skip options before the key type, as sshd allows.
             let start = line
                 .find("ssh-")
@@ -139,20 +147,29 @@ impl Authority {
         }
         let now = unix_now();
         if (now - ts).abs() > WINDOW_SECS {
-            return Err((false, "challenge timestamp outside the 5-minute window".into()));
+            return Err((
+                false,
+                "challenge timestamp outside the 5-minute window".into(),
+            ));
         }
         if nonce.len() < 16 || nonce.len() > 64 {
             return Err((false, "challenge nonce must be 16 to 64 bytes".into()));
         }
         let signature = Signature::decode(&mut &sig[..])
             .map_err(|e| (false, format!("unreadable signature: {e}")))?;
-        key.verify(&challenge_payload(nonce, ts), &signature)
+        Verifier::verify(&key, &challenge_payload(nonce, ts), &signature)
             .map_err(|_| (false, "signature does not verify".into()))?;
         {
-            let mut seen = self.seen.lock().map_err(|_| (false, "poisoned".to_owned()))?;
+            let mut seen = self
+                .seen
+                .lock()
+                .map_err(|_| (false, "poisoned".to_owned()))?;
             seen.retain(|_, t| (now - *t).abs() <= 2 * WINDOW_SECS);
             if seen.insert(nonce.to_vec(), ts).is_some() {
-                return Err((false, "challenge replayed: this nonce was already used".into()));
+                return Err((
+                    false,
+                    "challenge replayed: this nonce was already used".into(),
+                ));
             }
         }
         Ok(self.issue(&fp, now))

@@ -67,7 +67,8 @@ pub fn load(repo: &Path) -> Result<Option<Remote>> {
         tls: Option<bool>,
         tls_ca: Option<String>,
     }
-    let raw: Raw = serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+    let raw: Raw =
+        serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
     Ok(raw.addr.filter(|a| !a.is_empty()).map(|addr| Remote {
         addr,
         tls: raw.tls.unwrap_or(false),
@@ -79,7 +80,10 @@ pub fn load(repo: &Path) -> Result<Option<Remote>> {
 pub fn save(repo: &Path, r: &Remote) -> Result<()> {
     let mut text = format!("addr: {}\ntls: {}\n", yaml_str(&r.addr), r.tls);
     if let Some(ca) = &r.tls_ca {
-        text.push_str(&format!("tls_ca: {}\n", yaml_str(&ca.display().to_string())));
+        text.push_str(&format!(
+            "tls_ca: {}\n",
+            yaml_str(&ca.display().to_string())
+        ));
     }
     sgard_store::durable::write_atomic(&repo.join(REMOTE_FILE), text.as_bytes(), 0o644)?;
     Ok(())

@@ -29,6 +29,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use super::auth::{Authority, TokenCheck, unix_now};
+use super::blobs::BlobSink;
 
 /// How the server is run.
 #[derive(Clone, Debug)]
@@ -266,7 +267,12 @@ impl GardenSync for Service {
                 Ok(v1::PullManifestResponse {
                     manifest: Some(convert::manifest_to_proto(g.manifest())),
                     head_id: g.head_id().to_hex(),
-                    history: g.history().records.iter().map(convert::record_to_proto).collect(),
+                    history: g
+                        .history()
+                        .records
+                        .iter()
+                        .map(convert::record_to_proto)
+                        .collect(),
                 })
             })
             .await;
@@ -286,7 +292,10 @@ impl GardenSync for Service {
             .into_inner()
             .hashes
             .iter()
-            .map(|h| Hash::parse(h).map_err(|_| Status::invalid_argument(format!("malformed hash {h:?}"))))
+            .map(|h| {
+                Hash::parse(h)
+                    .map_err(|_| Status::invalid_argument(format!("malformed hash {h:?}")))
+            })
             .collect::<Result<_, _>>()?;
         let store = sgard_store::Store::open(&self.repo);
         let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
@@ -299,7 +308,9 @@ impl GardenSync for Service {
             }
         });
         log_rpc("PullBlobs", &who, started, &Ok::<(), Status>(()));
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn prune(
@@ -313,7 +324,11 @@ impl GardenSync for Service {
             .lock()
             .map_err(|_| Status::internal("poisoned"))?
             .values()
-            .flat_map(|(m, h)| m.referenced_blobs().chain(h.iter().map(|r| r.id)).collect::<Vec<_>>())
+            .flat_map(|(m, h)| {
+                m.referenced_blobs()
+                    .chain(h.iter().map(|r| r.id))
+                    .collect::<Vec<_>>()
+            })
             .collect();
         let grace = self.limits.prune_grace;
         let out = self
@@ -344,7 +359,9 @@ impl Service {
         let base = match r.base_id.as_str() {
             "" => Base::Legacy,
             "none" => Base::Never,
-            h => Base::Id(Hash::parse(h).map_err(|_| Status::invalid_argument("malformed base_id"))?),
+            h => {
+                Base::Id(Hash::parse(h).map_err(|_| Status::invalid_argument("malformed base_id"))?)
+            }
         };
         let negotiate = r.negotiate;
         let who_owned = who.to_owned();
@@ -352,18 +369,25 @@ impl Service {
         self.blocking(LockMode::Exclusive, move |g| {
             let server_updated = Some(prost_types::Timestamp {
                 seconds: g.manifest().updated.datetime().timestamp(),
-                nanos: i32::try_from(g.manifest().updated.datetime().timestamp_subsec_nanos()).unwrap_or(0),
+                nanos: i32::try_from(g.manifest().updated.datetime().timestamp_subsec_nanos())
+                    .unwrap_or(0),
             });
-            let resp = |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| v1::PushManifestResponse {
-                decision: decision as i32,
-                missing_blobs: missing.iter().map(Hash::to_hex).collect(),
-                server_updated: server_updated.clone(),
-                head_id: head.map(|h| h.to_hex()).unwrap_or_default(),
+            let resp = |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| {
+                v1::PushManifestResponse {
+                    decision: decision as i32,
+                    missing_blobs: missing.iter().map(Hash::to_hex).collect(),
+                    server_updated,
+                    head_id: head.map(|h| h.to_hex()).unwrap_or_default(),
+                }
             };
-            let decision = g.push_decision(&manifest, base, &history).map_err(garden_status)?;
+            let decision = g
+                .push_decision(&manifest, base, &history)
+                .map_err(garden_status)?;
             match decision {
                 PushDecision::UpToDate => Ok(resp(Decision::UpToDate, vec![], Some(g.head_id()))),
-                PushDecision::Rejected(_) => Ok(resp(Decision::Rejected, vec![], Some(g.head_id()))),
+                PushDecision::Rejected(_) => {
+                    Ok(resp(Decision::Rejected, vec![], Some(g.head_id())))
+                }
                 PushDecision::Accepted(missing) => {
                     if negotiate {
                         return Ok(resp(Decision::Accepted, missing, Some(g.head_id())));
@@ -383,7 +407,9 @@ impl Service {
                             missing.len()
                         )));
                     }
-                    let head = g.install_push(manifest, history, &who_owned).map_err(garden_status)?;
+                    let head = g
+                        .install_push(manifest, history, &who_owned)
+                        .map_err(garden_status)?;
                     Ok(resp(Decision::Accepted, vec![], Some(head)))
                 }
             }
@@ -397,63 +423,23 @@ impl Service {
         mut stream: Streaming<v1::PushBlobsRequest>,
     ) -> Result<i32, Status> {
         let store = sgard_store::Store::open(&self.repo);
-        let max = self.limits.max_blob;
-        let mut received = 0i32;
-        let mut current: Option<(Hash, mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<Result<(), Status>>)> = None;
-        let finish = |cur: Option<(Hash, mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<Result<(), Status>>)>| async move {
-            if let Some((_, tx, handle)) = cur {
-                drop(tx);
-                handle
-                    .await
-                    .map_err(|e| Status::internal(format!("writer failed: {e}")))??;
-                return Ok::<bool, Status>(true);
-            }
-            Ok(false)
-        };
+        let mut sink = BlobSink::new(store, Some(self.limits.max_blob));
         while let Some(msg) = stream.next().await {
             let msg = msg?;
             let Some(BlobChunk { hash, data }) = msg.chunk else {
                 return Err(Status::invalid_argument("message without a chunk"));
             };
             if !hash.is_empty() {
-                if finish(current.take()).await? {
-                    received += 1;
-                }
                 let h = Hash::parse(&hash)
                     .map_err(|_| Status::invalid_argument(format!("malformed hash {hash:?}")))?;
-                let (tx, rx) = mpsc::channel::<Vec<u8>>(4);
-                let st = store.clone();
-                let handle = tokio::task::spawn_blocking(move || {
-                    let mut reader = ChannelReader { rx, buf: Vec::new(), pos: 0 };
-                    st.write_expect(&mut reader, &h, Some(max))
-                        .map(|_| ())
-                        .map_err(|e| match e {
-                            sgard_store::Error::Corrupt { hash, actual } => Status::data_loss(format!(
-                                "blob {hash}: the bytes sent hash to {actual}; dropped"
-                            )),
-                            sgard_store::Error::TooLarge { limit } => Status::resource_exhausted(format!(
-                                "blob {h} is larger than the server's limit of {limit} bytes"
-                            )),
-                            other => Status::internal(chain(&other)),
-                        })
-                });
-                current = Some((h, tx, handle));
+                sink.start(h).await.map_err(store_status)?;
             }
-            if !data.is_empty() {
-                let Some((_, tx, _)) = &current else {
-                    return Err(Status::invalid_argument("data before any blob hash"));
-                };
-                if tx.send(data).await.is_err() {
-                    // The writer stopped (too large, I/O error): its error says why.
-                    let cur = current.take();
-                    finish(cur).await?;
-                    return Err(Status::internal("blob writer stopped"));
-                }
+            if !data.is_empty() && !sink.feed(data).await.map_err(store_status)? {
+                return Err(Status::invalid_argument("data before any blob hash"));
             }
         }
-        if finish(current.take()).await? {
-            received += 1;
-        }
+        sink.finish().await.map_err(store_status)?;
+        let received = i32::try_from(sink.done).unwrap_or(i32::MAX);
         let pending = self
             .pending
             .lock()
@@ -462,7 +448,9 @@ impl Service {
         if let Some((manifest, history)) = pending {
             let who = who.to_owned();
             self.blocking(LockMode::Exclusive, move |g| {
-                g.install_push(manifest, history, &who).map(|_| ()).map_err(garden_status)
+                g.install_push(manifest, history, &who)
+                    .map(|_| ())
+                    .map_err(garden_status)
             })
             .await?;
         }
@@ -470,28 +458,15 @@ impl Service {
     }
 }
 
-/// A blocking reader over chunks arriving on a channel.
-struct ChannelReader {
-    rx: mpsc::Receiver<Vec<u8>>,
-    buf: Vec<u8>,
-    pos: usize,
-}
-
-impl std::io::Read for ChannelReader {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        while self.pos >= self.buf.len() {
-            match self.rx.blocking_recv() {
-                Some(b) => {
-                    self.buf = b;
-                    self.pos = 0;
-                }
-                None => return Ok(0),
-            }
-        }
-        let n = out.len().min(self.buf.len() - self.pos);
-        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
+fn store_status(e: sgard_store::Error) -> Status {
+    match e {
+        sgard_store::Error::Corrupt { hash, actual } => Status::data_loss(format!(
+            "blob {hash}: the bytes sent hash to {actual}; dropped"
+        )),
+        sgard_store::Error::TooLarge { limit } => Status::resource_exhausted(format!(
+            "blob larger than the server's limit of {limit} bytes; dropped"
+        )),
+        other => Status::internal(chain(&other)),
     }
 }
 
@@ -531,7 +506,9 @@ fn send_blob(
         }
     }
     if hasher.finish() != *h {
-        return Err(Status::data_loss(format!("blob {h} is corrupt on the server")));
+        return Err(Status::data_loss(format!(
+            "blob {h} is corrupt on the server"
+        )));
     }
     Ok(())
 }
@@ -554,7 +531,10 @@ pub async fn serve(
     }
     builder
         .add_service(svc)
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
         .await?;
     Ok(())
 }

@@ -138,7 +138,7 @@ fn init_creates_manifest_blobs_and_gitignore() {
     assert!(t.repo().join("blobs").is_dir());
     assert_eq!(
         fs::read_to_string(t.repo().join(".gitignore")).unwrap(),
-        "blobs/\ntags\nlock\njwt.key\n.sgard-tmp-*\n"
+        "blobs/\ntags\nlock\njwt.key\nsync-state\n.sgard-tmp-*\n"
     );
     assert_eq!(
         fs::read_to_string(t.repo().join(".gitignore")).unwrap(),

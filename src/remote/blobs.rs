@@ -1,0 +1,100 @@
+//! Streaming blobs between gRPC chunks and the store, in bounded memory.
+
+use sgard_store::{Hash, Store};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// A blocking reader over chunks arriving on a channel.
+pub struct ChannelReader {
+    rx: mpsc::Receiver<Vec<u8>>,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl std::io::Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.pos >= self.buf.len() {
+            match self.rx.blocking_recv() {
+                Some(b) => {
+                    self.buf = b;
+                    self.pos = 0;
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// The blob being written: its data channel and the blocking writer.
+type Writer = (mpsc::Sender<Vec<u8>>, JoinHandle<sgard_store::Result<()>>);
+
+/// Writes a stream of `(hash, data)` chunks into the store: each blob is
+/// hashed while written to a temp file and kept only if it matches.
+pub struct BlobSink {
+    store: Store,
+    max: Option<u64>,
+    current: Option<Writer>,
+    /// Blobs completed so far.
+    pub done: u64,
+}
+
+impl BlobSink {
+    /// A sink into `store`, refusing blobs larger than `max`.
+    pub fn new(store: Store, max: Option<u64>) -> Self {
+        BlobSink {
+            store,
+            max,
+            current: None,
+            done: 0,
+        }
+    }
+
+    /// Starts the blob named `hash` (finishing the previous one).
+    pub async fn start(&mut self, hash: Hash) -> sgard_store::Result<()> {
+        self.finish().await?;
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(4);
+        let store = self.store.clone();
+        let max = self.max;
+        let handle = tokio::task::spawn_blocking(move || {
+            let mut r = ChannelReader {
+                rx,
+                buf: Vec::new(),
+                pos: 0,
+            };
+            store.write_expect(&mut r, &hash, max).map(|_| ())
+        });
+        self.current = Some((tx, handle));
+        Ok(())
+    }
+
+    /// Feeds data to the current blob; false if there is none.
+    pub async fn feed(&mut self, data: Vec<u8>) -> sgard_store::Result<bool> {
+        let Some((tx, _)) = &self.current else {
+            return Ok(false);
+        };
+        if tx.send(data).await.is_err() {
+            // The writer stopped early: its result says why.
+            self.finish().await?;
+            return Err(sgard_store::Error::Source(std::io::Error::other(
+                "blob writer stopped",
+            )));
+        }
+        Ok(true)
+    }
+
+    /// Finishes the current blob, if any.
+    pub async fn finish(&mut self) -> sgard_store::Result<()> {
+        if let Some((tx, handle)) = self.current.take() {
+            drop(tx);
+            handle
+                .await
+                .map_err(|e| sgard_store::Error::Source(std::io::Error::other(e.to_string())))??;
+            self.done += 1;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,648 @@
+//! The client side: connecting, authenticating, pushing and pulling.
+//!
+//! Network work runs on a runtime built here; repository work stays in the
+//! synchronous `Garden` methods, called between network steps.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use sgard_garden::{Base, Garden, Prompt, PullReport, RestoreOptions, Side};
+use sgard_manifest::Manifest;
+use sgard_manifest::history::Record;
+use sgard_proto::convert;
+use sgard_proto::v1::garden_sync_client::GardenSyncClient;
+use sgard_proto::v1::push_manifest_response::Decision;
+use sgard_proto::v1::{self, BlobChunk};
+use sgard_proto::{CHUNK_SIZE, TOKEN_METADATA_KEY};
+use sgard_store::{Hash, Store};
+use tokio_stream::StreamExt;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::{Code, Request, Response, Status};
+
+use super::auth::{self, challenge_payload, unix_now};
+use super::blobs::BlobSink;
+use super::config::{self, Remote};
+
+/// Everything needed to reach and log in to a server.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// The server.
+    pub remote: Remote,
+    /// An explicit SSH key (`--ssh-key`, `SGARD_SSH_KEY`).
+    pub ssh_key: Option<PathBuf>,
+    /// The home folder (for `~/.ssh/id_*`).
+    pub home: PathBuf,
+    /// Machine-local state (the token cache).
+    pub state_dir: Option<PathBuf>,
+    /// The ssh-agent socket, if any.
+    pub agent: Option<PathBuf>,
+}
+
+/// A refusal that maps to exit code 4.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// A gRPC failure, with its code kept for messages and tests.
+#[derive(Debug, thiserror::Error)]
+#[error("server said {code:?}: {message}")]
+pub struct RemoteError {
+    /// The gRPC code.
+    pub code: Code,
+    /// The message.
+    pub message: String,
+}
+
+fn remote_err(s: Status) -> anyhow::Error {
+    anyhow::Error::new(RemoteError {
+        code: s.code(),
+        message: s.message().to_owned(),
+    })
+}
+
+/// Runs a future on a fresh runtime (the CLI's only async entry point).
+pub fn block_on<F: Future>(f: F) -> Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the network runtime")?;
+    Ok(rt.block_on(f))
+}
+
+/// A connected, possibly authenticated client.
+pub struct Client {
+    inner: GardenSyncClient<Channel>,
+    opts: Opts,
+    token: Option<String>,
+    token_path: Option<PathBuf>,
+    no_auth: bool,
+}
+
+async fn channel(r: &Remote) -> Result<Channel> {
+    let scheme = if r.tls { "https" } else { "http" };
+    let mut ep = Endpoint::from_shared(format!("{scheme}://{}", r.addr))
+        .with_context(|| format!("bad server address {:?}", r.addr))?
+        .connect_timeout(Duration::from_secs(10));
+    if r.tls {
+        let host = r.addr.rsplit_once(':').map_or(r.addr.as_str(), |(h, _)| h);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let mut tls = ClientTlsConfig::new().domain_name(host.to_owned());
+        tls = match &r.tls_ca {
+            Some(ca) => {
+                let pem = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
+                tls.ca_certificate(Certificate::from_pem(pem))
+            }
+            None => tls.with_native_roots(),
+        };
+        ep = ep.tls_config(tls)?;
+    }
+    ep.connect()
+        .await
+        .with_context(|| format!("connecting to {}", r.addr))
+}
+
+impl Client {
+    /// Connects (no RPC yet).
+    pub async fn connect(opts: &Opts) -> Result<Self> {
+        let ch = channel(&opts.remote).await?;
+        let inner = GardenSyncClient::new(ch)
+            .max_decoding_message_size(4 << 20)
+            .max_encoding_message_size(4 << 20);
+        let token_path = config::token_path(opts.state_dir.as_deref(), &opts.remote.addr);
+        Ok(Client {
+            inner,
+            token: config::load_token(token_path.as_deref()),
+            token_path,
+            opts: opts.clone(),
+            no_auth: false,
+        })
+    }
+
+    fn attach<T>(&self, req: &mut Request<T>) {
+        if let Some(t) = &self.token
+            && let Ok(v) = t.parse()
+        {
+            req.metadata_mut().insert(TOKEN_METADATA_KEY, v);
+        }
+    }
+
+    /// Logs in unless a token is cached (or the server needs none).
+    pub async fn ensure_auth(&mut self) -> Result<()> {
+        if self.token.is_none() && !self.no_auth {
+            self.authenticate(None).await?;
+        }
+        Ok(())
+    }
+
+    /// Signs a challenge with each candidate key until one is accepted.
+    pub async fn authenticate(&mut self, challenge: Option<(Vec<u8>, i64)>) -> Result<()> {
+        let (nonce, ts) = match challenge {
+            Some(c) => c,
+            None => {
+                let mut n = vec![0u8; 32];
+                getrandom::fill(&mut n).map_err(|e| anyhow!("no randomness: {e}"))?;
+                (n, unix_now())
+            }
+        };
+        let payload = challenge_payload(&nonce, ts);
+        let mut tried = Vec::new();
+        for signer in self.signers()? {
+            let (public_key, signature) = match signer.sign(&payload) {
+                Ok(x) => x,
+                Err(e) => {
+                    tried.push(format!("{}: {e}", signer.name()));
+                    continue;
+                }
+            };
+            let req = v1::AuthenticateRequest {
+                nonce: nonce.clone(),
+                timestamp: ts,
+                signature,
+                public_key,
+            };
+            match self.inner.authenticate(req).await {
+                Ok(r) => {
+                    let token = r.into_inner().token;
+                    config::save_token(self.token_path.as_deref(), &token)?;
+                    self.token = Some(token);
+                    return Ok(());
+                }
+                Err(s) if s.code() == Code::Unimplemented => {
+                    // A server without authentication: go on without a token.
+                    self.no_auth = true;
+                    self.token = None;
+                    return Ok(());
+                }
+                Err(s) if s.code() == Code::PermissionDenied => {
+                    tried.push(format!("{}: {}", signer.name(), s.message()));
+                }
+                Err(s) => return Err(remote_err(s)).context("authenticating"),
+            }
+        }
+        if tried.is_empty() {
+            bail!(
+                "no SSH key to log in with: pass --ssh-key, set SGARD_SSH_KEY, start ssh-agent, \
+                 or create ~/.ssh/id_ed25519"
+            );
+        }
+        bail!(
+            "the server accepted none of these keys: {}",
+            tried.join("; ")
+        )
+    }
+
+    fn signers(&self) -> Result<Vec<Signer>> {
+        let mut out = Vec::new();
+        let explicit = self.opts.ssh_key.clone().or_else(|| {
+            std::env::var_os("SGARD_SSH_KEY")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        });
+        if let Some(p) = explicit {
+            out.push(Signer::File(Box::new(auth::read_private_key(&p)?), p));
+            return Ok(out);
+        }
+        if let Some(sock) = &self.opts.agent
+            && let Ok(mut agent) = ssh_agent_client_rs::Client::connect(sock)
+            && let Ok(ids) = agent.list_all_identities()
+        {
+            for id in ids {
+                if let ssh_agent_client_rs::Identity::PublicKey(pk) = &id {
+                    out.push(Signer::Agent(
+                        sock.clone(),
+                        pk.as_ref().clone().into_owned(),
+                    ));
+                }
+            }
+        }
+        for name in ["id_ed25519", "id_ecdsa", "id_rsa"] {
+            let p = self.opts.home.join(".ssh").join(name);
+            if p.exists()
+                && let Ok(k) = auth::read_private_key(&p)
+            {
+                out.push(Signer::File(Box::new(k), p));
+            }
+        }
+        Ok(out)
+    }
+
+    /// One RPC, logging in again once if the token is refused.
+    async fn call<Q, R, F, Fut>(&mut self, msg: Q, f: F) -> Result<R>
+    where
+        Q: Clone,
+        F: Fn(GardenSyncClient<Channel>, Request<Q>) -> Fut,
+        Fut: Future<Output = Result<Response<R>, Status>>,
+    {
+        self.ensure_auth().await?;
+        let mut again = false;
+        loop {
+            let mut req = Request::new(msg.clone());
+            self.attach(&mut req);
+            match f(self.inner.clone(), req).await {
+                Ok(r) => return Ok(r.into_inner()),
+                Err(s) if s.code() == Code::Unauthenticated && !again && !self.no_auth => {
+                    again = true;
+                    self.token = None;
+                    self.authenticate(challenge_of(&s)).await?;
+                }
+                Err(s) => return Err(remote_err(s)),
+            }
+        }
+    }
+
+    /// The server's manifest, head id and history.
+    pub async fn pull_manifest(&mut self) -> Result<(Manifest, Option<Hash>, Vec<Record>)> {
+        let r = self
+            .call(v1::PullManifestRequest {}, |mut c, r| async move {
+                c.pull_manifest(r).await
+            })
+            .await?;
+        let m = r
+            .manifest
+            .as_ref()
+            .map(convert::manifest_from_proto)
+            .transpose()?
+            .unwrap_or_else(|| Manifest::new(sgard_manifest::Timestamp::zero()));
+        let head = (!r.head_id.is_empty())
+            .then(|| Hash::parse(&r.head_id))
+            .transpose()
+            .map_err(|_| anyhow!("the server sent a malformed head id"))?;
+        let history = r
+            .history
+            .iter()
+            .map(convert::record_from_proto)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((m, head, history))
+    }
+
+    /// Fetches blobs into `store`, each checked against its name.
+    pub async fn pull_blobs(
+        &mut self,
+        store: &Store,
+        hashes: &[Hash],
+        progress: &Progress,
+    ) -> Result<u64> {
+        if hashes.is_empty() {
+            return Ok(0);
+        }
+        let req = v1::PullBlobsRequest {
+            hashes: hashes.iter().map(Hash::to_hex).collect(),
+        };
+        let mut stream = self
+            .call(req, |mut c, r| async move { c.pull_blobs(r).await })
+            .await?;
+        let mut sink = BlobSink::new(store.clone(), None);
+        while let Some(msg) = stream.next().await {
+            let msg = msg.map_err(remote_err)?;
+            let Some(BlobChunk { hash, data }) = msg.chunk else {
+                continue;
+            };
+            if !hash.is_empty() {
+                let h =
+                    Hash::parse(&hash).map_err(|_| anyhow!("the server sent a malformed hash"))?;
+                sink.start(h).await.context("storing a pulled blob")?;
+                progress.inc(1);
+            }
+            if !data.is_empty() && !sink.feed(data).await? {
+                bail!("the server sent data before a blob hash");
+            }
+        }
+        sink.finish().await.context("storing a pulled blob")?;
+        Ok(sink.done)
+    }
+
+    /// Asks about (or, with `negotiate` false, commits) a push.
+    pub async fn push_manifest(
+        &mut self,
+        m: &Manifest,
+        base: Base,
+        history: &[Record],
+        negotiate: bool,
+    ) -> Result<(Decision, Vec<Hash>, Option<Hash>)> {
+        let req = v1::PushManifestRequest {
+            manifest: Some(convert::manifest_to_proto(m)),
+            base_id: match base {
+                Base::Legacy => String::new(),
+                Base::Never => "none".into(),
+                Base::Id(h) => h.to_hex(),
+            },
+            negotiate,
+            history: history.iter().map(convert::record_to_proto).collect(),
+        };
+        let r = self
+            .call(req, |mut c, r| async move { c.push_manifest(r).await })
+            .await?;
+        let missing = r
+            .missing_blobs
+            .iter()
+            .map(|h| Hash::parse(h).map_err(|_| anyhow!("the server asked for a malformed hash")))
+            .collect::<Result<Vec<_>>>()?;
+        let head = (!r.head_id.is_empty())
+            .then(|| Hash::parse(&r.head_id).ok())
+            .flatten();
+        let d = Decision::try_from(r.decision).unwrap_or(Decision::Unspecified);
+        Ok((d, missing, head))
+    }
+
+    /// Streams blobs from `store` to the server.
+    pub async fn push_blobs(
+        &mut self,
+        store: &Store,
+        hashes: &[Hash],
+        progress: &Progress,
+    ) -> Result<i32> {
+        self.ensure_auth().await?;
+        let mut again = false;
+        loop {
+            let (tx, rx) = tokio::sync::mpsc::channel::<v1::PushBlobsRequest>(8);
+            let st = store.clone();
+            let list = hashes.to_vec();
+            let pb = progress.clone();
+            let producer = tokio::task::spawn_blocking(move || produce(&st, &list, &tx, &pb));
+            let mut req = Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+            self.attach(&mut req);
+            let res = self.inner.push_blobs(req).await;
+            let produced = producer
+                .await
+                .map_err(|e| anyhow!("reading blobs failed: {e}"))?;
+            match res {
+                Ok(r) => {
+                    produced?;
+                    return Ok(r.into_inner().blobs_received);
+                }
+                Err(s) if s.code() == Code::Unauthenticated && !again && !self.no_auth => {
+                    again = true;
+                    self.token = None;
+                    self.authenticate(challenge_of(&s)).await?;
+                }
+                Err(s) => return Err(remote_err(s)),
+            }
+        }
+    }
+
+    /// Runs the server's prune.
+    pub async fn prune(&mut self) -> Result<i32> {
+        let r = self
+            .call(
+                v1::PruneRequest {},
+                |mut c, r| async move { c.prune(r).await },
+            )
+            .await?;
+        Ok(r.blobs_removed)
+    }
+}
+
+fn produce(
+    store: &Store,
+    hashes: &[Hash],
+    tx: &tokio::sync::mpsc::Sender<v1::PushBlobsRequest>,
+    pb: &Progress,
+) -> Result<()> {
+    use std::io::Read;
+    for h in hashes {
+        let mut f = sgard_store::durable::open_regular_file(&store.path_of(h))
+            .with_context(|| format!("blob {h} is missing locally"))?;
+        let mut hasher = sgard_store::Hasher::new();
+        let mut first = true;
+        let mut buf = vec![0u8; CHUNK_SIZE];
+        loop {
+            let n = f
+                .read(&mut buf)
+                .with_context(|| format!("reading blob {h}"))?;
+            if n == 0 && !first {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            let chunk = BlobChunk {
+                hash: if first { h.to_hex() } else { String::new() },
+                data: buf[..n].to_vec(),
+            };
+            first = false;
+            if tx
+                .blocking_send(v1::PushBlobsRequest { chunk: Some(chunk) })
+                .is_err()
+            {
+                return Ok(());
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        if hasher.finish() != *h {
+            bail!("local blob {h} is corrupt; run `sgard verify`");
+        }
+        pb.inc(1);
+    }
+    Ok(())
+}
+
+fn challenge_of(s: &Status) -> Option<(Vec<u8>, i64)> {
+    use prost::Message;
+    let st = super::server::RpcStatus::decode(s.details()).ok()?;
+    let any = st
+        .details
+        .iter()
+        .find(|a| a.type_url == super::server::REAUTH_TYPE_URL)?;
+    let c = v1::ReauthChallenge::decode(any.value.as_slice()).ok()?;
+    Some((c.nonce, c.timestamp))
+}
+
+/// A key that can sign a challenge.
+enum Signer {
+    File(Box<ssh_key::PrivateKey>, PathBuf),
+    Agent(PathBuf, ssh_key::PublicKey),
+}
+
+impl Signer {
+    fn name(&self) -> String {
+        match self {
+            Signer::File(_, p) => p.display().to_string(),
+            Signer::Agent(_, k) => format!("agent key {}", k.fingerprint(ssh_key::HashAlg::Sha256)),
+        }
+    }
+
+    /// (authorized_keys line, SSH wire signature).
+    fn sign(&self, payload: &[u8]) -> Result<(String, Vec<u8>)> {
+        match self {
+            Signer::File(k, _) => Ok((
+                k.public_key().to_openssh().map_err(|e| anyhow!("{e}"))?,
+                auth::sign_with_key(k, payload)?,
+            )),
+            Signer::Agent(sock, pk) => {
+                let mut agent = ssh_agent_client_rs::Client::connect(sock)
+                    .map_err(|e| anyhow!("ssh-agent: {e}"))?;
+                let sig = agent
+                    .sign(pk.clone(), payload)
+                    .map_err(|e| anyhow!("ssh-agent refused to sign: {e}"))?;
+                Ok((
+                    pk.to_openssh().map_err(|e| anyhow!("{e}"))?,
+                    auth::encode_sig(&sig)?,
+                ))
+            }
+        }
+    }
+}
+
+/// A progress bar shown on a terminal once an operation takes over a second.
+#[derive(Clone)]
+pub struct Progress {
+    bar: indicatif::ProgressBar,
+    started: Instant,
+}
+
+impl Progress {
+    /// A bar for `total` items labelled `what`.
+    pub fn new(total: u64, what: &str) -> Self {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(total),
+            indicatif::ProgressDrawTarget::hidden(),
+        );
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} blobs")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what.to_owned());
+        Progress {
+            bar,
+            started: Instant::now(),
+        }
+    }
+
+    fn inc(&self, n: u64) {
+        if self.bar.is_hidden()
+            && self.started.elapsed() > Duration::from_secs(1)
+            && std::io::IsTerminal::is_terminal(&std::io::stderr())
+        {
+            self.bar
+                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+        self.bar.inc(n);
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// What `push` did.
+#[derive(Debug)]
+pub enum Pushed {
+    /// Blobs sent; the server's head is now ours.
+    Done(usize),
+    /// The server already had exactly this.
+    UpToDate,
+}
+
+/// Pushes the repository: a fast-forward of the server head this repository
+/// last synced with, or refused (exit 4) when the server has changes to pull.
+pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
+    let base = match g.sync_base(&o.remote.addr) {
+        Some(b) => Base::Id(b),
+        None => Base::Never,
+    };
+    let m = g.manifest().clone();
+    let history = g.history().records.clone();
+    let store = g.store().clone();
+    let head = g.head_id();
+    let out = block_on(async {
+        let mut c = Client::connect(o).await?;
+        let (d, missing, server_head) = c.push_manifest(&m, base, &history, true).await?;
+        let ours = server_head.is_some();
+        match d {
+            Decision::UpToDate => return Ok::<_, anyhow::Error>((Pushed::UpToDate, server_head)),
+            Decision::Rejected => {
+                return Err(anyhow::Error::new(Refused(
+                    "the server has changes this repository has not pulled; run `sgard pull` \
+                     first, then push again"
+                        .into(),
+                )));
+            }
+            Decision::Accepted => {}
+            Decision::Unspecified => bail!("the server answered the push with no decision"),
+        }
+        let pb = Progress::new(missing.len() as u64, "push");
+        c.push_blobs(&store, &missing, &pb).await?;
+        pb.finish();
+        if !ours {
+            // A Go server installed the manifest at the end of PushBlobs.
+            return Ok((Pushed::Done(missing.len()), None));
+        }
+        let (d, _, new_head) = c.push_manifest(&m, base, &history, false).await?;
+        match d {
+            Decision::Accepted | Decision::UpToDate => Ok((Pushed::Done(missing.len()), new_head)),
+            _ => Err(anyhow::Error::new(Refused(
+                "the server changed during the push; run `sgard pull`, then push again".into(),
+            ))),
+        }
+    })??;
+    let (pushed, server_head) = out;
+    g.set_sync_base(&o.remote.addr, server_head.unwrap_or(head))?;
+    Ok(pushed)
+}
+
+/// What `pull` did.
+#[derive(Debug)]
+pub struct Pulled {
+    /// Blobs fetched.
+    pub blobs: u64,
+    /// The merge and restore.
+    pub report: PullReport,
+}
+
+/// Pulls the server's state and merges it (see `Garden::pull_merge`).
+pub fn pull(
+    g: &mut Garden,
+    o: &Opts,
+    side: Side,
+    ropts: RestoreOptions,
+    prompt: &mut dyn Prompt,
+) -> Result<Pulled> {
+    let store = g.store().clone();
+    let (theirs, history, blobs) = {
+        let g_ref = &*g;
+        block_on(async {
+            let mut c = Client::connect(o).await?;
+            let (theirs, _head, history) = c.pull_manifest().await?;
+            let missing = g_ref.missing_for(&theirs, &history)?;
+            let pb = Progress::new(missing.len() as u64, "pull");
+            let n = c.pull_blobs(&store, &missing, &pb).await?;
+            pb.finish();
+            Ok::<_, anyhow::Error>((theirs, history, n))
+        })??
+    };
+    let base = g.sync_base(&o.remote.addr);
+    let report = match g.pull_merge(theirs, history, base, side, ropts, prompt, &o.remote.addr) {
+        Err(sgard_garden::Error::Conflict(msg)) => return Err(anyhow::Error::new(Refused(msg))),
+        other => other?,
+    };
+    if let Some(b) = report.base {
+        g.set_sync_base(&o.remote.addr, b)?;
+    }
+    Ok(Pulled { blobs, report })
+}
+
+/// The server's manifest (for `list --remote`).
+pub fn remote_manifest(o: &Opts) -> Result<Manifest> {
+    block_on(async {
+        let mut c = Client::connect(o).await?;
+        Ok::<_, anyhow::Error>(c.pull_manifest().await?.0)
+    })?
+}
+
+/// Runs the server's prune.
+pub fn remote_prune(o: &Opts) -> Result<i32> {
+    block_on(async {
+        let mut c = Client::connect(o).await?;
+        c.prune().await
+    })?
+}
+
+/// Whether `path` exists (used to decide on repository creation).
+pub fn exists(path: &Path) -> bool {
+    path.join(sgard_manifest::MANIFEST_FILE).exists()
+}
