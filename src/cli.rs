@@ -18,6 +18,10 @@ pub struct Cli {
     #[arg(short = 'V', long = "version", action = clap::ArgAction::Version)]
     pub version: Option<bool>,
 
+    /// Re-read every file instead of trusting the machine-local stat cache
+    #[arg(long, global = true)]
+    pub no_cache: bool,
+
     /// Sync server HOST:PORT [default: SGARD_REMOTE, then <repo>/remote.yaml];
     /// without a value, the configured one (`list --remote`, `prune --remote`)
     #[arg(short = 'r', long, global = true, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]

@@ -81,7 +81,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Man { dir } => return man::run(dir.as_deref(), &mut out),
         _ => {}
     }
-    let env = context::env()?;
+    let mut env = context::env()?;
+    if cli.no_cache {
+        env.cache_dir = None;
+    }
     let repo = context::repo_path(&env, cli.repo.as_deref());
     let net = Net {
         remote: cli.remote.clone(),

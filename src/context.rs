@@ -35,12 +35,17 @@ pub fn env() -> Result<Env> {
         Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
         _ => Some(home.join(".local/state")),
     };
+    let cache_dir = match std::env::var_os("XDG_CACHE_HOME") {
+        Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
+        _ => Some(home.join(".cache")),
+    };
     Ok(Env {
         home: clean(&home),
         cwd: clean(&cwd),
         now,
         hostname,
         state_dir,
+        cache_dir,
     })
 }
 

@@ -91,6 +91,7 @@ impl Garden {
             roots.push((abs, DiskKind::of(&md)));
         }
         let mut report = AddReport::default();
+        self.begin_batch();
         for (abs, kind) in roots {
             match kind {
                 DiskKind::Dir if opts.dir => self.add_one(&abs, kind, opts, false, &mut report)?,
@@ -98,6 +99,7 @@ impl Garden {
                 _ => self.add_one(&abs, kind, opts, false, &mut report)?,
             }
         }
+        self.commit_batch()?;
         self.manifest.updated = self.env.now;
         self.save()?;
         Ok(report)
@@ -166,7 +168,7 @@ impl Garden {
                     self.encrypted_file_entry(&tilde, abs, old)?
                 } else {
                     let (mut f, md) = fsx::open_regular(abs)?;
-                    let w = self.store.write(&mut f).map_err(|e| match e {
+                    let w = self.put(&mut f).map_err(|e| match e {
                         sgard_store::Error::Source(source) => Error::io("reading", abs, source),
                         other => Error::Store(other),
                     })?;

@@ -57,6 +57,7 @@ impl Garden {
     /// Only when the manifest cannot be saved or targeting is inconsistent.
     pub fn checkpoint(&mut self, message: Option<&str>) -> Result<CheckpointReport> {
         let mut report = CheckpointReport::default();
+        self.begin_batch();
         for i in 0..self.manifest.files.len() {
             let entry = self.manifest.files[i].clone();
             if !self.applies(&entry)? {
@@ -74,6 +75,7 @@ impl Garden {
                 report.changes.push((entry.path.clone(), c));
             }
         }
+        self.commit_batch()?;
         let message = message.filter(|m| !m.is_empty()).map(str::to_owned);
         let changed = report
             .changes
@@ -117,7 +119,7 @@ impl Garden {
         let mode_changed = entry.kind != EntryKind::Link && entry.mode != Some(mode);
         match entry.kind {
             EntryKind::File if entry.encrypted => {
-                let (sha, _) = fsx::hash_file(&abs)?;
+                let (sha, _) = self.hash_tracked(&entry.path, &abs, &md)?;
                 let same = match self.known_match(entry, sha) {
                     Some(b) => b,
                     None => self.plain_matches(entry, &abs, sha)?,
@@ -142,7 +144,7 @@ impl Garden {
                 }
             }
             EntryKind::File => {
-                let (hash, _) = fsx::hash_file(&abs)?;
+                let (hash, _) = self.hash_tracked(&entry.path, &abs, &md)?;
                 let content_changed = entry.hash != Some(hash);
                 if entry.locked {
                     return Ok((content_changed || mode_changed)
@@ -155,7 +157,7 @@ impl Garden {
                         .is_some_and(|h| !self.store.contains(&h).unwrap_or(true));
                 if heal {
                     let (mut f, _) = fsx::open_regular(&abs)?;
-                    let w = self.store.write(&mut f).map_err(|err| match err {
+                    let w = self.put(&mut f).map_err(|err| match err {
                         sgard_store::Error::Source(s) => Error::io("reading", &abs, s),
                         other => Error::Store(other),
                     })?;
@@ -165,7 +167,7 @@ impl Garden {
                 }
                 if content_changed {
                     let (mut f, fmd) = fsx::open_regular(&abs)?;
-                    let w = self.store.write(&mut f).map_err(|err| match err {
+                    let w = self.put(&mut f).map_err(|err| match err {
                         sgard_store::Error::Source(s) => Error::io("reading", &abs, s),
                         other => Error::Store(other),
                     })?;

@@ -126,7 +126,7 @@ impl Garden {
     pub(crate) fn store_encrypted(&self, plain: &[u8]) -> Result<(Hash, Hash, bool)> {
         let dek = self.dek()?;
         let blob = dek.seal(plain)?;
-        let w = self.store.write_bytes(&blob)?;
+        let w = self.put(&mut blob.as_slice())?;
         self.fingerprints
             .borrow_mut()
             .insert(w.hash, Hash::of(plain));

@@ -22,4 +22,7 @@ pub struct Env {
     /// Where machine-local state lives (`$XDG_STATE_HOME`, else
     /// `~/.local/state`); `None` keeps nothing.
     pub state_dir: Option<PathBuf>,
+    /// Where machine-local caches live (`$XDG_CACHE_HOME`, else `~/.cache`);
+    /// `None` (or `--no-cache`) disables the stat cache.
+    pub cache_dir: Option<PathBuf>,
 }

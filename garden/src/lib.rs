@@ -38,6 +38,7 @@ mod paths;
 mod prune;
 mod remove;
 mod restore;
+mod statcache;
 mod status;
 mod sync;
 mod tags;
@@ -98,12 +99,16 @@ pub struct Garden {
     /// whose disk content is the version the repository already holds).
     trusted: std::collections::HashSet<String>,
     fingerprints: std::cell::RefCell<fingerprints::Fingerprints>,
+    statcache: std::cell::RefCell<statcache::StatCache>,
+    /// Blobs being written as one batch (one flush for all; see `Batch`).
+    batch: std::cell::RefCell<Option<sgard_store::Batch>>,
     _lock: RepoLock,
 }
 
 impl Drop for Garden {
     fn drop(&mut self) {
         self.fingerprints.get_mut().flush();
+        self.statcache.get_mut().flush();
     }
 }
 
@@ -184,10 +189,13 @@ impl Garden {
         let labels = identity::labels(&env.hostname, &tags);
         let repo_id = fs::metadata(root).ok().map(|m| (m.dev(), m.ino()));
         let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
+        let statcache = statcache::StatCache::load(env.cache_dir.as_deref(), root);
         Ok(Garden {
             keys: std::cell::RefCell::default(),
             trusted: std::collections::HashSet::new(),
             fingerprints: std::cell::RefCell::new(fingerprints),
+            statcache: std::cell::RefCell::new(statcache),
+            batch: std::cell::RefCell::new(None),
             root: root.to_path_buf(),
             env,
             manifest,
@@ -265,6 +273,50 @@ impl Garden {
 
     fn is_repo_dir(&self, md: &fs::Metadata) -> bool {
         self.repo_id == Some((md.dev(), md.ino()))
+    }
+
+    /// Stores a blob: into the open batch if there is one, else durably now.
+    pub(crate) fn put(
+        &self,
+        r: &mut dyn std::io::Read,
+    ) -> sgard_store::Result<sgard_store::Written> {
+        match self.batch.borrow_mut().as_mut() {
+            Some(b) => b.write(r),
+            None => self.store.write(r),
+        }
+    }
+
+    /// Starts batching blob writes (until [`Garden::commit_batch`]).
+    pub(crate) fn begin_batch(&self) {
+        *self.batch.borrow_mut() = Some(self.store.batch());
+    }
+
+    /// Makes every batched blob durable under its name. Call before anything
+    /// that names them (a manifest, a history record) is written.
+    pub(crate) fn commit_batch(&self) -> Result<()> {
+        let b = self.batch.borrow_mut().take();
+        if let Some(b) = b {
+            b.commit()?;
+        }
+        Ok(())
+    }
+
+    /// SHA-256 of a tracked file's content, from the stat cache when its
+    /// metadata did not change, else by reading it (and caching the result).
+    pub(crate) fn hash_tracked(
+        &self,
+        path: &str,
+        abs: &Path,
+        md: &fs::Metadata,
+    ) -> Result<(sgard_store::Hash, fs::Metadata)> {
+        if let Some(h) = self.statcache.borrow().lookup(path, md) {
+            return Ok((h, md.clone()));
+        }
+        let (h, opened) = fsx::hash_file(abs)?;
+        if let Ok(after) = fs::symlink_metadata(abs) {
+            self.statcache.borrow_mut().record(path, &opened, &after, h);
+        }
+        Ok((h, opened))
     }
 
     fn applies(&self, e: &sgard_manifest::Entry) -> Result<bool> {

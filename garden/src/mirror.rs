@@ -85,6 +85,7 @@ impl Garden {
         let roots = self.mirror_roots(dirs)?;
         let mut report = MirrorUpReport::default();
         let mut add = AddReport::default();
+        self.begin_batch();
         for (abs, _) in &roots {
             self.add_tree(abs, &AddOptions::default(), true, &mut add)?;
         }
@@ -128,6 +129,7 @@ impl Garden {
             }
             i += 1;
         }
+        self.commit_batch()?;
         self.manifest.updated = self.env.now;
         self.save()?;
         Ok(report)

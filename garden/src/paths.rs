@@ -102,6 +102,7 @@ mod tests {
             now: Timestamp::zero(),
             hostname: "h".into(),
             state_dir: None,
+            cache_dir: None,
         }
     }
 

@@ -285,10 +285,10 @@ impl Garden {
         if disk.matches(e.kind) {
             let same = match e.kind {
                 EntryKind::File if e.encrypted => {
-                    let (sha, _) = fsx::hash_file(abs)?;
+                    let (sha, _) = self.hash_tracked(&e.path, abs, &md)?;
                     self.plain_matches(e, abs, sha)?
                 }
-                EntryKind::File => Some(fsx::hash_file(abs)?.0) == e.hash,
+                EntryKind::File => Some(self.hash_tracked(&e.path, abs, &md)?.0) == e.hash,
                 EntryKind::Link => e.target.as_deref() == Some(fsx::read_link(abs)?.as_str()),
                 EntryKind::Directory => true,
             };
@@ -365,7 +365,7 @@ impl Garden {
             }
             DiskKind::File => {
                 let (mut f, fmd) = fsx::open_regular(abs)?;
-                let w = self.store.write(&mut f).map_err(|err| match err {
+                let w = self.put(&mut f).map_err(|err| match err {
                     sgard_store::Error::Source(s) => Error::io("reading", abs, s),
                     other => Error::Store(other),
                 })?;
@@ -414,6 +414,7 @@ impl Garden {
         let mut after = Manifest::new(self.env.now);
         let mut ready = Vec::new();
         let mut new_blobs = 0;
+        self.begin_batch();
         for s in steps {
             let secret = matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
                 || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
@@ -445,6 +446,7 @@ impl Garden {
             }
             ready.push(s);
         }
+        self.commit_batch()?;
         if ready.is_empty() {
             return Ok(());
         }

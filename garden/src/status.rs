@@ -112,7 +112,7 @@ impl Garden {
             e.kind != EntryKind::Link && e.mode.is_some_and(|m| m != fsx::mode_of(&md));
         match e.kind {
             EntryKind::File if e.encrypted => {
-                let (sha, _) = fsx::hash_file(&abs)?;
+                let (sha, _) = self.hash_tracked(&e.path, &abs, &md)?;
                 match self.known_match(e, sha) {
                     Some(true) => {}
                     Some(false) => return changed("content"),
@@ -126,7 +126,7 @@ impl Garden {
                 }
             }
             EntryKind::File => {
-                let (hash, _) = fsx::hash_file(&abs)?;
+                let (hash, _) = self.hash_tracked(&e.path, &abs, &md)?;
                 if e.hash != Some(hash) {
                     return changed("content");
                 }

@@ -38,7 +38,7 @@ pub mod durable;
 mod error;
 mod hash;
 
-use std::fs;
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -76,6 +76,100 @@ pub enum BlobState {
     Corrupt(Hash),
 }
 
+/// Blobs written as one batch: their bytes go to temp files with no fsync;
+/// [`Batch::commit`] then flushes the filesystem once, renames every blob
+/// into place, and flushes once more. A blob still gets a name only after its
+/// bytes are durable, as with [`Store::write`], at a constant number of flush
+/// rounds instead of one fsync per blob. Dropping an uncommitted batch
+/// deletes its temp files.
+#[derive(Debug)]
+pub struct Batch {
+    store: Store,
+    pending: Vec<(tempfile::TempPath, Hash, u64)>,
+}
+
+impl Batch {
+    /// Stores what `reader` yields (see [`Store::write`]); the blob is named
+    /// at [`Batch::commit`].
+    ///
+    /// # Errors
+    /// As [`Store::write`].
+    pub fn write(&mut self, reader: &mut dyn Read) -> Result<Written> {
+        let (tmp, hash, size) = self.store.spool(reader, None, None)?;
+        let queued = self
+            .pending
+            .iter()
+            .any(|(_, h, s)| *h == hash && *s == size);
+        if queued || self.store.size_of(&hash)? == Some(size) {
+            return Ok(Written {
+                hash,
+                size,
+                new: false,
+            });
+        }
+        self.pending.push((tmp.into_temp_path(), hash, size));
+        Ok(Written {
+            hash,
+            size,
+            new: true,
+        })
+    }
+
+    /// How many blobs wait for [`Batch::commit`].
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Makes every blob of the batch durable under its name.
+    ///
+    /// # Errors
+    /// [`Error::Io`]; blobs not yet renamed are then dropped.
+    pub fn commit(self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let root = self.store.blobs.clone();
+        let batched = durable::syncfs(&root);
+        let mut leaves = std::collections::BTreeSet::new();
+        for (tmp, hash, size) in self.pending {
+            if !batched {
+                let f = File::open(&tmp).map_err(|e| Error::io("opening", tmp.to_path_buf(), e))?;
+                f.sync_data()
+                    .map_err(|e| Error::io("syncing", tmp.to_path_buf(), e))?;
+            }
+            let dest = self.store.path_of(&hash);
+            let leaf = durable::parent_of(&dest);
+            if !leaves.contains(&leaf) {
+                self.store.make_leaf(&leaf, batched)?;
+                leaves.insert(leaf.clone());
+            }
+            match tmp.persist_noclobber(&dest) {
+                Ok(()) => {}
+                Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => {
+                    if self.store.size_of(&hash)? != Some(size) {
+                        e.path
+                            .persist(&dest)
+                            .map_err(|e| Error::io("replacing damaged blob", &dest, e.error))?;
+                    }
+                }
+                Err(e) => return Err(Error::io("renaming temp file to", &dest, e.error)),
+            }
+        }
+        if batched && durable::syncfs(&root) {
+            return Ok(());
+        }
+        for leaf in leaves {
+            durable::fsync_dir(&leaf)?;
+        }
+        Ok(())
+    }
+}
+
 /// A blob found by [`Store::list`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlobInfo {
@@ -91,6 +185,70 @@ impl Store {
         Store {
             blobs: repo.join("blobs"),
         }
+    }
+
+    /// Starts a batch of writes (see [`Batch`]).
+    pub fn batch(&self) -> Batch {
+        Batch {
+            store: self.clone(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Creates a leaf folder; with `batched`, its new entries are left for
+    /// the next `syncfs` instead of being fsynced one by one.
+    fn make_leaf(&self, leaf: &Path, batched: bool) -> Result<()> {
+        if batched {
+            fs::create_dir_all(leaf).map_err(|e| Error::io("creating folder", leaf, e))?;
+            Ok(())
+        } else {
+            durable::create_dir_all_durable(leaf).map(|_| ())
+        }
+    }
+
+    /// Copies `reader` into a temp file, hashing; checks `expected`/`max`.
+    fn spool(
+        &self,
+        reader: &mut dyn Read,
+        expected: Option<&Hash>,
+        max: Option<u64>,
+    ) -> Result<(tempfile::NamedTempFile, Hash, u64)> {
+        let tmp_dir = self.blobs.join(TMP_DIR);
+        durable::create_dir_all_durable(&tmp_dir)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix("blob-")
+            .tempfile_in(&tmp_dir)
+            .map_err(|e| Error::io("creating temp file in", &tmp_dir, e))?;
+        let mut hasher = Hasher::new();
+        let mut buf = vec![0u8; BUF_SIZE];
+        let mut size = 0u64;
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::Source(e)),
+            };
+            hasher.update(&buf[..n]);
+            tmp.write_all(&buf[..n])
+                .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
+            size += n as u64;
+            if let Some(limit) = max
+                && size > limit
+            {
+                return Err(Error::TooLarge { limit });
+            }
+        }
+        let hash = hasher.finish();
+        if let Some(want) = expected
+            && *want != hash
+        {
+            return Err(Error::Corrupt {
+                hash: *want,
+                actual: hash,
+            });
+        }
+        Ok((tmp, hash, size))
     }
 
     /// Creates `repo/blobs/` durably and returns the store.
@@ -173,41 +331,7 @@ impl Store {
         expected: Option<&Hash>,
         max: Option<u64>,
     ) -> Result<Written> {
-        let tmp_dir = self.blobs.join(TMP_DIR);
-        durable::create_dir_all_durable(&tmp_dir)?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix("blob-")
-            .tempfile_in(&tmp_dir)
-            .map_err(|e| Error::io("creating temp file in", &tmp_dir, e))?;
-        let mut hasher = Hasher::new();
-        let mut buf = vec![0u8; BUF_SIZE];
-        let mut size = 0u64;
-        loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::Source(e)),
-            };
-            hasher.update(&buf[..n]);
-            tmp.write_all(&buf[..n])
-                .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
-            size += n as u64;
-            if let Some(limit) = max
-                && size > limit
-            {
-                return Err(Error::TooLarge { limit });
-            }
-        }
-        let hash = hasher.finish();
-        if let Some(want) = expected
-            && *want != hash
-        {
-            return Err(Error::Corrupt {
-                hash: *want,
-                actual: hash,
-            });
-        }
+        let (tmp, hash, size) = self.spool(reader, expected, max)?;
         if self.size_of(&hash)? == Some(size) {
             return Ok(Written {
                 hash,
@@ -547,6 +671,36 @@ mod tests {
         assert_eq!(s.list().unwrap().len(), 1);
         assert_eq!(s.sweep_temps().unwrap(), (2, 11));
         assert_eq!(s.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn batch_names_blobs_only_at_commit_and_dedupes() {
+        let (_d, s) = store();
+        let mut b = s.batch();
+        let a = b.write(&mut &b"alpha"[..]).unwrap();
+        let again = b.write(&mut &b"alpha"[..]).unwrap();
+        let c = b.write(&mut &b"gamma"[..]).unwrap();
+        assert!(a.new && !again.new && c.new);
+        assert_eq!(b.len(), 2);
+        assert!(!s.contains(&a.hash).unwrap(), "named before commit");
+        b.commit().unwrap();
+        assert_eq!(s.read(&a.hash).unwrap(), b"alpha");
+        assert_eq!(s.read(&c.hash).unwrap(), b"gamma");
+        assert_eq!(fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(), 0);
+        // Already stored: nothing queued.
+        let mut b = s.batch();
+        assert!(!b.write(&mut &b"alpha"[..]).unwrap().new);
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn dropped_batch_leaves_nothing() {
+        let (_d, s) = store();
+        let mut b = s.batch();
+        let w = b.write(&mut &b"never committed"[..]).unwrap();
+        drop(b);
+        assert!(!s.contains(&w.hash).unwrap());
+        assert_eq!(fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(), 0);
     }
 
     #[test]
