@@ -1,0 +1,115 @@
+//! The machine-local stat cache: consulted, bypassed by `--no-cache`,
+//! never trusted when damaged, and never trusted for racily-clean files.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use crate::common::*;
+
+/// The cache file of the test's repository (named after its path).
+fn cache_path(t: &TestEnv) -> PathBuf {
+    let key = &sha(t.repo().to_str().unwrap())[..16];
+    t.home.join(".cache/sgard").join(format!("statcache-{key}"))
+}
+
+fn cache_file(t: &TestEnv) -> Option<PathBuf> {
+    let p = cache_path(t);
+    p.exists().then_some(p)
+}
+
+/// Writes a well-formed cache claiming `path` (with its current stat) hashes
+/// to `hash`, for the repository whose cache file is `file`.
+fn plant(file: &PathBuf, path: &str, disk: &PathBuf, hash: &str) {
+    let md = fs::symlink_metadata(disk).unwrap();
+    let mt = i128::from(md.mtime()) * 1_000_000_000 + i128::from(md.mtime_nsec());
+    let ct = i128::from(md.ctime()) * 1_000_000_000 + i128::from(md.ctime_nsec());
+    let body = format!(
+        "{hash} {} {} {} {} {mt} {ct} {path}\n",
+        md.dev(),
+        md.ino(),
+        md.size(),
+        md.mode()
+    );
+    fs::write(file, format!("sgard-statcache 1 {}\n{body}", sha(&body))).unwrap();
+}
+
+#[test]
+fn the_cache_is_consulted_and_no_cache_bypasses_it() {
+    let t = TestEnv::init();
+    t.write("f", "content\n");
+    t.sgard(["add", "f"]).ok();
+    let file = cache_path(&t);
+    fs::create_dir_all(file.parent().unwrap()).unwrap();
+    // A cache entry matching the file's exact stat is trusted without
+    // reading the file: plant one that lies about the content.
+    plant(&file, "~/f", &t.path("f"), &sha("something else\n"));
+    let r = t.sgard(["status"]);
+    r.ok();
+    assert_eq!(r.stdout, "modified   ~/f\n", "the cache was not consulted");
+    // --no-cache reads the file.
+    let r = t.sgard(["--no-cache", "status"]);
+    assert_eq!(r.stdout, "ok         ~/f\n");
+    // A correct entry gives ok without reading.
+    plant(&file, "~/f", &t.path("f"), &sha("content\n"));
+    assert_eq!(t.sgard(["status"]).stdout, "ok         ~/f\n");
+}
+
+#[test]
+fn a_damaged_cache_is_ignored() {
+    let t = TestEnv::init();
+    t.write("f", "content\n");
+    t.sgard(["add", "f"]).ok();
+    let file = cache_path(&t);
+    fs::create_dir_all(file.parent().unwrap()).unwrap();
+    plant(&file, "~/f", &t.path("f"), &sha("lie\n"));
+    assert_eq!(t.sgard(["status"]).stdout, "modified   ~/f\n");
+    // Damage one byte of the body: the checksum no longer matches.
+    let mut text = fs::read_to_string(&file).unwrap();
+    text.push('x');
+    fs::write(&file, text).unwrap();
+    assert_eq!(t.sgard(["status"]).stdout, "ok         ~/f\n");
+    // Garbage, or a cache of another format, too.
+    fs::write(&file, "not a cache at all\n").unwrap();
+    assert_eq!(t.sgard(["status"]).stdout, "ok         ~/f\n");
+}
+
+#[test]
+fn a_same_size_rewrite_with_the_old_mtime_is_seen() {
+    // A filesystem with coarse timestamps can give a rewritten file the
+    // same size and mtime; its ctime still moves, and the cache keys on it.
+    let t = TestEnv::init();
+    let p = t.write("f", "aaaa\n");
+    set_mtime(&p, now_secs() - 3600);
+    t.sgard(["add", "f"]).ok();
+    // Let the file settle past the 2-second racy window, then cache it.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    t.sgard(["status"]).ok();
+    let file = cache_file(&t).expect("no stat cache written");
+    assert_eq!(mode_of(&file) & 0o777, 0o600);
+    assert!(
+        fs::read_to_string(&file).unwrap().contains("~/f"),
+        "a settled file was not cached"
+    );
+    // Rewrite in place: same size, mtime put back by hand.
+    fs::write(&p, "bbbb\n").unwrap();
+    set_mtime(&p, now_secs() - 3600);
+    assert_eq!(t.sgard(["status"]).stdout, "modified   ~/f\n");
+    t.sgard(["checkpoint"]).ok();
+    assert!(t.manifest().contains(&sha("bbbb\n")));
+}
+
+#[test]
+fn files_inside_the_racy_window_are_never_cached() {
+    let t = TestEnv::init();
+    t.write("f", "fresh\n");
+    t.sgard(["add", "f"]).ok();
+    t.sgard(["status"]).ok();
+    let text = cache_file(&t)
+        .map(|f| fs::read_to_string(f).unwrap())
+        .unwrap_or_default();
+    assert!(
+        !text.contains("~/f"),
+        "a file changed just now was cached: {text}"
+    );
+}
