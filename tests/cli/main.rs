@@ -11,3 +11,4 @@ mod history;
 mod hostile;
 mod local;
 mod scenarios;
+mod sync;
