@@ -132,8 +132,22 @@ impl Garden {
     /// # Errors
     /// Store I/O errors.
     pub fn missing_for(&self, m: &Manifest, history: &[Record]) -> Result<Vec<Hash>> {
+        self.missing_among(m, history, &[])
+    }
+
+    /// As [`Garden::missing_for`], also checking `extra` hashes.
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    pub fn missing_among(
+        &self,
+        m: &Manifest,
+        history: &[Record],
+        extra: &[Hash],
+    ) -> Result<Vec<Hash>> {
         let mut want: BTreeSet<Hash> = m.referenced_blobs().collect();
         want.extend(history.iter().map(|r| r.id));
+        want.extend(extra.iter().copied());
         let mut out = Vec::new();
         for h in want {
             if !self.store.contains(&h)? {
@@ -152,6 +166,7 @@ impl Garden {
         m: &Manifest,
         base: Base,
         history: &[Record],
+        extra: &[Hash],
     ) -> Result<PushDecision> {
         let head = self.head_id();
         if head_id_of(m) == head {
@@ -172,7 +187,9 @@ impl Garden {
                 "the server has changes this client has not pulled; run `sgard pull` first".into(),
             ));
         }
-        Ok(PushDecision::Accepted(self.missing_for(m, history)?))
+        Ok(PushDecision::Accepted(
+            self.missing_among(m, history, extra)?,
+        ))
     }
 
     /// Installs a pushed manifest (and merges the pushed history): only if
@@ -209,6 +226,45 @@ impl Garden {
         Ok(self.head_id())
     }
 
+    /// Blobs that the snapshots of `records` reference and this store lacks
+    /// (for snapshots whose documents are stored here; the others are
+    /// reported by [`Garden::missing_for`] first).
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    pub fn snapshot_blobs_missing(&self, records: &[Record]) -> Result<Vec<Hash>> {
+        let mut out = BTreeSet::new();
+        let mut seen = HashSet::new();
+        for r in records {
+            if !seen.insert(r.id) || !self.store.contains(&r.id)? {
+                continue;
+            }
+            if let Ok(doc) = self.snapshot_doc(&r.id) {
+                for h in doc.referenced_blobs() {
+                    if !self.store.contains(&h)? {
+                        out.insert(h);
+                    }
+                }
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Every blob the snapshots of `records` reference (their documents
+    /// must be stored here).
+    pub fn snapshot_blobs(&self, records: &[Record]) -> Vec<Hash> {
+        let mut out = BTreeSet::new();
+        let mut seen = HashSet::new();
+        for r in records {
+            if seen.insert(r.id)
+                && let Ok(doc) = self.snapshot_doc(&r.id)
+            {
+                out.extend(doc.referenced_blobs());
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// Adds records this log does not have (same id, reason and time),
     /// keeping the log in time order.
     fn merge_history(&mut self, incoming: Vec<Record>) -> Result<()> {
@@ -232,6 +288,14 @@ impl Garden {
                     r.id.short(12)
                 )));
             }
+        }
+        let lacking = self.snapshot_blobs_missing(&new)?;
+        if let Some(h) = lacking.first() {
+            return Err(Error::Conflict(format!(
+                "{} blob(s) the incoming snapshots reference are missing (first: {})",
+                lacking.len(),
+                h.short(12)
+            )));
         }
         let mut h = self.history.clone();
         h.records.append(&mut new);

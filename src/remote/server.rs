@@ -364,6 +364,14 @@ impl Service {
             }
         };
         let negotiate = r.negotiate;
+        let extra: Vec<Hash> = r
+            .extra_blobs
+            .iter()
+            .map(|h| {
+                Hash::parse(h)
+                    .map_err(|_| Status::invalid_argument(format!("malformed hash {h:?}")))
+            })
+            .collect::<Result<_, _>>()?;
         let who_owned = who.to_owned();
         let pending = self.pending.clone();
         self.blocking(LockMode::Exclusive, move |g| {
@@ -381,7 +389,7 @@ impl Service {
                 }
             };
             let decision = g
-                .push_decision(&manifest, base, &history)
+                .push_decision(&manifest, base, &history, &extra)
                 .map_err(garden_status)?;
             match decision {
                 PushDecision::UpToDate => Ok(resp(Decision::UpToDate, vec![], Some(g.head_id()))),

@@ -12,3 +12,4 @@ mod hostile;
 mod local;
 mod scenarios;
 mod statcache;
+mod sync;

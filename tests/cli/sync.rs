@@ -1,0 +1,2000 @@
+//! Remote sync: `sgardd` serving a repository to `sgard push` / `pull` /
+//! `remote` / `list --remote` / `prune --remote`, between real HOMEs with
+//! their own SSH keys; three-way merges and conflicts; `undo` of a pull;
+//! authentication (unknown keys, expired tokens, replayed signatures,
+//! revoked keys); TLS; `--insecure-no-auth`; a hostile raw gRPC client;
+//! `kill -9` of the server mid-push; encrypted entries and history on the
+//! wire.
+//!
+//! Every server binds 127.0.0.1 on port 0 (a port chosen by the kernel) and
+//! is killed when its [`Server`] guard drops, even when a test panics. Every
+//! wait is bounded.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::fs;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::Value;
+use sgard::remote::auth::{challenge_payload, read_private_key, sign_with_key, unix_now};
+use sgard_proto::TOKEN_METADATA_KEY;
+use sgard_proto::v1;
+use sgard_proto::v1::garden_sync_client::GardenSyncClient;
+use sgard_proto::v1::push_manifest_response::Decision;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+
+use crate::common::*;
+
+// ---------------------------------------------------------------- helpers
+
+/// How long one command may run before the test calls it hung.
+const LIMIT: Duration = Duration::from_secs(40);
+
+/// How long one raw RPC may take.
+const RPC_LIMIT: Duration = Duration::from_secs(20);
+
+/// Waits for `child` (stdout and stderr piped), draining both; kills it and
+/// fails the test if it runs past `limit`.
+#[track_caller]
+fn wait_run(mut child: Child, limit: Duration, what: &str) -> Run {
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    let stdout = out.join().unwrap();
+    let stderr = err.join().unwrap();
+    let Some(status) = status else {
+        panic!("`{what}` hung: killed after {limit:?}; stdout: {stdout}; stderr: {stderr}");
+    };
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+    }
+}
+
+/// Runs `c` with stdin closed, bounded by [`LIMIT`].
+#[track_caller]
+fn run_cmd(mut c: Command, what: &str) -> Run {
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_run(child, LIMIT, what)
+}
+
+/// A `sgard` command in `t`: no ssh-agent, `--ssh-key key` when given.
+fn client_cmd(t: &TestEnv, key: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut full: Vec<OsString> = args.iter().map(OsString::from).collect();
+    if let Some(k) = key {
+        full.push("--ssh-key".into());
+        full.push(k.into());
+    }
+    let mut c = t.command(&full);
+    c.env("SSH_AUTH_SOCK", "");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+/// Runs `sgard args` in `t` with `key` and extra environment, bounded.
+#[track_caller]
+fn sg_env(t: &TestEnv, key: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_cmd(
+        client_cmd(t, key, args, env),
+        &format!("sgard {}", args.join(" ")),
+    )
+}
+
+/// Runs `sgard args --ssh-key key` in `t`, bounded.
+#[track_caller]
+fn sg(t: &TestEnv, key: &Path, args: &[&str]) -> Run {
+    sg_env(t, Some(key), args, &[])
+}
+
+/// Runs a local `sgard` command in `t` (no key), bounded.
+#[track_caller]
+fn local(t: &TestEnv, args: &[&str]) -> Run {
+    sg_env(t, None, args, &[])
+}
+
+/// A running `sgardd`; killed (SIGKILL) and reaped when dropped.
+struct Server {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    addr: String,
+    port: u16,
+    repo: PathBuf,
+    log: Arc<Mutex<String>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// `kill -9` now.
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// What the server wrote on stderr so far.
+    fn log(&self) -> String {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+/// A `sgardd` command with a pinned, minimal environment.
+fn sgardd_cmd(home: &Path, args: &[OsString]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sgardd"));
+    c.args(args)
+        .current_dir(home)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SGARD_NOW", NOW)
+        .env("SGARD_HOSTNAME", "server")
+        .env("NO_COLOR", "1")
+        .env("LC_ALL", "C");
+    c
+}
+
+/// Starts `sgardd --repo repo --init ARGS` and waits (at most 20 s) for
+/// its `sgardd serving on ADDR` line. `Err` (with its output) when it exits
+/// first.
+fn try_serve(home: &Path, repo: &Path, args: &[OsString]) -> Result<Server, String> {
+    let mut full: Vec<OsString> = vec!["--repo".into(), repo.into(), "--init".into()];
+    full.extend(args.iter().cloned());
+    let mut child = sgardd_cmd(home, &full)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning sgardd");
+    let log = Arc::new(Mutex::new(String::new()));
+    let stderr = child.stderr.take().unwrap();
+    let sink = log.clone();
+    let err_thread = thread::spawn(move || {
+        let mut r = BufReader::new(stderr);
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 {
+            if let Ok(mut l) = sink.lock() {
+                l.push_str(&line);
+            }
+            line.clear();
+        }
+    });
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    thread::spawn(move || {
+        // Keeps draining after the caller stops listening.
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let mut server = Server {
+        child,
+        addr: String::new(),
+        port: 0,
+        repo: repo.to_path_buf(),
+        log,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                seen.push_str(&line);
+                seen.push('\n');
+                if let Some(rest) = line.strip_prefix("sgardd serving on ") {
+                    let addr = rest.split_whitespace().next().unwrap().to_owned();
+                    assert!(
+                        addr.starts_with("127.0.0.1:"),
+                        "server not on loopback: {line}"
+                    );
+                    server.port = addr.rsplit_once(':').unwrap().1.parse().unwrap();
+                    server.addr = addr;
+                    return Ok(server);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!(
+                    "sgardd did not start within 20 s; stdout: {seen}; stderr: {}",
+                    server.log()
+                );
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // It exited (stdout closed): collect why.
+                let t0 = Instant::now();
+                while server.child.try_wait().unwrap().is_none()
+                    && t0.elapsed() < Duration::from_secs(5)
+                {
+                    thread::sleep(Duration::from_millis(10));
+                }
+                let _ = err_thread.join();
+                return Err(format!("stdout: {seen}; stderr: {}", server.log()));
+            }
+        }
+    }
+}
+
+/// Like [`try_serve`], failing the test when the server does not start.
+#[track_caller]
+fn serve(home: &Path, repo: &Path, args: &[OsString]) -> Server {
+    try_serve(home, repo, args).unwrap_or_else(|e| panic!("sgardd did not start: {e}"))
+}
+
+/// Runs `sgardd ARGS` expecting it to exit by itself (within 10 s).
+#[track_caller]
+fn sgardd_exits(home: &Path, args: &[&str]) -> Run {
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let child = sgardd_cmd(home, &args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_run(child, Duration::from_secs(10), "sgardd")
+}
+
+/// Makes an ed25519 key `dir/name` (and `name.pub`); `None` without ssh-keygen.
+fn keygen(dir: &Path, name: &str) -> Option<PathBuf> {
+    let p = dir.join(name);
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&p)
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => panic!("running ssh-keygen: {e}"),
+        Ok(o) => {
+            assert!(
+                o.status.success(),
+                "ssh-keygen failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            Some(p)
+        }
+    }
+}
+
+/// The public key line of a key made by [`keygen`].
+fn pubkey(key: &Path) -> String {
+    fs::read_to_string(format!("{}.pub", key.display())).unwrap()
+}
+
+/// `SHA256:...`, as `ssh-keygen -lf key.pub` prints it.
+fn fingerprint(key: &Path) -> String {
+    let o = Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(format!("{}.pub", key.display()))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    let fp = text.split_whitespace().nth(1).unwrap().to_owned();
+    assert!(fp.starts_with("SHA256:"), "{text}");
+    fp
+}
+
+/// A scratch folder with a server home, a server repository path, client
+/// keys and an `authorized_keys` listing them.
+struct World {
+    dir: tempfile::TempDir,
+    keys: Vec<PathBuf>,
+}
+
+impl World {
+    /// `n` keys, all authorized; `None` when ssh-keygen is missing.
+    fn new(n: usize) -> Option<World> {
+        let w = World::bare();
+        let kdir = w.root().join("keys");
+        fs::create_dir_all(&kdir).unwrap();
+        let mut keys = Vec::new();
+        for i in 0..n {
+            keys.push(keygen(&kdir, &format!("key{i}"))?);
+        }
+        let lines: String = keys.iter().map(|k| pubkey(k)).collect();
+        fs::write(w.auth_keys(), lines).unwrap();
+        Some(World { keys, ..w })
+    }
+
+    /// No keys (for `--insecure-no-auth`).
+    fn bare() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("srvhome")).unwrap();
+        World {
+            dir,
+            keys: Vec::new(),
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn key(&self, i: usize) -> &Path {
+        &self.keys[i]
+    }
+
+    /// A key that is not in `authorized_keys`.
+    fn stranger(&self) -> PathBuf {
+        keygen(&self.root().join("keys"), "stranger").unwrap()
+    }
+
+    fn srv_home(&self) -> PathBuf {
+        self.root().join("srvhome")
+    }
+
+    fn srv_repo(&self) -> PathBuf {
+        self.root().join("srv").join("repo")
+    }
+
+    fn auth_keys(&self) -> PathBuf {
+        self.root().join("authorized_keys")
+    }
+
+    /// `sgardd` over [`World::srv_repo`] with `authorized_keys`, on
+    /// `127.0.0.1:0`, plus `extra`.
+    #[track_caller]
+    fn serve(&self, extra: &[&str]) -> Server {
+        serve(
+            &self.srv_home(),
+            &self.srv_repo(),
+            &self.serve_args(0, extra),
+        )
+    }
+
+    fn serve_args(&self, port: u16, extra: &[&str]) -> Vec<OsString> {
+        let mut a: Vec<OsString> = vec![
+            "--authorized-keys".into(),
+            self.auth_keys().into(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}").into(),
+        ];
+        a.extend(extra.iter().map(OsString::from));
+        a
+    }
+}
+
+/// Skips the test (returns) when ssh-keygen is missing.
+macro_rules! world_or_skip {
+    ($n:expr) => {
+        match World::new($n) {
+            Some(w) => w,
+            None => {
+                eprintln!("skipping: ssh-keygen is not installed");
+                return;
+            }
+        }
+    };
+}
+
+/// Every regular file under `dir`, as paths relative to it.
+fn files_under(dir: &Path) -> BTreeSet<String> {
+    fn walk(root: &Path, d: &Path, out: &mut BTreeSet<String>) {
+        let Ok(rd) = fs::read_dir(d) else { return };
+        for e in rd {
+            let e = e.unwrap();
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                walk(root, &e.path(), out);
+            } else {
+                out.insert(
+                    e.path()
+                        .strip_prefix(root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// The stored blobs of a repository (`blobs/xx/yy/<hash>`), temp files aside.
+fn blob_names(repo: &Path) -> BTreeSet<String> {
+    files_under(&repo.join("blobs"))
+        .into_iter()
+        .filter(|p| !p.starts_with("tmp/"))
+        .collect()
+}
+
+/// Whether any file under the repository's `blobs/` is named `hash`.
+fn any_file_named(repo: &Path, hash: &str) -> bool {
+    files_under(&repo.join("blobs"))
+        .iter()
+        .any(|p| p.rsplit('/').next() == Some(hash))
+}
+
+/// Waits (at most 5 s) until `blobs/tmp` holds no file.
+#[track_caller]
+fn assert_no_temp_blobs(repo: &Path) {
+    let tmp = repo.join("blobs").join("tmp");
+    let t0 = Instant::now();
+    loop {
+        let left = files_under(&tmp);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "temp blob files left behind: {left:?}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Where the blob `hash` lives in a repository.
+fn blob_file(repo: &Path, hash: &str) -> PathBuf {
+    repo.join("blobs")
+        .join(&hash[0..2])
+        .join(&hash[2..4])
+        .join(hash)
+}
+
+/// The token cache files of a HOME.
+fn token_files(t: &TestEnv) -> Vec<PathBuf> {
+    let dir = t.path(".state/sgard/tokens");
+    let mut v: Vec<PathBuf> = match fs::read_dir(&dir) {
+        Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    };
+    v.sort();
+    v
+}
+
+/// The one token cache file of a HOME.
+#[track_caller]
+fn token_file(t: &TestEnv) -> PathBuf {
+    let v = token_files(t);
+    assert_eq!(v.len(), 1, "expected one cached token: {v:?}");
+    v[0].clone()
+}
+
+/// The `N` of `Pushed N blob(s).`.
+#[track_caller]
+fn pushed_count(r: &Run) -> usize {
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Pushed "))
+        .unwrap_or_else(|| panic!("no `Pushed N blob(s).`; {r:#?}"));
+    assert!(line.ends_with(" blob(s)."), "{line}");
+    line["Pushed ".len()..line.len() - " blob(s).".len()]
+        .parse()
+        .unwrap()
+}
+
+#[track_caller]
+fn json_of(r: &Run) -> Value {
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}); {r:#?}"))
+}
+
+/// `list --json` entries (path → hash) of a repository.
+#[track_caller]
+fn entries(t: &TestEnv, extra: &[&str]) -> Vec<(String, String)> {
+    let mut args = vec!["list", "--json"];
+    args.extend_from_slice(extra);
+    let r = local(t, &args);
+    r.ok();
+    json_of(&r)["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_owned(),
+                e["hash"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `log --json` snapshots of a HOME's repository, newest first.
+#[track_caller]
+fn log_json(t: &TestEnv) -> Vec<Value> {
+    let r = local(t, &["log", "--json"]);
+    r.ok();
+    json_of(&r)["snapshots"].as_array().unwrap().clone()
+}
+
+/// Deterministic incompressible bytes.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// `NOW` plus `mins` minutes, as an RFC 3339 time.
+fn now_plus(mins: u32) -> String {
+    assert!(mins < 12 * 60);
+    format!("2026-03-23T{:02}:{:02}:00Z", 12 + mins / 60, mins % 60)
+}
+
+/// Adds and checkpoints `paths` (relative to HOME).
+#[track_caller]
+fn track(t: &TestEnv, paths: &[&str]) {
+    let mut args = vec!["add"];
+    args.extend_from_slice(paths);
+    local(t, &args).ok();
+    local(t, &["checkpoint"]).ok();
+}
+
+/// Writes `rel` and checkpoints.
+#[track_caller]
+fn change(t: &mut TestEnv, rel: &str, content: &str, mins: u32) {
+    t.now = now_plus(mins);
+    t.write(rel, content);
+    local(t, &["checkpoint"]).ok();
+}
+
+// ------------------------------------------------------- raw gRPC helpers
+
+type Raw = GardenSyncClient<Channel>;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Awaits `f`, failing the test after [`RPC_LIMIT`].
+async fn tmo<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(RPC_LIMIT, f)
+        .await
+        .expect("a raw RPC hung")
+}
+
+async fn connect(addr: &str) -> Raw {
+    let ch = tmo(Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect())
+    .await
+    .unwrap();
+    GardenSyncClient::new(ch)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20)
+}
+
+/// A request carrying `token` (none when empty).
+fn authed<T>(msg: T, token: &str) -> Request<T> {
+    let mut r = Request::new(msg);
+    if !token.is_empty() {
+        r.metadata_mut()
+            .insert(TOKEN_METADATA_KEY, token.parse().unwrap());
+    }
+    r
+}
+
+/// A fresh 32-byte nonce.
+fn nonce(label: &str) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    Sha256::digest(format!("{label} {t} {:?}", thread::current().id()).as_bytes()).to_vec()
+}
+
+/// The Authenticate request `key` makes for `(nonce, ts)`.
+fn auth_request(key: &Path, nonce: &[u8], ts: i64) -> v1::AuthenticateRequest {
+    let k = read_private_key(key).unwrap();
+    v1::AuthenticateRequest {
+        nonce: nonce.to_vec(),
+        timestamp: ts,
+        signature: sign_with_key(&k, &challenge_payload(nonce, ts)).unwrap(),
+        public_key: pubkey(key),
+    }
+}
+
+async fn raw_auth(c: &mut Raw, req: v1::AuthenticateRequest) -> Result<String, Status> {
+    tmo(c.authenticate(req)).await.map(|r| r.into_inner().token)
+}
+
+/// Logs in with `key`.
+async fn login(c: &mut Raw, key: &Path) -> String {
+    raw_auth(c, auth_request(key, &nonce("login"), unix_now()))
+        .await
+        .unwrap()
+}
+
+async fn pull_manifest(c: &mut Raw, token: &str) -> Result<v1::PullManifestResponse, Status> {
+    tmo(c.pull_manifest(authed(v1::PullManifestRequest {}, token)))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// Streams `(hash, data)` chunks as one PushBlobs call.
+async fn push_blobs(
+    c: &mut Raw,
+    token: &str,
+    chunks: Vec<(String, Vec<u8>)>,
+) -> Result<i32, Status> {
+    let msgs: Vec<v1::PushBlobsRequest> = chunks
+        .into_iter()
+        .map(|(hash, data)| v1::PushBlobsRequest {
+            chunk: Some(v1::BlobChunk { hash, data }),
+        })
+        .collect();
+    tmo(c.push_blobs(authed(tokio_stream::iter(msgs), token)))
+        .await
+        .map(|r| r.into_inner().blobs_received)
+}
+
+/// PullBlobs, collected as `(hash, bytes)` per blob.
+async fn pull_blobs(
+    c: &mut Raw,
+    token: &str,
+    hashes: &[&str],
+) -> Result<Vec<(String, Vec<u8>)>, Status> {
+    let req = v1::PullBlobsRequest {
+        hashes: hashes.iter().map(|h| (*h).to_owned()).collect(),
+    };
+    let mut s = tmo(c.pull_blobs(authed(req, token))).await?.into_inner();
+    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
+    for _ in 0..100_000 {
+        let Some(m) = tmo(s.message()).await? else {
+            return Ok(out);
+        };
+        let ch = m.chunk.unwrap();
+        if !ch.hash.is_empty() {
+            out.push((ch.hash, Vec::new()));
+        }
+        out.last_mut().unwrap().1.extend_from_slice(&ch.data);
+    }
+    panic!("PullBlobs never ended");
+}
+
+async fn push_manifest(
+    c: &mut Raw,
+    token: &str,
+    req: v1::PushManifestRequest,
+) -> Result<v1::PushManifestResponse, Status> {
+    tmo(c.push_manifest(authed(req, token)))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+fn pb_time(secs: i64) -> Option<prost_types::Timestamp> {
+    Some(prost_types::Timestamp {
+        seconds: secs,
+        nanos: 0,
+    })
+}
+
+/// A file entry message.
+fn file_entry(path: &str, hash: &str) -> v1::ManifestEntry {
+    v1::ManifestEntry {
+        path: path.into(),
+        hash: hash.into(),
+        r#type: "file".into(),
+        mode: "0644".into(),
+        updated: pb_time(now_secs()),
+        ..Default::default()
+    }
+}
+
+/// A manifest message with `files`, updated at `updated`.
+fn manifest_msg(files: Vec<v1::ManifestEntry>, updated: i64) -> v1::Manifest {
+    v1::Manifest {
+        version: 1,
+        created: pb_time(now_secs()),
+        updated: pb_time(updated),
+        message: String::new(),
+        files,
+        encryption: None,
+        exclude: Vec::new(),
+    }
+}
+
+fn push_req(files: Vec<v1::ManifestEntry>, base: &str, negotiate: bool) -> v1::PushManifestRequest {
+    v1::PushManifestRequest {
+        manifest: Some(manifest_msg(files, now_secs())),
+        base_id: base.into(),
+        negotiate,
+        history: Vec::new(),
+        extra_blobs: Vec::new(),
+    }
+}
+
+#[track_caller]
+fn expect_code<T: std::fmt::Debug>(r: Result<T, Status>, codes: &[Code], what: &str) -> Status {
+    match r {
+        Ok(v) => panic!("{what}: accepted ({v:?}), expected {codes:?}"),
+        Err(s) => {
+            assert!(
+                codes.contains(&s.code()),
+                "{what}: got {:?} ({}), expected {codes:?}",
+                s.code(),
+                s.message()
+            );
+            s
+        }
+    }
+}
+
+// ------------------------------------------------------------------- JWT
+
+const B64URL: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+fn hmac_sha256(key: &[u8], msg: &[u8]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut k = [0u8; 64];
+    assert!(key.len() <= 64);
+    k[..key.len()].copy_from_slice(key);
+    let ipad: Vec<u8> = k.iter().map(|b| b ^ 0x36).collect();
+    let opad: Vec<u8> = k.iter().map(|b| b ^ 0x5c).collect();
+    let inner = Sha256::new()
+        .chain_update(&ipad)
+        .chain_update(msg)
+        .finalize();
+    Sha256::new()
+        .chain_update(&opad)
+        .chain_update(inner)
+        .finalize()
+        .to_vec()
+}
+
+/// An HS256 JWT signed with `secret`.
+fn jwt(secret: &[u8], sub: &str, iat: i64, exp: i64) -> String {
+    let h = B64URL.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let c = B64URL.encode(serde_json::json!({"sub": sub, "iat": iat, "exp": exp}).to_string());
+    let signing = format!("{h}.{c}");
+    let sig = B64URL.encode(hmac_sha256(secret, signing.as_bytes()));
+    format!("{signing}.{sig}")
+}
+
+/// The claims of a JWT.
+fn claims(token: &str) -> Value {
+    let body = token.split('.').nth(1).unwrap();
+    serde_json::from_slice(&B64URL.decode(body).unwrap()).unwrap()
+}
+
+/// The `jwt.key` secret of a server repository (its first 32 bytes).
+fn server_secret(repo: &Path) -> Vec<u8> {
+    let k = fs::read(repo.join("jwt.key")).unwrap();
+    assert!(k.len() >= 32);
+    k[..32].to_vec()
+}
+
+/// The ReauthChallenge an `Unauthenticated` status carries, if any.
+fn reauth_challenge(s: &Status) -> Option<v1::ReauthChallenge> {
+    use prost::Message;
+    let st = sgard::remote::server::RpcStatus::decode(s.details()).ok()?;
+    let any = st
+        .details
+        .iter()
+        .find(|a| a.type_url == "type.googleapis.com/sgard.v1.ReauthChallenge")?;
+    v1::ReauthChallenge::decode(any.value.as_slice()).ok()
+}
+
+// ------------------------------------------------------------------ tests
+
+/// Two HOMEs with their own keys sync through one server, both ways; pull
+/// into a HOME without a repository creates it; tokens are cached 0600.
+#[test]
+fn two_homes_sync_both_ways() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+
+    let a = TestEnv::init();
+    a.write(".bashrc", "export A=1\n");
+    let conf = noise(200_000, 1);
+    a.write(".config/app/conf", &conf);
+    a.chmod(".config/app/conf", 0o600);
+    track(&a, &[".bashrc", ".config/app/conf"]);
+
+    let r = sg(&a, ka, &["push", "-r", addr]);
+    r.ok();
+    let n = pushed_count(&r);
+    let stored = blob_names(&srv.repo);
+    assert_eq!(
+        n,
+        stored.len(),
+        "`Pushed N` should count the blobs the fresh server got: {stored:?}"
+    );
+    for c in [&b"export A=1\n"[..], &conf] {
+        let f = blob_file(&srv.repo, &sha(c));
+        assert_eq!(fs::read(&f).unwrap(), c, "{}", f.display());
+    }
+    // Nothing new: a second push is a no-op.
+    sg(&a, ka, &["push", "-r", addr])
+        .ok()
+        .stdout_has("Already up to date.");
+
+    // B has no repository: pull creates it and restores the files.
+    let mut b = TestEnv::new();
+    assert!(!b.repo().exists());
+    sg(&b, kb, &["pull", "-r", addr])
+        .ok()
+        .stdout_has("Initialized sgard repository");
+    assert_eq!(b.read(".bashrc"), b"export A=1\n");
+    assert_eq!(b.read(".config/app/conf"), conf);
+    assert_eq!(mode_of(&b.path(".config/app/conf")), 0o600);
+    assert_eq!(entries(&a, &[]), entries(&b, &[]));
+    local(&b, &["verify"]).ok();
+
+    // B edits and pushes; A pulls.
+    change(&mut b, ".bashrc", "export A=1\nexport B=2\n", 5);
+    let r = sg(&b, kb, &["push", "-r", addr]);
+    r.ok();
+    assert!(pushed_count(&r) >= 1);
+    sg(&a, ka, &["pull", "-r", addr]).ok();
+    assert_eq!(a.read(".bashrc"), b"export A=1\nexport B=2\n");
+    assert_eq!(a.read(".config/app/conf"), conf);
+    assert_eq!(entries(&a, &[]), entries(&b, &[]));
+    sg(&a, ka, &["pull", "-r", addr])
+        .ok()
+        .stdout_has("Already up to date.");
+
+    // One cached token per HOME, private.
+    for t in [&a, &b] {
+        let f = token_file(t);
+        assert_eq!(mode_of(&f), 0o600, "{}", f.display());
+        assert_eq!(mode_of(f.parent().unwrap()), 0o700);
+        let tok = fs::read_to_string(&f).unwrap();
+        assert_eq!(tok.trim().split('.').count(), 3, "not a JWT: {tok:?}");
+    }
+    drop(srv);
+}
+
+/// Concurrent edits: a stale push is refused (exit 4); pull merges changes
+/// to different files; the same file changed on both sides is a conflict
+/// that writes nothing, settled by `--theirs` or `--ours`.
+#[test]
+fn concurrent_edits_merge_conflict_theirs_ours() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let mut a = TestEnv::init();
+    let mut b = TestEnv::new();
+    a.write("f1", "one\n");
+    a.write("f2", "two\n");
+    track(&a, &["f1", "f2"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(b.read("f1"), b"one\n");
+
+    // A changes f1 and pushes; B changed f2: its push is refused.
+    change(&mut a, "f1", "one-A\n", 1);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    change(&mut b, "f2", "two-B\n", 2);
+    let server_manifest = fs::read(srv.repo.join("manifest.yaml")).unwrap();
+    sg(&b, kb, &["push", "-r", addr])
+        .code(4)
+        .stderr_has("sgard pull");
+    assert_eq!(
+        fs::read(srv.repo.join("manifest.yaml")).unwrap(),
+        server_manifest,
+        "a refused push changed the server"
+    );
+
+    // B pulls: gets f1, keeps f2; then its push goes through.
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(b.read("f1"), b"one-A\n");
+    assert_eq!(b.read("f2"), b"two-B\n");
+    sg(&b, kb, &["push", "-r", addr]).ok();
+    sg(&a, ka, &["pull", "-r", addr]).ok();
+    assert_eq!(a.read("f1"), b"one-A\n");
+    assert_eq!(a.read("f2"), b"two-B\n");
+    let want = vec![
+        ("~/f1".to_owned(), sha("one-A\n")),
+        ("~/f2".to_owned(), sha("two-B\n")),
+    ];
+    assert_eq!(entries(&a, &[]), want);
+    assert_eq!(entries(&b, &[]), want);
+
+    // Both change f1: pull lists the conflict and writes nothing.
+    change(&mut a, "f1", "one-A2\n", 3);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    change(&mut b, "f1", "one-B2\n", 4);
+    let before = (
+        b.read("f1"),
+        b.read("f2"),
+        b.manifest(),
+        fs::read(b.repo().join("history.yaml")).unwrap(),
+    );
+    let r = sg(&b, kb, &["pull", "-r", addr]);
+    r.code(4).stderr_has("~/f1").stderr_has("--theirs");
+    assert!(!r.stderr.contains("~/f2"), "f2 is no conflict; {r:#?}");
+    let after = (
+        b.read("f1"),
+        b.read("f2"),
+        b.manifest(),
+        fs::read(b.repo().join("history.yaml")).unwrap(),
+    );
+    assert!(before == after, "a conflicting pull changed something");
+
+    // --theirs takes the server's version.
+    sg(&b, kb, &["pull", "-r", addr, "--theirs"]).ok();
+    assert_eq!(b.read("f1"), b"one-A2\n");
+    assert!(b.manifest().contains(&sha("one-A2\n")));
+    assert!(!b.manifest().contains(&sha("one-B2\n")));
+
+    // Both change f2: --ours keeps the local one, and it can be pushed.
+    change(&mut a, "f2", "two-A3\n", 5);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    change(&mut b, "f2", "two-B3\n", 6);
+    sg(&b, kb, &["pull", "-r", addr]).code(4).stderr_has("~/f2");
+    sg(&b, kb, &["pull", "-r", addr, "--ours"]).ok();
+    assert_eq!(b.read("f2"), b"two-B3\n");
+    assert!(b.manifest().contains(&sha("two-B3\n")));
+    assert!(!b.manifest().contains(&sha("two-A3\n")));
+    sg(&b, kb, &["push", "-r", addr]).ok();
+    sg(&a, ka, &["pull", "-r", addr]).ok();
+    assert_eq!(a.read("f1"), b"one-A2\n");
+    assert_eq!(a.read("f2"), b"two-B3\n");
+    drop(srv);
+}
+
+/// `undo` after a pull puts back the bytes the pull overwrote: a file still
+/// at its checkpointed version, and (with `pull --force`) unsaved edits.
+#[test]
+fn undo_reverts_a_pull() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let mut a = TestEnv::init();
+    let b = TestEnv::new();
+    let c = TestEnv::new();
+    a.write("f", "v1\n");
+    track(&a, &["f"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    sg(&c, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(b.read("f"), b"v1\n");
+
+    change(&mut a, "f", "v2\n", 1);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(b.read("f"), b"v2\n");
+    local(&b, &["undo"]).ok();
+    assert_eq!(b.read("f"), b"v1\n", "undo did not revert the pull");
+
+    // Unsaved edits overwritten by `pull --force` come back with undo.
+    c.write("f", "c's unsaved edit\n");
+    sg(&c, kb, &["pull", "-r", addr, "--force"]).ok();
+    assert_eq!(c.read("f"), b"v2\n");
+    local(&c, &["undo"]).ok();
+    assert_eq!(c.read("f"), b"c's unsaved edit\n");
+    drop(srv);
+}
+
+/// Pulling from a fresh, empty server changes nothing locally.
+#[test]
+fn pull_from_empty_server_changes_nothing() {
+    let w = world_or_skip!(1);
+    let k = w.key(0);
+    let srv = w.serve(&[]);
+    let b = TestEnv::init();
+    b.write("f", "mine\n");
+    b.write("g", "also mine\n");
+    track(&b, &["f", "g"]);
+    let before = (
+        b.manifest(),
+        fs::read(b.repo().join("history.yaml")).unwrap(),
+        b.read("f"),
+    );
+    sg(&b, k, &["pull", "-r", &srv.addr]).ok();
+    let after = (
+        b.manifest(),
+        fs::read(b.repo().join("history.yaml")).unwrap(),
+        b.read("f"),
+    );
+    assert!(
+        before == after,
+        "pulling an empty server changed the repository"
+    );
+    assert_eq!(entries(&b, &[]).len(), 2);
+    drop(srv);
+}
+
+/// Authentication: unknown keys are refused; an expired token is renewed
+/// transparently; a signature cannot be replayed; removing a key from
+/// `authorized_keys` revokes its token without a restart.
+#[test]
+fn auth_unknown_key_expired_token_replay_and_revocation() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let stranger = w.stranger();
+    let srv = w.serve(&[]);
+    let addr = srv.addr.clone();
+    let mut a = TestEnv::init();
+    a.write("f", "hello\n");
+    track(&a, &["f"]);
+
+    // A key not in authorized_keys.
+    let r = sg(&a, &stranger, &["push", "-r", &addr]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    r.stderr_has("not authorized")
+        .stderr_has(&fingerprint(&stranger));
+    assert!(token_files(&a).is_empty(), "a refused login cached a token");
+
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    let cache = token_file(&a);
+    let secret = server_secret(&srv.repo);
+    let fp = fingerprint(ka);
+    let now = unix_now();
+    let good = jwt(&secret, &fp, now, now + 3600);
+    let expired = jwt(&secret, &fp, now - 7200, now - 3600);
+
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(&addr).await;
+        // The forged tokens are well made: a live one is accepted...
+        pull_manifest(&mut c, &good).await.unwrap();
+        // ...an expired one is refused with a challenge to sign.
+        let s = expect_code(
+            pull_manifest(&mut c, &expired).await,
+            &[Code::Unauthenticated],
+            "expired token",
+        );
+        let ch = reauth_challenge(&s).expect("no ReauthChallenge with the expired token");
+        assert!(ch.nonce.len() >= 16);
+        assert!((ch.timestamp - unix_now()).abs() < 60);
+        // Signing it logs in.
+        let t = raw_auth(&mut c, auth_request(ka, &ch.nonce, ch.timestamp))
+            .await
+            .unwrap();
+        pull_manifest(&mut c, &t).await.unwrap();
+        // Garbage, a wrong signature or no token at all: refused.
+        let forged = jwt(&[7u8; 32], &fp, now, now + 3600);
+        for (what, tok) in [("garbage", "a.b.c"), ("wrong key", &forged), ("none", "")] {
+            expect_code(
+                pull_manifest(&mut c, tok).await,
+                &[Code::Unauthenticated],
+                what,
+            );
+        }
+    });
+
+    // The CLI renews an expired cached token by itself.
+    fs::write(&cache, format!("{expired}\n")).unwrap();
+    sg(&a, ka, &["list", "-r", &addr]).ok().stdout_has("~/f");
+    let renewed = fs::read_to_string(&cache).unwrap();
+    assert_ne!(renewed.trim(), expired, "the expired token is still cached");
+    let cl = claims(renewed.trim());
+    assert_eq!(cl["sub"], fp);
+    assert!(cl["exp"].as_i64().unwrap() > unix_now());
+    assert_eq!(mode_of(&cache), 0o600);
+    fs::write(&cache, format!("{expired}\n")).unwrap();
+    a.now = now_plus(1);
+    a.write("f", "hello again\n");
+    local(&a, &["checkpoint"]).ok();
+    sg(&a, ka, &["push", "-r", &addr])
+        .ok()
+        .stdout_has("Pushed ");
+    assert_ne!(fs::read_to_string(&cache).unwrap().trim(), expired);
+
+    rt.block_on(async {
+        let mut c = connect(&addr).await;
+        // A replayed signature is refused.
+        let n = nonce("replay");
+        let ts = unix_now();
+        let t1 = raw_auth(&mut c, auth_request(ka, &n, ts)).await.unwrap();
+        let s = expect_code(
+            raw_auth(&mut c, auth_request(ka, &n, ts)).await,
+            &[Code::Unauthenticated],
+            "replayed signature",
+        );
+        assert!(s.message().contains("replay"), "{}", s.message());
+        // A stale timestamp, a signature by another key, a stranger.
+        expect_code(
+            raw_auth(&mut c, auth_request(ka, &nonce("old"), ts - 1000)).await,
+            &[Code::Unauthenticated],
+            "stale timestamp",
+        );
+        let mut mixed = auth_request(ka, &nonce("mixed"), ts);
+        mixed.public_key = pubkey(kb);
+        expect_code(
+            raw_auth(&mut c, mixed).await,
+            &[Code::Unauthenticated],
+            "signature by another key",
+        );
+        expect_code(
+            raw_auth(&mut c, auth_request(&stranger, &nonce("s"), ts)).await,
+            &[Code::PermissionDenied],
+            "stranger",
+        );
+        pull_manifest(&mut c, &t1).await.unwrap();
+
+        // Remove A's key: its token is refused at once, B's still works.
+        let tb = login(&mut c, kb).await;
+        fs::write(w.auth_keys(), pubkey(kb)).unwrap();
+        set_mtime(&w.auth_keys(), 1_000_000_000);
+        expect_code(
+            pull_manifest(&mut c, &t1).await,
+            &[Code::PermissionDenied],
+            "token of a removed key",
+        );
+        pull_manifest(&mut c, &tb).await.unwrap();
+    });
+    let r = sg(&a, ka, &["list", "-r", &addr]);
+    assert_ne!(r.code, 0, "a removed key still reads the server; {r:#?}");
+    r.stderr_has("authorized");
+    let b = TestEnv::init();
+    sg(&b, kb, &["list", "-r", &addr]).ok().stdout_has("~/f");
+    drop(srv);
+}
+
+/// Makes a CA and a server certificate for localhost / 127.0.0.1; `None`
+/// without openssl.
+fn make_certs(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let ossl = |args: &[&str]| -> Option<()> {
+        match Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => panic!("running openssl: {e}"),
+            Ok(o) => {
+                assert!(
+                    o.status.success(),
+                    "openssl {args:?} failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                Some(())
+            }
+        }
+    };
+    fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    ossl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=sgard test CA",
+    ])?;
+    ossl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "srv.key",
+        "-out",
+        "srv.csr",
+        "-subj",
+        "/CN=localhost",
+    ])?;
+    ossl(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ])?;
+    Some((dir.join("ca.pem"), dir.join("srv.pem"), dir.join("srv.key")))
+}
+
+/// TLS: a client trusting the CA syncs; plaintext or untrusted clients
+/// fail; `--tls-cert` without `--tls-key` is a usage error.
+#[test]
+fn tls_push_pull_and_refusals() {
+    let w = world_or_skip!(1);
+    let k = w.key(0);
+    let cdir = w.root().join("certs");
+    fs::create_dir_all(&cdir).unwrap();
+    let Some((ca, cert, key)) = make_certs(&cdir) else {
+        eprintln!("skipping: openssl is not installed");
+        return;
+    };
+    let (ca_s, cert_s, key_s) = (
+        ca.to_str().unwrap(),
+        cert.to_str().unwrap(),
+        key.to_str().unwrap(),
+    );
+    let srv = w.serve(&["--tls-cert", cert_s, "--tls-key", key_s]);
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    a.write("f", "over tls\n");
+    track(&a, &["f"]);
+
+    // Plaintext against TLS, and TLS without trusting the CA: refused.
+    let r = sg(&a, k, &["push", "-r", addr]);
+    assert_ne!(
+        r.code, 0,
+        "a plaintext client talked to a TLS server; {r:#?}"
+    );
+    let r = sg(&a, k, &["push", "-r", addr, "--tls"]);
+    assert_ne!(r.code, 0, "the client trusted an unknown CA; {r:#?}");
+    assert!(!a.repo().join("sync-state").exists());
+
+    sg(&a, k, &["push", "-r", addr, "--tls", "--tls-ca", ca_s])
+        .ok()
+        .stdout_has("Pushed ");
+    let localhost = format!("localhost:{}", srv.port);
+    let b = TestEnv::new();
+    sg(
+        &b,
+        k,
+        &["pull", "-r", &localhost, "--tls", "--tls-ca", ca_s],
+    )
+    .ok();
+    assert_eq!(b.read("f"), b"over tls\n");
+
+    // remote.yaml remembers TLS and the CA; --no-tls overrides it.
+    local(&a, &["remote", "set", addr, "--tls", "--tls-ca", ca_s]).ok();
+    local(&a, &["remote", "show"])
+        .ok()
+        .stdout_has("tls:    true")
+        .stdout_has("tls-ca: ");
+    sg(&a, k, &["list", "--remote"]).ok().stdout_has("~/f");
+    let r = sg(&a, k, &["list", "--remote", "--no-tls"]);
+    assert_ne!(r.code, 0, "--no-tls still used TLS; {r:#?}");
+
+    // --tls-cert without --tls-key (and the reverse) is a usage error.
+    let repo = w.root().join("other");
+    let repo_s = repo.to_str().unwrap();
+    let base = [
+        "--repo",
+        repo_s,
+        "--init",
+        "--insecure-no-auth",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    for extra in [["--tls-cert", cert_s], ["--tls-key", key_s]] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(&extra);
+        let r = sgardd_exits(&w.srv_home(), &args);
+        assert_eq!(r.code, 2, "{extra:?}; {r:#?}");
+    }
+    assert!(!repo.exists());
+    drop(srv);
+}
+
+/// `--insecure-no-auth`: loopback only, and clients need no SSH key.
+#[test]
+fn insecure_no_auth_loopback_only_and_keyless_clients() {
+    let w = World::bare();
+    // Refused on a non-loopback address, before listening.
+    let repo2 = w.root().join("srv2");
+    let r = sgardd_exits(
+        &w.srv_home(),
+        &[
+            "--repo",
+            repo2.to_str().unwrap(),
+            "--init",
+            "--insecure-no-auth",
+            "--listen",
+            "0.0.0.0:0",
+        ],
+    );
+    assert_ne!(r.code, 0, "{r:#?}");
+    r.stderr_has("loopback");
+    assert!(!r.stdout.contains("serving on"), "{r:#?}");
+    // Neither --authorized-keys nor --insecure-no-auth, or both: usage errors.
+    let keys = w.root().join("authorized_keys");
+    fs::write(&keys, "").unwrap();
+    for extra in [
+        &[][..],
+        &[
+            "--insecure-no-auth",
+            "--authorized-keys",
+            keys.to_str().unwrap(),
+        ][..],
+    ] {
+        let mut args = vec![
+            "--repo",
+            repo2.to_str().unwrap(),
+            "--init",
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        let r = sgardd_exits(&w.srv_home(), &args);
+        assert_eq!(r.code, 2, "{args:?}; {r:#?}");
+    }
+
+    let srv = serve(
+        &w.srv_home(),
+        &w.srv_repo(),
+        &[
+            "--insecure-no-auth".into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ],
+    );
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    assert!(!a.path(".ssh").exists());
+    a.write("f", "no auth\n");
+    track(&a, &["f"]);
+    // A client that has a key goes on without a token.
+    if let Some(k) = keygen(w.root(), "somekey") {
+        let c = TestEnv::new();
+        sg(&c, &k, &["list", "-r", addr]).ok();
+        assert!(token_files(&c).is_empty());
+    }
+    // A client with no SSH key at all.
+    sg_env(&a, None, &["push", "-r", addr], &[])
+        .ok()
+        .stdout_has("Pushed ");
+    let b = TestEnv::new();
+    sg_env(&b, None, &["pull", "-r", addr], &[]).ok();
+    assert_eq!(b.read("f"), b"no auth\n");
+    sg_env(&b, None, &["list", "-r", addr], &[])
+        .ok()
+        .stdout_has("~/f");
+    assert!(token_files(&a).is_empty() && token_files(&b).is_empty());
+    drop(srv);
+}
+
+/// A hostile raw gRPC client (logged in with a real key) cannot store a
+/// blob under the wrong name, overflow a message, install a manifest whose
+/// blobs are missing or whose paths or hashes escape, or read outside the
+/// store; the server stays consistent and keeps serving.
+#[test]
+fn hostile_client_cannot_corrupt_the_server() {
+    let w = world_or_skip!(1);
+    let k = w.key(0).to_path_buf();
+    let srv = w.serve(&[]);
+    let repo = srv.repo.clone();
+    let addr = srv.addr.clone();
+    let manifest_before = fs::read(repo.join("manifest.yaml")).unwrap();
+    let rt = runtime();
+
+    let good = b"a good blob\n".to_vec();
+    let good_hash = sha(&good);
+    let token = rt.block_on(async {
+        let mut c = connect(&addr).await;
+        // Without a token nothing is served.
+        expect_code(
+            pull_manifest(&mut c, "").await,
+            &[Code::Unauthenticated],
+            "no token",
+        );
+        expect_code(
+            push_blobs(&mut c, "", vec![(good_hash.clone(), good.clone())]).await,
+            &[Code::Unauthenticated],
+            "push without a token",
+        );
+        let token = login(&mut c, &k).await;
+        // Control: a correct blob is stored.
+        assert_eq!(
+            push_blobs(&mut c, &token, vec![(good_hash.clone(), good.clone())])
+                .await
+                .unwrap(),
+            1
+        );
+        token
+    });
+    assert_eq!(fs::read(blob_file(&repo, &good_hash)).unwrap(), good);
+    let blobs_before = blob_names(&repo);
+    let mut bad_names: Vec<String> = Vec::new();
+
+    rt.block_on(async {
+        let mut c = connect(&addr).await;
+        // (a) Bytes that do not match their hash.
+        let claimed = b"the bytes the hash names\n".to_vec();
+        let sent = b"other bytes entirely\n".to_vec();
+        bad_names.extend([sha(&claimed), sha(&sent)]);
+        expect_code(
+            push_blobs(&mut c, &token, vec![(sha(&claimed), sent.clone())]).await,
+            &[Code::DataLoss],
+            "mismatched blob",
+        );
+        // ...also when only a later chunk differs.
+        let big = noise(200_000, 9);
+        let mut forged = big.clone();
+        forged[150_000] ^= 1;
+        bad_names.extend([sha(&big), sha(&forged)]);
+        expect_code(
+            push_blobs(
+                &mut c,
+                &token,
+                vec![
+                    (sha(&big), forged[..100_000].to_vec()),
+                    (String::new(), forged[100_000..].to_vec()),
+                ],
+            )
+            .await,
+            &[Code::DataLoss],
+            "mismatched second chunk",
+        );
+        // (b) One byte too many, in one chunk or as an extra chunk; one too few.
+        let body = b"exactly these bytes".to_vec();
+        let mut longer = body.clone();
+        longer.push(b'!');
+        bad_names.extend([sha(&body), sha(&longer), sha(&body[..body.len() - 1])]);
+        expect_code(
+            push_blobs(&mut c, &token, vec![(sha(&body), longer.clone())]).await,
+            &[Code::DataLoss],
+            "one byte too many",
+        );
+        expect_code(
+            push_blobs(
+                &mut c,
+                &token,
+                vec![(sha(&body), body.clone()), (String::new(), b"!".to_vec())],
+            )
+            .await,
+            &[Code::DataLoss],
+            "one extra byte in its own chunk",
+        );
+        expect_code(
+            push_blobs(
+                &mut c,
+                &token,
+                vec![(sha(&body), body[..body.len() - 1].to_vec())],
+            )
+            .await,
+            &[Code::DataLoss],
+            "one byte too few",
+        );
+        // Malformed names and data without a name.
+        for h in ["../../etc/passwd", "ABC", &good_hash.to_uppercase()] {
+            expect_code(
+                push_blobs(&mut c, &token, vec![(h.to_owned(), b"x".to_vec())]).await,
+                &[Code::InvalidArgument],
+                &format!("blob named {h:?}"),
+            );
+        }
+        expect_code(
+            push_blobs(
+                &mut c,
+                &token,
+                vec![(String::new(), b"orphan data".to_vec())],
+            )
+            .await,
+            &[Code::InvalidArgument],
+            "data before any hash",
+        );
+        // (c) A message over 4 MiB.
+        let huge = noise((4 << 20) + 1024, 4);
+        bad_names.push(sha(&huge));
+        expect_code(
+            push_blobs(&mut c, &token, vec![(sha(&huge), huge.clone())]).await,
+            &[Code::OutOfRange, Code::ResourceExhausted],
+            "message over 4 MiB",
+        );
+        pull_manifest(&mut c, &token)
+            .await
+            .expect("the server stopped serving after an oversized message");
+        let mut fresh = connect(&addr).await;
+        let head = pull_manifest(&mut fresh, &token).await.unwrap().head_id;
+        assert_eq!(head.len(), 64);
+
+        // (d) A manifest naming a blob never uploaded.
+        let never = sha(b"never uploaded\n");
+        bad_names.push(never.clone());
+        let neg = push_manifest(
+            &mut c,
+            &token,
+            push_req(vec![file_entry("~/x", &never)], "none", true),
+        )
+        .await
+        .unwrap();
+        assert_eq!(neg.decision, Decision::Accepted as i32);
+        assert_eq!(neg.missing_blobs, vec![never.clone()]);
+        for base in ["none", head.as_str()] {
+            expect_code(
+                push_manifest(
+                    &mut c,
+                    &token,
+                    push_req(vec![file_entry("~/x", &never)], base, false),
+                )
+                .await,
+                &[Code::FailedPrecondition],
+                &format!("missing blob, base {base:?}"),
+            );
+        }
+        // ...or a history record whose snapshot was never uploaded.
+        let mut req = push_req(vec![file_entry("~/x", &good_hash)], "none", false);
+        let ghost = sha(b"no such snapshot\n");
+        bad_names.push(ghost.clone());
+        req.history.push(v1::HistoryRecord {
+            id: ghost,
+            time: pb_time(now_secs()),
+            host: "evil".into(),
+            reason: "checkpoint".into(),
+            entries: 1,
+            ..Default::default()
+        });
+        expect_code(
+            push_manifest(&mut c, &token, req).await,
+            &[Code::FailedPrecondition],
+            "history record without a snapshot",
+        );
+        // ...or the Go way: no base, manifest now, blobs "later" (never).
+        let mut legacy = push_req(vec![file_entry("~/x", &never)], "", false);
+        legacy.manifest = Some(manifest_msg(
+            vec![file_entry("~/x", &never)],
+            now_secs() + 86_400 * 365,
+        ));
+        let r = push_manifest(&mut c, &token, legacy).await.unwrap();
+        assert_eq!(r.decision, Decision::Accepted as i32, "{r:?}");
+        expect_code(
+            push_blobs(&mut c, &token, Vec::new()).await,
+            &[Code::FailedPrecondition],
+            "legacy push without its blobs",
+        );
+
+        // (e) Paths and hashes that escape.
+        let bad_manifests = [
+            ("dotdot path", file_entry("~/../../etc/x", &good_hash)),
+            ("inner dotdot", file_entry("~/a/../../../etc/x", &good_hash)),
+            ("dot path", file_entry("~/./x", &good_hash)),
+            ("relative path", file_entry("etc/x", &good_hash)),
+            ("traversal hash", file_entry("~/x", "../../etc/passwd")),
+            ("short hash", file_entry("~/x", "abc")),
+            (
+                "unknown type",
+                v1::ManifestEntry {
+                    r#type: "fifo".into(),
+                    ..file_entry("~/x", &good_hash)
+                },
+            ),
+            (
+                "bad mode",
+                v1::ManifestEntry {
+                    mode: "99999".into(),
+                    ..file_entry("~/x", &good_hash)
+                },
+            ),
+        ];
+        for (what, e) in bad_manifests {
+            for negotiate in [true, false] {
+                expect_code(
+                    push_manifest(&mut c, &token, push_req(vec![e.clone()], "none", negotiate))
+                        .await,
+                    &[Code::InvalidArgument],
+                    &format!("{what} (negotiate {negotiate})"),
+                );
+            }
+        }
+        expect_code(
+            push_manifest(
+                &mut c,
+                &token,
+                push_req(
+                    vec![file_entry("~/x", &good_hash)],
+                    "../../etc/passwd",
+                    false,
+                ),
+            )
+            .await,
+            &[Code::InvalidArgument],
+            "traversal base id",
+        );
+        let mut req = push_req(vec![file_entry("~/x", &good_hash)], "none", false);
+        req.history.push(v1::HistoryRecord {
+            id: "../../etc/passwd".into(),
+            ..Default::default()
+        });
+        expect_code(
+            push_manifest(&mut c, &token, req).await,
+            &[Code::InvalidArgument],
+            "traversal history id",
+        );
+        let dup = push_req(
+            vec![file_entry("~/x", &good_hash), file_entry("~/x", &good_hash)],
+            "none",
+            false,
+        );
+        expect_code(
+            push_manifest(&mut c, &token, dup).await,
+            &[Code::InvalidArgument],
+            "duplicate path",
+        );
+        expect_code(
+            push_manifest(
+                &mut c,
+                &token,
+                v1::PushManifestRequest {
+                    manifest: None,
+                    base_id: "none".into(),
+                    negotiate: false,
+                    history: Vec::new(),
+                    extra_blobs: Vec::new(),
+                },
+            )
+            .await,
+            &[Code::InvalidArgument],
+            "no manifest",
+        );
+
+        // (f) Reading outside the store.
+        for h in ["../../etc/passwd", "../manifest.yaml", "jwt.key", ""] {
+            expect_code(
+                pull_blobs(&mut c, &token, &[h]).await,
+                &[Code::InvalidArgument],
+                &format!("PullBlobs {h:?}"),
+            );
+        }
+        expect_code(
+            pull_blobs(&mut c, &token, &[&sha(b"absent\n")]).await,
+            &[Code::NotFound],
+            "PullBlobs of an absent blob",
+        );
+        let got = pull_blobs(&mut c, &token, &[&good_hash]).await.unwrap();
+        assert_eq!(got, vec![(good_hash.clone(), good.clone())]);
+    });
+
+    assert_no_temp_blobs(&repo);
+    for h in &bad_names {
+        assert!(!any_file_named(&repo, h), "a blob named {h} was stored");
+    }
+    assert_eq!(blob_names(&repo), blobs_before, "the blob store changed");
+    assert_eq!(
+        fs::read(repo.join("manifest.yaml")).unwrap(),
+        manifest_before,
+        "the server manifest changed"
+    );
+    let any = TestEnv::new();
+    local(&any, &["verify", "--repo", repo.to_str().unwrap()]).ok();
+    // Still serving a real client.
+    let a = TestEnv::init();
+    a.write("f", "after the attack\n");
+    track(&a, &["f"]);
+    sg(&a, &k, &["push", "-r", &addr]).ok();
+    let b = TestEnv::new();
+    sg(&b, &k, &["pull", "-r", &addr]).ok();
+    assert_eq!(b.read("f"), b"after the attack\n");
+    drop(srv);
+}
+
+/// `kill -9` of the server during pushes of a few MiB leaves its repository
+/// consistent, and after a restart the push goes through.
+#[test]
+fn server_killed_mid_push_stays_consistent() {
+    let w = world_or_skip!(1);
+    let k = w.key(0);
+    let mut srv = w.serve(&[]);
+    let port = srv.port;
+    let addr = srv.addr.clone();
+    let mut a = TestEnv::init();
+    let srv_repo = w.srv_repo();
+    let verifier = TestEnv::new();
+    let (mut interrupted, mut mid_blobs) = (0, 0);
+    let delays_ms = [0u64, 30, 80, 130, 180, 240, 320];
+    for (round, &delay) in delays_ms.iter().enumerate() {
+        a.now = now_plus(u32::try_from(round).unwrap() + 1);
+        for j in 0..4u64 {
+            a.write(&format!("big/{j}"), noise(1 << 20, round as u64 * 10 + j));
+        }
+        if round == 0 {
+            local(&a, &["add", "big"]).ok();
+        }
+        local(&a, &["checkpoint", "-m", &format!("round {round}")]).ok();
+        let blobs_before = blob_names(&srv_repo).len();
+        let child = client_cmd(&a, Some(k), &["push", "-r", &addr], &[])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        thread::sleep(Duration::from_millis(delay));
+        srv.kill9();
+        let r = wait_run(child, LIMIT, "push during kill -9");
+        if r.code != 0 {
+            interrupted += 1;
+        }
+        local(&verifier, &["verify", "--repo", srv_repo.to_str().unwrap()]).ok();
+        let installed =
+            entries(&verifier, &["--repo", srv_repo.to_str().unwrap()]) == entries(&a, &[]);
+        if blob_names(&srv_repo).len() > blobs_before && !installed {
+            mid_blobs += 1;
+        }
+        assert_no_temp_blobs_or_report(&srv_repo);
+
+        // Restart on the same port (the client's sync state names it).
+        let mut restarted = None;
+        for _ in 0..50 {
+            match try_serve(&w.srv_home(), &srv_repo, &w.serve_args(port, &[])) {
+                Ok(s) => {
+                    restarted = Some(s);
+                    break;
+                }
+                Err(e) => {
+                    assert!(e.contains("listening on"), "sgardd failed to restart: {e}");
+                    thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        srv = restarted.expect("could not rebind the server's port");
+        let r = sg(&a, k, &["push", "-r", &addr]);
+        r.ok();
+        assert_eq!(
+            entries(&verifier, &["--repo", srv_repo.to_str().unwrap()]),
+            entries(&a, &[]),
+            "round {round}: the server does not hold A's state"
+        );
+    }
+    eprintln!(
+        "kill -9: {interrupted} of {} pushes interrupted, {mid_blobs} after some blobs \
+         were stored and before the manifest was installed",
+        delays_ms.len()
+    );
+    let b = TestEnv::new();
+    sg(&b, k, &["pull", "-r", &addr]).ok();
+    assert_eq!(b.read("big/3"), a.read("big/3"));
+    drop(srv);
+}
+
+/// After a `kill -9`, temp files may be left in `blobs/tmp` (a later prune
+/// removes them); they must never be under a blob's name.
+fn assert_no_temp_blobs_or_report(repo: &Path) {
+    for p in files_under(&repo.join("blobs")) {
+        if let Some(rest) = p.strip_prefix("tmp/") {
+            assert!(rest.starts_with("blob-"), "odd temp file {p}");
+        } else {
+            let name = p.rsplit('/').next().unwrap();
+            let bytes = fs::read(repo.join("blobs").join(&p)).unwrap();
+            assert_eq!(sha(&bytes), name, "blob {p} does not match its name");
+        }
+    }
+}
+
+/// Encrypted entries travel encrypted: the server never sees the
+/// plaintext; another HOME with the passphrase restores it.
+#[test]
+fn encrypted_entries_travel_encrypted() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let pw = [
+        ("SGARD_PASSPHRASE", "correct horse battery staple"),
+        ("SGARD_TEST_ARGON2", "1"),
+    ];
+    let plaintext = "api_token = TOP-SECRET-5c1f9e2a-never-on-the-server\n";
+    let needle = "TOP-SECRET-5c1f9e2a";
+    let a = TestEnv::init();
+    sg_env(&a, None, &["encrypt", "init"], &pw).ok();
+    a.write(".netrc", plaintext);
+    a.write("plain", "not secret\n");
+    sg_env(&a, None, &["add", "--encrypt", ".netrc"], &pw).ok();
+    sg_env(&a, None, &["add", "plain"], &pw).ok();
+    sg_env(&a, None, &["checkpoint"], &pw).ok();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+
+    let all = files_under(&srv.repo);
+    assert!(all.iter().any(|p| p.starts_with("blobs/")));
+    for p in &all {
+        let bytes = fs::read(srv.repo.join(p)).unwrap();
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+            "the plaintext is on the server in {p}"
+        );
+    }
+    assert!(!any_file_named(&srv.repo, &sha(plaintext)));
+
+    let b = TestEnv::new();
+    sg_env(&b, Some(kb), &["pull", "-r", addr], &pw).ok();
+    assert_eq!(b.read(".netrc"), plaintext.as_bytes());
+    assert_eq!(b.read("plain"), b"not secret\n");
+    assert!(b.manifest().contains("encrypted: true"));
+    drop(srv);
+}
+
+/// `remote set|show|unset`, `SGARD_REMOTE`, and `list`/`prune` staying
+/// local unless given `--remote`.
+#[test]
+fn remote_config_and_remote_list_prune() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    a.write("f", "shared\n");
+    track(&a, &["f"]);
+
+    local(&a, &["remote", "show"])
+        .ok()
+        .stdout_has("No remote configured.");
+    sg(&a, ka, &["push"])
+        .code(1)
+        .stderr_has("no remote configured");
+    local(&a, &["remote", "set", addr])
+        .ok()
+        .stdout_has(&format!("Remote set: {addr}"));
+    let yaml = fs::read_to_string(a.repo().join("remote.yaml")).unwrap();
+    assert!(
+        yaml.lines()
+            .any(|l| l.starts_with("addr:") && l.contains(addr)),
+        "{yaml}"
+    );
+    local(&a, &["remote", "show"])
+        .ok()
+        .stdout_has(&format!("addr:   {addr}\n"))
+        .stdout_has("tls:    false\n");
+    sg(&a, ka, &["push"]).ok().stdout_has("Pushed ");
+
+    // SGARD_REMOTE: a repository without remote.yaml...
+    let b = TestEnv::init();
+    sg_env(&b, Some(kb), &["pull"], &[("SGARD_REMOTE", addr)]).ok();
+    assert_eq!(b.read("f"), b"shared\n");
+    // ...and over a remote.yaml naming a dead server.
+    local(&b, &["remote", "set", "127.0.0.1:1"]).ok();
+    sg_env(
+        &b,
+        Some(kb),
+        &["list", "--remote"],
+        &[("SGARD_REMOTE", addr)],
+    )
+    .ok()
+    .stdout_has("~/f");
+
+    // A local-only entry: `list` is local, `list --remote` the server's.
+    a.write("local-only", "not pushed\n");
+    track(&a, &["local-only"]);
+    let r = local(&a, &["list"]);
+    r.ok().stdout_has("~/local-only").stdout_has("~/f");
+    let r = sg(&a, ka, &["list", "--remote"]);
+    r.ok().stdout_has("~/f");
+    assert!(!r.stdout.contains("local-only"), "{r:#?}");
+    // With the remote dead, local list and prune still work.
+    local(&a, &["remote", "set", "127.0.0.1:1"]).ok();
+    local(&a, &["list"]).ok().stdout_has("~/local-only");
+    let r = local(&a, &["prune"]);
+    r.ok().stdout_has("Pruned ").stdout_has("freed");
+    assert!(!r.stdout.contains("on remote"), "{r:#?}");
+    local(&a, &["remote", "set", addr]).ok();
+    let r = sg(&a, ka, &["prune", "--remote"]);
+    r.ok();
+    let line = r.stdout.trim();
+    assert!(
+        line.starts_with("Pruned ") && line.ends_with(" orphaned blob(s) on remote."),
+        "{r:#?}"
+    );
+    // `-r ADDR` beats a dead remote.yaml.
+    local(&a, &["remote", "set", "127.0.0.1:1"]).ok();
+    sg(&a, ka, &["list", "-r", addr]).ok().stdout_has("~/f");
+
+    local(&a, &["remote", "unset"])
+        .ok()
+        .stdout_has("Remote removed.");
+    assert!(!a.repo().join("remote.yaml").exists());
+    local(&a, &["remote", "show"])
+        .ok()
+        .stdout_has("No remote configured.");
+    sg(&a, ka, &["push"])
+        .code(1)
+        .stderr_has("no remote configured");
+    drop(srv);
+}
+
+/// History travels: B's log has A's checkpoints (same ids, times, messages).
+#[test]
+fn history_travels_with_push_and_pull() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let mut a = TestEnv::init();
+    a.write("f", "first\n");
+    local(&a, &["add", "f"]).ok();
+    local(&a, &["checkpoint", "-m", "first checkpoint"]).ok();
+    a.now = now_plus(10);
+    a.write("f", "second\n");
+    local(&a, &["checkpoint", "-m", "second checkpoint"]).ok();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+
+    let a_log = log_json(&a);
+    let a_cps: Vec<&Value> = a_log
+        .iter()
+        .filter(|s| s["reason"] == "checkpoint")
+        .collect();
+    assert_eq!(a_cps.len(), 2, "{a_log:#?}");
+
+    let b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    let b_log = log_json(&b);
+    for cp in &a_cps {
+        let same = b_log
+            .iter()
+            .find(|s| s["id"] == cp["id"] && s["reason"] == "checkpoint")
+            .unwrap_or_else(|| panic!("B's log lacks {}: {b_log:#?}", cp["id"]));
+        for field in ["reason", "time", "host", "message", "parent", "entries"] {
+            assert_eq!(same[field], cp[field], "{field} of {}", cp["id"]);
+        }
+    }
+    let text = local(&b, &["log"]);
+    text.ok()
+        .stdout_has("first checkpoint")
+        .stdout_has("second checkpoint")
+        .stdout_has(&cp_short(a_cps[0]));
+    // The snapshots that travelled are whole: every blob they name is on the
+    // server and on B (`verify` checks every snapshot), and B can restore
+    // A's first checkpoint.
+    let any = TestEnv::new();
+    local(&any, &["verify", "--repo", srv.repo.to_str().unwrap()]).ok();
+    local(&b, &["verify"]).ok();
+    let first = a_cps[1]["id"].as_str().unwrap();
+    local(&b, &["restore", "--force", "--at", first]).ok();
+    assert_eq!(b.read("f"), b"first\n");
+    drop(srv);
+}
+
+fn cp_short(v: &Value) -> String {
+    v["id"].as_str().unwrap()[..12].to_owned()
+}
