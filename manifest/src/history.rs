@@ -138,24 +138,24 @@ pub struct History {
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct RawHistory {
-    version: Option<u64>,
-    snapshots: Option<Vec<RawRecord>>,
+pub(crate) struct RawHistory {
+    pub(crate) version: Option<u64>,
+    pub(crate) snapshots: Option<Vec<RawRecord>>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct RawRecord {
-    id: Option<String>,
-    parent: Option<String>,
-    time: Option<String>,
-    host: Option<String>,
-    reason: Option<String>,
-    message: Option<String>,
-    entries: Option<u64>,
-    bytes: Option<u64>,
-    new_blobs: Option<u64>,
-    head_before: Option<String>,
+pub(crate) struct RawRecord {
+    pub(crate) id: Option<String>,
+    pub(crate) parent: Option<String>,
+    pub(crate) time: Option<String>,
+    pub(crate) host: Option<String>,
+    pub(crate) reason: Option<String>,
+    pub(crate) message: Option<String>,
+    pub(crate) entries: Option<u64>,
+    pub(crate) bytes: Option<u64>,
+    pub(crate) new_blobs: Option<u64>,
+    pub(crate) head_before: Option<String>,
 }
 
 impl History {
@@ -190,10 +190,13 @@ impl History {
         if text.trim().is_empty() {
             return Ok(History::default());
         }
-        let raw: RawHistory = serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
-            origin: origin.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let raw: RawHistory = match crate::fast::history(text) {
+            Some(raw) => raw,
+            None => serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
+                origin: origin.to_path_buf(),
+                message: e.to_string(),
+            })?,
+        };
         let version = raw.version.unwrap_or(1);
         if version > u64::from(HISTORY_VERSION) {
             return Err(Error::UnsupportedVersion {

@@ -38,6 +38,7 @@
 
 mod error;
 pub mod exclude;
+mod fast;
 pub mod history;
 mod time;
 mod yaml;
@@ -356,6 +357,8 @@ impl Manifest {
                 origin: origin.to_path_buf(),
                 message: "the manifest is empty".into(),
             });
+        } else if let Some(raw) = fast::manifest(text) {
+            raw
         } else {
             serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
                 origin: origin.to_path_buf(),

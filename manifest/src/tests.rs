@@ -96,7 +96,7 @@ fn round_trips_through_our_writer() {
 fn hostile_strings_survive_the_writer() {
     let now = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
     let mut m = Manifest::new(now);
-    m.message = Some("yes: no # \"quoted\"\nsecond line\t\u{7}".into());
+    m.message = Some("yes: no # \"quoted\"\nsecond line\t\u{7}\u{81}\u{9f}".into());
     for p in [
         "~", "~/a: b", "~/#x", "~/ space", "~/null", "~/é", "/-", "~/'q'", "~/[x]",
     ] {

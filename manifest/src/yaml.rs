@@ -120,6 +120,7 @@ pub(crate) fn scalar(s: &str) -> String {
         && text.strip_suffix('\n') == Some(s)
         && !s.is_empty()
         && !s.contains('\n')
+        && !s.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c))
     {
         return s.to_owned();
     }
@@ -132,7 +133,10 @@ pub(crate) fn scalar(s: &str) -> String {
             '\n' => q.push_str("\\n"),
             '\t' => q.push_str("\\t"),
             '\r' => q.push_str("\\r"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+            c if (c as u32) < 0x20
+                || c == '\u{7f}'
+                || (('\u{80}'..='\u{9f}').contains(&c) && c != '\u{85}') =>
+            {
                 let _ = write!(q, "\\x{:02x}", c as u32);
             }
             c if matches!(
