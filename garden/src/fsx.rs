@@ -221,3 +221,71 @@ pub fn chmod(path: &Path, mode: Mode) -> Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(mode.bits()))
         .map_err(|e| Error::io("setting mode of", path, e))
 }
+
+/// Prepares `dest`'s replacement as a temp file in the same folder (filled,
+/// exact mode) without syncing or renaming it: see [`commit_staged`].
+///
+/// # Errors
+/// Whatever `fill` returns, or [`Error::Io`]; the temp file is then removed.
+pub fn stage_file(
+    dest: &Path,
+    mode: Mode,
+    fill: impl FnOnce(&mut File) -> Result<()>,
+) -> Result<tempfile::TempPath> {
+    let dir = ensure_parent(dest)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sgard-restore-")
+        .tempfile_in(&dir)
+        .map_err(|e| Error::io("creating temp file in", &dir, e))?;
+    fill(tmp.as_file_mut())?;
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode.bits()))
+        .map_err(|e| Error::io("setting mode of", dest, e))?;
+    Ok(tmp.into_temp_path())
+}
+
+/// Puts staged files in place durably at a constant number of flushes:
+/// one `syncfs` per filesystem (the temp files' bytes), the renames, and one
+/// more `syncfs` (the new names); where `syncfs` is unavailable, each file
+/// and folder is fsynced instead. Returns one result per file, in order.
+pub fn commit_staged(staged: Vec<(tempfile::TempPath, PathBuf)>) -> Vec<Result<()>> {
+    use std::collections::BTreeMap;
+    // One representative folder per filesystem.
+    let mut per_dev: BTreeMap<u64, PathBuf> = BTreeMap::new();
+    for (_, dest) in &staged {
+        let dir = durable::parent_of(dest);
+        if let Ok(m) = fs::metadata(&dir) {
+            per_dev.entry(m.dev()).or_insert(dir);
+        }
+    }
+    let flushed = !per_dev.is_empty() && per_dev.values().all(|d| durable::syncfs(d));
+    let mut out = Vec::with_capacity(staged.len());
+    let mut dirs = std::collections::BTreeSet::new();
+    for (tmp, dest) in staged {
+        let r = (|| {
+            if !flushed {
+                File::open(&tmp)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|e| Error::io("syncing", tmp.to_path_buf(), e))?;
+            }
+            tmp.persist(&dest)
+                .map_err(|e| Error::io("renaming into place", &dest, e.error))?;
+            Ok(())
+        })();
+        if r.is_ok() {
+            dirs.insert(durable::parent_of(&dest));
+        }
+        out.push(r);
+    }
+    let flushed_again = flushed && per_dev.values().all(|d| durable::syncfs(d));
+    if !flushed_again {
+        for d in dirs {
+            if let Err(e) = durable::fsync_dir(&d)
+                && let Some(last) = out.iter_mut().rev().find(|r| r.is_ok())
+            {
+                *last = Err(e.into());
+            }
+        }
+    }
+    out
+}

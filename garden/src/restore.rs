@@ -451,13 +451,65 @@ impl Garden {
             return Ok(());
         }
         report.before = Some(self.record_pair(&before, &after, reason, what, new_blobs)?);
+        // Files are staged first and put in place together, at a constant
+        // number of flushes; everything else is done one by one.
+        let mut staged = Vec::new();
+        let mut staged_steps = Vec::new();
         for s in ready {
-            match self.perform(&s) {
+            let file = match &s.op {
+                Op::Write { entry, .. } if entry.kind == EntryKind::File => Some(entry),
+                _ => None,
+            };
+            match file {
+                Some(entry) => match self.stage_entry(entry, &s.abs) {
+                    Ok(tmp) => {
+                        staged.push((tmp, s.abs.clone()));
+                        staged_steps.push(s);
+                    }
+                    Err(e) => report.fail(s.path.clone(), e),
+                },
+                None => match self.perform(&s) {
+                    Ok(()) => report.actions.push((s.path.clone(), s.action())),
+                    Err(e) => report.fail(s.path.clone(), e),
+                },
+            }
+        }
+        for (s, r) in staged_steps.into_iter().zip(fsx::commit_staged(staged)) {
+            match r {
                 Ok(()) => report.actions.push((s.path.clone(), s.action())),
                 Err(e) => report.fail(s.path.clone(), e),
             }
         }
         Ok(())
+    }
+
+    /// A file entry's content, verified (and decrypted), in a temp file next
+    /// to `abs` with the exact mode: ready for [`fsx::commit_staged`].
+    fn stage_entry(&self, e: &Entry, abs: &Path) -> Result<tempfile::TempPath> {
+        if e.encrypted {
+            let plain = self.stored_plaintext(e)?;
+            let mode = e.mode.unwrap_or(Mode::from_st_mode(0o600));
+            return fsx::stage_file(abs, mode, |f| {
+                std::io::Write::write_all(f, &plain).map_err(|err| Error::io("writing", abs, err))
+            });
+        }
+        let hash = e
+            .hash
+            .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
+        let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
+        fsx::stage_file(abs, mode, |f| {
+            self.store
+                .read_to(&hash, f)
+                .map_err(|source| match source {
+                    sgard_store::Error::Source(io) => Error::io("writing", abs, io),
+                    s if s.is_integrity() => Error::Integrity {
+                        path: e.path.clone(),
+                        source: s,
+                    },
+                    s => Error::Store(s),
+                })?;
+            Ok(())
+        })
     }
 
     fn perform(&self, s: &Step) -> Result<()> {

@@ -140,6 +140,25 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
+/// Flushes everything written on the filesystem holding `path` (Linux
+/// `syncfs`: one flush for a whole batch instead of one fsync per file).
+/// Elsewhere, or if `syncfs` fails, returns false and the caller must fsync
+/// what it wrote one by one.
+pub fn syncfs(path: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        match File::open(path) {
+            Ok(f) => rustix::fs::syncfs(&f).is_ok(),
+            Err(_) => false,
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,24 +186,5 @@ mod tests {
         assert!(create_dir_all_durable(&p).unwrap());
         assert!(p.is_dir());
         assert!(!create_dir_all_durable(&p).unwrap());
-    }
-}
-
-/// Flushes everything written on the filesystem holding `path` (Linux
-/// `syncfs`: one flush for a whole batch instead of one fsync per file).
-/// Elsewhere, or if `syncfs` fails, returns false and the caller must fsync
-/// what it wrote one by one.
-pub fn syncfs(path: &Path) -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        match File::open(path) {
-            Ok(f) => rustix::fs::syncfs(&f).is_ok(),
-            Err(_) => false,
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = path;
-        false
     }
 }
