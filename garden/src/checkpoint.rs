@@ -57,6 +57,7 @@ impl Garden {
     /// Only when the manifest cannot be saved or targeting is inconsistent.
     pub fn checkpoint(&mut self, message: Option<&str>) -> Result<CheckpointReport> {
         let mut report = CheckpointReport::default();
+        self.prehash();
         self.begin_batch();
         for i in 0..self.manifest.files.len() {
             let entry = self.manifest.files[i].clone();

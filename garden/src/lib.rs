@@ -100,6 +100,10 @@ pub struct Garden {
     trusted: std::collections::HashSet<String>,
     fingerprints: std::cell::RefCell<fingerprints::Fingerprints>,
     statcache: std::cell::RefCell<statcache::StatCache>,
+    /// Hashes computed ahead, in parallel, for this run (path → hash and the
+    /// metadata it was computed under).
+    prehashed:
+        std::cell::RefCell<std::collections::HashMap<String, (sgard_store::Hash, fs::Metadata)>>,
     /// Blobs being written as one batch (one flush for all; see `Batch`).
     batch: std::cell::RefCell<Option<sgard_store::Batch>>,
     _lock: RepoLock,
@@ -196,6 +200,7 @@ impl Garden {
             fingerprints: std::cell::RefCell::new(fingerprints),
             statcache: std::cell::RefCell::new(statcache),
             batch: std::cell::RefCell::new(None),
+            prehashed: std::cell::RefCell::default(),
             root: root.to_path_buf(),
             env,
             manifest,
@@ -312,11 +317,67 @@ impl Garden {
         if let Some(h) = self.statcache.borrow().lookup(path, md) {
             return Ok((h, md.clone()));
         }
+        let ahead = self.prehashed.borrow_mut().remove(path);
+        if let Some((h, opened)) = ahead
+            && statcache::Stat::of(&opened) == statcache::Stat::of(md)
+        {
+            return Ok((h, opened));
+        }
         let (h, opened) = fsx::hash_file(abs)?;
         if let Ok(after) = fs::symlink_metadata(abs) {
             self.statcache.borrow_mut().record(path, &opened, &after, h);
         }
         Ok((h, opened))
+    }
+
+    /// Hashes, on all cores, the tracked regular files the stat cache cannot
+    /// vouch for, so the per-entry pass that follows (in manifest order,
+    /// single-threaded) finds them ready. Memory: one hash per file.
+    pub(crate) fn prehash(&self) {
+        let mut work: Vec<(String, PathBuf)> = Vec::new();
+        for e in &self.manifest.files {
+            if e.kind != sgard_manifest::EntryKind::File || !self.applies(e).unwrap_or(false) {
+                continue;
+            }
+            let abs = self.env.expand(&e.path);
+            let Ok(Some(md)) = fsx::lstat(&abs) else {
+                continue;
+            };
+            if md.is_file() && self.statcache.borrow().lookup(&e.path, &md).is_none() {
+                work.push((e.path.clone(), abs));
+            }
+        }
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8);
+        if work.len() < 64 || threads < 2 {
+            return;
+        }
+        let chunk = work.len().div_ceil(threads);
+        let results: Vec<Vec<(String, sgard_store::Hash, fs::Metadata, fs::Metadata)>> =
+            std::thread::scope(|s| {
+                let handles: Vec<_> = work
+                    .chunks(chunk)
+                    .map(|part| {
+                        s.spawn(move || {
+                            part.iter()
+                                .filter_map(|(p, abs)| {
+                                    let (h, opened) = fsx::hash_file(abs).ok()?;
+                                    let after = fs::symlink_metadata(abs).ok()?;
+                                    Some((p.clone(), h, opened, after))
+                                })
+                                .collect()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().filter_map(|h| h.join().ok()).collect()
+            });
+        let mut cache = self.statcache.borrow_mut();
+        let mut ahead = self.prehashed.borrow_mut();
+        for (p, h, opened, after) in results.into_iter().flatten() {
+            cache.record(&p, &opened, &after, h);
+            ahead.insert(p, (h, opened));
+        }
     }
 
     fn applies(&self, e: &sgard_manifest::Entry) -> Result<bool> {
