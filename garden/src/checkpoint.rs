@@ -101,7 +101,7 @@ impl Garden {
         report: &mut CheckpointReport,
     ) -> Result<Option<(Entry, EntryChange)>> {
         let abs = self.env.expand(&entry.path);
-        let Some(md) = fsx::lstat(&abs)? else {
+        let Some(md) = self.lstat_tracked(&entry.path, &abs)? else {
             return Ok(Some((entry.clone(), EntryChange::Missing)));
         };
         let disk = DiskKind::of(&md);

@@ -104,6 +104,8 @@ pub struct Garden {
     /// metadata it was computed under).
     prehashed:
         std::cell::RefCell<std::collections::HashMap<String, (sgard_store::Hash, fs::Metadata)>>,
+    /// `lstat` results taken by `prehash`, used once by the pass after it.
+    lstat_memo: std::cell::RefCell<std::collections::HashMap<String, Option<fs::Metadata>>>,
     /// Blobs being written as one batch (one flush for all; see `Batch`).
     batch: std::cell::RefCell<Option<sgard_store::Batch>>,
     _lock: RepoLock,
@@ -201,6 +203,7 @@ impl Garden {
             statcache: std::cell::RefCell::new(statcache),
             batch: std::cell::RefCell::new(None),
             prehashed: std::cell::RefCell::default(),
+            lstat_memo: std::cell::RefCell::default(),
             root: root.to_path_buf(),
             env,
             manifest,
@@ -340,9 +343,13 @@ impl Garden {
                 continue;
             }
             let abs = self.env.expand(&e.path);
-            let Ok(Some(md)) = fsx::lstat(&abs) else {
+            let Ok(found) = fsx::lstat(&abs) else {
                 continue;
             };
+            self.lstat_memo
+                .borrow_mut()
+                .insert(e.path.clone(), found.clone());
+            let Some(md) = found else { continue };
             if md.is_file() && self.statcache.borrow().lookup(&e.path, &md).is_none() {
                 work.push((e.path.clone(), abs));
             }
@@ -378,6 +385,14 @@ impl Garden {
             cache.record(&p, &opened, &after, h);
             ahead.insert(p, (h, opened));
         }
+    }
+
+    /// `lstat` of a tracked path, reusing the one `prehash` just took.
+    pub(crate) fn lstat_tracked(&self, path: &str, abs: &Path) -> Result<Option<fs::Metadata>> {
+        if let Some(md) = self.lstat_memo.borrow_mut().remove(path) {
+            return Ok(md);
+        }
+        fsx::lstat(abs)
     }
 
     fn applies(&self, e: &sgard_manifest::Entry) -> Result<bool> {

@@ -91,7 +91,7 @@ impl Garden {
     /// Compares one entry with the disk.
     fn compare(&self, e: &Entry) -> Result<(State, Option<String>)> {
         let abs = self.env.expand(&e.path);
-        let Some(md) = fsx::lstat(&abs)? else {
+        let Some(md) = self.lstat_tracked(&e.path, &abs)? else {
             return Ok((State::Missing, None));
         };
         let disk = DiskKind::of(&md);
