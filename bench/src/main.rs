@@ -3,7 +3,12 @@
 //! ```text
 //! cargo build --release -p sgard -p sgard-bench
 //! target/release/sgard-bench <dotfiles|t10k|big|all> [--sgard PATH] [--dir DIR] [--keep]
+//! target/release/sgard-bench compare [--no-big] [--sgard PATH] [--dir DIR] [--keep]
 //! ```
+//!
+//! `compare` is different: it measures sgard side by side with git, restic,
+//! `cp -a` and `openssl dgst -sha256` on the same trees and checks the
+//! performance targets; see [`compare`].
 //!
 //! Each scenario generates a deterministic tree in a fresh temporary HOME
 //! (under `--dir`, default the system temp folder), runs `sgard init` with the
@@ -27,8 +32,10 @@
 //! `sync` runs before every timed step so that dirty pages left by the
 //! generator are not charged to sgard's own fsyncs. The page cache is not
 //! dropped: the numbers are warm-cache numbers. `SGARD_HOSTNAME` is pinned to
-//! `sgard-bench`. See [`measure`] for how peak RSS is measured.
+//! `sgard-bench`; `XDG_CACHE_HOME` and `XDG_STATE_HOME` point to folders of
+//! the run outside each HOME (the restore HOME gets its own). See [`measure`] for how peak RSS is measured.
 
+mod compare;
 mod measure;
 mod tree;
 
@@ -66,6 +73,10 @@ struct Args {
     /// Keep the generated trees and repository (and print where they are)
     #[arg(long)]
     keep: bool,
+
+    /// compare: skip the 1 GiB file (also skipped when the disk is low)
+    #[arg(long)]
+    no_big: bool,
 }
 
 /// The scenarios.
@@ -79,6 +90,9 @@ enum Scenario {
     Big,
     /// All three, in that order
     All,
+    /// sgard against git, restic, cp -a and openssl on T10k and BIG, checked
+    /// against the performance targets
+    Compare,
 }
 
 /// Free space `big` wants: the tree, the repository, the restored tree and
@@ -129,6 +143,9 @@ fn run(args: &Args) -> Result<()> {
     };
 
     print_header(&ctx)?;
+    if args.scenario == Scenario::Compare {
+        return compare::run(&ctx, args.no_big);
+    }
 
     let scenarios = match args.scenario {
         Scenario::All => vec![Scenario::Dotfiles, Scenario::T10k, Scenario::Big],
@@ -139,7 +156,7 @@ fn run(args: &Args) -> Result<()> {
         let (name, spec) = match s {
             Scenario::Dotfiles => ("dotfiles", tree::dotfiles()),
             Scenario::T10k => ("t10k", tree::t10k()),
-            Scenario::Big | Scenario::All => ("big", tree::big()),
+            Scenario::Big | Scenario::All | Scenario::Compare => ("big", tree::big()),
         };
         if s == Scenario::Big {
             match free_bytes(&ctx.dir) {
@@ -237,11 +254,27 @@ fn run_scenario(ctx: &Ctx, name: &'static str, spec: &TreeSpec) -> Result<Vec<Ro
 
     let step = |step: &'static str, home: &Path, args: &[&std::ffi::OsStr]| -> Result<Row> {
         sync();
+        // Each HOME is its own machine, with its machine-local folders (the
+        // stat cache, fingerprints) outside it, so they are neither in the
+        // restored tree nor in the user's own cache.
+        let machine = if home == home2.as_path() {
+            "restore"
+        } else {
+            "home"
+        };
         let mut cmd = Command::new(&ctx.sgard);
         cmd.arg("--repo")
             .arg(&repo)
             .args(args)
             .env("HOME", home)
+            .env(
+                "XDG_CACHE_HOME",
+                root.path().join(format!("xdg-cache-{machine}")),
+            )
+            .env(
+                "XDG_STATE_HOME",
+                root.path().join(format!("xdg-state-{machine}")),
+            )
             .env("SGARD_HOSTNAME", "sgard-bench")
             .env_remove("SGARD_REPO")
             .env_remove("SGARD_NOW")

@@ -125,12 +125,17 @@ impl TreeSpec {
         Ok(())
     }
 
+    /// The files [`TreeSpec::edit_one_percent`] edits: every 100th, the
+    /// first included.
+    pub fn edited_files(&self) -> impl Iterator<Item = &FileSpec> {
+        self.files.iter().step_by(100)
+    }
+
     /// Appends a line to every 100th file (at least one): the "1% edit".
     /// Returns how many files were edited.
     pub fn edit_one_percent(&self, home: &Path) -> Result<usize> {
-        let step = 100;
         let mut n = 0;
-        for f in self.files.iter().step_by(step) {
+        for f in self.edited_files() {
             let path = home.join(&f.rel);
             let mut out = fs::OpenOptions::new()
                 .append(true)
