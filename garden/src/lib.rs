@@ -55,7 +55,7 @@ use sgard_manifest::{MANIFEST_FILE, Manifest, path_is_under};
 use sgard_store::{Store, durable};
 
 pub use add::{AddOptions, AddOutcome, AddReport};
-pub use checkpoint::{CheckpointReport, EntryChange};
+pub use checkpoint::{CheckpointReport, EntryChange, error_chain};
 pub use diff::Diff;
 pub use encrypt::RotateReport;
 pub use encrypted::PassphraseSource;

@@ -76,11 +76,5 @@ pub fn print_actions(report: &RestoreReport, dry_run: bool, out: &mut dyn Write)
 
 /// An error and its causes on one line.
 pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let _ = write!(s, ": {c}");
-        cur = c.source();
-    }
-    s
+    sgard_garden::error_chain(e)
 }

@@ -132,15 +132,9 @@ pub fn garden_status(e: sgard_garden::Error) -> Status {
     }
 }
 
+/// An error and its causes on one line.
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
+    sgard_garden::error_chain(e)
 }
 
 fn invalid(e: Invalid) -> Status {
