@@ -3,10 +3,12 @@
 
 use std::ffi::OsStr;
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -221,4 +223,48 @@ pub fn set_mtime(p: &Path, secs: i64) {
 pub fn now_secs() -> i64 {
     // 2026-03-23T12:00:00Z
     1_774_267_200
+}
+
+/// Waits for `child` (stdout and stderr piped), draining both; a child
+/// still running after `limit` is killed and its stderr so far returned as
+/// the error.
+pub fn wait_limited(mut child: Child, limit: Duration) -> Result<Run, String> {
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(err.join().unwrap_or_default());
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Ok(Run {
+        code: status.code().unwrap_or(-1),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    })
 }

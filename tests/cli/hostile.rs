@@ -30,49 +30,6 @@ fn finish(child: Child, limit: Duration, what: &str) -> Run {
     }
 }
 
-/// Like [`finish`], but a hang is returned (as the stderr so far) instead
-/// of failing the test.
-fn wait_limited(mut child: Child, limit: Duration) -> Result<Run, String> {
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(err.join().unwrap_or_default());
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    Ok(Run {
-        code: status.code().unwrap_or(-1),
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    })
-}
-
 /// Runs sgard with stdin closed under the watchdog.
 #[track_caller]
 fn sgard_timed(t: &TestEnv, args: &[&str]) -> Run {

@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
@@ -43,50 +43,9 @@ const RPC_LIMIT: Duration = Duration::from_secs(20);
 /// Waits for `child` (stdout and stderr piped), draining both; kills it and
 /// fails the test if it runs past `limit`.
 #[track_caller]
-fn wait_run(mut child: Child, limit: Duration, what: &str) -> Run {
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    let stdout = out.join().unwrap();
-    let stderr = err.join().unwrap();
-    let Some(status) = status else {
-        panic!("`{what}` hung: killed after {limit:?}; stdout: {stdout}; stderr: {stderr}");
-    };
-    Run {
-        code: status.code().unwrap_or(-1),
-        stdout,
-        stderr,
-    }
+fn wait_run(child: Child, limit: Duration, what: &str) -> Run {
+    wait_limited(child, limit)
+        .unwrap_or_else(|stderr| panic!("`{what}` hung: killed after {limit:?}; stderr: {stderr}"))
 }
 
 /// Runs `c` with stdin closed, bounded by [`LIMIT`].
