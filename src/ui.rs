@@ -53,8 +53,8 @@ pub fn note(msg: &str) {
     eprintln!("sgard: {msg}");
 }
 
-/// The colour of a status word. Output goes through `anstream`, which drops
-/// the colour when stdout is not a terminal or `NO_COLOR` is set.
+/// The colour of a status word (used only when stdout gets colour; see
+/// `cmd::run`).
 pub fn state_style(s: State) -> Style {
     let c = match s {
         State::Ok => AnsiColor::Green,
@@ -66,7 +66,11 @@ pub fn state_style(s: State) -> Style {
     Style::new().fg_color(Some(c.into()))
 }
 
-/// `word` padded to `width` and styled.
-pub fn styled(style: Style, word: &str, width: usize) -> String {
-    format!("{style}{word:<width$}{style:#}")
+/// `word` padded to `width`, styled when `colour` is on.
+pub fn styled(colour: bool, style: Style, word: &str, width: usize) -> String {
+    if colour {
+        format!("{style}{word:<width$}{style:#}")
+    } else {
+        format!("{word:<width$}")
+    }
 }

@@ -34,6 +34,7 @@ pub mod identity;
 mod info;
 pub mod lock;
 mod mirror;
+mod par;
 mod paths;
 mod prune;
 mod remove;
@@ -333,58 +334,69 @@ impl Garden {
         Ok((h, opened))
     }
 
-    /// Hashes, on all cores, the tracked regular files the stat cache cannot
-    /// vouch for, so the per-entry pass that follows (in manifest order,
-    /// single-threaded) finds them ready. Memory: one hash per file.
+    /// `lstat`s every tracked regular file and hashes the ones the stat
+    /// cache cannot vouch for, on all cores, so the per-entry pass that
+    /// follows (in manifest order, single-threaded) finds both ready. The
+    /// kernel's path walk is most of a cached `status`, and git splits its
+    /// `lstat`s across threads the same way. Memory: one stat and at most
+    /// one hash per file.
     pub(crate) fn prehash(&self) {
-        let mut work: Vec<(String, PathBuf)> = Vec::new();
-        for e in &self.manifest.files {
-            if e.kind != sgard_manifest::EntryKind::File || !self.applies(e).unwrap_or(false) {
-                continue;
-            }
-            let abs = self.env.expand(&e.path);
-            let Ok(found) = fsx::lstat(&abs) else {
-                continue;
-            };
-            self.lstat_memo
-                .borrow_mut()
-                .insert(e.path.clone(), found.clone());
-            let Some(md) = found else { continue };
-            if md.is_file() && self.statcache.borrow().lookup(&e.path, &md).is_none() {
-                work.push((e.path.clone(), abs));
+        let files: Vec<(&str, PathBuf)> = self
+            .manifest
+            .files
+            .iter()
+            .filter(|e| {
+                e.kind == sgard_manifest::EntryKind::File && self.applies(e).unwrap_or(false)
+            })
+            .map(|e| (e.path.as_str(), self.env.expand(&e.path)))
+            .collect();
+        let found = {
+            let cache = self.statcache.borrow();
+            let cache = &*cache;
+            par::map(&files, 512, |(path, abs)| {
+                let found = fsx::lstat(abs).ok()?;
+                let vouched = match &found {
+                    Some(md) => !md.is_file() || cache.lookup(path, md).is_some(),
+                    None => true,
+                };
+                Some((found, vouched))
+            })
+        };
+        let mut work: Vec<(&str, &Path)> = Vec::new();
+        {
+            let mut memo = self.lstat_memo.borrow_mut();
+            for ((path, abs), r) in files.iter().zip(found) {
+                let Some(Some((md, vouched))) = r else {
+                    continue;
+                };
+                if !vouched {
+                    work.push((path, abs));
+                }
+                memo.insert((*path).to_owned(), md);
             }
         }
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(8);
-        if work.len() < 64 || threads < 2 {
+        if work.len() < 64 {
             return;
         }
-        let chunk = work.len().div_ceil(threads);
-        let results: Vec<Vec<(String, sgard_store::Hash, fs::Metadata, fs::Metadata)>> =
-            std::thread::scope(|s| {
-                let handles: Vec<_> = work
-                    .chunks(chunk)
-                    .map(|part| {
-                        s.spawn(move || {
-                            part.iter()
-                                .filter_map(|(p, abs)| {
-                                    let (h, opened) = fsx::hash_file(abs).ok()?;
-                                    let after = fs::symlink_metadata(abs).ok()?;
-                                    Some((p.clone(), h, opened, after))
-                                })
-                                .collect()
-                        })
-                    })
-                    .collect();
-                handles.into_iter().filter_map(|h| h.join().ok()).collect()
-            });
+        let results = par::map(&work, 64, |(_, abs)| {
+            let (h, opened) = fsx::hash_file(abs).ok()?;
+            let after = fs::symlink_metadata(abs).ok()?;
+            Some((h, opened, after))
+        });
         let mut cache = self.statcache.borrow_mut();
         let mut ahead = self.prehashed.borrow_mut();
-        for (p, h, opened, after) in results.into_iter().flatten() {
-            cache.record(&p, &opened, &after, h);
-            ahead.insert(p, (h, opened));
+        for ((p, _), r) in work.iter().zip(results) {
+            if let Some(Some((h, opened, after))) = r {
+                cache.record(p, &opened, &after, h);
+                ahead.insert((*p).to_owned(), (h, opened));
+            }
         }
+    }
+
+    /// Whether the stat cache vouches for a tracked file's content without
+    /// reading it (its metadata matches a settled entry).
+    pub(crate) fn cache_vouches(&self, path: &str, md: &fs::Metadata) -> bool {
+        self.statcache.borrow().lookup(path, md).is_some()
     }
 
     /// `lstat` of a tracked path, reusing the one `prehash` just took.

@@ -147,7 +147,7 @@ fn parse(text: &str) -> Option<HashMap<String, (Stat, Hash)>> {
     if Hash::parse(sum).ok()? != Hash::of(body.as_bytes()) {
         return None;
     }
-    let mut map = HashMap::new();
+    let mut map = HashMap::with_capacity(body.len() / 128);
     for line in body.lines() {
         let mut it = line.splitn(8, ' ');
         let h = Hash::parse(it.next()?).ok()?;

@@ -25,11 +25,13 @@ pub fn run(ctx: &Ctx, exit_code: bool, json: bool, out: &mut dyn Write) -> Resul
         )?;
     } else {
         for l in &lines {
-            let word = ui::styled(ui::state_style(l.state), l.state.as_str(), 10);
+            let word = ui::styled(ctx.colour, ui::state_style(l.state), l.state.as_str(), 10);
             writeln!(out, "{word} {}", l.path)?;
             if l.state == State::Error
                 && let Some(d) = &l.detail
             {
+                // Keep the warning after the lines before it.
+                out.flush()?;
                 ui::warn(&format!("{}: {d}", l.path));
             }
         }

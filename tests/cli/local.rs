@@ -1263,6 +1263,24 @@ fn json_diff_stat() {
 }
 
 #[test]
+fn status_is_coloured_when_colour_is_forced() {
+    let t = TestEnv::init();
+    t.write("ok", "ok\n");
+    t.write("mod", "mod\n");
+    t.sgard(["add", &a(&t, "ok"), &a(&t, "mod")]).ok();
+    t.write("mod", "changed\n");
+    let mut c = t.command(["status"]);
+    c.env_remove("NO_COLOR").env("CLICOLOR_FORCE", "1");
+    let out = Run::from(c.stdin(Stdio::null()).output().unwrap());
+    out.ok();
+    // Green and yellow words, padded inside the colour, reset after.
+    assert_eq!(
+        out.stdout,
+        "\x1b[33mmodified  \x1b[0m ~/mod\n\x1b[32mok        \x1b[0m ~/ok\n"
+    );
+}
+
+#[test]
 fn human_output_has_no_ansi_when_piped() {
     let t = TestEnv::init();
     t.write("ok", "ok\n");

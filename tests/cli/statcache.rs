@@ -113,3 +113,30 @@ fn files_inside_the_racy_window_are_never_cached() {
         "a file changed just now was cached: {text}"
     );
 }
+
+#[test]
+fn checkpoint_restores_a_lost_blob_unless_the_cache_vouches_for_the_file() {
+    let t = TestEnv::init();
+    t.write("f", "kept\n");
+    t.sgard(["add", "f"]).ok();
+    let blob = t.blob_path(&sha("kept\n"));
+    // A file the cache cannot vouch for is hashed, and its lost blob is
+    // stored again from it.
+    fs::remove_file(&blob).unwrap();
+    t.sgard(["checkpoint"]).ok();
+    assert_eq!(fs::read(&blob).unwrap(), b"kept\n");
+    // With a settled cache entry the blob is not looked up (that is the
+    // point of the cache); verify says it is missing, and `--no-cache
+    // checkpoint` stores it again.
+    let file = cache_path(&t);
+    fs::create_dir_all(file.parent().unwrap()).unwrap();
+    plant(&file, "~/f", &t.path("f"), &sha("kept\n"));
+    fs::remove_file(&blob).unwrap();
+    t.sgard(["checkpoint"]).ok();
+    let r = t.sgard(["verify"]);
+    r.code(3);
+    assert!(r.stdout.starts_with("missing    ~/f\n"), "{}", r.stdout);
+    t.sgard(["--no-cache", "checkpoint"]).ok();
+    assert_eq!(fs::read(&blob).unwrap(), b"kept\n");
+    t.sgard(["verify"]).ok();
+}
