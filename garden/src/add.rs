@@ -116,6 +116,9 @@ impl Garden {
             .follow_links(false)
             .sort_by_file_name()
             .into_iter();
+        // Walk first (cheap, in order), then copy the plain files into the
+        // store on all cores, then record every path in walk order.
+        let mut found = Vec::new();
         while let Some(item) = walk.next() {
             let ent = item.map_err(|e| walk_error(root, e))?;
             let md = ent.metadata().map_err(|e| walk_error(ent.path(), e))?;
@@ -142,8 +145,24 @@ impl Garden {
                 }
                 continue;
             }
-            self.add_one(&path, kind, opts, new_only, report)?;
+            let plain = kind == DiskKind::File
+                && !opts.encrypt
+                && self
+                    .manifest
+                    .get(&tilde)
+                    .is_none_or(|e| !new_only && !e.encrypted);
+            found.push((path, kind, plain));
         }
+        let plain: Vec<&Path> = found
+            .iter()
+            .filter(|(_, _, plain)| *plain)
+            .map(|(p, _, _)| p.as_path())
+            .collect();
+        self.prespool(&plain);
+        for (path, kind, _) in &found {
+            self.add_one(path, *kind, opts, new_only, report)?;
+        }
+        self.prespooled.get_mut().clear();
         Ok(())
     }
 
@@ -167,11 +186,20 @@ impl Garden {
                 if encrypt {
                     self.encrypted_file_entry(&tilde, abs, old)?
                 } else {
-                    let (mut f, md) = fsx::open_regular(abs)?;
-                    let w = self.put(&mut f).map_err(|e| match e {
-                        sgard_store::Error::Source(source) => Error::io("reading", abs, source),
-                        other => Error::Store(other),
-                    })?;
+                    let ahead = self.prespooled.get_mut().remove(abs);
+                    let (w, md) = match ahead {
+                        Some((spooled, md)) => (self.adopt(spooled)?, md),
+                        None => {
+                            let (mut f, md) = fsx::open_regular(abs)?;
+                            let w = self.put(&mut f).map_err(|e| match e {
+                                sgard_store::Error::Source(source) => {
+                                    Error::io("reading", abs, source)
+                                }
+                                other => Error::Store(other),
+                            })?;
+                            (w, md)
+                        }
+                    };
                     let mut e = Entry::new(tilde.clone(), EntryKind::File, self.env.now);
                     e.hash = Some(w.hash);
                     e.mode = Some(fsx::mode_of(&md));

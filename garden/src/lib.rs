@@ -107,6 +107,11 @@ pub struct Garden {
         std::cell::RefCell<std::collections::HashMap<String, (sgard_store::Hash, fs::Metadata)>>,
     /// `lstat` results taken by `prehash`, used once by the pass after it.
     lstat_memo: std::cell::RefCell<std::collections::HashMap<String, Option<fs::Metadata>>>,
+    /// Files copied into the store ahead, in parallel, by `prespool`
+    /// (absolute path → the copy and the metadata of the opened file).
+    prespooled: std::cell::RefCell<
+        std::collections::HashMap<PathBuf, (sgard_store::Spooled, fs::Metadata)>,
+    >,
     /// Blobs being written as one batch (one flush for all; see `Batch`).
     batch: std::cell::RefCell<Option<sgard_store::Batch>>,
     _lock: RepoLock,
@@ -204,6 +209,7 @@ impl Garden {
             statcache: std::cell::RefCell::new(statcache),
             batch: std::cell::RefCell::new(None),
             prehashed: std::cell::RefCell::default(),
+            prespooled: std::cell::RefCell::default(),
             lstat_memo: std::cell::RefCell::default(),
             root: root.to_path_buf(),
             env,
@@ -298,6 +304,37 @@ impl Garden {
     /// Starts batching blob writes (until [`Garden::commit_batch`]).
     pub(crate) fn begin_batch(&self) {
         *self.batch.borrow_mut() = Some(self.store.batch());
+    }
+
+    /// Copies the regular files `paths` into the store on all cores, for
+    /// the batch to adopt later (see [`Garden::adopt`]). Only while a batch
+    /// is open. A file that fails here is left out: the in-order pass that
+    /// follows reads it again and reports its error where it belongs.
+    pub(crate) fn prespool(&self, paths: &[&Path]) {
+        if self.batch.borrow().is_none() {
+            return;
+        }
+        let store = &self.store;
+        let copies = par::map(paths, 64, |abs| {
+            let (mut f, md) = fsx::open_regular(abs).ok()?;
+            Some((store.spool_blob(&mut f).ok()?, md))
+        });
+        let mut ahead = self.prespooled.borrow_mut();
+        for (abs, copy) in paths.iter().zip(copies) {
+            if let Some(Some(c)) = copy {
+                ahead.insert(abs.to_path_buf(), c);
+            }
+        }
+    }
+
+    /// Names a prespooled blob through the open batch.
+    pub(crate) fn adopt(&self, spooled: sgard_store::Spooled) -> Result<sgard_store::Written> {
+        match self.batch.borrow_mut().as_mut() {
+            Some(b) => Ok(b.adopt(spooled)?),
+            None => Err(Error::Invalid(
+                "internal error: a prespooled blob without a batch".into(),
+            )),
+        }
     }
 
     /// Makes every batched blob durable under its name. Call before anything

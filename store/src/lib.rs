@@ -37,6 +37,7 @@
 pub mod durable;
 mod error;
 mod hash;
+mod spool;
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -95,7 +96,17 @@ impl Batch {
     /// # Errors
     /// As [`Store::write`].
     pub fn write(&mut self, reader: &mut dyn Read) -> Result<Written> {
-        let (tmp, hash, size) = self.store.spool(reader, None, None)?;
+        let spooled = self.store.spool_blob(reader)?;
+        self.adopt(spooled)
+    }
+
+    /// Adds a blob copied by [`Store::spool_blob`] (on any thread) to the
+    /// batch, or drops it if an identical blob is stored or queued already.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the store cannot be inspected.
+    pub fn adopt(&mut self, spooled: Spooled) -> Result<Written> {
+        let Spooled { tmp, hash, size } = spooled;
         let queued = self
             .pending
             .iter()
@@ -107,7 +118,7 @@ impl Batch {
                 new: false,
             });
         }
-        self.pending.push((tmp.into_temp_path(), hash, size));
+        self.pending.push((tmp, hash, size));
         Ok(Written {
             hash,
             size,
@@ -170,6 +181,23 @@ impl Batch {
     }
 }
 
+/// Bytes copied into the store's temp folder and hashed, not yet named:
+/// [`Batch::adopt`] takes it; dropping it deletes the temp file. It holds no
+/// open file, so thousands can wait at once.
+#[derive(Debug)]
+pub struct Spooled {
+    tmp: tempfile::TempPath,
+    hash: Hash,
+    size: u64,
+}
+
+impl Spooled {
+    /// The hash of the bytes.
+    pub fn hash(&self) -> Hash {
+        self.hash
+    }
+}
+
 /// A blob found by [`Store::list`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlobInfo {
@@ -206,6 +234,21 @@ impl Store {
         }
     }
 
+    /// Copies `reader` into a temp file in the store, hashing it, for a
+    /// [`Batch`] to [`adopt`](Batch::adopt). Safe to call from many threads
+    /// at once.
+    ///
+    /// # Errors
+    /// [`Error::Source`] when reading fails, [`Error::Io`] when writing does.
+    pub fn spool_blob(&self, reader: &mut dyn Read) -> Result<Spooled> {
+        let (tmp, hash, size) = self.spool(reader, None, None)?;
+        Ok(Spooled {
+            tmp: tmp.into_temp_path(),
+            hash,
+            size,
+        })
+    }
+
     /// Copies `reader` into a temp file, hashing; checks `expected`/`max`.
     fn spool(
         &self,
@@ -215,31 +258,12 @@ impl Store {
     ) -> Result<(tempfile::NamedTempFile, Hash, u64)> {
         let tmp_dir = self.blobs.join(TMP_DIR);
         durable::create_dir_all_durable(&tmp_dir)?;
-        let mut tmp = tempfile::Builder::new()
+        let tmp = tempfile::Builder::new()
             .prefix("blob-")
             .tempfile_in(&tmp_dir)
             .map_err(|e| Error::io("creating temp file in", &tmp_dir, e))?;
-        let mut hasher = Hasher::new();
-        let mut buf = vec![0u8; BUF_SIZE];
-        let mut size = 0u64;
-        loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::Source(e)),
-            };
-            hasher.update(&buf[..n]);
-            tmp.write_all(&buf[..n])
-                .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
-            size += n as u64;
-            if let Some(limit) = max
-                && size > limit
-            {
-                return Err(Error::TooLarge { limit });
-            }
-        }
-        let hash = hasher.finish();
+        let path = tmp.path().to_path_buf();
+        let (hash, size) = spool::copy_hashing(reader, tmp.as_file(), &path, max)?;
         if let Some(want) = expected
             && *want != hash
         {

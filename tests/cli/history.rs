@@ -982,6 +982,88 @@ fn kill_9_during_checkpoint_keeps_head_and_log_consistent() {
     );
 }
 
+/// 6c. `kill -9` at any moment of an `add` of a tree (hundreds of
+/// small files copied on all cores, two big ones through the hashing
+/// pipeline, one batched flush) leaves the manifest as it was or as it
+/// would be, never a mix, and every blob it names whole.
+#[test]
+fn kill_9_during_add_of_a_tree_leaves_old_or_new_manifest() {
+    const SMALL: usize = 200;
+    const BIG: usize = 10 << 20;
+    let t = TestEnv::init();
+    let names: Vec<String> = (0..SMALL)
+        .map(|i| format!("tree/d{}/f{i:03}", i % 7))
+        .chain(["tree/big0.bin".into(), "tree/big1.bin".into()])
+        .collect();
+    let mut contents: Vec<Vec<u8>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, _)| noise(if i >= SMALL { BIG } else { 64 + i * 37 }, 500 + i as u64))
+        .collect();
+    let hashes_of = |contents: &[Vec<u8>]| -> Vec<String> {
+        let mut v: Vec<String> = contents.iter().map(sha).collect();
+        v.sort();
+        v
+    };
+    let manifest_hashes = |t: &TestEnv| -> Vec<String> {
+        let mut v: Vec<String> = t
+            .manifest()
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("hash: "))
+            .map(str::to_owned)
+            .collect();
+        v.sort();
+        v
+    };
+
+    let mut sched = KillSchedule::new();
+    let mut previous: Vec<String> = Vec::new();
+    let (mut interrupted, mut round, mut finished) = (0, 0u64, false);
+    while let Some(delay) = sched.next(finished) {
+        round += 1;
+        // New bytes in every file, so every blob of this round is new.
+        for ((n, c), i) in names.iter().zip(&mut contents).zip(0u64..) {
+            c[..8].copy_from_slice(&(round << 32 | i).to_le_bytes());
+            t.write(n, &*c);
+        }
+        let wanted = hashes_of(&contents);
+        let (r, took) = run_killed(&t, &["add", "~/tree"], delay);
+        let case = format!("round {round}: kill after {delay:?}, exit {}", r.code);
+        if sched.full.is_zero() {
+            sched.full = took;
+        }
+        finished = r.code != -1;
+        if finished {
+            assert_eq!(r.code, 0, "{case}: {r:#?}");
+        } else {
+            interrupted += 1;
+        }
+        let now = manifest_hashes(&t);
+        assert!(
+            now == previous || now == wanted,
+            "{case}: the manifest is neither the old one nor the new one"
+        );
+        if finished {
+            assert_eq!(now, wanted, "{case}: a finished add lost entries");
+        }
+        // Every blob named is whole (verify re-hashes each one).
+        let v = t.sgard(["verify"]);
+        assert_eq!(v.code, 0, "{case}: verify; {v:#?}");
+        previous = now;
+    }
+    assert!(
+        interrupted >= 3,
+        "only {interrupted} rounds were interrupted"
+    );
+    // Leftover temp files are swept by the next exclusive command.
+    t.sgard(["prune"]).ok();
+    t.sgard(["verify"]).ok();
+    eprintln!(
+        "kill -9 add: {round} rounds, a whole add took {:?}, {interrupted} interrupted",
+        sched.full
+    );
+}
+
 /// 6b. `kill -9` at any moment of a restore of several big files leaves a
 /// consistent log, and either nothing changed on disk (no record yet) or
 /// `undo` puts every file back as it was before the restore.
