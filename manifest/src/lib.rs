@@ -374,8 +374,8 @@ impl Manifest {
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let mut e = Emitter::new();
         e.raw(0, "version", &self.version.to_string());
-        e.raw(0, "created", &self.created.to_string());
-        e.raw(0, "updated", &self.updated.to_string());
+        e.display(0, "created", &self.created);
+        e.display(0, "updated", &self.updated);
         if let Some(m) = self.message.as_deref().filter(|m| !m.is_empty()) {
             e.str(0, "message", m);
         }
@@ -387,13 +387,13 @@ impl Manifest {
         for f in files {
             e.item(4, "path", &f.path);
             if let Some(h) = &f.hash {
-                e.raw(6, "hash", &h.to_hex());
+                e.display(6, "hash", h);
             }
             if let Some(h) = &f.plaintext_hash {
-                e.raw(6, "plaintext_hash", &h.to_hex());
+                e.display(6, "plaintext_hash", h);
             }
             if let Some(h) = &f.plaintext_mac {
-                e.raw(6, "plaintext_mac", &h.to_hex());
+                e.display(6, "plaintext_mac", h);
             }
             if f.encrypted {
                 e.raw(6, "encrypted", "true");
@@ -408,7 +408,7 @@ impl Manifest {
             if let Some(t) = &f.target {
                 e.str(6, "target", t);
             }
-            e.raw(6, "updated", &f.updated.to_string());
+            e.display(6, "updated", &f.updated);
             if !f.only.is_empty() {
                 e.list(6, "only", &f.only);
             }

@@ -83,14 +83,31 @@ impl Emitter {
         self.raw(indent, key, &v);
     }
 
+    fn pad(&mut self, indent: usize) {
+        self.out.extend(std::iter::repeat_n(' ', indent));
+    }
+
     /// `key: value` with the value written as is (numbers, bools, timestamps).
     pub fn raw(&mut self, indent: usize, key: &str, value: &str) {
-        let _ = writeln!(self.out, "{:indent$}{key}: {value}", "");
+        self.pad(indent);
+        self.out.push_str(key);
+        self.out.push_str(": ");
+        self.out.push_str(value);
+        self.out.push('\n');
+    }
+
+    /// `key: value` with the value written by its `Display` (no temporary
+    /// string).
+    pub fn display(&mut self, indent: usize, key: &str, value: &dyn std::fmt::Display) {
+        self.pad(indent);
+        let _ = writeln!(self.out, "{key}: {value}");
     }
 
     /// `key:` opening a nested block.
     pub fn open(&mut self, indent: usize, key: &str) {
-        let _ = writeln!(self.out, "{:indent$}{key}:", "");
+        self.pad(indent);
+        self.out.push_str(key);
+        self.out.push_str(":\n");
     }
 
     /// A list of strings under `key`, items indented 4 deeper than the key.
@@ -101,28 +118,42 @@ impl Emitter {
         }
         self.open(indent, key);
         for it in items {
-            let _ = writeln!(self.out, "{:w$}- {}", "", scalar(it), w = indent + 4);
+            self.pad(indent + 4);
+            self.out.push_str("- ");
+            self.out.push_str(&scalar(it));
+            self.out.push('\n');
         }
     }
 
     /// Starts a list item (`- key: value`) at `indent`.
     pub fn item(&mut self, indent: usize, key: &str, value: &str) {
-        let _ = writeln!(self.out, "{:indent$}- {key}: {}", "", scalar(value));
+        self.pad(indent);
+        self.out.push_str("- ");
+        self.raw(0, key, &scalar(value));
     }
+}
+
+/// Whether `s` is a path that reads back as itself as a plain scalar without
+/// asking the oracle: `~/` or `/` then only letters, digits and `/._-`.
+/// Nearly every tracked path is one, and asking serde-saphyr costs a whole
+/// serializer run per string.
+fn plain_path(s: &str) -> bool {
+    let rest = match s.strip_prefix("~/") {
+        Some(r) => r,
+        None => match s.strip_prefix('/') {
+            Some(r) => r,
+            None => return false,
+        },
+    };
+    rest.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-'))
 }
 
 /// Renders a string as a YAML scalar: plain when that reads back as the same
 /// string, double-quoted with escapes otherwise.
-pub(crate) fn scalar(s: &str) -> String {
-    // serde-saphyr knows which plain scalars are safe (not bool/null/number,
-    // no indicators); use it as the oracle, and quote ourselves otherwise.
-    if let Ok(text) = serde_saphyr::to_string(&s)
-        && text.strip_suffix('\n') == Some(s)
-        && !s.is_empty()
-        && !s.contains('\n')
-        && !s.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c))
-    {
-        return s.to_owned();
+pub(crate) fn scalar(s: &str) -> std::borrow::Cow<'_, str> {
+    if plain_path(s) || oracle_says_plain(s) {
+        return std::borrow::Cow::Borrowed(s);
     }
     let mut q = String::with_capacity(s.len() + 2);
     q.push('"');
@@ -150,5 +181,58 @@ pub(crate) fn scalar(s: &str) -> String {
         }
     }
     q.push('"');
-    q
+    std::borrow::Cow::Owned(q)
+}
+
+/// serde-saphyr knows which plain scalars are safe (not bool/null/number, no
+/// indicators): it is the oracle; we quote ourselves otherwise.
+fn oracle_says_plain(s: &str) -> bool {
+    matches!(serde_saphyr::to_string(&s), Ok(text) if text.strip_suffix('\n') == Some(s))
+        && !s.is_empty()
+        && !s.contains('\n')
+        && !s.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_paths_are_what_the_oracle_calls_plain() {
+        // Every short string over the alphabet, behind each prefix, plus
+        // longer deterministic ones.
+        let alphabet = ["a", "Z", "0", "9", "/", ".", "_", "-"];
+        let mut cases = vec![String::new()];
+        for _ in 0..3 {
+            let longer: Vec<String> = cases
+                .iter()
+                .flat_map(|c| alphabet.iter().map(move |a| format!("{c}{a}")))
+                .collect();
+            cases.extend(longer);
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            let mut s = String::new();
+            for _ in 0..(x % 40) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                s.push_str(alphabet[(x % 8) as usize]);
+            }
+            cases.push(s);
+        }
+        for c in &cases {
+            for prefix in ["~/", "/", "", "~", "a/"] {
+                let s = format!("{prefix}{c}");
+                if plain_path(&s) {
+                    assert!(oracle_says_plain(&s), "{s:?} is not plain");
+                }
+            }
+        }
+        assert!(plain_path("~/.config/nvim/init.lua"));
+        assert!(!plain_path("~"));
+        assert!(!plain_path("~/a b"));
+        assert!(!plain_path("~/a:b"));
+        assert!(!plain_path("relative"));
+    }
 }

@@ -61,12 +61,17 @@ impl Hash {
 
     /// The 64-character lowercase hex form.
     pub fn to_hex(&self) -> String {
-        let mut s = String::with_capacity(64);
-        for b in self.0 {
-            s.push(HEX[usize::from(b >> 4)] as char);
-            s.push(HEX[usize::from(b & 0xf)] as char);
+        self.hex_str(&mut [0u8; 64]).to_owned()
+    }
+
+    /// The hex form written into `buf`, without allocating.
+    pub fn hex_str<'a>(&self, buf: &'a mut [u8; 64]) -> &'a str {
+        for (pair, b) in buf.chunks_exact_mut(2).zip(self.0) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 0xf)];
         }
-        s
+        // Only ASCII hex digits were written.
+        std::str::from_utf8(buf).unwrap_or_default()
     }
 
     /// The first `n` hex characters (at most 64), for short displays.
@@ -93,7 +98,7 @@ const NIBBLE: [u8; 256] = {
 
 impl fmt::Display for Hash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_hex())
+        f.write_str(self.hex_str(&mut [0u8; 64]))
     }
 }
 
