@@ -186,20 +186,7 @@ impl Garden {
                 if encrypt {
                     self.encrypted_file_entry(&tilde, abs, old)?
                 } else {
-                    let ahead = self.prespooled.get_mut().remove(abs);
-                    let (w, md) = match ahead {
-                        Some((spooled, md)) => (self.adopt(spooled)?, md),
-                        None => {
-                            let (mut f, md) = fsx::open_regular(abs)?;
-                            let w = self.put(&mut f).map_err(|e| match e {
-                                sgard_store::Error::Source(source) => {
-                                    Error::io("reading", abs, source)
-                                }
-                                other => Error::Store(other),
-                            })?;
-                            (w, md)
-                        }
-                    };
+                    let (w, md) = self.store_file(abs)?;
                     let mut e = Entry::new(tilde.clone(), EntryKind::File, self.env.now);
                     e.hash = Some(w.hash);
                     e.mode = Some(fsx::mode_of(&md));

@@ -4,7 +4,7 @@ use sgard_manifest::history::Reason;
 use sgard_manifest::{Entry, EntryKind};
 
 use crate::fsx::{self, DiskKind};
-use crate::{Error, Garden, Result};
+use crate::{Garden, Result};
 
 /// What a checkpoint did to one entry (entries it left alone are not listed).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,26 +57,24 @@ impl Garden {
     /// Only when the manifest cannot be saved or targeting is inconsistent.
     pub fn checkpoint(&mut self, message: Option<&str>) -> Result<CheckpointReport> {
         let mut report = CheckpointReport::default();
-        self.prehash();
         self.begin_batch();
+        self.prehash(true);
         for i in 0..self.manifest.files.len() {
-            let entry = self.manifest.files[i].clone();
-            if !self.applies(&entry)? {
+            let entry = &self.manifest.files[i];
+            if !self.applies(entry)? {
                 continue;
             }
-            let change = match self.checkpoint_entry(&entry, &mut report) {
-                Ok(Some((updated, change))) => {
-                    self.manifest.files[i] = updated;
-                    Some(change)
-                }
-                Ok(None) => None,
-                Err(e) => Some(EntryChange::Failed(error_chain(&e))),
+            let (updated, change) = match self.checkpoint_entry(entry, &mut report) {
+                Ok(Some((updated, change))) => (Some(updated), change),
+                Ok(None) => continue,
+                Err(e) => (None, EntryChange::Failed(error_chain(&e))),
             };
-            if let Some(c) = change {
-                report.changes.push((entry.path.clone(), c));
+            report.changes.push((entry.path.clone(), change));
+            if let Some(u) = updated {
+                self.manifest.files[i] = u;
             }
         }
-        self.commit_batch()?;
+        self.prespooled.get_mut().clear();
         let message = message.filter(|m| !m.is_empty()).map(str::to_owned);
         let changed = report
             .changes
@@ -84,10 +82,14 @@ impl Garden {
             .any(|(_, c)| matches!(c, EntryChange::Content | EntryChange::Mode));
         let head_is_snapshot = self.history.head().is_some_and(|r| r.id == self.head_hash);
         if !changed && head_is_snapshot && (message.is_none() || message == self.manifest.message) {
-            // Nothing to record: the newest snapshot already is this state.
+            // Nothing to record: the newest snapshot already is this state
+            // (healed blobs, if any, are made durable all the same).
+            self.commit_batch()?;
             report.unchanged = true;
             return Ok(report);
         }
+        // commit_head adds the snapshot to the batch and commits it, blobs
+        // before the record that names them.
         self.manifest.updated = self.env.now;
         self.manifest.message.clone_from(&message);
         let rec = self.commit_head(Reason::Checkpoint, message, report.new_blobs as u64)?;
@@ -115,7 +117,6 @@ impl Garden {
                 )),
             )));
         }
-        let mut e = entry.clone();
         let mode = fsx::mode_of(&md);
         let mode_changed = entry.kind != EntryKind::Link && entry.mode != Some(mode);
         match entry.kind {
@@ -136,6 +137,7 @@ impl Garden {
                     if new {
                         report.new_blobs += 1;
                     }
+                    let mut e = entry.clone();
                     e.hash = Some(h);
                     e.plaintext_mac = Some(mac);
                     e.plaintext_hash = None;
@@ -145,7 +147,7 @@ impl Garden {
                 }
             }
             EntryKind::File => {
-                let (hash, _) = self.hash_tracked(&entry.path, &abs, &md)?;
+                let (hash, _, vouched) = self.hash_tracked_vouched(&entry.path, &abs, &md)?;
                 let content_changed = entry.hash != Some(hash);
                 if entry.locked {
                     return Ok((content_changed || mode_changed)
@@ -158,29 +160,26 @@ impl Garden {
                 // 10,000 `stat`s per checkpoint of a big tree. `verify` finds
                 // lost blobs and `--no-cache checkpoint` re-stores them.
                 let heal = !content_changed
-                    && !self.cache_vouches(&entry.path, &md)
+                    && !vouched
                     && entry
                         .hash
                         .is_some_and(|h| !self.store.contains(&h).unwrap_or(true));
                 if heal {
-                    let (mut f, _) = fsx::open_regular(&abs)?;
-                    let w = self.put(&mut f).map_err(|err| match err {
-                        sgard_store::Error::Source(s) => Error::io("reading", &abs, s),
-                        other => Error::Store(other),
-                    })?;
+                    let (w, _) = self.store_file(&abs)?;
                     if w.new {
                         report.new_blobs += 1;
                     }
                 }
+                if !content_changed && let Some(h) = entry.hash {
+                    // The file holds exactly the blob's bytes.
+                    self.matched_sizes.borrow_mut().push((h, md.len()));
+                }
                 if content_changed {
-                    let (mut f, fmd) = fsx::open_regular(&abs)?;
-                    let w = self.put(&mut f).map_err(|err| match err {
-                        sgard_store::Error::Source(s) => Error::io("reading", &abs, s),
-                        other => Error::Store(other),
-                    })?;
+                    let (w, fmd) = self.store_file(&abs)?;
                     if w.new {
                         report.new_blobs += 1;
                     }
+                    let mut e = entry.clone();
                     e.hash = Some(w.hash);
                     e.mode = Some(fsx::mode_of(&fmd));
                     e.updated = self.env.now;
@@ -193,6 +192,7 @@ impl Garden {
                     if entry.locked {
                         return Ok(Some((entry.clone(), EntryChange::Locked)));
                     }
+                    let mut e = entry.clone();
                     e.target = Some(target);
                     e.updated = self.env.now;
                     return Ok(Some((e, EntryChange::Content)));
@@ -204,6 +204,7 @@ impl Garden {
             if entry.locked {
                 return Ok(Some((entry.clone(), EntryChange::Locked)));
             }
+            let mut e = entry.clone();
             e.mode = Some(mode);
             return Ok(Some((e, EntryChange::Mode)));
         }

@@ -140,10 +140,7 @@ impl Garden {
 
     fn content_bytes(&self, doc: &Manifest) -> u64 {
         let unique: HashSet<Hash> = doc.referenced_blobs().collect();
-        unique
-            .iter()
-            .filter_map(|h| self.store.size_of(h).ok().flatten())
-            .sum()
+        unique.iter().filter_map(|h| self.blob_size(h)).sum()
     }
 
     fn push_records(&mut self, recs: Vec<Record>) -> Result<()> {
@@ -154,9 +151,10 @@ impl Garden {
         Ok(())
     }
 
-    /// Saves the head manifest as a snapshot: blob first (durable), then the
-    /// log record (the commit point), then manifest.yaml. A crash between the
-    /// last two is finished by the next `open`.
+    /// Saves the head manifest as a snapshot: blob first (durable; with the
+    /// open batch, if any, which is committed here), then the log record
+    /// (the commit point), then manifest.yaml. A crash between the last two
+    /// is finished by the next `open`.
     pub(crate) fn commit_head(
         &mut self,
         reason: Reason,
@@ -165,7 +163,13 @@ impl Garden {
     ) -> Result<Record> {
         self.require_exclusive("checkpoint")?;
         let text = self.manifest.to_yaml();
-        let w = self.store.write_bytes(text.as_bytes())?;
+        let w = if self.batch.borrow().is_some() {
+            let w = self.put(&mut text.as_bytes())?;
+            self.commit_batch()?;
+            w
+        } else {
+            self.store.write_bytes(text.as_bytes())?
+        };
         let rec = Record {
             id: w.hash,
             parent: self.history.head().map(|r| r.id),

@@ -112,6 +112,12 @@ pub struct Garden {
     prespooled: std::cell::RefCell<
         std::collections::HashMap<PathBuf, (sgard_store::Spooled, fs::Metadata)>,
     >,
+    /// Sizes of blobs this run wrote or matched against a file on disk, so
+    /// a history record's byte count needs no `stat` per blob.
+    blob_sizes: std::cell::RefCell<std::collections::HashMap<sgard_store::Hash, u64>>,
+    /// Blob sizes known from files found to hold exactly the blob's bytes
+    /// (a plain list: it is only looked at when a record is written).
+    matched_sizes: std::cell::RefCell<Vec<(sgard_store::Hash, u64)>>,
     /// Blobs being written as one batch (one flush for all; see `Batch`).
     batch: std::cell::RefCell<Option<sgard_store::Batch>>,
     _lock: RepoLock,
@@ -210,6 +216,8 @@ impl Garden {
             batch: std::cell::RefCell::new(None),
             prehashed: std::cell::RefCell::default(),
             prespooled: std::cell::RefCell::default(),
+            blob_sizes: std::cell::RefCell::default(),
+            matched_sizes: std::cell::RefCell::default(),
             lstat_memo: std::cell::RefCell::default(),
             root: root.to_path_buf(),
             env,
@@ -295,10 +303,28 @@ impl Garden {
         &self,
         r: &mut dyn std::io::Read,
     ) -> sgard_store::Result<sgard_store::Written> {
-        match self.batch.borrow_mut().as_mut() {
+        let w = match self.batch.borrow_mut().as_mut() {
             Some(b) => b.write(r),
             None => self.store.write(r),
-        }
+        }?;
+        self.known_size(w.hash, w.size);
+        Ok(w)
+    }
+
+    /// Notes the size of blob `hash` (see `blob_sizes`).
+    pub(crate) fn known_size(&self, hash: sgard_store::Hash, size: u64) {
+        self.blob_sizes.borrow_mut().insert(hash, size);
+    }
+
+    /// The size of blob `hash`: as noted this run, else from the store.
+    pub(crate) fn blob_size(&self, hash: &sgard_store::Hash) -> Option<u64> {
+        let matched = std::mem::take(&mut *self.matched_sizes.borrow_mut());
+        let mut known = self.blob_sizes.borrow_mut();
+        known.extend(matched);
+        known
+            .get(hash)
+            .copied()
+            .or_else(|| self.store.size_of(hash).ok().flatten())
     }
 
     /// Starts batching blob writes (until [`Garden::commit_batch`]).
@@ -327,10 +353,30 @@ impl Garden {
         }
     }
 
+    /// Stores the regular file `abs`: the copy `prespool` or `prehash` made
+    /// ahead if there is one, else by reading it now. Returns what was
+    /// written and the metadata of the file as opened.
+    pub(crate) fn store_file(&self, abs: &Path) -> Result<(sgard_store::Written, fs::Metadata)> {
+        let ahead = self.prespooled.borrow_mut().remove(abs);
+        if let Some((spooled, md)) = ahead {
+            return Ok((self.adopt(spooled)?, md));
+        }
+        let (mut f, md) = fsx::open_regular(abs)?;
+        let w = self.put(&mut f).map_err(|e| match e {
+            sgard_store::Error::Source(source) => Error::io("reading", abs, source),
+            other => Error::Store(other),
+        })?;
+        Ok((w, md))
+    }
+
     /// Names a prespooled blob through the open batch.
     pub(crate) fn adopt(&self, spooled: sgard_store::Spooled) -> Result<sgard_store::Written> {
         match self.batch.borrow_mut().as_mut() {
-            Some(b) => Ok(b.adopt(spooled)?),
+            Some(b) => {
+                let w = b.adopt(spooled);
+                self.known_size(w.hash, w.size);
+                Ok(w)
+            }
             None => Err(Error::Invalid(
                 "internal error: a prespooled blob without a batch".into(),
             )),
@@ -355,20 +401,32 @@ impl Garden {
         abs: &Path,
         md: &fs::Metadata,
     ) -> Result<(sgard_store::Hash, fs::Metadata)> {
+        self.hash_tracked_vouched(path, abs, md)
+            .map(|(h, opened, _)| (h, opened))
+    }
+
+    /// As [`Garden::hash_tracked`], also saying whether the hash came from
+    /// the stat cache (the file was not read).
+    pub(crate) fn hash_tracked_vouched(
+        &self,
+        path: &str,
+        abs: &Path,
+        md: &fs::Metadata,
+    ) -> Result<(sgard_store::Hash, fs::Metadata, bool)> {
         if let Some(h) = self.statcache.borrow().lookup(path, md) {
-            return Ok((h, md.clone()));
+            return Ok((h, md.clone(), true));
         }
         let ahead = self.prehashed.borrow_mut().remove(path);
         if let Some((h, opened)) = ahead
             && statcache::Stat::of(&opened) == statcache::Stat::of(md)
         {
-            return Ok((h, opened));
+            return Ok((h, opened, false));
         }
         let (h, opened) = fsx::hash_file(abs)?;
         if let Ok(after) = fs::symlink_metadata(abs) {
             self.statcache.borrow_mut().record(path, &opened, &after, h);
         }
-        Ok((h, opened))
+        Ok((h, opened, false))
     }
 
     /// `lstat`s every tracked regular file and hashes the ones the stat
@@ -377,20 +435,32 @@ impl Garden {
     /// kernel's path walk is most of a cached `status`, and git splits its
     /// `lstat`s across threads the same way. Memory: one stat and at most
     /// one hash per file.
-    pub(crate) fn prehash(&self) {
-        let files: Vec<(&str, PathBuf)> = self
+    ///
+    /// With `spool` (a checkpoint, with a batch open), a file whose hash
+    /// differs from its entry's is also copied into the store right away,
+    /// on the same core, for `checkpoint_entry` to adopt: a changed file is
+    /// then read twice in parallel (once to hash it, once to store it, the
+    /// second time from the page cache) instead of twice in a row, and an
+    /// unchanged one is still read once.
+    pub(crate) fn prehash(&self, spool: bool) {
+        let spool = spool && self.batch.borrow().is_some();
+        let files: Vec<(&str, PathBuf, Option<sgard_store::Hash>)> = self
             .manifest
             .files
             .iter()
             .filter(|e| {
                 e.kind == sgard_manifest::EntryKind::File && self.applies(e).unwrap_or(false)
             })
-            .map(|e| (e.path.as_str(), self.env.expand(&e.path)))
+            .map(|e| {
+                let storable = spool && !e.encrypted && !e.locked;
+                let expected = e.hash.filter(|_| storable);
+                (e.path.as_str(), self.env.expand(&e.path), expected)
+            })
             .collect();
         let found = {
             let cache = self.statcache.borrow();
             let cache = &*cache;
-            par::map(&files, 512, |(path, abs)| {
+            par::map(&files, 512, |(path, abs, _)| {
                 let found = fsx::lstat(abs).ok()?;
                 let vouched = match &found {
                     Some(md) => !md.is_file() || cache.lookup(path, md).is_some(),
@@ -399,15 +469,15 @@ impl Garden {
                 Some((found, vouched))
             })
         };
-        let mut work: Vec<(&str, &Path)> = Vec::new();
+        let mut work = Vec::new();
         {
             let mut memo = self.lstat_memo.borrow_mut();
-            for ((path, abs), r) in files.iter().zip(found) {
+            for ((path, abs, expected), r) in files.iter().zip(found) {
                 let Some(Some((md, vouched))) = r else {
                     continue;
                 };
                 if !vouched {
-                    work.push((path, abs));
+                    work.push((*path, abs.as_path(), *expected));
                 }
                 memo.insert((*path).to_owned(), md);
             }
@@ -415,25 +485,30 @@ impl Garden {
         if work.len() < 64 {
             return;
         }
-        let results = par::map(&work, 64, |(_, abs)| {
+        let store = &self.store;
+        let results = par::map(&work, 64, |(_, abs, expected)| {
             let (h, opened) = fsx::hash_file(abs).ok()?;
             let after = fs::symlink_metadata(abs).ok()?;
-            Some((h, opened, after))
+            let copy = match expected {
+                Some(e) if *e != h => fsx::open_regular(abs)
+                    .ok()
+                    .and_then(|(mut f, md)| Some((store.spool_blob(&mut f).ok()?, md))),
+                _ => None,
+            };
+            Some((h, opened, after, copy))
         });
         let mut cache = self.statcache.borrow_mut();
         let mut ahead = self.prehashed.borrow_mut();
-        for ((p, _), r) in work.iter().zip(results) {
-            if let Some(Some((h, opened, after))) = r {
+        let mut spooled = self.prespooled.borrow_mut();
+        for ((p, abs, _), r) in work.iter().zip(results) {
+            if let Some(Some((h, opened, after, copy))) = r {
                 cache.record(p, &opened, &after, h);
                 ahead.insert((*p).to_owned(), (h, opened));
+                if let Some(c) = copy {
+                    spooled.insert(abs.to_path_buf(), c);
+                }
             }
         }
-    }
-
-    /// Whether the stat cache vouches for a tracked file's content without
-    /// reading it (its metadata matches a settled entry).
-    pub(crate) fn cache_vouches(&self, path: &str, md: &fs::Metadata) -> bool {
-        self.statcache.borrow().lookup(path, md).is_some()
     }
 
     /// `lstat` of a tracked path, reusing the one `prehash` just took.

@@ -2,9 +2,13 @@
 
 /// The number of worker threads for file-system work (at most 8).
 pub(crate) fn threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, std::num::NonZero::get)
-        .min(8)
+    // Asked once: on Linux each call reads cgroup files.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .min(8)
+    })
 }
 
 /// `items.iter().map(f).collect()`, computed in `threads()` contiguous

@@ -13,6 +13,7 @@
 //! missing, damaged or foreign cache is ignored (rebuilt), never trusted.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -103,9 +104,14 @@ impl StatCache {
                 self.map.insert(path.to_owned(), (b, hash));
                 self.dirty = true;
             }
-        } else if self.map.remove(path).is_some() {
+        } else if b != a && self.map.remove(path).is_some() {
+            // Changed while it was read: forget it.
             self.dirty = true;
         }
+        // A file too fresh to cache keeps its old entry, if any: that entry
+        // can never match again (the file's ctime moved on, and userland
+        // cannot set it back), and leaving it spares rewriting the whole
+        // cache after every edit.
     }
 
     /// Writes the cache if it changed (best effort).
@@ -119,21 +125,19 @@ impl StatCache {
         keys.sort();
         for k in keys {
             let (s, h) = &self.map[k];
-            body.push_str(&format!(
-                "{} {} {} {} {} {} {} {k}\n",
-                h.to_hex(),
-                s.dev,
-                s.ino,
-                s.size,
-                s.mode,
-                s.mtime_ns,
-                s.ctime_ns
-            ));
+            // Straight into the buffer: no string per line.
+            let _ = writeln!(
+                body,
+                "{h} {} {} {} {} {} {} {k}",
+                s.dev, s.ino, s.size, s.mode, s.mtime_ns, s.ctime_ns
+            );
         }
         let text = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
         let dir = durable::parent_of(path);
+        // Atomic but not fsynced: after a crash the cache is the old one,
+        // the new one, or fails its checksum and is rebuilt.
         if std::fs::create_dir_all(&dir).is_ok()
-            && durable::write_atomic(path, text.as_bytes(), 0o600).is_ok()
+            && durable::write_replace(path, text.as_bytes(), 0o600).is_ok()
         {
             self.dirty = false;
         }
@@ -222,6 +226,25 @@ mod tests {
         std::fs::write(&f, b"two").unwrap();
         let md = std::fs::symlink_metadata(&f).unwrap();
         assert_eq!(c.lookup("~/f", &md), None);
+    }
+
+    #[test]
+    fn an_edit_inside_the_racy_window_leaves_the_cache_clean() {
+        let (d, f) = setup();
+        let mut c = StatCache::load(Some(d.path()), Path::new("/repo"));
+        c.trust_before_ns = i128::MAX;
+        let md = std::fs::symlink_metadata(&f).unwrap();
+        c.record("~/f", &md, &md, Hash::of(b"one"));
+        c.flush();
+        assert!(!c.dirty);
+        // Edited just now: not cached, nothing to write, and the old entry
+        // cannot vouch for the new state.
+        c.trust_before_ns = 0;
+        std::fs::write(&f, b"two").unwrap();
+        let now = std::fs::symlink_metadata(&f).unwrap();
+        c.record("~/f", &now, &now, Hash::of(b"two"));
+        assert!(!c.dirty, "a fresh file made the cache dirty");
+        assert_eq!(c.lookup("~/f", &now), None);
     }
 
     #[test]

@@ -62,7 +62,7 @@ impl Garden {
     /// Only for inconsistent targeting; per-entry read errors become
     /// [`State::Error`] lines.
     pub fn status(&self) -> Result<Vec<StatusLine>> {
-        self.prehash();
+        self.prehash(false);
         let mut out = Vec::with_capacity(self.manifest.files.len());
         for e in &self.manifest.files {
             out.push(self.status_of(e)?);

@@ -47,6 +47,21 @@ pub fn parent_of(path: &Path) -> PathBuf {
 /// # Errors
 /// [`Error::Io`] naming the path on any failure; the old file is then untouched.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    write_via_temp(path, data, mode, true)
+}
+
+/// As [`write_atomic`] but without the fsyncs: readers see the old file or
+/// the new one, but after a crash it may be the old one, or a file of the
+/// right name with lost content. Only for caches, which check themselves
+/// and are rebuilt when damaged; never for repository state.
+///
+/// # Errors
+/// [`Error::Io`] naming the path on any failure; the old file is then untouched.
+pub fn write_replace(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    write_via_temp(path, data, mode, false)
+}
+
+fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
     let dir = parent_of(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(".sgard-tmp-")
@@ -55,12 +70,14 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     tmp.write_all(data)
         .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
     set_mode(tmp.as_file(), mode).map_err(|e| Error::io("setting mode of", path, e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+    if durable {
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+    }
     tmp.persist(path)
         .map_err(|e| Error::io("renaming temp file to", path, e.error))?;
-    fsync_dir(&dir)
+    if durable { fsync_dir(&dir) } else { Ok(()) }
 }
 
 /// Opens a file for reading without blocking on a FIFO, and refuses

@@ -97,33 +97,35 @@ impl Batch {
     /// As [`Store::write`].
     pub fn write(&mut self, reader: &mut dyn Read) -> Result<Written> {
         let spooled = self.store.spool_blob(reader)?;
-        self.adopt(spooled)
+        Ok(self.adopt(spooled))
     }
 
     /// Adds a blob copied by [`Store::spool_blob`] (on any thread) to the
     /// batch, or drops it if an identical blob is stored or queued already.
-    ///
-    /// # Errors
-    /// [`Error::Io`] when the store cannot be inspected.
-    pub fn adopt(&mut self, spooled: Spooled) -> Result<Written> {
-        let Spooled { tmp, hash, size } = spooled;
+    pub fn adopt(&mut self, spooled: Spooled) -> Written {
+        let Spooled {
+            tmp,
+            hash,
+            size,
+            stored,
+        } = spooled;
         let queued = self
             .pending
             .iter()
             .any(|(_, h, s)| *h == hash && *s == size);
-        if queued || self.store.size_of(&hash)? == Some(size) {
-            return Ok(Written {
+        if queued || stored {
+            return Written {
                 hash,
                 size,
                 new: false,
-            });
+            };
         }
         self.pending.push((tmp, hash, size));
-        Ok(Written {
+        Written {
             hash,
             size,
             new: true,
-        })
+        }
     }
 
     /// How many blobs wait for [`Batch::commit`].
@@ -189,6 +191,10 @@ pub struct Spooled {
     tmp: tempfile::TempPath,
     hash: Hash,
     size: u64,
+    /// A blob of this name and size was already stored when the copy ended
+    /// (looked up on the spooling thread, so batches of them look up in
+    /// parallel; the writer's exclusive lock keeps it true).
+    stored: bool,
 }
 
 impl Spooled {
@@ -242,10 +248,12 @@ impl Store {
     /// [`Error::Source`] when reading fails, [`Error::Io`] when writing does.
     pub fn spool_blob(&self, reader: &mut dyn Read) -> Result<Spooled> {
         let (tmp, hash, size) = self.spool(reader, None, None)?;
+        let stored = self.size_of(&hash)? == Some(size);
         Ok(Spooled {
             tmp: tmp.into_temp_path(),
             hash,
             size,
+            stored,
         })
     }
 

@@ -43,7 +43,7 @@ pub(crate) fn copy_hashing(
     let mut hasher = Hasher::new();
     let mut buf = vec![0u8; BUF_SIZE];
     let mut size = 0u64;
-    let parallel = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    let mut may_pipeline = true;
     loop {
         let n = match reader.read(&mut buf) {
             Ok(0) => return Ok((hasher.finish(), size)),
@@ -53,8 +53,12 @@ pub(crate) fn copy_hashing(
         };
         hasher.update(&buf[..n]);
         write_chunk(out, path, &buf[..n], &mut size, max)?;
-        if parallel && size >= PIPELINE_AFTER {
-            return pipelined(reader, out, path, max, hasher, size);
+        if may_pipeline && size >= PIPELINE_AFTER {
+            // Asked once, here: on Linux it reads cgroup files.
+            if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+                return pipelined(reader, out, path, max, hasher, size);
+            }
+            may_pipeline = false;
         }
     }
 }
