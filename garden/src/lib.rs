@@ -316,15 +316,12 @@ impl Garden {
         self.blob_sizes.borrow_mut().insert(hash, size);
     }
 
-    /// The size of blob `hash`: as noted this run, else from the store.
-    pub(crate) fn blob_size(&self, hash: &sgard_store::Hash) -> Option<u64> {
+    /// The size of blob `hash` if this run noted it.
+    pub(crate) fn known_blob_size(&self, hash: &sgard_store::Hash) -> Option<u64> {
         let matched = std::mem::take(&mut *self.matched_sizes.borrow_mut());
         let mut known = self.blob_sizes.borrow_mut();
         known.extend(matched);
-        known
-            .get(hash)
-            .copied()
-            .or_else(|| self.store.size_of(hash).ok().flatten())
+        known.get(hash).copied()
     }
 
     /// Starts batching blob writes (until [`Garden::commit_batch`]).

@@ -11,6 +11,7 @@ use sgard_manifest::history::Reason;
 use sgard_manifest::{Entry, EntryKind, Manifest, Mode, Timestamp};
 
 use crate::fsx::{self, DiskKind};
+use crate::par;
 use crate::{Error, Garden, Result};
 
 /// Answers yes/no questions (the CLI reads them from one stdin reader).
@@ -453,26 +454,64 @@ impl Garden {
         report.before = Some(self.record_pair(&before, &after, reason, what, new_blobs)?);
         // Files are staged first and put in place together, at a constant
         // number of flushes; everything else is done one by one.
+        // Runs of plain files are staged on all cores; everything else, in
+        // between, keeps its place in the order.
         let mut staged = Vec::new();
         let mut staged_steps = Vec::new();
+        let mut run: Vec<Step> = Vec::new();
+        let plain_file = |s: &Step| {
+            matches!(&s.op, Op::Write { entry, .. }
+                if entry.kind == EntryKind::File && !entry.encrypted)
+        };
+        let store = &self.store;
+        let stage_run = |run: &mut Vec<Step>| -> Vec<(Step, Result<tempfile::TempPath>)> {
+            let results = par::map(run, 64, |s| match &s.op {
+                Op::Write { entry, .. } => stage_plain(store, entry, &s.abs),
+                _ => Err(Error::Invalid("internal error: not a file".into())),
+            });
+            run.drain(..)
+                .zip(results)
+                .map(|(s, r)| {
+                    let r = r.unwrap_or_else(|| {
+                        Err(Error::Invalid("internal error: staging stopped".into()))
+                    });
+                    (s, r)
+                })
+                .collect()
+        };
+        let mut absorb = |(s, r): (Step, Result<tempfile::TempPath>),
+                          report: &mut RestoreReport| match r {
+            Ok(tmp) => {
+                staged.push((tmp, s.abs.clone()));
+                staged_steps.push(s);
+            }
+            Err(e) => report.fail(s.path.clone(), e),
+        };
         for s in ready {
+            if plain_file(&s) {
+                run.push(s);
+                continue;
+            }
+            for done in stage_run(&mut run) {
+                absorb(done, report);
+            }
             let file = match &s.op {
                 Op::Write { entry, .. } if entry.kind == EntryKind::File => Some(entry),
                 _ => None,
             };
             match file {
-                Some(entry) => match self.stage_entry(entry, &s.abs) {
-                    Ok(tmp) => {
-                        staged.push((tmp, s.abs.clone()));
-                        staged_steps.push(s);
-                    }
-                    Err(e) => report.fail(s.path.clone(), e),
-                },
+                Some(entry) => {
+                    let r = self.stage_entry(entry, &s.abs);
+                    absorb((s, r), report);
+                }
                 None => match self.perform(&s) {
                     Ok(()) => report.actions.push((s.path.clone(), s.action())),
                     Err(e) => report.fail(s.path.clone(), e),
                 },
             }
+        }
+        for done in stage_run(&mut run) {
+            absorb(done, report);
         }
         for (s, r) in staged_steps.into_iter().zip(fsx::commit_staged(staged)) {
             match r {
@@ -493,23 +532,7 @@ impl Garden {
                 std::io::Write::write_all(f, &plain).map_err(|err| Error::io("writing", abs, err))
             });
         }
-        let hash = e
-            .hash
-            .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
-        let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
-        fsx::stage_file(abs, mode, |f| {
-            self.store
-                .read_to(&hash, f)
-                .map_err(|source| match source {
-                    sgard_store::Error::Source(io) => Error::io("writing", abs, io),
-                    s if s.is_integrity() => Error::Integrity {
-                        path: e.path.clone(),
-                        source: s,
-                    },
-                    s => Error::Store(s),
-                })?;
-            Ok(())
-        })
+        stage_plain(&self.store, e, abs)
     }
 
     fn perform(&self, s: &Step) -> Result<()> {
@@ -576,4 +599,24 @@ impl Garden {
             }
         }
     }
+}
+
+/// A plain file entry's content, verified, in a temp file next to `abs`
+/// with the exact mode (needs only the store, so it runs on any thread).
+fn stage_plain(store: &sgard_store::Store, e: &Entry, abs: &Path) -> Result<tempfile::TempPath> {
+    let hash = e
+        .hash
+        .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
+    let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
+    fsx::stage_file(abs, mode, |f| {
+        store.read_to(&hash, f).map_err(|source| match source {
+            sgard_store::Error::Source(io) => Error::io("writing", abs, io),
+            s if s.is_integrity() => Error::Integrity {
+                path: e.path.clone(),
+                source: s,
+            },
+            s => Error::Store(s),
+        })?;
+        Ok(())
+    })
 }

@@ -214,6 +214,57 @@ fn assert_refused(t: &TestEnv, case: &str, names: &[&str]) {
 
 // ------------------------------------------------------------------ tests
 
+/// Case 1b: The same in a tree big enough to be staged on all cores, with a
+/// link and a locked-down file in the middle of the runs of plain files:
+/// the corrupt one alone is refused, every other entry is restored exactly.
+#[test]
+fn corrupt_blob_in_a_big_tree_is_refused_alone() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    const FILES: usize = 150;
+    let t = TestEnv::init();
+    let names: Vec<String> = (0..FILES)
+        .map(|i| format!("tree/d{}/f{i:03}", i % 5))
+        .collect();
+    for (i, n) in names.iter().enumerate() {
+        let p = t.write(n, format!("file {i}\n").repeat(i % 7 + 1));
+        if i % 10 == 0 {
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        }
+    }
+    symlink("d1/f001", t.path("tree/d2/link")).unwrap();
+    t.sgard(["add", "~/tree"]).ok();
+    let bad = 77;
+    let bad_content = format!("file {bad}\n").repeat(bad % 7 + 1);
+    tamper(&t.blob_path(&sha(&bad_content)), b"forged");
+    fs::remove_dir_all(t.path("tree")).unwrap();
+
+    let r = t.sgard(["restore", "--force"]);
+    assert_eq!(r.code, 3, "{r:#?}");
+    assert!(r.stderr.contains(&names[bad]), "{r:#?}");
+    for (i, n) in names.iter().enumerate() {
+        let p = t.path(n);
+        if i == bad {
+            assert!(fs::symlink_metadata(&p).is_err(), "corrupt blob restored");
+            continue;
+        }
+        assert_eq!(
+            t.read(n),
+            format!("file {i}\n").repeat(i % 7 + 1).into_bytes(),
+            "{n}"
+        );
+        let want = if i % 10 == 0 { 0o600 } else { 0o644 };
+        assert_eq!(mode_of(&p) & 0o777, want, "{n}");
+    }
+    assert_eq!(
+        fs::read_link(t.path("tree/d2/link")).unwrap(),
+        Path::new("d1/f001")
+    );
+    for d in 0..5 {
+        let temps = restore_temps(&t.path(&format!("tree/d{d}")));
+        assert!(temps.is_empty(), "temp files left: {temps:?}");
+    }
+}
+
 /// Case 1: A blob whose bytes no longer match its name is never written out:
 /// exit 3, the path is named, the destination is exactly as it was and no
 /// temp file is left next to it.
