@@ -569,19 +569,7 @@ impl Garden {
                     .hash
                     .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
                 let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
-                fsx::write_file_atomic(abs, mode, |f| {
-                    self.store
-                        .read_to(&hash, f)
-                        .map_err(|source| match source {
-                            sgard_store::Error::Source(io) => Error::io("writing", abs, io),
-                            s if s.is_integrity() => Error::Integrity {
-                                path: e.path.clone(),
-                                source: s,
-                            },
-                            s => Error::Store(s),
-                        })?;
-                    Ok(())
-                })
+                fsx::write_file_atomic(abs, mode, |f| copy_blob(&self.store, e, &hash, abs, f))
             }
             EntryKind::Link => {
                 let target = e
@@ -608,15 +596,25 @@ fn stage_plain(store: &sgard_store::Store, e: &Entry, abs: &Path) -> Result<temp
         .hash
         .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
     let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
-    fsx::stage_file(abs, mode, |f| {
-        store.read_to(&hash, f).map_err(|source| match source {
-            sgard_store::Error::Source(io) => Error::io("writing", abs, io),
-            s if s.is_integrity() => Error::Integrity {
-                path: e.path.clone(),
-                source: s,
-            },
-            s => Error::Store(s),
-        })?;
-        Ok(())
-    })
+    fsx::stage_file(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
+}
+
+/// Copies blob `hash` of entry `e` into `f` (the file being written for
+/// `abs`), verified on the way.
+fn copy_blob(
+    store: &sgard_store::Store,
+    e: &Entry,
+    hash: &sgard_store::Hash,
+    abs: &Path,
+    f: &mut fs::File,
+) -> Result<()> {
+    store.read_to(hash, f).map_err(|source| match source {
+        sgard_store::Error::Source(io) => Error::io("writing", abs, io),
+        s if s.is_integrity() => Error::Integrity {
+            path: e.path.clone(),
+            source: s,
+        },
+        s => Error::Store(s),
+    })?;
+    Ok(())
 }
