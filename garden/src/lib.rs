@@ -410,14 +410,19 @@ impl Garden {
         abs: &Path,
         md: &fs::Metadata,
     ) -> Result<(sgard_store::Hash, fs::Metadata, bool)> {
-        if let Some(h) = self.statcache.borrow().lookup(path, md) {
-            return Ok((h, md.clone(), true));
-        }
-        let ahead = self.prehashed.borrow_mut().remove(path);
+        // A hash computed this run comes first: prehash also records it in
+        // the cache, and the cache vouches only for what an earlier run saw.
+        let ahead = {
+            let mut m = self.prehashed.borrow_mut();
+            if m.is_empty() { None } else { m.remove(path) }
+        };
         if let Some((h, opened)) = ahead
             && statcache::Stat::of(&opened) == statcache::Stat::of(md)
         {
             return Ok((h, opened, false));
+        }
+        if let Some(h) = self.statcache.borrow().lookup(path, md) {
+            return Ok((h, md.clone(), true));
         }
         let (h, opened) = fsx::hash_file(abs)?;
         if let Ok(after) = fs::symlink_metadata(abs) {

@@ -140,3 +140,29 @@ fn checkpoint_restores_a_lost_blob_unless_the_cache_vouches_for_the_file() {
     assert_eq!(fs::read(&blob).unwrap(), b"kept\n");
     t.sgard(["verify"]).ok();
 }
+
+#[test]
+fn a_lost_blob_is_restored_when_many_files_are_hashed_in_parallel() {
+    // Enough uncached files for prehash to hash them on all cores (and
+    // record them in the cache as it goes): the cache must still not count
+    // as having vouched for them in the same run.
+    let t = TestEnv::init();
+    let names: Vec<String> = (0..80).map(|i| format!("many/f{i:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        t.write(n, format!("content {i}\n"));
+    }
+    t.sgard(["add", "~/many"]).ok();
+    // Settle the files so the run records them in the cache.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    let blob = t.blob_path(&sha("content 41\n"));
+    fs::remove_file(&blob).unwrap();
+    t.sgard(["checkpoint"]).ok();
+    assert_eq!(fs::read(&blob).unwrap(), b"content 41\n");
+    assert!(
+        fs::read_to_string(cache_path(&t))
+            .unwrap()
+            .contains("~/many/f41"),
+        "the run did not cache the settled files"
+    );
+    t.sgard(["verify"]).ok();
+}
