@@ -27,7 +27,7 @@ mod target;
 mod undo;
 mod verify;
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -74,11 +74,19 @@ impl Ctx {
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     // Colour is decided once, here (NO_COLOR, CLICOLOR_FORCE, TERM, whether
-    // stdout is a terminal). When it is off nothing styled is written at
-    // all, so stdout is written as is: stripping escapes after the fact
-    // scanned every byte of a 10,000-line status.
-    let colour = anstream::AutoStream::choice(&io::stdout()) != anstream::ColorChoice::Never;
-    let mut out = io::stdout().lock();
+    // stdout is a terminal); when it is off nothing styled is written. A
+    // terminal still gets anstream's filter, so with colour off no escape
+    // from the user's data (a path, a diffed file) reaches it either. A
+    // pipe gets the bytes as they are: filtering there scanned every byte of
+    // a 10,000-line status, and `sgard diff > file` keeps the file's bytes.
+    let choice = anstream::AutoStream::choice(&io::stdout());
+    let colour = choice != anstream::ColorChoice::Never;
+    let mode = if io::stdout().is_terminal() {
+        choice
+    } else {
+        anstream::ColorChoice::AlwaysAnsi
+    };
+    let mut out = anstream::AutoStream::new(io::stdout().lock(), mode);
     match cli.command {
         Command::Version => {
             writeln!(out, "sgard {}", env!("CARGO_PKG_VERSION"))?;

@@ -1281,6 +1281,19 @@ fn status_is_coloured_when_colour_is_forced() {
 }
 
 #[test]
+fn piped_output_keeps_the_bytes_of_the_users_data() {
+    // Nothing is filtered on a pipe: a diff of a file holding escape bytes
+    // shows them as they are (sgard itself adds none with colour off).
+    let t = TestEnv::init();
+    t.write("prompt", "PS1='\x1b[31m$ '\n");
+    t.sgard(["add", &a(&t, "prompt")]).ok();
+    t.write("prompt", "PS1='\x1b[32m$ '\n");
+    let r = t.sgard(["diff"]);
+    assert!(r.stdout.contains("+PS1='\x1b[32m$ '"), "{:?}", r.stdout);
+    assert!(r.stdout.contains("-PS1='\x1b[31m$ '"), "{:?}", r.stdout);
+}
+
+#[test]
 fn human_output_has_no_ansi_when_piped() {
     let t = TestEnv::init();
     t.write("ok", "ok\n");
