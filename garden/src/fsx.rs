@@ -164,15 +164,7 @@ pub fn write_file_atomic(
     mode: Mode,
     fill: impl FnOnce(&mut File) -> Result<()>,
 ) -> Result<()> {
-    let dir = ensure_parent(dest)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sgard-restore-")
-        .tempfile_in(&dir)
-        .map_err(|e| Error::io("creating temp file in", &dir, e))?;
-    fill(tmp.as_file_mut())?;
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode.bits()))
-        .map_err(|e| Error::io("setting mode of", dest, e))?;
+    let (tmp, dir) = fill_temp(dest, mode, fill)?;
     tmp.as_file()
         .sync_all()
         .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
@@ -232,6 +224,16 @@ pub fn stage_file(
     mode: Mode,
     fill: impl FnOnce(&mut File) -> Result<()>,
 ) -> Result<tempfile::TempPath> {
+    Ok(fill_temp(dest, mode, fill)?.0.into_temp_path())
+}
+
+/// A temp file next to `dest` (its parents created), filled by `fill` and
+/// given exactly `mode`; also returns the folder it is in.
+fn fill_temp(
+    dest: &Path,
+    mode: Mode,
+    fill: impl FnOnce(&mut File) -> Result<()>,
+) -> Result<(tempfile::NamedTempFile, PathBuf)> {
     let dir = ensure_parent(dest)?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".sgard-restore-")
@@ -241,7 +243,7 @@ pub fn stage_file(
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(mode.bits()))
         .map_err(|e| Error::io("setting mode of", dest, e))?;
-    Ok(tmp.into_temp_path())
+    Ok((tmp, dir))
 }
 
 /// Puts staged files in place durably at a constant number of flushes:
