@@ -172,7 +172,7 @@ impl Garden {
                 }
                 if !content_changed && let Some(h) = entry.hash {
                     // The file holds exactly the blob's bytes.
-                    self.matched_sizes.borrow_mut().push((h, md.len()));
+                    self.known_size(h, md.len());
                 }
                 if content_changed {
                     let (w, fmd) = self.store_file(&abs)?;

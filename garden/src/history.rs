@@ -140,10 +140,11 @@ impl Garden {
 
     fn content_bytes(&self, doc: &Manifest) -> u64 {
         let unique: HashSet<Hash> = doc.referenced_blobs().collect();
+        let known = self.known_sizes();
         let mut total = 0;
         let mut unknown = Vec::new();
         for h in unique {
-            match self.known_blob_size(&h) {
+            match known.get(&h).copied() {
                 Some(n) => total += n,
                 None => unknown.push(h),
             }

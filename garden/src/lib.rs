@@ -113,11 +113,9 @@ pub struct Garden {
         std::collections::HashMap<PathBuf, (sgard_store::Spooled, fs::Metadata)>,
     >,
     /// Sizes of blobs this run wrote or matched against a file on disk, so
-    /// a history record's byte count needs no `stat` per blob.
-    blob_sizes: std::cell::RefCell<std::collections::HashMap<sgard_store::Hash, u64>>,
-    /// Blob sizes known from files found to hold exactly the blob's bytes
-    /// (a plain list: it is only looked at when a record is written).
-    matched_sizes: std::cell::RefCell<Vec<(sgard_store::Hash, u64)>>,
+    /// a history record's byte count needs no `stat` per blob (a plain list:
+    /// it is only looked at when a record is written).
+    known_sizes: std::cell::RefCell<Vec<(sgard_store::Hash, u64)>>,
     /// Blobs being written as one batch (one flush for all; see `Batch`).
     batch: std::cell::RefCell<Option<sgard_store::Batch>>,
     _lock: RepoLock,
@@ -216,8 +214,7 @@ impl Garden {
             batch: std::cell::RefCell::new(None),
             prehashed: std::cell::RefCell::default(),
             prespooled: std::cell::RefCell::default(),
-            blob_sizes: std::cell::RefCell::default(),
-            matched_sizes: std::cell::RefCell::default(),
+            known_sizes: std::cell::RefCell::default(),
             lstat_memo: std::cell::RefCell::default(),
             root: root.to_path_buf(),
             env,
@@ -311,17 +308,14 @@ impl Garden {
         Ok(w)
     }
 
-    /// Notes the size of blob `hash` (see `blob_sizes`).
+    /// Notes the size of blob `hash` (see `known_sizes`).
     pub(crate) fn known_size(&self, hash: sgard_store::Hash, size: u64) {
-        self.blob_sizes.borrow_mut().insert(hash, size);
+        self.known_sizes.borrow_mut().push((hash, size));
     }
 
-    /// The size of blob `hash` if this run noted it.
-    pub(crate) fn known_blob_size(&self, hash: &sgard_store::Hash) -> Option<u64> {
-        let matched = std::mem::take(&mut *self.matched_sizes.borrow_mut());
-        let mut known = self.blob_sizes.borrow_mut();
-        known.extend(matched);
-        known.get(hash).copied()
+    /// Every blob size this run noted.
+    pub(crate) fn known_sizes(&self) -> std::collections::HashMap<sgard_store::Hash, u64> {
+        self.known_sizes.borrow().iter().copied().collect()
     }
 
     /// Starts batching blob writes (until [`Garden::commit_batch`]).
