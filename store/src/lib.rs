@@ -87,6 +87,8 @@ pub enum BlobState {
 pub struct Batch {
     store: Store,
     pending: Vec<(tempfile::TempPath, Hash, u64)>,
+    /// The names in `pending` (a first add queues 10,000 of them).
+    queued: std::collections::HashSet<Hash>,
 }
 
 impl Batch {
@@ -109,11 +111,7 @@ impl Batch {
             size,
             stored,
         } = spooled;
-        let queued = self
-            .pending
-            .iter()
-            .any(|(_, h, s)| *h == hash && *s == size);
-        if queued || stored {
+        if stored || !self.queued.insert(hash) {
             return Written {
                 hash,
                 size,
@@ -197,13 +195,6 @@ pub struct Spooled {
     stored: bool,
 }
 
-impl Spooled {
-    /// The hash of the bytes.
-    pub fn hash(&self) -> Hash {
-        self.hash
-    }
-}
-
 /// A blob found by [`Store::list`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlobInfo {
@@ -226,6 +217,7 @@ impl Store {
         Batch {
             store: self.clone(),
             pending: Vec::new(),
+            queued: std::collections::HashSet::new(),
         }
     }
 
