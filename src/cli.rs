@@ -62,11 +62,17 @@ pub enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<OsString>,
     },
-    /// Record the current content of every tracked path
+    /// Record what changed here since the last sync (never another machine's changes)
     Checkpoint {
         /// A message describing this checkpoint
         #[arg(short, long)]
         message: Option<String>,
+        /// Entries (or folders of entries) to record [default: all]
+        #[arg(value_name = "PATH")]
+        paths: Vec<OsString>,
+        /// Show what would be recorded; record nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Write tracked entries back to disk
     Restore {
@@ -86,6 +92,9 @@ pub enum Command {
     /// Show how each tracked path compares with the repository
     #[command(alias = "st")]
     Status {
+        /// Entries (or folders of entries) to show [default: all]
+        #[arg(value_name = "PATH")]
+        paths: Vec<OsString>,
         /// Exit with status 1 when anything is not ok
         #[arg(long)]
         exit_code: bool,

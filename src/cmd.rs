@@ -66,6 +66,9 @@ impl Ctx {
     /// Opens the repository with the lock `mode`, saying so if it must wait.
     pub fn open(&self, mode: LockMode) -> Result<Garden> {
         let mut g = Garden::open(&self.repo, self.env.clone(), mode, &ui::note)?;
+        for n in g.take_notes() {
+            ui::note(&n);
+        }
         g.set_passphrase_source(Box::new(|| context::passphrase("Passphrase: ")));
         Ok(g)
     }
@@ -124,16 +127,22 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Init => init::run(&ctx, out)?,
         Command::Add(a) => add::run(&ctx, &a, out)?,
         Command::Remove { paths } => remove::run(&ctx, &paths, out)?,
-        Command::Checkpoint { message } => checkpoint::run(&ctx, message.as_deref(), out)?,
+        Command::Checkpoint {
+            message,
+            paths,
+            dry_run,
+        } => checkpoint::run(&ctx, message.as_deref(), &paths, dry_run, out)?,
         Command::Restore {
             paths,
             force,
             dry_run,
             at,
         } => restore::run(&ctx, &paths, force, dry_run, at.as_deref(), out)?,
-        Command::Status { exit_code, json } => {
-            buffered(out, |o| status::run(&ctx, exit_code, json, o))?
-        }
+        Command::Status {
+            paths,
+            exit_code,
+            json,
+        } => buffered(out, |o| status::run(&ctx, &paths, exit_code, json, o))?,
         Command::Diff {
             paths,
             at,

@@ -1,7 +1,8 @@
 //! The one place that reads the process environment.
 //!
-//! `HOME`, the working folder, `SGARD_NOW` (an RFC 3339 time used as "now")
-//! and `SGARD_HOSTNAME` (overrides the host name) become a
+//! `HOME`, the working folder, `SGARD_NOW` (an RFC 3339 time used as "now"),
+//! `SGARD_HOSTNAME` (overrides the host name) and the test hook
+//! `SGARD_TEST_CRASH_AT` become a
 //! [`sgard_garden::Env`]; nothing else in sgard reads the environment.
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,9 @@ pub fn env() -> Result<Env> {
         Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
         _ => Some(home.join(".cache")),
     };
+    let crash_at = std::env::var("SGARD_TEST_CRASH_AT")
+        .ok()
+        .filter(|s| !s.is_empty());
     Ok(Env {
         home: clean(&home),
         cwd: clean(&cwd),
@@ -46,6 +50,7 @@ pub fn env() -> Result<Env> {
         hostname,
         state_dir,
         cache_dir,
+        crash_at,
     })
 }
 

@@ -29,6 +29,16 @@ impl Fail {
     }
 }
 
+impl Fail {
+    /// A conflict, or an operation refused (exit 4).
+    pub fn conflict(message: impl Into<String>) -> anyhow::Error {
+        anyhow::Error::new(Fail {
+            code: CONFLICT,
+            message: message.into(),
+        })
+    }
+}
+
 impl fmt::Display for Fail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)

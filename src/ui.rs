@@ -3,7 +3,7 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 
 use anstyle::{AnsiColor, Style};
-use sgard_garden::{Prompt, State};
+use sgard_garden::{Answer, Prompt, State};
 
 /// Reads answers from one buffered stdin reader, so piped `y\nn\n` answers
 /// one question per line.
@@ -20,16 +20,17 @@ impl StdinPrompt {
     }
 }
 
-impl Prompt for StdinPrompt {
-    fn confirm(&mut self, question: &str) -> bool {
+impl StdinPrompt {
+    /// Reads one answer line; `None` at end of input (or on a read error).
+    fn answer(&mut self, question: &str, choices: &str) -> Option<String> {
         let mut out = io::stdout().lock();
-        let _ = write!(out, "{question} [y/N] ");
+        let _ = write!(out, "{question} [{choices}] ");
         let _ = out.flush();
         let mut line = String::new();
         match self.input.read_line(&mut line) {
             Ok(0) | Err(_) => {
                 let _ = writeln!(out);
-                false
+                None
             }
             Ok(_) => {
                 // A terminal echoes the answer and its newline; piped input
@@ -37,9 +38,52 @@ impl Prompt for StdinPrompt {
                 if !io::stdin().is_terminal() {
                     let _ = writeln!(out);
                 }
-                matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+                Some(line.trim().to_ascii_lowercase())
             }
         }
+    }
+}
+
+impl Prompt for StdinPrompt {
+    fn confirm(&mut self, question: &str) -> bool {
+        self.answer(question, "y/N")
+            .is_some_and(|a| matches!(a.as_str(), "y" | "yes"))
+    }
+
+    fn ask(&mut self, question: &str) -> Answer {
+        loop {
+            let Some(a) = self.answer(question, "y,n,d,a,q,?") else {
+                return Answer::NoInput;
+            };
+            return match a.as_str() {
+                "y" | "yes" => Answer::Yes,
+                "n" | "no" | "" => Answer::No,
+                "d" | "diff" => Answer::Diff,
+                "a" | "all" => Answer::All,
+                "q" | "quit" => Answer::Quit,
+                _ => {
+                    let mut out = io::stdout().lock();
+                    let _ = writeln!(
+                        out,
+                        "y - overwrite it with the repository's version\n\
+                         n - keep it as it is (the default)\n\
+                         d - show the difference, then ask again\n\
+                         a - overwrite this one and all the rest\n\
+                         q - keep this one and all the rest; ask nothing more"
+                    );
+                    continue;
+                }
+            };
+        }
+    }
+
+    fn show(&mut self, text: &str) {
+        let mut out = io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        if !text.ends_with('\n') {
+            let _ = writeln!(out);
+        }
+        let _ = out.flush();
     }
 }
 
@@ -59,6 +103,8 @@ pub fn state_style(s: State) -> Style {
     let c = match s {
         State::Ok => AnsiColor::Green,
         State::Modified => AnsiColor::Yellow,
+        State::Behind => AnsiColor::Cyan,
+        State::Conflict => AnsiColor::BrightRed,
         State::Drifted => AnsiColor::Magenta,
         State::Missing | State::TypeChange | State::Error => AnsiColor::Red,
         State::Skipped => AnsiColor::BrightBlack,

@@ -102,6 +102,7 @@ impl Garden {
         self.commit_batch()?;
         self.manifest.updated = self.env.now;
         self.save()?;
+        self.flush_base()?;
         Ok(report)
     }
 
@@ -178,18 +179,22 @@ impl Garden {
         if new_only && self.manifest.get(&tilde).is_some() {
             return Ok(());
         }
+        let mut content = None;
         let entry = match kind {
             DiskKind::File => {
                 let old = self.manifest.get(&tilde).cloned();
                 let encrypt =
                     opts.encrypt || (old.as_ref().is_some_and(|e| e.encrypted) && !opts.no_encrypt);
                 if encrypt {
-                    self.encrypted_file_entry(&tilde, abs, old)?
+                    let (e, sha) = self.encrypted_file_entry(&tilde, abs, old)?;
+                    content = Some(sha);
+                    e
                 } else {
                     let (w, md) = self.store_file(abs)?;
                     let mut e = Entry::new(tilde.clone(), EntryKind::File, self.env.now);
                     e.hash = Some(w.hash);
                     e.mode = Some(fsx::mode_of(&md));
+                    content = Some(w.hash);
                     e
                 }
             }
@@ -236,14 +241,24 @@ impl Garden {
                 return Ok(());
             }
         };
+        let mode = entry.mode;
         let outcome = self.merge(entry, opts);
+        // Disk and repository now agree on this entry: "this content".
+        if let Some(e) = self.manifest.get(&tilde) {
+            self.settle(e, content, mode);
+        }
         report.entries.push((tilde, outcome));
         Ok(())
     }
 
     /// An encrypted file entry for `abs`; the ciphertext of `old` is kept
     /// when the content did not change (no new blob, no churn).
-    fn encrypted_file_entry(&self, tilde: &str, abs: &Path, old: Option<Entry>) -> Result<Entry> {
+    fn encrypted_file_entry(
+        &self,
+        tilde: &str,
+        abs: &Path,
+        old: Option<Entry>,
+    ) -> Result<(Entry, sgard_store::Hash)> {
         if !self.encryption_initialized() {
             return Err(crate::encrypted::not_initialized());
         }
@@ -263,7 +278,7 @@ impl Garden {
                 e.plaintext_mac = Some(mac);
             }
         }
-        Ok(e)
+        Ok((e, sgard_store::Hash::of(&plain)))
     }
 
     /// Puts a freshly read entry into the manifest, keeping what the user set

@@ -1,10 +1,12 @@
 //! `checkpoint`: record the current state of every tracked path.
 
+use std::ffi::OsString;
+
 use sgard_manifest::history::Reason;
 use sgard_manifest::{Entry, EntryKind};
 
 use crate::fsx::{self, DiskKind};
-use crate::{Garden, Result};
+use crate::{Garden, Result, State};
 
 /// What a checkpoint did to one entry (entries it left alone are not listed).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +21,12 @@ pub enum EntryChange {
     TypeChange(String),
     /// Locked and different on disk: the repository's version is kept.
     Locked,
+    /// Changed in the repository since this machine last synced it, not
+    /// here: another machine's work, left as it is (restore brings it here).
+    Behind(String),
+    /// Changed both here and in the repository (or different with no
+    /// record of a sync here): the repository's version is kept.
+    Conflict(String),
     /// The entry could not be checkpointed; it is kept as it was.
     Failed(String),
 }
@@ -34,6 +42,8 @@ pub struct CheckpointReport {
     pub unchanged: bool,
     /// The snapshot recorded, if any.
     pub snapshot: Option<sgard_store::Hash>,
+    /// A dry run: nothing was stored or recorded.
+    pub dry_run: bool,
 }
 
 impl CheckpointReport {
@@ -43,31 +53,108 @@ impl CheckpointReport {
             .iter()
             .any(|(_, c)| matches!(c, EntryChange::Failed(_)))
     }
+
+    /// The entries left as they were because they are in conflict.
+    pub fn conflicts(&self) -> Vec<&str> {
+        self.changes
+            .iter()
+            .filter(|(_, c)| matches!(c, EntryChange::Conflict(_)))
+            .map(|(p, _)| p.as_str())
+            .collect()
+    }
+}
+
+/// Flags of `checkpoint`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CheckpointOptions {
+    /// Say what would be recorded; store and record nothing.
+    pub dry_run: bool,
 }
 
 impl Garden {
-    /// Re-reads every tracked path that applies to this machine, stores
-    /// changed contents, records mode and link-target changes, and saves the
-    /// manifest with `message`, recorded as a snapshot in the history. When
-    /// nothing changed since the newest snapshot, nothing is written. Missing paths and paths whose type changed are
-    /// reported and kept as they were; one failing entry never aborts the
-    /// run. Locked entries are never taken from disk.
+    /// Records what changed on disk since this machine last synced: for
+    /// every entry that applies here (or those `args` select), judged three
+    /// ways against this machine's base (see [`Garden::judge`]), a
+    /// `modified` entry's content, target or mode is stored and recorded;
+    /// a `behind` one (changed in the repository by another machine) is
+    /// left alone, and so is a `conflict` (the repository's version is kept
+    /// and the entry is reported). The result is saved with `message` and
+    /// recorded as a snapshot in the history; when nothing changed since the
+    /// newest snapshot, nothing is written. Missing paths and paths whose
+    /// type changed are reported and kept as they were; one failing entry
+    /// never aborts the run. Locked entries are never taken from disk.
     ///
     /// # Errors
-    /// Only when the manifest cannot be saved or targeting is inconsistent.
-    pub fn checkpoint(&mut self, message: Option<&str>) -> Result<CheckpointReport> {
-        let mut report = CheckpointReport::default();
-        self.begin_batch();
-        self.prehash(true);
-        for i in 0..self.manifest.files.len() {
+    /// [`Error::NoMatch`] when `args` select nothing; when the manifest cannot
+    /// be saved or targeting is inconsistent.
+    pub fn checkpoint(
+        &mut self,
+        message: Option<&str>,
+        args: &[OsString],
+        opts: CheckpointOptions,
+    ) -> Result<CheckpointReport> {
+        let picked = self.select(args)?;
+        let mut report = CheckpointReport {
+            dry_run: opts.dry_run,
+            ..CheckpointReport::default()
+        };
+        if !opts.dry_run {
+            self.begin_batch();
+        }
+        self.prehash(!opts.dry_run);
+        let mut recorded = Vec::new();
+        for i in picked {
             let entry = &self.manifest.files[i];
             if !self.applies(entry)? {
                 continue;
             }
-            let (updated, change) = match self.checkpoint_entry(entry, &mut report) {
-                Ok(Some((updated, change))) => (Some(updated), change),
-                Ok(None) => continue,
-                Err(e) => (None, EntryChange::Failed(error_chain(&e))),
+            let judged = match self.judge(entry, false) {
+                Ok(j) => j,
+                Err(e) => {
+                    report
+                        .changes
+                        .push((entry.path.clone(), EntryChange::Failed(error_chain(&e))));
+                    continue;
+                }
+            };
+            let detail = judged.detail.clone().unwrap_or_default();
+            let mut updated = None;
+            let change = match judged.state {
+                State::Ok => {
+                    if !opts.dry_run
+                        && let Err(e) = self.heal(entry, &mut report)
+                    {
+                        report
+                            .changes
+                            .push((entry.path.clone(), EntryChange::Failed(error_chain(&e))));
+                    }
+                    continue;
+                }
+                State::Skipped => continue,
+                State::Missing => EntryChange::Missing,
+                State::TypeChange => EntryChange::TypeChange(detail),
+                State::Drifted => EntryChange::Locked,
+                State::Behind => EntryChange::Behind(detail),
+                State::Conflict => EntryChange::Conflict(detail),
+                State::Error => EntryChange::Failed(detail),
+                State::Modified if opts.dry_run => {
+                    if judged.content_same == Some(true) {
+                        EntryChange::Mode
+                    } else {
+                        EntryChange::Content
+                    }
+                }
+                State::Modified => match self.checkpoint_entry(entry, &mut report) {
+                    Ok(Some((u, change))) => {
+                        if matches!(change, EntryChange::Content | EntryChange::Mode) {
+                            recorded.push((i, judged.seen.and_then(|s| s.content)));
+                        }
+                        updated = Some(u);
+                        change
+                    }
+                    Ok(None) => continue,
+                    Err(e) => EntryChange::Failed(error_chain(&e)),
+                },
             };
             report.changes.push((entry.path.clone(), change));
             if let Some(u) = updated {
@@ -75,16 +162,18 @@ impl Garden {
             }
         }
         self.prespooled.get_mut().clear();
+        self.end_pass();
+        if opts.dry_run {
+            return Ok(report);
+        }
         let message = message.filter(|m| !m.is_empty()).map(str::to_owned);
-        let changed = report
-            .changes
-            .iter()
-            .any(|(_, c)| matches!(c, EntryChange::Content | EntryChange::Mode));
+        let changed = !recorded.is_empty();
         let head_is_snapshot = self.history.head().is_some_and(|r| r.id == self.head_hash);
-        if !changed && head_is_snapshot && (message.is_none() || message == self.manifest.message) {
+        if !changed && head_is_snapshot {
             // Nothing to record: the newest snapshot already is this state
             // (healed blobs, if any, are made durable all the same).
             self.commit_batch()?;
+            self.flush_base()?;
             report.unchanged = true;
             return Ok(report);
         }
@@ -94,7 +183,42 @@ impl Garden {
         self.manifest.message.clone_from(&message);
         let rec = self.commit_head(Reason::Checkpoint, message, report.new_blobs as u64)?;
         report.snapshot = Some(rec.id);
+        for (i, content) in recorded {
+            let e = &self.manifest.files[i];
+            let content = if e.encrypted { content } else { e.hash };
+            self.settle(e, content, e.mode);
+        }
+        self.flush_base()?;
         Ok(report)
+    }
+
+    /// Re-stores the blob of an unchanged plain file when it went missing
+    /// while the file still holds it. For a file the stat cache vouches for
+    /// (unchanged since it was last hashed; its blob was made durable when
+    /// that hash entered the manifest) the blob is not looked up: that was
+    /// 10,000 `stat`s per checkpoint of a big tree. `verify` finds lost
+    /// blobs and `--no-cache checkpoint` re-stores them.
+    fn heal(&self, entry: &Entry, report: &mut CheckpointReport) -> Result<()> {
+        if entry.kind != EntryKind::File || entry.encrypted {
+            return Ok(());
+        }
+        let abs = self.env.expand(&entry.path);
+        let Some(md) = self.lstat_tracked(&entry.path, &abs)? else {
+            return Ok(());
+        };
+        let (hash, _, vouched) = self.hash_tracked_vouched(&entry.path, &abs, &md)?;
+        if entry.hash != Some(hash) {
+            return Ok(());
+        }
+        // The file holds exactly the blob's bytes.
+        self.known_size(hash, md.len());
+        if !vouched && !self.store.contains(&hash).unwrap_or(true) {
+            let (w, _) = self.store_file(&abs)?;
+            if w.new {
+                report.new_blobs += 1;
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn checkpoint_entry(

@@ -163,7 +163,7 @@ impl Garden {
         Ok(out)
     }
 
-    fn diff_entry(&self, e: &sgard_manifest::Entry, stored_label: &str) -> Result<Diff> {
+    pub(crate) fn diff_entry(&self, e: &sgard_manifest::Entry, stored_label: &str) -> Result<Diff> {
         let path = e.path.clone();
         if e.kind != EntryKind::File {
             return Err(Error::Unsupported {

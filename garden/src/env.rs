@@ -25,4 +25,17 @@ pub struct Env {
     /// Where machine-local caches live (`$XDG_CACHE_HOME`, else `~/.cache`);
     /// `None` (or `--no-cache`) disables the stat cache.
     pub cache_dir: Option<PathBuf>,
+    /// Test hook (`SGARD_TEST_CRASH_AT`): the name of a point at which the
+    /// process dies at once, as if killed, to test recovery from a crash.
+    pub crash_at: Option<String>,
+}
+
+impl Env {
+    /// Dies here, without unwinding or flushing anything, when the test
+    /// hook names this point.
+    pub fn crash_point(&self, name: &str) {
+        if self.crash_at.as_deref() == Some(name) {
+            std::process::abort();
+        }
+    }
 }

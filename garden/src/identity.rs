@@ -2,7 +2,8 @@
 //!
 //! Labels are the short lowercase host name, `os:<GOOS>`, `arch:<GOARCH>`
 //! (Go's names, so repositories shared with the Go sgard agree) and
-//! `tag:<t>` for each line of the machine-local `<repo>/tags` file.
+//! `tag:<t>` for each of this machine's tags (kept in the machine-local
+//! state of the repository; see `tags.rs`).
 
 use std::fs;
 use std::io;
@@ -12,7 +13,8 @@ use sgard_manifest::Entry;
 
 use crate::{Error, Result};
 
-/// The machine-local tags file inside a repository.
+/// The tags file: in a repository's machine-local state folder (and, as
+/// older versions and the Go sgard keep it, inside the repository).
 pub const TAGS_FILE: &str = "tags";
 
 /// Go's name for the operating system.
@@ -48,12 +50,12 @@ pub fn short_hostname(name: &str) -> String {
     }
 }
 
-/// Reads `<repo>/tags`: trimmed lines, blanks dropped, file order.
+/// Reads `<dir>/tags`: trimmed lines, blanks dropped, file order.
 ///
 /// # Errors
 /// [`Error::Io`] when the file exists but cannot be read.
-pub fn read_tags(repo: &Path) -> Result<Vec<String>> {
-    let p = repo.join(TAGS_FILE);
+pub fn read_tags(dir: &Path) -> Result<Vec<String>> {
+    let p = dir.join(TAGS_FILE);
     match fs::read_to_string(&p) {
         Ok(s) => Ok(s
             .lines()
@@ -66,17 +68,19 @@ pub fn read_tags(repo: &Path) -> Result<Vec<String>> {
     }
 }
 
-/// Writes `<repo>/tags` atomically (one tag per line).
+/// Writes `<dir>/tags` atomically (one tag per line), creating `dir`
+/// (private) if needed.
 ///
 /// # Errors
 /// [`Error::Store`] when it cannot be written.
-pub fn write_tags(repo: &Path, tags: &[String]) -> Result<()> {
+pub fn write_tags(dir: &Path, tags: &[String]) -> Result<()> {
     let mut text = String::new();
     for t in tags {
         text.push_str(t);
         text.push('\n');
     }
-    sgard_store::durable::write_atomic(&repo.join(TAGS_FILE), text.as_bytes(), 0o644)?;
+    sgard_store::durable::create_private_dir_all(dir)?;
+    sgard_store::durable::write_atomic(&dir.join(TAGS_FILE), text.as_bytes(), 0o644)?;
     Ok(())
 }
 

@@ -19,6 +19,7 @@
 //! through [`Prompt`].
 
 mod add;
+mod base;
 mod checkpoint;
 pub mod crypto;
 mod diff;
@@ -56,7 +57,7 @@ use sgard_manifest::{MANIFEST_FILE, Manifest, path_is_under};
 use sgard_store::{Store, durable};
 
 pub use add::{AddOptions, AddOutcome, AddReport};
-pub use checkpoint::{CheckpointReport, EntryChange, error_chain};
+pub use checkpoint::{CheckpointOptions, CheckpointReport, EntryChange, error_chain};
 pub use diff::Diff;
 pub use encrypt::RotateReport;
 pub use encrypted::PassphraseSource;
@@ -70,7 +71,7 @@ pub use mirror::{MirrorDownReport, MirrorUpReport};
 pub use paths::clean;
 pub use prune::PruneReport;
 pub use remove::RemoveReport;
-pub use restore::{Prompt, RestoreAction, RestoreOptions, RestoreReport};
+pub use restore::{Answer, Prompt, RestoreAction, RestoreOptions, RestoreReport};
 pub use status::{State, StatusLine};
 pub use sync::{Base, PullReport, PushDecision, Side, head_id_of};
 pub use undo::UndoReport;
@@ -96,10 +97,13 @@ pub struct Garden {
     pub(crate) labels: Vec<String>,
     repo_id: Option<(u64, u64)>,
     keys: std::cell::RefCell<encrypted::Keys>,
-    /// Paths a restore may overwrite without asking (set by pull for files
-    /// whose disk content is the version the repository already holds).
-    trusted: std::collections::HashSet<String>,
     fingerprints: std::cell::RefCell<fingerprints::Fingerprints>,
+    /// What this machine last saw agreed between disk and repository.
+    base: std::cell::RefCell<base::Base>,
+    /// This repository's folder of machine-local state (`None`: no state).
+    local_dir: Option<PathBuf>,
+    /// Things the user should be told (see [`Garden::take_notes`]).
+    notes: std::cell::RefCell<Vec<String>>,
     statcache: std::cell::RefCell<statcache::StatCache>,
     /// Hashes computed ahead, in parallel, for this run (path → hash and the
     /// metadata it was computed under).
@@ -125,6 +129,7 @@ impl Drop for Garden {
     fn drop(&mut self) {
         self.fingerprints.get_mut().flush();
         self.statcache.get_mut().flush();
+        let _ = self.base.get_mut().flush();
     }
 }
 
@@ -146,6 +151,7 @@ impl Garden {
             return Err(Error::AlreadyExists(root.to_path_buf()));
         }
         let store = Store::init(root)?;
+        base::create_id(root)?;
         durable::write_atomic(&root.join(".gitignore"), GITIGNORE.as_bytes(), 0o644)?;
         let manifest = Manifest::new(env.now);
         let text = manifest.to_yaml();
@@ -201,14 +207,26 @@ impl Garden {
         store: Store,
         lock: RepoLock,
     ) -> Result<Garden> {
-        let tags = identity::read_tags(root)?;
+        let local_dir = base::state_dir(env.state_dir.as_deref(), &base::repo_key(root));
+        let (tags, tag_note) = tags::load(root, local_dir.as_deref())?;
         let labels = identity::labels(&env.hostname, &tags);
         let repo_id = fs::metadata(root).ok().map(|m| (m.dev(), m.ino()));
         let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
         let statcache = statcache::StatCache::load(env.cache_dir.as_deref(), root);
+        let base = base::Base::load(local_dir.as_deref());
+        let mut notes: Vec<String> = tag_note.into_iter().collect();
+        if base.damaged() {
+            notes.push(format!(
+                "this machine's record of the last sync with {} was damaged and is rebuilt: \
+                 entries that differ from the repository are conflicts until settled",
+                root.display()
+            ));
+        }
         Ok(Garden {
+            notes: std::cell::RefCell::new(notes),
+            base: std::cell::RefCell::new(base),
+            local_dir,
             keys: std::cell::RefCell::default(),
-            trusted: std::collections::HashSet::new(),
             fingerprints: std::cell::RefCell::new(fingerprints),
             statcache: std::cell::RefCell::new(statcache),
             batch: std::cell::RefCell::new(None),
@@ -226,6 +244,12 @@ impl Garden {
             repo_id,
             _lock: lock,
         })
+    }
+
+    /// Things worth telling the user that are not errors (tags taken over
+    /// from `<repo>/tags`, a damaged base being rebuilt); each once.
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.borrow_mut())
     }
 
     /// The repository folder.
@@ -407,8 +431,12 @@ impl Garden {
         // A hash computed this run comes first: prehash also records it in
         // the cache, and the cache vouches only for what an earlier run saw.
         let ahead = {
-            let mut m = self.prehashed.borrow_mut();
-            if m.is_empty() { None } else { m.remove(path) }
+            let m = self.prehashed.borrow();
+            if m.is_empty() {
+                None
+            } else {
+                m.get(path).cloned()
+            }
         };
         if let Some((h, opened)) = ahead
             && statcache::Stat::of(&opened) == statcache::Stat::of(md)
@@ -507,10 +535,16 @@ impl Garden {
         }
     }
 
+    /// Forgets what `prehash` found: it holds for one pass only.
+    pub(crate) fn end_pass(&self) {
+        self.prehashed.borrow_mut().clear();
+        self.lstat_memo.borrow_mut().clear();
+    }
+
     /// `lstat` of a tracked path, reusing the one `prehash` just took.
     pub(crate) fn lstat_tracked(&self, path: &str, abs: &Path) -> Result<Option<fs::Metadata>> {
-        if let Some(md) = self.lstat_memo.borrow_mut().remove(path) {
-            return Ok(md);
+        if let Some(md) = self.lstat_memo.borrow().get(path) {
+            return Ok(md.clone());
         }
         fsx::lstat(abs)
     }

@@ -120,6 +120,8 @@ impl Garden {
                 }
                 Ok(Some((updated, EntryChange::Content | EntryChange::Mode))) => {
                     self.manifest.files[i] = updated;
+                    let u = &self.manifest.files[i];
+                    self.settle(u, self.content_of(u), u.mode);
                     report.refreshed.push(e.path);
                 }
                 Ok(Some((_, EntryChange::TypeChange(why)))) => report.kept.push((e.path, why)),
@@ -132,6 +134,7 @@ impl Garden {
         self.commit_batch()?;
         self.manifest.updated = self.env.now;
         self.save()?;
+        self.flush_base()?;
         Ok(report)
     }
 

@@ -103,6 +103,7 @@ mod tests {
             hostname: "h".into(),
             state_dir: None,
             cache_dir: None,
+            crash_at: None,
         }
     }
 

@@ -12,12 +12,43 @@ use sgard_manifest::{Entry, EntryKind, Manifest, Mode, Timestamp};
 
 use crate::fsx::{self, DiskKind};
 use crate::par;
-use crate::{Error, Garden, Result};
+use crate::{Error, Garden, Result, State};
 
-/// Answers yes/no questions (the CLI reads them from one stdin reader).
+/// An answer to a question about overwriting a local change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Overwrite this one.
+    Yes,
+    /// Keep this one as it is.
+    No,
+    /// Show the difference, then ask again.
+    Diff,
+    /// Overwrite this one and every one after it without asking.
+    All,
+    /// Keep this one and every one after it; ask nothing more.
+    Quit,
+    /// No answer can be had (end of input): refuse this and the rest.
+    NoInput,
+}
+
+/// Asks the user (the CLI reads answers from one stdin reader).
 pub trait Prompt {
-    /// Asks `question` (e.g. `Overwrite ~/.bashrc?`); true means yes.
+    /// Asks a yes/no question (e.g. `Delete untracked file ~/x?`); true means
+    /// yes.
     fn confirm(&mut self, question: &str) -> bool;
+
+    /// Asks whether to overwrite a local change, offering yes / no / diff /
+    /// all / quit. By default only yes and no (from [`Prompt::confirm`]).
+    fn ask(&mut self, question: &str) -> Answer {
+        if self.confirm(question) {
+            Answer::Yes
+        } else {
+            Answer::No
+        }
+    }
+
+    /// Shows what the user asked to see (a diff) before asking again.
+    fn show(&mut self, _text: &str) {}
 }
 
 /// A prompt that always answers the same.
@@ -25,6 +56,20 @@ impl Prompt for bool {
     fn confirm(&mut self, _question: &str) -> bool {
         *self
     }
+}
+
+/// The answers of one run: `all` and `quit` hold for every later question.
+struct Asker<'a> {
+    prompt: &'a mut dyn Prompt,
+    all: bool,
+    quit: Option<&'static str>,
+}
+
+/// What came of asking about one entry.
+enum Decision {
+    Yes,
+    No,
+    Refused(String),
 }
 
 /// Flags of `restore`.
@@ -51,8 +96,11 @@ pub enum RestoreAction {
     UpToDate,
     /// The user declined to overwrite it.
     Declined,
-    /// Dry run: it would ask before overwriting.
-    WouldAsk,
+    /// No answer could be had (end of input, or the user quit): left as it
+    /// is, with why it was asked about.
+    Refused(String),
+    /// Dry run: it would ask before overwriting (and why).
+    WouldAsk(String),
     /// Targeted away from this machine.
     NotTargeted,
     /// The disk changed since the operation being undone: left alone.
@@ -85,6 +133,15 @@ impl RestoreReport {
             .any(|(_, a)| matches!(a, RestoreAction::Conflict(_)))
     }
 
+    /// The entries left as they are for want of an answer.
+    pub fn refused(&self) -> Vec<&str> {
+        self.actions
+            .iter()
+            .filter(|(_, a)| matches!(a, RestoreAction::Refused(_)))
+            .map(|(p, _)| p.as_str())
+            .collect()
+    }
+
     /// Puts actions in path order (the manifest's order).
     pub(crate) fn sort(&mut self) {
         self.actions.sort_by(|a, b| a.0.cmp(&b.0));
@@ -102,8 +159,8 @@ impl RestoreReport {
 pub(crate) enum Op {
     /// Make the path hold this entry.
     Write { entry: Box<Entry>, existed: bool },
-    /// Only change the mode.
-    FixMode(Mode),
+    /// Only change the mode (the content is already `entry`'s).
+    FixMode { entry: Box<Entry>, mode: Mode },
     /// Remove the path.
     Delete,
 }
@@ -121,7 +178,7 @@ impl Step {
         match &self.op {
             Op::Write { existed: true, .. } => RestoreAction::Overwritten,
             Op::Write { existed: false, .. } => RestoreAction::Created,
-            Op::FixMode(_) => RestoreAction::ModeFixed,
+            Op::FixMode { .. } => RestoreAction::ModeFixed,
             Op::Delete => RestoreAction::Deleted,
         }
     }
@@ -129,7 +186,6 @@ impl Step {
 
 enum Plan {
     Write { existed: bool },
-    Ask,
     FixMode(Mode),
     Nothing,
 }
@@ -225,9 +281,14 @@ impl Garden {
     ) -> Result<(RestoreReport, Vec<Step>)> {
         let mut report = RestoreReport::default();
         let mut steps = Vec::new();
+        let mut asker = Asker {
+            prompt,
+            all: false,
+            quit: None,
+        };
         for i in self.select_in(files, args)? {
             let e = &files[i];
-            match self.plan_entry(e, opts, prompt) {
+            match self.plan_entry(e, opts, &mut asker) {
                 Ok(Ok(step)) => steps.push(step),
                 Ok(Err(action)) => report.actions.push((e.path.clone(), action)),
                 Err(err) => report.fail(e.path.clone(), err),
@@ -241,91 +302,148 @@ impl Garden {
         &self,
         e: &Entry,
         opts: RestoreOptions,
-        prompt: &mut dyn Prompt,
+        asker: &mut Asker<'_>,
     ) -> Result<std::result::Result<Step, RestoreAction>> {
         if !self.applies(e)? {
             return Ok(Err(RestoreAction::NotTargeted));
         }
         let abs = self.env.expand(&e.path);
-        let step = |op| {
-            Ok(Ok(Step {
-                path: e.path.clone(),
-                abs: abs.clone(),
-                op,
-            }))
-        };
-        match self.plan(e, &abs, opts)? {
-            Plan::Nothing => Ok(Err(RestoreAction::UpToDate)),
-            Plan::FixMode(mode) => step(Op::FixMode(mode)),
-            Plan::Ask if self.trusted.contains(&e.path) => step(Op::Write {
+        let (plan, why) = self.plan(e, opts)?;
+        let op = match plan {
+            Plan::Nothing => return Ok(Err(RestoreAction::UpToDate)),
+            Plan::FixMode(mode) => Op::FixMode {
                 entry: Box::new(e.clone()),
-                existed: true,
-            }),
-            Plan::Ask if opts.dry_run => Ok(Err(RestoreAction::WouldAsk)),
-            Plan::Ask => {
-                if !prompt.confirm(&format!("Overwrite {}?", e.path)) {
-                    return Ok(Err(RestoreAction::Declined));
-                }
-                step(Op::Write {
-                    entry: Box::new(e.clone()),
-                    existed: true,
-                })
-            }
-            Plan::Write { existed } => step(Op::Write {
+                mode,
+            },
+            Plan::Write { existed } => Op::Write {
                 entry: Box::new(e.clone()),
                 existed,
-            }),
+            },
+        };
+        if let Some(why) = why {
+            if opts.dry_run {
+                return Ok(Err(RestoreAction::WouldAsk(why)));
+            }
+            match self.decide(e, &why, asker) {
+                Decision::Yes => {}
+                Decision::No => return Ok(Err(RestoreAction::Declined)),
+                Decision::Refused(why) => return Ok(Err(RestoreAction::Refused(why))),
+            }
+        }
+        Ok(Ok(Step {
+            path: e.path.clone(),
+            abs,
+            op,
+        }))
+    }
+
+    /// Asks whether to overwrite `e` (`why` says what would be lost).
+    fn decide(&self, e: &Entry, why: &str, asker: &mut Asker<'_>) -> Decision {
+        loop {
+            if asker.all {
+                return Decision::Yes;
+            }
+            if let Some(reason) = asker.quit {
+                return Decision::Refused(format!("{why}; {reason}"));
+            }
+            match asker
+                .prompt
+                .ask(&format!("{}: {why}. Overwrite it?", e.path))
+            {
+                Answer::Yes => return Decision::Yes,
+                Answer::No => return Decision::No,
+                Answer::All => asker.all = true,
+                Answer::Quit => asker.quit = Some("not asked after quit"),
+                Answer::NoInput => asker.quit = Some("no answer (end of input)"),
+                Answer::Diff => {
+                    let text = match self.diff_entry(e, "repository") {
+                        Ok(crate::Diff::Same) => format!("{}: the content is the same\n", e.path),
+                        Ok(crate::Diff::Text { text, .. }) => text,
+                        Ok(crate::Diff::Binary { path }) => {
+                            format!("{path}: binary content differs\n")
+                        }
+                        Err(_) if e.kind != EntryKind::File => {
+                            format!(
+                                "{}: the repository has a {}{}\n",
+                                e.path,
+                                e.kind,
+                                e.target
+                                    .as_deref()
+                                    .map(|t| format!(" to {t}"))
+                                    .unwrap_or_default()
+                            )
+                        }
+                        Err(err) => format!(
+                            "{}: cannot diff: {}\n",
+                            e.path,
+                            crate::checkpoint::error_chain(&err)
+                        ),
+                    };
+                    asker.prompt.show(&text);
+                }
+            }
         }
     }
 
-    fn plan(&self, e: &Entry, abs: &Path, opts: RestoreOptions) -> Result<Plan> {
-        let Some(md) = fsx::lstat(abs)? else {
-            return Ok(Plan::Write { existed: false });
-        };
-        let disk = DiskKind::of(&md);
-        if disk.matches(e.kind) {
-            let same = match e.kind {
-                EntryKind::File if e.encrypted => {
-                    let (sha, _) = self.hash_tracked(&e.path, abs, &md)?;
-                    self.plain_matches(e, abs, sha)?
+    /// What to do for `e`, and why to ask first (`None`: no question).
+    ///
+    /// Judged three ways (see [`Garden::judge`]): an entry that is missing,
+    /// or changed only in the repository (`behind`), is written without
+    /// asking; a local change (`modified`), a `conflict` or a type change is
+    /// asked about, unless the entry is locked or `force` is set.
+    fn plan(&self, e: &Entry, opts: RestoreOptions) -> Result<(Plan, Option<String>)> {
+        let j = self.judge(e, true)?;
+        let plan = match j.state {
+            State::Ok => return Ok((Plan::Nothing, None)),
+            State::Missing => return Ok((Plan::Write { existed: false }, None)),
+            State::TypeChange => {
+                let disk = j.md.as_ref().map_or(DiskKind::File, DiskKind::of);
+                if disk == DiskKind::Dir {
+                    return Err(Error::Unsupported {
+                        path: e.path.clone(),
+                        reason: format!(
+                            "is a folder on disk, tracked as a {}; not replacing it",
+                            e.kind
+                        ),
+                    });
+                } else if e.kind == EntryKind::Directory {
+                    return Err(Error::Unsupported {
+                        path: e.path.clone(),
+                        reason: format!(
+                            "is {} on disk, tracked as a folder; not replacing it",
+                            disk.describe()
+                        ),
+                    });
                 }
-                EntryKind::File => Some(self.hash_tracked(&e.path, abs, &md)?.0) == e.hash,
-                EntryKind::Link => e.target.as_deref() == Some(fsx::read_link(abs)?.as_str()),
-                EntryKind::Directory => true,
-            };
-            if same {
-                return Ok(match e.mode {
-                    Some(m) if e.kind != EntryKind::Link && m != fsx::mode_of(&md) => {
-                        Plan::FixMode(m)
-                    }
-                    _ => Plan::Nothing,
-                });
+                Plan::Write { existed: true }
             }
-        } else if disk == DiskKind::Dir {
-            return Err(Error::Unsupported {
-                path: e.path.clone(),
-                reason: format!(
-                    "is a folder on disk, tracked as a {}; not replacing it",
-                    e.kind
-                ),
-            });
-        } else if e.kind == EntryKind::Directory {
-            return Err(Error::Unsupported {
-                path: e.path.clone(),
-                reason: format!(
-                    "is {} on disk, tracked as a folder; not replacing it",
-                    disk.describe()
-                ),
-            });
-        }
+            _ => match (j.content_same, e.mode) {
+                (Some(true), Some(m)) if e.kind != EntryKind::Link => Plan::FixMode(m),
+                (Some(true), _) => return Ok((Plan::Nothing, None)),
+                _ => Plan::Write { existed: true },
+            },
+        };
         if e.locked || opts.force {
-            return Ok(Plan::Write { existed: true });
+            return Ok((plan, None));
         }
-        if md.mtime() >= e.updated.unix_seconds() {
-            Ok(Plan::Ask)
+        // What the disk holds against this machine's base decides: judged
+        // against the head (for an older version from a snapshot too, so a
+        // restore --at asks exactly when the disk holds a local change).
+        let local = if self.head_holds(e) {
+            j
         } else {
-            Ok(Plan::Write { existed: true })
-        }
+            match self.manifest.get(&e.path) {
+                Some(h) => self.judge(h, true)?,
+                None => j,
+            }
+        };
+        let detail = local.detail.unwrap_or_default();
+        let why = match local.state {
+            State::Ok | State::Behind | State::Drifted | State::Missing => None,
+            State::Modified => Some(format!("changed here since the last sync ({detail})")),
+            _ => Some(detail),
+        };
+        Ok((plan, why))
     }
 
     /// The current state of a path as an entry (storing a file's content), or
@@ -437,9 +555,9 @@ impl Garden {
                 Op::Write { entry, .. } => {
                     after.upsert(entry.as_ref().clone());
                 }
-                Op::FixMode(m) => {
+                Op::FixMode { mode, .. } => {
                     if let Some(mut e) = captured.0.clone() {
-                        e.mode = Some(*m);
+                        e.mode = Some(*mode);
                         after.upsert(e);
                     }
                 }
@@ -452,6 +570,7 @@ impl Garden {
             return Ok(());
         }
         report.before = Some(self.record_pair(&before, &after, reason, what, new_blobs)?);
+        self.env.crash_point("restore-after-snapshot");
         // Files are staged first and put in place together, at a constant
         // number of flushes; everything else is done one by one.
         // Runs of plain files are staged on all cores; everything else, in
@@ -505,7 +624,10 @@ impl Garden {
                     absorb((s, r), report);
                 }
                 None => match self.perform(&s) {
-                    Ok(()) => report.actions.push((s.path.clone(), s.action())),
+                    Ok(()) => {
+                        self.settle_step(&s);
+                        report.actions.push((s.path.clone(), s.action()));
+                    }
                     Err(e) => report.fail(s.path.clone(), e),
                 },
             }
@@ -513,13 +635,28 @@ impl Garden {
         for done in stage_run(&mut run) {
             absorb(done, report);
         }
+        self.env.crash_point("restore-staged");
         for (s, r) in staged_steps.into_iter().zip(fsx::commit_staged(staged)) {
             match r {
-                Ok(()) => report.actions.push((s.path.clone(), s.action())),
+                Ok(()) => {
+                    self.settle_step(&s);
+                    report.actions.push((s.path.clone(), s.action()));
+                }
                 Err(e) => report.fail(s.path.clone(), e),
             }
         }
-        Ok(())
+        self.env.crash_point("restore-before-base");
+        self.flush_base()
+    }
+
+    /// Records in the base what a step just put on disk (where that is the
+    /// repository's version).
+    fn settle_step(&self, s: &Step) {
+        match &s.op {
+            Op::Write { entry, .. } => self.settle(entry, self.content_of(entry), entry.mode),
+            Op::FixMode { entry, mode } => self.settle(entry, self.content_of(entry), Some(*mode)),
+            Op::Delete => {}
+        }
     }
 
     /// A file entry's content, verified (and decrypted), in a temp file next
@@ -538,7 +675,7 @@ impl Garden {
     fn perform(&self, s: &Step) -> Result<()> {
         match &s.op {
             Op::Write { entry, .. } => self.write_entry(entry, &s.abs),
-            Op::FixMode(m) => fsx::chmod(&s.abs, *m),
+            Op::FixMode { mode, .. } => fsx::chmod(&s.abs, *mode),
             Op::Delete => {
                 let Some(md) = fsx::lstat(&s.abs)? else {
                     return Ok(());

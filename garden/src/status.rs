@@ -1,7 +1,12 @@
-//! `status`: how each tracked path on disk compares with the repository.
+//! `status`: how each tracked path on disk compares with the repository,
+//! judged against this machine's base (see `base.rs`).
 
-use sgard_manifest::{Entry, EntryKind};
+use std::fs::Metadata;
 
+use sgard_manifest::{Entry, EntryKind, Mode};
+use sgard_store::Hash;
+
+use crate::base::{BaseEntry, Seen};
 use crate::fsx::{self, DiskKind};
 use crate::{Garden, Result};
 
@@ -10,8 +15,14 @@ use crate::{Garden, Result};
 pub enum State {
     /// Disk matches the repository.
     Ok,
-    /// Content, link target or mode differs.
+    /// Changed on disk since the last sync; the repository did not change.
     Modified,
+    /// Changed in the repository (by another machine) since the last sync;
+    /// the disk did not change.
+    Behind,
+    /// Changed on both sides, differently; or different with no record of a
+    /// sync on this machine.
+    Conflict,
     /// A locked entry differs on disk (the repository wins on restore).
     Drifted,
     /// Not on disk.
@@ -20,7 +31,7 @@ pub enum State {
     TypeChange,
     /// Targeted away from this machine.
     Skipped,
-    /// Could not be read (the line's detail says why).
+    /// Could not be read or cannot be restored (the line's detail says why).
     Error,
 }
 
@@ -30,6 +41,8 @@ impl State {
         match self {
             State::Ok => "ok",
             State::Modified => "modified",
+            State::Behind => "behind",
+            State::Conflict => "conflict",
             State::Drifted => "drifted",
             State::Missing => "missing",
             State::TypeChange => "typechange",
@@ -53,20 +66,62 @@ pub struct StatusLine {
     pub state: State,
     /// Extra detail (what changed, or the error).
     pub detail: Option<String>,
+    /// The entry's content is not in the repository (a restore could not
+    /// write it): a repository missing its blobs.
+    pub blob_missing: bool,
+}
+
+/// How one entry compares, three ways.
+#[derive(Clone, Debug)]
+pub(crate) struct Judged {
+    pub state: State,
+    pub detail: Option<String>,
+    /// What is on disk, when it is of the entry's kind.
+    pub seen: Option<Seen>,
+    /// The lstat of the path, when something is there.
+    pub md: Option<Metadata>,
+    /// Whether disk and repository hold the same content and target (mode
+    /// aside); `None` when that cannot be told without the key.
+    pub content_same: Option<bool>,
+}
+
+impl Judged {
+    fn new(state: State, detail: Option<String>) -> Self {
+        Judged {
+            state,
+            detail,
+            seen: None,
+            md: None,
+            content_same: None,
+        }
+    }
 }
 
 impl Garden {
-    /// The state of every entry, in manifest order. Never modifies anything.
+    /// The state of every entry, in manifest order. Changes nothing in the
+    /// repository (this machine's base records entries found in agreement).
     ///
     /// # Errors
     /// Only for inconsistent targeting; per-entry read errors become
     /// [`State::Error`] lines.
     pub fn status(&self) -> Result<Vec<StatusLine>> {
+        self.status_of_args(&[])
+    }
+
+    /// The state of the entries `args` select (all when empty).
+    ///
+    /// # Errors
+    /// [`crate::Error::NoMatch`] when `args` select nothing; as
+    /// [`Garden::status`].
+    pub fn status_of_args(&self, args: &[std::ffi::OsString]) -> Result<Vec<StatusLine>> {
+        let picked = self.select(args)?;
         self.prehash(false);
-        let mut out = Vec::with_capacity(self.manifest.files.len());
-        for e in &self.manifest.files {
-            out.push(self.status_of(e)?);
+        let mut out = Vec::with_capacity(picked.len());
+        for i in picked {
+            out.push(self.status_of(&self.manifest.files[i])?);
         }
+        self.end_pass();
+        self.flush_base_quietly();
         Ok(out)
     }
 
@@ -75,73 +130,268 @@ impl Garden {
             path: e.path.clone(),
             state,
             detail,
+            blob_missing: false,
         };
         if !self.applies(e)? {
             return Ok(line(State::Skipped, None));
         }
-        match self.compare(e) {
-            Ok((state, detail)) => Ok(line(state, detail)),
-            Err(err) => Ok(line(
-                State::Error,
-                Some(crate::checkpoint::error_chain(&err)),
-            )),
+        let j = match self.judge(e, false) {
+            Ok(j) => j,
+            Err(err) => {
+                return Ok(line(
+                    State::Error,
+                    Some(crate::checkpoint::error_chain(&err)),
+                ));
+            }
+        };
+        let mut l = line(j.state, j.detail);
+        // Where a restore would write this entry, its content must be here.
+        let needs_blob = matches!(
+            j.state,
+            State::Missing | State::Behind | State::Conflict | State::Drifted | State::TypeChange
+        );
+        if needs_blob
+            && e.kind == EntryKind::File
+            && let Some(h) = e.hash
+            && !self.store.contains(&h).unwrap_or(true)
+        {
+            l.detail = Some(format!(
+                "{}; its content (blob {}) is missing from the repository",
+                l.state.as_str(),
+                h.short(12)
+            ));
+            l.state = State::Error;
+            l.blob_missing = true;
         }
+        Ok(l)
     }
 
-    /// Compares one entry with the disk.
-    fn compare(&self, e: &Entry) -> Result<(State, Option<String>)> {
+    /// Compares one entry three ways: disk, repository, and this machine's
+    /// base. With `unlock`, an encrypted entry that cannot be compared
+    /// otherwise is decrypted (status never asks for the passphrase).
+    /// An entry found in agreement is recorded in the base.
+    pub(crate) fn judge(&self, e: &Entry, unlock: bool) -> Result<Judged> {
         let abs = self.env.expand(&e.path);
         let Some(md) = self.lstat_tracked(&e.path, &abs)? else {
-            return Ok((State::Missing, None));
+            return Ok(Judged::new(State::Missing, None));
         };
         let disk = DiskKind::of(&md);
         if !disk.matches(e.kind) {
-            return Ok((
+            let mut j = Judged::new(
                 State::TypeChange,
                 Some(format!("tracked as a {}, now {}", e.kind, disk.describe())),
-            ));
+            );
+            j.md = Some(md);
+            return Ok(j);
         }
-        let changed = |what: &str| {
-            let state = if e.locked {
-                State::Drifted
-            } else {
-                State::Modified
-            };
-            Ok((state, Some(what.to_owned())))
+        let mut seen = Seen {
+            kind: e.kind,
+            mode: fsx::mode_of(&md),
+            content: None,
+            target: None,
         };
-        let mode_differs =
-            e.kind != EntryKind::Link && e.mode.is_some_and(|m| m != fsx::mode_of(&md));
         match e.kind {
-            EntryKind::File if e.encrypted => {
-                let (sha, _) = self.hash_tracked(&e.path, &abs, &md)?;
-                match self.known_match(e, sha) {
-                    Some(true) => {}
-                    Some(false) => return changed("content"),
-                    // Never ask for the passphrase in status.
-                    None => {
-                        return changed(
-                            "encrypted; cannot compare without the passphrase \
-                             (no fingerprint on this machine)",
-                        );
-                    }
-                }
-            }
-            EntryKind::File => {
-                let (hash, _) = self.hash_tracked(&e.path, &abs, &md)?;
-                if e.hash != Some(hash) {
-                    return changed("content");
-                }
-            }
-            EntryKind::Link => {
-                if e.target.as_deref() != Some(fsx::read_link(&abs)?.as_str()) {
-                    return changed("target");
-                }
-            }
+            EntryKind::File => seen.content = Some(self.hash_tracked(&e.path, &abs, &md)?.0),
+            EntryKind::Link => seen.target = Some(fsx::read_link(&abs)?),
             EntryKind::Directory => {}
         }
-        if mode_differs {
-            return changed("mode");
+        let base = self.base.borrow().get(&e.path).cloned();
+        let disk_moved = base.as_ref().map(|b| !b.matches_disk(&seen));
+        let plain = if e.encrypted {
+            self.content_of(e)
+        } else {
+            None
+        };
+        let repo_moved = base.as_ref().map(|b| !b.matches_repo(e, plain));
+        let content_same = match e.kind {
+            EntryKind::File if e.encrypted => {
+                let sha = seen.content.unwrap_or(Hash::of(b""));
+                match self.known_match(e, sha) {
+                    Some(k) => Some(k),
+                    None if disk_moved == Some(false) && repo_moved == Some(false) => {
+                        // The base says this ciphertext holds this plaintext.
+                        self.fingerprints
+                            .borrow_mut()
+                            .insert(e.hash.unwrap_or(sha), sha);
+                        Some(true)
+                    }
+                    None if unlock => Some(self.plain_matches(e, &abs, sha)?),
+                    None => None,
+                }
+            }
+            EntryKind::File => Some(e.hash == seen.content),
+            EntryKind::Link => Some(e.target == seen.target),
+            EntryKind::Directory => Some(true),
+        };
+        let mode_same = e.kind == EntryKind::Link || e.mode.is_none_or(|m| m == seen.mode);
+        let mut j = Judged {
+            state: State::Ok,
+            detail: None,
+            seen: Some(seen.clone()),
+            md: Some(md),
+            content_same,
+        };
+        if content_same == Some(true) && mode_same {
+            if self.head_holds(e) {
+                self.base
+                    .borrow_mut()
+                    .settle(&e.path, BaseEntry::agreed(e, &seen));
+            }
+            return Ok(j);
         }
-        Ok((State::Ok, None))
+        let here = |b: &BaseEntry| {
+            differences(
+                (b.content, b.mode, b.target.as_deref()),
+                (seen.content, Some(seen.mode), seen.target.as_deref()),
+                e.kind,
+            )
+        };
+        let there = |b: &BaseEntry| {
+            differences(
+                (b.stored, b.mode, b.target.as_deref()),
+                (e.hash, e.mode.or(b.mode), e.target.as_deref()),
+                e.kind,
+            )
+        };
+        let against_repo = || {
+            let mut d = Vec::new();
+            if content_same != Some(true) {
+                d.push(if e.kind == EntryKind::Link {
+                    "target".to_owned()
+                } else {
+                    "content".to_owned()
+                });
+            }
+            if !mode_same && let Some(m) = e.mode {
+                d.push(format!("mode {m} -> {}", seen.mode));
+            }
+            d.join(", ")
+        };
+        if e.locked {
+            j.state = State::Drifted;
+            j.detail = Some(against_repo());
+            return Ok(j);
+        }
+        let (state, detail) = match (base.as_ref(), disk_moved, repo_moved) {
+            (Some(b), Some(true), Some(false)) => (State::Modified, here(b)),
+            (Some(b), Some(false), Some(true)) => (
+                State::Behind,
+                format!("changed in the repository: {}", there(b)),
+            ),
+            (Some(b), Some(true), Some(true)) => (
+                State::Conflict,
+                format!(
+                    "changed here ({}) and in the repository ({})",
+                    here(b),
+                    there(b)
+                ),
+            ),
+            // A base that contradicts the disk and repository is not trusted.
+            (Some(_), _, _) => (
+                State::Conflict,
+                format!("differs from the repository: {}", against_repo()),
+            ),
+            (None, _, _) if content_same.is_none() => (
+                State::Conflict,
+                "encrypted; cannot compare without the passphrase, and this machine has no \
+                 record of syncing it"
+                    .to_owned(),
+            ),
+            (None, _, _) => (
+                State::Conflict,
+                format!(
+                    "differs from the repository ({}), and this machine has no record of \
+                     syncing it",
+                    against_repo()
+                ),
+            ),
+        };
+        j.state = state;
+        j.detail = Some(detail);
+        Ok(j)
     }
+
+    /// Records that the disk now holds exactly `e` (just written or just
+    /// recorded), whose content has SHA-256 `content` (the plaintext's for an
+    /// encrypted file), with the mode `mode` on disk.
+    pub(crate) fn settle(&self, e: &Entry, content: Option<Hash>, mode: Option<Mode>) {
+        if !self.head_holds(e) {
+            // An older version (restore --at, undo): the disk now differs
+            // from the repository, as a local change would.
+            return;
+        }
+        let seen = Seen {
+            kind: e.kind,
+            mode: mode.or(e.mode).unwrap_or_else(|| Mode::from_st_mode(0o644)),
+            content,
+            target: e.target.clone(),
+        };
+        self.base
+            .borrow_mut()
+            .settle(&e.path, BaseEntry::agreed(e, &seen));
+    }
+
+    /// Whether the head's entry for `e.path` has `e`'s content, target,
+    /// kind and mode (the base records agreement with the head only).
+    pub(crate) fn head_holds(&self, e: &Entry) -> bool {
+        self.manifest.get(&e.path).is_some_and(|h| {
+            h.kind == e.kind && h.hash == e.hash && h.target == e.target && h.mode == e.mode
+        })
+    }
+
+    /// The SHA-256 of an entry's content on disk, where it is known without
+    /// reading anything (an encrypted entry's plaintext is known only from
+    /// the fingerprint cache or the Go `plaintext_hash`).
+    pub(crate) fn content_of(&self, e: &Entry) -> Option<Hash> {
+        let h = e.hash?;
+        if !e.encrypted {
+            return Some(h);
+        }
+        self.fingerprints.borrow().get(&h).or(e.plaintext_hash)
+    }
+
+    /// Writes the base if it changed, ignoring failure (for read-only
+    /// commands: a base that could not be saved is found again next time).
+    pub(crate) fn flush_base_quietly(&self) {
+        let _ = self.base.borrow_mut().flush();
+    }
+
+    /// Writes the base if it changed.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming the file.
+    pub(crate) fn flush_base(&self) -> Result<()> {
+        let manifest = &self.manifest;
+        let mut b = self.base.borrow_mut();
+        b.retain(|p| manifest.get(p).is_some());
+        b.flush()
+    }
+}
+
+/// What differs between two states of an entry, in words.
+fn differences(
+    a: (Option<Hash>, Option<Mode>, Option<&str>),
+    b: (Option<Hash>, Option<Mode>, Option<&str>),
+    kind: EntryKind,
+) -> String {
+    let mut d = Vec::new();
+    match kind {
+        EntryKind::File if a.0 != b.0 => d.push("content".to_owned()),
+        EntryKind::Link if a.2 != b.2 => d.push(format!(
+            "target {} -> {}",
+            a.2.unwrap_or("?"),
+            b.2.unwrap_or("?")
+        )),
+        _ => {}
+    }
+    if kind != EntryKind::Link
+        && a.1 != b.1
+        && let (Some(x), Some(y)) = (a.1, b.1)
+    {
+        d.push(format!("mode {x} -> {y}"));
+    }
+    if d.is_empty() {
+        d.push("content".to_owned());
+    }
+    d.join(", ")
 }

@@ -85,6 +85,29 @@ fn same_opt(a: Option<&Entry>, b: Option<&Entry>) -> bool {
     }
 }
 
+impl Garden {
+    /// The entries that are `behind` on this machine: changed in the
+    /// repository since this machine last synced them, unchanged on disk.
+    ///
+    /// # Errors
+    /// Only for inconsistent targeting.
+    pub(crate) fn behind_paths(&self) -> Result<Vec<String>> {
+        self.prehash(false);
+        let mut out = Vec::new();
+        for e in &self.manifest.files {
+            if self.applies(e)?
+                && self
+                    .judge(e, false)
+                    .is_ok_and(|j| j.state == crate::State::Behind)
+            {
+                out.push(e.path.clone());
+            }
+        }
+        self.end_pass();
+        Ok(out)
+    }
+}
+
 /// The machine-local file remembering, per server, the head last synced.
 pub const SYNC_STATE_FILE: &str = "sync-state";
 
@@ -407,47 +430,47 @@ impl Garden {
         self.merge_history(history)?;
         // Keep the server's state as a blob: it is the next pull's base.
         self.store.write_bytes(theirs.to_yaml().as_bytes())?;
-        if result.files == local.files
-            && result.exclude == local.exclude
-            && result.encryption == local.encryption
-        {
-            report.up_to_date = report.taken.is_empty();
-            return Ok(report);
+        let new_head = result.files != local.files
+            || result.exclude != local.exclude
+            || result.encryption != local.encryption;
+        if new_head {
+            result.updated = self.env.now;
+            if theirs.updated > result.updated {
+                result.updated = theirs.updated;
+            }
+            result.message.clone_from(&theirs.message);
+            self.manifest = result;
+            self.commit_head(Reason::Pull, Some(format!("pull from {from}")), 0)?;
         }
-        result.updated = self.env.now;
-        if theirs.updated > result.updated {
-            result.updated = theirs.updated;
-        }
-        result.message.clone_from(&theirs.message);
-        self.manifest = result;
-        self.commit_head(Reason::Pull, Some(format!("pull from {from}")), 0)?;
-        let changed: Vec<OsString> = report
+        self.env.crash_point("pull-after-merge");
+        // Restore what the merge took, and every entry that is behind here
+        // (changed in the repository, not on disk): that finishes a pull or
+        // restore that was interrupted, and loses nothing. Files edited here
+        // since the last sync are asked about, as by restore.
+        let mut wanted: BTreeSet<String> = report
             .taken
             .iter()
             .filter(|p| self.manifest.get(p).is_some())
-            .map(|p| self.env.expand(p).into_os_string())
+            .cloned()
             .collect();
-        if !changed.is_empty() {
-            // A file whose disk content is still the version this repository
-            // held before the pull has nothing to lose: the old version stays
-            // in the store (and the safety snapshot). Overwrite it without
-            // asking; ask about files edited since.
-            self.trusted = report
-                .taken
+        wanted.extend(self.behind_paths()?);
+        if !wanted.is_empty() {
+            let args: Vec<OsString> = wanted
                 .iter()
-                .filter(|p| {
-                    local.get(p).is_some_and(|e| {
-                        self.status_of(e).is_ok_and(|l| l.state == crate::State::Ok)
-                    })
-                })
-                .cloned()
+                .map(|p| self.env.expand(p).into_os_string())
                 .collect();
             let files = self.manifest.files.clone();
-            let restored =
-                self.restore_selected(&files, &changed, opts, prompt, &format!("pull from {from}"));
-            self.trusted.clear();
-            report.restore = restored?;
+            report.restore =
+                self.restore_selected(&files, &args, opts, prompt, &format!("pull from {from}"))?;
         }
+        report.up_to_date = !new_head
+            && report.taken.is_empty()
+            && report.restore.actions.iter().all(|(_, a)| {
+                matches!(
+                    a,
+                    crate::RestoreAction::UpToDate | crate::RestoreAction::NotTargeted
+                )
+            });
         Ok(report)
     }
 }

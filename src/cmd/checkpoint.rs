@@ -1,24 +1,41 @@
 //! `sgard checkpoint`
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use sgard_garden::{EntryChange, LockMode};
+use sgard_garden::{CheckpointOptions, EntryChange, LockMode};
 
 use super::Ctx;
+use crate::exit::Fail;
 
-pub fn run(ctx: &Ctx, message: Option<&str>, out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(
+    ctx: &Ctx,
+    message: Option<&str>,
+    paths: &[OsString],
+    dry_run: bool,
+    out: &mut dyn Write,
+) -> Result<ExitCode> {
     let mut g = ctx.open(LockMode::Exclusive)?;
-    let report = g.checkpoint(message)?;
+    let report = g.checkpoint(message, paths, CheckpointOptions { dry_run })?;
     let mut failed = 0;
     for (path, change) in &report.changes {
         let (word, detail) = match change {
+            EntryChange::Content if dry_run => ("update", String::new()),
             EntryChange::Content => ("updated", String::new()),
             EntryChange::Mode => ("mode", String::new()),
             EntryChange::Missing => ("missing", " (kept the stored version)".to_owned()),
             EntryChange::TypeChange(why) => ("typechange", format!(" ({why}; entry kept)")),
             EntryChange::Locked => ("locked", " (differs on disk; repository kept)".to_owned()),
+            EntryChange::Behind(why) => (
+                "behind",
+                format!(" ({why}; not recorded: `sgard restore` brings it here)"),
+            ),
+            EntryChange::Conflict(why) => (
+                "conflict",
+                format!(" ({why}; the repository's version is kept)"),
+            ),
             EntryChange::Failed(why) => {
                 failed += 1;
                 ("failed", format!(" ({why})"))
@@ -26,8 +43,9 @@ pub fn run(ctx: &Ctx, message: Option<&str>, out: &mut dyn Write) -> Result<Exit
         };
         writeln!(out, "{word:<10} {path}{detail}")?;
     }
-    match (report.unchanged, report.snapshot) {
-        (true, _) => {
+    match (dry_run, report.unchanged, report.snapshot) {
+        (true, _, _) => writeln!(out, "Dry run: nothing was recorded.")?,
+        (false, true, _) => {
             let at = g
                 .history()
                 .head()
@@ -38,14 +56,29 @@ pub fn run(ctx: &Ctx, message: Option<&str>, out: &mut dyn Write) -> Result<Exit
                 "Checkpoint complete: nothing changed since snapshot {at}."
             )?;
         }
-        (false, Some(id)) => writeln!(out, "Checkpoint complete: snapshot {}.", id.short(12))?,
-        (false, None) => writeln!(out, "Checkpoint complete.")?,
+        (false, false, Some(id)) => {
+            writeln!(out, "Checkpoint complete: snapshot {}.", id.short(12))?;
+        }
+        (false, false, None) => writeln!(out, "Checkpoint complete.")?,
     }
     if failed > 0 {
         bail!(
             "{failed} entr{} could not be checkpointed (kept as before)",
             plural_y(failed)
         );
+    }
+    let conflicts = report.conflicts();
+    if !conflicts.is_empty() {
+        let n = conflicts.len();
+        return Err(Fail::conflict(format!(
+            "{n} entr{} changed both here and in the repository {} not recorded: {}; \
+             settle {} with `sgard merge PATH`, `sgard add PATH` (keep this one) or \
+             `sgard restore -f PATH` (take the repository's version)",
+            plural_y(n),
+            if n == 1 { "was" } else { "were" },
+            conflicts.join(", "),
+            if n == 1 { "it" } else { "each" },
+        )));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,12 +3,11 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use sgard::remote::client;
 use sgard_garden::{Garden, LockMode, RestoreOptions, Side};
 
 use super::{Ctx, restore};
-use crate::exit::Fail;
 use crate::ui::StdinPrompt;
 
 pub fn run(
@@ -55,20 +54,5 @@ pub fn run(
         writeln!(out, "{:<10} {s}", if theirs { "theirs" } else { "ours" })?;
     }
     restore::print_actions(&p.report.restore, false, out)?;
-    if !p.report.restore.failures.is_empty() {
-        let mut msg = format!(
-            "{} entr(ies) could not be restored:",
-            p.report.restore.failures.len()
-        );
-        for (path, e) in &p.report.restore.failures {
-            msg.push_str(&format!("\n  {path}: {}", restore::chain(e)));
-        }
-        return Err(if p.report.restore.has_integrity_failure() {
-            Fail::integrity(msg)
-        } else {
-            anyhow!(msg)
-        });
-    }
-    writeln!(out, "Restore complete.")?;
-    Ok(ExitCode::SUCCESS)
+    restore::finish(&p.report.restore, false, out)
 }

@@ -28,13 +28,35 @@ pub fn run(
         None => g.restore(paths, opts, &mut prompt)?,
     };
     print_actions(&report, dry_run, out)?;
-    if report.failures.is_empty() {
+    finish(&report, dry_run, out)
+}
+
+/// The end of a restore-like command: success, or the error naming what
+/// failed (exit 1, or 3 for integrity failures) or what was left as it is
+/// for want of an answer (exit 4).
+pub fn finish(report: &RestoreReport, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+    let refused = report.refused();
+    if report.failures.is_empty() && refused.is_empty() {
         if dry_run {
             writeln!(out, "Dry run: nothing was changed.")?;
         } else {
             writeln!(out, "Restore complete.")?;
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    if report.failures.is_empty() {
+        let n = refused.len();
+        return Err(Fail::conflict(format!(
+            "{n} entr{} differ{} here and {} left as {}: {}; answer the question at a \
+             terminal, or settle {} with `sgard restore -f PATH` (take the repository's \
+             version), `sgard add PATH` (keep this one) or `sgard merge PATH`",
+            if n == 1 { "y" } else { "ies" },
+            if n == 1 { "s" } else { "" },
+            if n == 1 { "was" } else { "were" },
+            if n == 1 { "it is" } else { "they are" },
+            refused.join(", "),
+            if n == 1 { "it" } else { "each" },
+        )));
     }
     let n = report.failures.len();
     let mut msg = format!(
@@ -54,6 +76,17 @@ pub fn run(
 /// One line per entry that restore changed, declined or failed.
 pub fn print_actions(report: &RestoreReport, dry_run: bool, out: &mut dyn Write) -> Result<()> {
     for (path, action) in &report.actions {
+        match action {
+            RestoreAction::Refused(why) => {
+                writeln!(out, "{:<10} {path} ({why})", "refused")?;
+                continue;
+            }
+            RestoreAction::WouldAsk(why) => {
+                writeln!(out, "{:<10} {path} ({why})", "ask")?;
+                continue;
+            }
+            _ => {}
+        }
         let word = match (action, dry_run) {
             (RestoreAction::Created, false) => "created",
             (RestoreAction::Created, true) => "create",
@@ -65,9 +98,14 @@ pub fn print_actions(report: &RestoreReport, dry_run: bool, out: &mut dyn Write)
             (RestoreAction::Deleted, true) => "delete",
             (RestoreAction::Conflict(_), _) => "conflict",
             (RestoreAction::Declined, _) => "kept",
-            (RestoreAction::WouldAsk, _) => "ask",
             (RestoreAction::Failed(_), _) => "failed",
-            (RestoreAction::UpToDate | RestoreAction::NotTargeted, _) => continue,
+            (
+                RestoreAction::UpToDate
+                | RestoreAction::NotTargeted
+                | RestoreAction::Refused(_)
+                | RestoreAction::WouldAsk(_),
+                _,
+            ) => continue,
         };
         writeln!(out, "{word:<10} {path}")?;
     }

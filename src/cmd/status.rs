@@ -1,5 +1,6 @@
 //! `sgard status`
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -8,11 +9,18 @@ use serde_json::json;
 use sgard_garden::{LockMode, State};
 
 use super::{Ctx, print_json};
+use crate::exit::Fail;
 use crate::ui;
 
-pub fn run(ctx: &Ctx, exit_code: bool, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(
+    ctx: &Ctx,
+    paths: &[OsString],
+    exit_code: bool,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
-    let lines = g.status()?;
+    let lines = g.status_of_args(paths)?;
     let changed = lines.iter().any(|l| l.state.is_change());
     if json {
         let entries: Vec<_> = lines
@@ -26,7 +34,10 @@ pub fn run(ctx: &Ctx, exit_code: bool, json: bool, out: &mut dyn Write) -> Resul
     } else {
         for l in &lines {
             let word = ui::styled(ctx.colour, ui::state_style(l.state), l.state.as_str(), 10);
-            writeln!(out, "{word} {}", l.path)?;
+            match &l.detail {
+                Some(d) if l.state != State::Error => writeln!(out, "{word} {}  ({d})", l.path)?,
+                _ => writeln!(out, "{word} {}", l.path)?,
+            }
             if l.state == State::Error
                 && let Some(d) = &l.detail
             {
@@ -35,6 +46,18 @@ pub fn run(ctx: &Ctx, exit_code: bool, json: bool, out: &mut dyn Write) -> Resul
                 ui::warn(&format!("{}: {d}", l.path));
             }
         }
+    }
+    let lacking = lines.iter().filter(|l| l.blob_missing).count();
+    if lacking > 0 {
+        out.flush()?;
+        return Err(Fail::integrity(format!(
+            "{lacking} entr{} cannot be restored: {} content is missing from the repository \
+             at {} (`sgard verify` lists what is lost; a git clone made with an old \
+             .gitignore that left out blobs/ lacks them all)",
+            if lacking == 1 { "y" } else { "ies" },
+            if lacking == 1 { "its" } else { "their" },
+            ctx.repo.display()
+        )));
     }
     Ok(if exit_code && changed {
         ExitCode::from(1)

@@ -80,6 +80,60 @@ fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<
     if durable { fsync_dir(&dir) } else { Ok(()) }
 }
 
+/// Durably creates `path` holding `data`, unless something is already
+/// there (then it is left as it is and this succeeds): the temp file is
+/// linked to its name, which never replaces an existing one.
+///
+/// # Errors
+/// [`Error::Io`] naming the path.
+pub fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    let dir = parent_of(path);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sgard-tmp-")
+        .tempfile_in(&dir)
+        .map_err(|e| Error::io("creating temp file in", &dir, e))?;
+    tmp.write_all(data)
+        .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
+    set_mode(tmp.as_file(), mode).map_err(|e| Error::io("setting mode of", path, e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+    match tmp.persist_noclobber(path) {
+        Ok(_) => fsync_dir(&dir),
+        Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::io("creating", path, e.error)),
+    }
+}
+
+/// Whether anything (a symlink included) is at `path`.
+pub fn lstat_exists(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok()
+}
+
+/// Creates `dir` and its missing ancestors (durably), giving the folders it
+/// creates mode 0700: for machine-local state other users must not read.
+///
+/// # Errors
+/// [`Error::Io`] naming the folder.
+pub fn create_private_dir_all(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut missing = Vec::new();
+    let mut cur = dir;
+    while fs::symlink_metadata(cur).is_err() {
+        missing.push(cur.to_path_buf());
+        match cur.parent() {
+            Some(p) if !p.as_os_str().is_empty() => cur = p,
+            _ => break,
+        }
+    }
+    create_dir_all_durable(dir)?;
+    for d in missing {
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o700))
+            .map_err(|e| Error::io("setting mode of", &d, e))?;
+    }
+    Ok(())
+}
+
 /// Opens a file for reading without blocking on a FIFO, and refuses
 /// anything that is not a regular file (symlinks are followed).
 ///

@@ -184,6 +184,18 @@ impl TestEnv {
         fs::read_to_string(self.repo().join("manifest.yaml")).unwrap()
     }
 
+    /// This machine's state folder for the repository at `repo` (its base
+    /// and tags), keyed by the repository's `repo-id`.
+    pub fn state_of(&self, repo: &Path) -> PathBuf {
+        let id = fs::read_to_string(repo.join("repo-id")).unwrap();
+        self.home.join(".state/sgard/repos").join(id.trim())
+    }
+
+    /// [`TestEnv::state_of`] the default repository.
+    pub fn state(&self) -> PathBuf {
+        self.state_of(&self.repo())
+    }
+
     /// Where the blob of `hash` lives.
     pub fn blob_path(&self, hash: &str) -> PathBuf {
         self.repo()

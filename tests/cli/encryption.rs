@@ -565,7 +565,7 @@ fn passphrase_is_asked_only_when_the_key_is_needed() {
     t.write(SECRET_REL, v2);
     let r = run(&t, &["status"], &ask);
     r.ok();
-    has_line(&r, &line("modified", SECRET));
+    has_line(&r, &format!("{}  (content)", line("modified", SECRET)));
     assert!(!asked(), "status asked for the passphrase");
 
     // checkpoint must encrypt: it asks (once) and re-encrypts.
@@ -720,7 +720,10 @@ fn go_repository_is_read_by_sgard() {
     assert!(!marker.exists(), "nothing here needed the key");
     // And an edit is seen without the key too.
     t.write(SECRET_REL, "edited\n");
-    has_line(&run(&t, &["status"], &ask), &line("modified", SECRET));
+    has_line(
+        &run(&t, &["status"], &ask),
+        &format!("{}  (content)", line("modified", SECRET)),
+    );
     assert!(!marker.exists());
 
     // Restore decrypts with the passphrase: the FIDO2 slot is skipped.

@@ -745,7 +745,7 @@ fn forget_keep_daily() {
 }
 
 /// (5) Identical snapshots dedupe: a checkpoint with no change stores no
-/// blob and adds no record; one with a new message does record.
+/// blob and adds no record, whatever its message.
 #[test]
 fn unchanged_checkpoints_record_nothing() {
     let mut t = TestEnv::init();
@@ -772,7 +772,17 @@ fn unchanged_checkpoints_record_nothing() {
         assert_eq!(t.manifest(), manifest, "{args:?} rewrote the manifest");
     }
 
+    // A new message alone is not a change: nothing is recorded (the Go
+    // sgard, and sgard before, recorded an empty snapshot each time).
     at(&mut t, 240);
+    let r = t.sgard(["checkpoint", "-m", "new"]);
+    r.ok().stdout_has("nothing changed");
+    assert_eq!(blob_files(&t), blobs);
+    assert_eq!(history_bytes(&t), hist);
+    assert_eq!(t.manifest(), manifest);
+    // A change with a message is recorded with it.
+    at(&mut t, 300);
+    t.write("f", b"changed\n");
     let r = t.sgard(["checkpoint", "-m", "new"]);
     r.ok();
     assert!(!r.stdout.contains("nothing changed"), "{r:#?}");
@@ -780,19 +790,10 @@ fn unchanged_checkpoints_record_nothing() {
     assert_eq!(j.len(), 2);
     assert_eq!(j[0]["message"], "new");
     assert_eq!(j[0]["reason"], "checkpoint");
-    assert_eq!(j[0]["new_blobs"], 1, "only the snapshot document is new");
-    assert_eq!(blob_files(&t).len(), blobs.len() + 1);
     assert_eq!(
         t.manifest().as_bytes(),
         &blob(&t, j[0]["id"].as_str().unwrap())[..]
     );
-    // Again with the same message: nothing.
-    let blobs = blob_files(&t);
-    t.sgard(["checkpoint", "-m", "new"])
-        .ok()
-        .stdout_has("nothing changed");
-    assert_eq!(blob_files(&t), blobs);
-    assert_eq!(log_ids(&t).len(), 2);
 }
 
 /// The kill delays of a `kill -9` test, chosen as it goes: none (to measure
@@ -1556,10 +1557,12 @@ fn mirror_down_deletion_is_undone() {
     t.sgard(["verify"]).ok();
 }
 
-/// (12) `restore --at` follows the normal prompt rules: a file on disk not
-/// older than the snapshot's entry is only overwritten after a yes.
+/// (12) `restore --at` follows the normal prompt rules: a file that holds
+/// what this machine last synced (its content is in the repository) is
+/// overwritten without a question, whatever its mtime; a local change is
+/// only overwritten after a yes.
 #[test]
-fn restore_at_asks_before_overwriting_newer_files() {
+fn restore_at_asks_before_overwriting_local_changes() {
     let mut t = TestEnv::init();
     t.write("f", b"v1\n");
     t.sgard(["add", "~/f"]).ok();
@@ -1570,45 +1573,52 @@ fn restore_at_asks_before_overwriting_newer_files() {
     at(&mut t, 7200);
     let p = t.path("f");
 
-    // Disk newer than @~1's entry: asks; "n" keeps it, records nothing.
+    // Disk = the head, newer than @~1's entry: nothing to lose, no question.
     set_mtime(&p, now_secs() + 1800);
+    let r = t.sgard(["restore", "--at", "@~1", "~/f"]);
+    r.ok();
+    assert!(!r.stdout.contains("Overwrite"), "{r:#?}");
+    assert_eq!(t.read("f"), b"v1\n");
+    // The old version on disk is a local change against the head now.
+    t.sgard(["status"])
+        .ok()
+        .stdout_has("modified   ~/f  (content)");
+    t.sgard(["undo"]).ok();
+    assert_eq!(t.read("f"), b"v2\n");
+    t.sgard(["status"]).ok().stdout_has("ok         ~/f");
+
+    // A local edit, older than the entry: asks; "n" keeps it, records nothing.
+    t.write("f", b"v3 local\n");
+    set_mtime(&p, now_secs() - 86_400);
+    let question = "~/f: changed here since the last sync (content). Overwrite it?";
     let nrec = log_ids(&t).len();
     let r = t.sgard_stdin(["restore", "--at", "@~1", "~/f"], "n\n");
-    r.ok().stdout_has("Overwrite ~/f?");
+    r.ok().stdout_has(question);
     assert!(has_line(&r.stdout, "kept", "~/f"), "{r:#?}");
-    assert_eq!(t.read("f"), b"v2\n");
+    assert_eq!(t.read("f"), b"v3 local\n");
     assert_eq!(
         log_ids(&t).len(),
         nrec,
         "a declined restore recorded snapshots"
     );
-    // Closed stdin: no.
+    // Closed stdin: refused (exit 4), nothing changed.
     let r = t.sgard(["restore", "--at", "@~1", "~/f"]);
-    r.ok().stdout_has("Overwrite ~/f?");
-    assert_eq!(t.read("f"), b"v2\n");
-    // Same mtime as the entry: still asks.
-    set_mtime(&p, now_secs());
-    let r = t.sgard_stdin(["restore", "--at", "@~1", "~/f"], "n\n");
-    r.ok().stdout_has("Overwrite ~/f?");
-    assert_eq!(t.read("f"), b"v2\n");
-    // "y" overwrites.
+    r.code(4).stdout_has(question);
+    assert_eq!(t.read("f"), b"v3 local\n");
+    assert_eq!(log_ids(&t).len(), nrec);
+    // "y" overwrites; undo brings the local edit back.
     let r = t.sgard_stdin(["restore", "--at", "@~1", "~/f"], "y\n");
-    r.ok().stdout_has("Overwrite ~/f?");
+    r.ok().stdout_has(question);
     assert_eq!(t.read("f"), b"v1\n");
     t.sgard(["undo"]).ok();
-    assert_eq!(t.read("f"), b"v2\n");
-
-    // Disk older than the entry: no question.
-    set_mtime(&p, now_secs() - 86_400);
-    let r = t.sgard(["restore", "--at", "@~1", "~/f"]);
-    r.ok();
-    assert!(!r.stdout.contains("Overwrite"), "{r:#?}");
-    assert_eq!(t.read("f"), b"v1\n");
-    // A dry run with a newer file reports `ask` and changes nothing.
-    t.write("f", b"newest\n");
-    set_mtime(&p, now_secs() + 1800);
+    assert_eq!(t.read("f"), b"v3 local\n");
+    // A dry run reports `ask` and changes nothing.
     let r = t.sgard(["restore", "--at", "@~1", "-n", "~/f"]);
     r.ok();
-    assert!(has_line(&r.stdout, "ask", "~/f"), "{r:#?}");
-    assert_eq!(t.read("f"), b"newest\n");
+    assert!(
+        r.stdout
+            .contains("ask        ~/f (changed here since the last sync (content))"),
+        "{r:#?}"
+    );
+    assert_eq!(t.read("f"), b"v3 local\n");
 }

@@ -26,6 +26,11 @@ fn line(state: &str, path: &str) -> String {
     format!("{state:<10} {path}")
 }
 
+/// A status line with its detail column.
+fn line_d(state: &str, path: &str, detail: &str) -> String {
+    format!("{state:<10} {path}  ({detail})")
+}
+
 /// Panics unless stdout has exactly the line `l`.
 #[track_caller]
 fn has_line(r: &Run, l: &str) {
@@ -164,7 +169,7 @@ fn s29_locked_entry_repository_wins() {
     t.chmod("u", 0o600);
     let st = t.sgard(["status"]);
     st.ok();
-    has_line(&st, &line("drifted", "~/u"));
+    has_line(&st, &line_d("drifted", "~/u", "content, mode 0644 -> 0600"));
 
     // checkpoint keeps the stored hash and mode.
     t.sgard(["checkpoint"]).ok();
@@ -229,7 +234,7 @@ fn s30_lock_and_unlock() {
     assert_eq!(tracked(&t, "~/f")["locked"], true);
     t.write("f", "edited\n");
     let st = t.sgard(["status"]);
-    has_line(st.ok(), &line("drifted", "~/f"));
+    has_line(st.ok(), &line_d("drifted", "~/f", "content"));
 
     t.sgard(["unlock", &a(&t, "f")])
         .ok()
@@ -237,7 +242,7 @@ fn s30_lock_and_unlock() {
     assert_eq!(tracked(&t, "~/f")["locked"], false);
     assert!(!t.manifest().contains("locked:"), "{}", t.manifest());
     let st = t.sgard(["status"]);
-    has_line(st.ok(), &line("modified", "~/f"));
+    has_line(st.ok(), &line_d("modified", "~/f", "content"));
 
     // Untracked: refused, nothing saved (not even the tracked one).
     t.write("untracked", "x\n");
@@ -292,11 +297,13 @@ fn s31_dir_entry_tracks_the_folder_not_its_contents() {
     assert!(t.path("d").is_dir());
     assert_eq!(mode_of(&t.path("d")), 0o700);
 
-    // An existing folder with another mode gets its mode fixed.
+    // An existing folder with another mode gets its mode fixed (a chmod
+    // here is a local change: asked about first).
     t.chmod("d", 0o755);
-    let r = t.sgard(["restore"]);
-    r.ok();
-    assert!(!r.stdout.contains("Overwrite"), "{r:#?}");
+    let r = t.sgard_stdin(["restore"], "y\n");
+    r.ok()
+        .stdout_has("~/d: changed here since the last sync (mode 0700 -> 0755). Overwrite it?");
+    r.stdout_has("mode       ~/d");
     assert_eq!(mode_of(&t.path("d")), 0o700);
     assert!(t.path("d").is_dir());
 }
@@ -360,7 +367,12 @@ fn s34_tags() {
     t.sgard(["tag", "add", "work"])
         .ok()
         .stdout_has("Tag \"work\" added.");
-    assert_eq!(fs::read_to_string(t.repo().join("tags")).unwrap(), "work\n");
+    // Machine-local: in this machine's state, not in the shared repository.
+    assert_eq!(
+        fs::read_to_string(t.state().join("tags")).unwrap(),
+        "work\n"
+    );
+    assert!(!t.repo().join("tags").exists());
     let id = t.sgard(["identity"]);
     has_line(id.ok(), "tag:work");
     t.sgard(["tag", "list"]).ok().stdout_has("work");
@@ -382,9 +394,40 @@ fn s34_tags() {
     // Adding twice keeps one line; removing an unset tag changes nothing.
     t.sgard(["tag", "add", "work"]).ok();
     t.sgard(["tag", "add", " work "]).ok();
-    assert_eq!(fs::read_to_string(t.repo().join("tags")).unwrap(), "work\n");
+    assert_eq!(
+        fs::read_to_string(t.state().join("tags")).unwrap(),
+        "work\n"
+    );
     t.sgard(["tag", "remove", "other"]).ok();
-    assert_eq!(fs::read_to_string(t.repo().join("tags")).unwrap(), "work\n");
+    assert_eq!(
+        fs::read_to_string(t.state().join("tags")).unwrap(),
+        "work\n"
+    );
+}
+
+#[test]
+fn tags_of_an_older_repository_are_taken_over_once() {
+    // `<repo>/tags` as older versions (and the Go sgard) wrote it.
+    let t = TestEnv::init();
+    fs::write(t.repo().join("tags"), "work\nhome\n").unwrap();
+    let r = t.sgard(["tag", "list"]);
+    r.ok().stdout_has("work");
+    r.stderr_has("tags are machine-local now: took work, home from");
+    assert_eq!(
+        fs::read_to_string(t.state().join("tags")).unwrap(),
+        "work\nhome\n"
+    );
+    // Once: the note is not repeated, the old file is left alone, and a
+    // change here does not reach it.
+    t.sgard(["tag", "remove", "home"]).ok();
+    let r = t.sgard(["identity"]);
+    assert!(!r.ok().stderr.contains("machine-local now"), "{r:#?}");
+    has_line(&r, "tag:work");
+    assert!(!r.stdout.contains("tag:home"), "{r:#?}");
+    assert_eq!(
+        fs::read_to_string(t.repo().join("tags")).unwrap(),
+        "work\nhome\n"
+    );
 }
 
 #[test]
@@ -499,7 +542,10 @@ fn locked_entry_that_applies_is_restored_without_prompt() {
         .ok();
     t.write("la", "local\n");
     set_mtime(&t.path("la"), now_secs() + 3600);
-    has_line(t.sgard(["status"]).ok(), &line("drifted", "~/la"));
+    has_line(
+        t.sgard(["status"]).ok(),
+        &line_d("drifted", "~/la", "content"),
+    );
     let r = t.sgard(["restore"]);
     r.ok();
     assert!(!r.stdout.contains("Overwrite"), "{r:#?}");
@@ -1135,7 +1181,8 @@ fn json_info() {
     fs::remove_file(t.path("f")).unwrap();
     fs::remove_file(t.blob_path(&sha("old\n"))).unwrap();
     let v = json_doc(t.sgard(["info", "--json", &a(&t, "f")]).ok());
-    assert_eq!(v["status"], "missing");
+    // It cannot be restored: the status says so, not just "missing".
+    assert_eq!(v["status"], "error");
     assert_eq!(v["disk_mtime"], Value::Null);
     assert_eq!(v["disk_hash"], Value::Null);
     assert_eq!(v["blob"], "missing");
@@ -1276,7 +1323,7 @@ fn status_is_coloured_when_colour_is_forced() {
     // Green and yellow words, padded inside the colour, reset after.
     assert_eq!(
         out.stdout,
-        "\x1b[33mmodified  \x1b[0m ~/mod\n\x1b[32mok        \x1b[0m ~/ok\n"
+        "\x1b[33mmodified  \x1b[0m ~/mod  (content)\n\x1b[32mok        \x1b[0m ~/ok\n"
     );
 }
 
@@ -1342,8 +1389,8 @@ fn human_output_has_no_ansi_when_piped() {
         );
         if args[0] == "status" {
             let r = Run::from(out);
-            has_line(&r, &line("modified", "~/mod"));
-            has_line(&r, &line("drifted", "~/lk"));
+            has_line(&r, &line_d("modified", "~/mod", "content"));
+            has_line(&r, &line_d("drifted", "~/lk", "content"));
             has_line(&r, &line("skipped", "~/sk"));
             has_line(&r, &line("missing", "~/gone"));
         }

@@ -46,7 +46,10 @@ fn the_cache_is_consulted_and_no_cache_bypasses_it() {
     plant(&file, "~/f", &t.path("f"), &sha("something else\n"));
     let r = t.sgard(["status"]);
     r.ok();
-    assert_eq!(r.stdout, "modified   ~/f\n", "the cache was not consulted");
+    assert_eq!(
+        r.stdout, "modified   ~/f  (content)\n",
+        "the cache was not consulted"
+    );
     // --no-cache reads the file.
     let r = t.sgard(["--no-cache", "status"]);
     assert_eq!(r.stdout, "ok         ~/f\n");
@@ -63,7 +66,7 @@ fn a_damaged_cache_is_ignored() {
     let file = cache_path(&t);
     fs::create_dir_all(file.parent().unwrap()).unwrap();
     plant(&file, "~/f", &t.path("f"), &sha("lie\n"));
-    assert_eq!(t.sgard(["status"]).stdout, "modified   ~/f\n");
+    assert_eq!(t.sgard(["status"]).stdout, "modified   ~/f  (content)\n");
     // Damage one byte of the body: the checksum no longer matches.
     let mut text = fs::read_to_string(&file).unwrap();
     text.push('x');
@@ -94,7 +97,7 @@ fn a_same_size_rewrite_with_the_old_mtime_is_seen() {
     // Rewrite in place: same size, mtime put back by hand.
     fs::write(&p, "bbbb\n").unwrap();
     set_mtime(&p, now_secs() - 3600);
-    assert_eq!(t.sgard(["status"]).stdout, "modified   ~/f\n");
+    assert_eq!(t.sgard(["status"]).stdout, "modified   ~/f  (content)\n");
     t.sgard(["checkpoint"]).ok();
     assert!(t.manifest().contains(&sha("bbbb\n")));
 }

@@ -1,0 +1,405 @@
+//! The base: what this machine last saw agreed between its disk and the
+//! repository, per entry.
+//!
+//! A repository is shared by several machines; its manifest says what the
+//! repository holds, the disk says what this machine holds, and neither can
+//! tell "I changed this" from "another machine changed it". The base is the
+//! third side of that comparison: for each entry, the state (kind, mode, link
+//! target, stored hash and content hash) that disk and repository last
+//! agreed on, here. Disk differing from the base is a change made here;
+//! the repository differing from it is a change made elsewhere.
+//!
+//! It is machine-local: under `$XDG_STATE_HOME/sgard/repos/<key>/base`, never
+//! in the repository. `<key>` is the repository's identity, the random id in
+//! `<repo>/repo-id` (a file of its own, because the Go sgard drops manifest
+//! fields it does not know), so the same USB stick mounted at another path
+//! is the same repository. A repository without an id that cannot be given
+//! one (read-only) is keyed by its canonical path.
+//!
+//! The file is written atomically and durably, with a checksum; a missing,
+//! damaged or foreign base is treated as empty, which is safe: with no base
+//! for an entry, a disk that differs from the repository is a conflict (a
+//! question), never a silent overwrite.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use sgard_manifest::{Entry, EntryKind, Mode};
+use sgard_store::{Hash, durable};
+
+use crate::{Error, Result};
+
+/// The file in a repository holding its identity.
+pub const ID_FILE: &str = "repo-id";
+
+const MAGIC: &str = "sgard-base 1";
+
+/// The identity of the repository at `root`, used to key machine-local
+/// state: its `repo-id` (created now when it is missing and the folder is
+/// writable), else `path-` and a hash of its canonical path.
+pub(crate) fn repo_key(root: &Path) -> String {
+    let id_path = root.join(ID_FILE);
+    if let Some(id) = read_id(&id_path) {
+        return id;
+    }
+    if durable::lstat_exists(&id_path) {
+        // Present but not an id we wrote (damaged or hostile): leave it,
+        // and key by path.
+        return path_key(root);
+    }
+    match create_id(root) {
+        Ok(id) => id,
+        Err(_) => path_key(root),
+    }
+}
+
+fn path_key(root: &Path) -> String {
+    let canon = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    format!(
+        "path-{}",
+        Hash::of(canon.as_os_str().as_encoded_bytes()).short(32)
+    )
+}
+
+/// An id file's id: 32 lowercase hex digits on the first line.
+fn read_id(p: &Path) -> Option<String> {
+    let text = durable::read_regular_to_string(p).ok()?;
+    let id = text.lines().next()?.trim();
+    (id.len() == 32 && id.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
+        .then(|| id.to_owned())
+}
+
+/// Writes a new random id without replacing one another process wrote
+/// first (then that one is returned).
+pub(crate) fn create_id(root: &Path) -> Result<String> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).map_err(|e| Error::Invalid(format!("no randomness: {e}")))?;
+    let id: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let p = root.join(ID_FILE);
+    durable::write_new(&p, format!("{id}\n").as_bytes(), 0o644)?;
+    read_id(&p).ok_or_else(|| Error::Invalid(format!("{} is not a repository id", p.display())))
+}
+
+/// The folder of machine-local state for the repository keyed `key`.
+pub(crate) fn state_dir(state_root: Option<&Path>, key: &str) -> Option<PathBuf> {
+    Some(state_root?.join("sgard").join("repos").join(key))
+}
+
+/// What disk and repository last agreed on for one entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BaseEntry {
+    pub kind: EntryKind,
+    /// Permission bits (not for links).
+    pub mode: Option<Mode>,
+    /// Link target.
+    pub target: Option<String>,
+    /// The entry's `hash` in the repository (the ciphertext's, if encrypted).
+    pub stored: Option<Hash>,
+    /// SHA-256 of the content on disk (the plaintext's, if encrypted).
+    pub content: Option<Hash>,
+}
+
+/// What is on disk at a tracked path of the same kind as its entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub kind: EntryKind,
+    pub mode: Mode,
+    /// SHA-256 of a file's content.
+    pub content: Option<Hash>,
+    pub target: Option<String>,
+}
+
+impl BaseEntry {
+    /// The agreement of `e` with a disk holding `seen`.
+    pub fn agreed(e: &Entry, seen: &Seen) -> Self {
+        BaseEntry {
+            kind: e.kind,
+            mode: (e.kind != EntryKind::Link).then_some(seen.mode),
+            target: e.target.clone(),
+            stored: e.hash,
+            content: seen.content,
+        }
+    }
+
+    /// Whether the repository's entry is what was agreed. `plain` is the
+    /// content of the entry's blob where known otherwise (an encrypted
+    /// entry re-encrypted since holds the same plaintext under a new hash).
+    pub fn matches_repo(&self, e: &Entry, plain: Option<Hash>) -> bool {
+        self.kind == e.kind
+            && (self.stored == e.hash || (plain.is_some() && plain == self.content))
+            && self.target == e.target
+            && (e.kind == EntryKind::Link || e.mode.is_none() || e.mode == self.mode)
+    }
+
+    /// Whether the disk holds what was agreed.
+    pub fn matches_disk(&self, s: &Seen) -> bool {
+        self.kind == s.kind
+            && self.content == s.content
+            && self.target == s.target
+            && (s.kind == EntryKind::Link || self.mode == Some(s.mode))
+    }
+}
+
+/// The base of one repository on this machine.
+#[derive(Debug, Default)]
+pub(crate) struct Base {
+    path: Option<PathBuf>,
+    map: HashMap<String, BaseEntry>,
+    /// The file was there but could not be trusted.
+    damaged: bool,
+    dirty: bool,
+}
+
+impl Base {
+    /// Loads the base from `dir` (`None`: keep no base at all).
+    pub fn load(dir: Option<&Path>) -> Self {
+        let Some(dir) = dir else {
+            return Base::default();
+        };
+        let path = dir.join("base");
+        let (map, damaged) = match durable::read_regular_to_string(&path) {
+            Ok(t) => match parse(&t) {
+                Some(m) => (m, false),
+                None => (HashMap::new(), true),
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (HashMap::new(), false),
+            Err(_) => (HashMap::new(), true),
+        };
+        Base {
+            path: Some(path),
+            map,
+            damaged,
+            dirty: false,
+        }
+    }
+
+    /// Whether a base file was found damaged (and is being rebuilt).
+    pub fn damaged(&self) -> bool {
+        self.damaged
+    }
+
+    pub fn get(&self, path: &str) -> Option<&BaseEntry> {
+        self.map.get(path)
+    }
+
+    /// Records that disk and repository agree on `b` for `path`.
+    pub fn settle(&mut self, path: &str, b: BaseEntry) {
+        if self.map.get(path) != Some(&b) {
+            self.map.insert(path.to_owned(), b);
+            self.dirty = true;
+        }
+    }
+
+    /// Drops the records of paths `keep` says are no longer tracked.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        let before = self.map.len();
+        self.map.retain(|p, _| keep(p));
+        if self.map.len() != before {
+            self.dirty = true;
+        }
+    }
+
+    /// Writes the base durably if it changed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub fn flush(&mut self) -> Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        if !self.dirty {
+            return Ok(());
+        }
+        let mut keys: Vec<&String> = self.map.keys().collect();
+        keys.sort();
+        let mut body = String::with_capacity(self.map.len() * 160);
+        for k in keys {
+            let b = &self.map[k];
+            let kind = match b.kind {
+                EntryKind::File => 'f',
+                EntryKind::Directory => 'd',
+                EntryKind::Link => 'l',
+            };
+            let hex = |h: Option<Hash>| h.map_or_else(|| "-".to_owned(), |h| h.to_hex());
+            let content = if b.content.is_some() && b.content == b.stored {
+                "=".to_owned()
+            } else {
+                hex(b.content)
+            };
+            let mode = b.mode.map_or_else(|| "-".to_owned(), |m| m.to_string());
+            let _ = write!(
+                body,
+                "{kind} {mode} {} {content} {}",
+                hex(b.stored),
+                escape(k)
+            );
+            if let Some(t) = &b.target {
+                let _ = write!(body, " {}", escape(t));
+            }
+            body.push('\n');
+        }
+        let text = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
+        let dir = durable::parent_of(path);
+        durable::create_private_dir_all(&dir)?;
+        durable::write_atomic(path, text.as_bytes(), 0o600)?;
+        self.dirty = false;
+        self.damaged = false;
+        Ok(())
+    }
+}
+
+/// Escapes a path or target so it holds no space, tab, CR or newline.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            ' ' => out.push_str("\\s"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn unescape(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        out.push(match it.next()? {
+            '\\' => '\\',
+            's' => ' ',
+            'n' => '\n',
+            't' => '\t',
+            'r' => '\r',
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+/// Parses a base file; `None` when anything is off.
+fn parse(text: &str) -> Option<HashMap<String, BaseEntry>> {
+    let (head, body) = text.split_once('\n')?;
+    let sum = head.strip_prefix(MAGIC)?.trim();
+    if Hash::parse(sum).ok()? != Hash::of(body.as_bytes()) {
+        return None;
+    }
+    let hash = |s: &str| -> Option<Option<Hash>> {
+        if s == "-" {
+            Some(None)
+        } else {
+            Hash::parse(s).ok().map(Some)
+        }
+    };
+    let mut map = HashMap::with_capacity(body.len() / 150);
+    for line in body.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f.len() != 5 && f.len() != 6 {
+            return None;
+        }
+        let kind = match f[0] {
+            "f" => EntryKind::File,
+            "d" => EntryKind::Directory,
+            "l" => EntryKind::Link,
+            _ => return None,
+        };
+        let mode = if f[1] == "-" {
+            None
+        } else {
+            Some(Mode::parse(f[1]).ok()?)
+        };
+        let stored = hash(f[2])?;
+        let content = if f[3] == "=" { stored } else { hash(f[3])? };
+        let path = unescape(f[4])?;
+        let target = match f.get(5) {
+            Some(t) => Some(unescape(t)?),
+            None => None,
+        };
+        map.insert(
+            path,
+            BaseEntry {
+                kind,
+                mode,
+                target,
+                stored,
+                content,
+            },
+        );
+    }
+    Some(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(kind: EntryKind) -> BaseEntry {
+        BaseEntry {
+            kind,
+            mode: Some(Mode::parse("0644").unwrap()),
+            target: None,
+            stored: Some(Hash::of(b"a")),
+            content: Some(Hash::of(b"a")),
+        }
+    }
+
+    #[test]
+    fn round_trips_odd_paths_and_targets() {
+        let d = tempfile::tempdir().unwrap();
+        let mut b = Base::load(Some(d.path()));
+        let mut link = entry(EntryKind::Link);
+        link.mode = None;
+        link.stored = None;
+        link.content = None;
+        link.target = Some("../a b\\c\nd".into());
+        b.settle("~/x y\n\\z", entry(EntryKind::File));
+        b.settle("~/l", link.clone());
+        let mut enc = entry(EntryKind::File);
+        enc.content = Some(Hash::of(b"plain"));
+        b.settle("~/secret", enc.clone());
+        b.flush().unwrap();
+        let again = Base::load(Some(d.path()));
+        assert!(!again.damaged());
+        assert_eq!(again.get("~/x y\n\\z"), Some(&entry(EntryKind::File)));
+        assert_eq!(again.get("~/l"), Some(&link));
+        assert_eq!(again.get("~/secret"), Some(&enc));
+    }
+
+    #[test]
+    fn damage_is_detected_and_treated_as_empty() {
+        let d = tempfile::tempdir().unwrap();
+        let mut b = Base::load(Some(d.path()));
+        b.settle("~/f", entry(EntryKind::File));
+        b.flush().unwrap();
+        let p = d.path().join("base");
+        let mut t = std::fs::read_to_string(&p).unwrap();
+        t = t.replace("~/f", "~/g");
+        std::fs::write(&p, t).unwrap();
+        let again = Base::load(Some(d.path()));
+        assert!(again.damaged());
+        assert!(again.get("~/f").is_none() && again.get("~/g").is_none());
+        std::fs::write(&p, "garbage").unwrap();
+        assert!(Base::load(Some(d.path())).damaged());
+    }
+
+    #[test]
+    fn ids_are_created_once_and_hostile_ones_ignored() {
+        let d = tempfile::tempdir().unwrap();
+        let a = repo_key(d.path());
+        assert_eq!(a.len(), 32);
+        assert_eq!(repo_key(d.path()), a);
+        std::fs::write(d.path().join(ID_FILE), "../../etc\n").unwrap();
+        let k = repo_key(d.path());
+        assert!(k.starts_with("path-"), "{k}");
+        assert!(!k.contains('/'));
+    }
+}
