@@ -89,6 +89,12 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         at: Option<String>,
     },
+    /// Settle a conflict in a text file with a three-way merge (base, here, repository)
+    Merge {
+        /// Conflicting tracked files (or folders of them)
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<OsString>,
+    },
     /// Show how each tracked path compares with the repository
     #[command(alias = "st")]
     Status {

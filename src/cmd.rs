@@ -13,6 +13,7 @@ mod list;
 mod lock;
 mod log;
 mod man;
+mod merge;
 mod mirror;
 mod prune;
 mod pull;
@@ -127,6 +128,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Init => init::run(&ctx, out)?,
         Command::Add(a) => add::run(&ctx, &a, out)?,
         Command::Remove { paths } => remove::run(&ctx, &paths, out)?,
+        Command::Merge { paths } => merge::run(&ctx, &paths, out)?,
         Command::Checkpoint {
             message,
             paths,

@@ -242,7 +242,7 @@ impl Garden {
             }
         };
         let mode = entry.mode;
-        let outcome = self.merge(entry, opts);
+        let outcome = self.merge_added(entry, opts);
         // Disk and repository now agree on this entry: "this content".
         if let Some(e) = self.manifest.get(&tilde) {
             self.settle(e, content, mode);
@@ -283,7 +283,7 @@ impl Garden {
 
     /// Puts a freshly read entry into the manifest, keeping what the user set
     /// before (lock, targeting) unless this command sets it.
-    fn merge(&mut self, mut fresh: Entry, opts: &AddOptions) -> AddOutcome {
+    fn merge_added(&mut self, mut fresh: Entry, opts: &AddOptions) -> AddOutcome {
         let old = self.manifest.get(&fresh.path).cloned();
         fresh.locked = opts.lock;
         fresh.only.clone_from(&opts.only);

@@ -82,6 +82,23 @@ pub(crate) fn create_id(root: &Path) -> Result<String> {
     read_id(&p).ok_or_else(|| Error::Invalid(format!("{} is not a repository id", p.display())))
 }
 
+/// This home's id (its machine-local `sgard/machine-id`, created on first
+/// use), recorded in history records so `undo` reverses only what this
+/// home did; `None` when there is no state folder or it cannot be written.
+pub(crate) fn machine_id(state_root: Option<&Path>) -> Option<String> {
+    let dir = state_root?.join("sgard");
+    let p = dir.join("machine-id");
+    if let Some(id) = read_id(&p) {
+        return Some(id);
+    }
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).ok()?;
+    let id: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    durable::create_private_dir_all(&dir).ok()?;
+    durable::write_new(&p, format!("{id}\n").as_bytes(), 0o600).ok()?;
+    read_id(&p)
+}
+
 /// The folder of machine-local state for the repository keyed `key`.
 pub(crate) fn state_dir(state_root: Option<&Path>, key: &str) -> Option<PathBuf> {
     Some(state_root?.join("sgard").join("repos").join(key))

@@ -55,6 +55,15 @@ impl Garden {
         &self.history
     }
 
+    /// Whether this home took the snapshot of `r` (its machine id; for
+    /// records without one, its host name).
+    pub(crate) fn is_mine(&self, r: &Record) -> bool {
+        match (&r.machine, &self.machine) {
+            (Some(theirs), Some(mine)) => theirs == mine,
+            _ => r.host == identity::short_hostname(&self.env.hostname),
+        }
+    }
+
     /// The index of the record `parent` points at: the newest record before
     /// `idx` with that id.
     pub(crate) fn parent_index(&self, idx: usize) -> Option<usize> {
@@ -188,6 +197,7 @@ impl Garden {
             parent: self.history.head().map(|r| r.id),
             time: self.env.now,
             host: identity::short_hostname(&self.env.hostname),
+            machine: self.machine.clone(),
             reason,
             message,
             entries: self.manifest.files.len() as u64,
@@ -220,6 +230,7 @@ impl Garden {
             parent,
             time: self.env.now,
             host: host.clone(),
+            machine: self.machine.clone(),
             reason,
             message: Some(what.to_owned()),
             entries: (doc.files.len() + doc.absent.len()) as u64,

@@ -34,6 +34,7 @@ mod history;
 pub mod identity;
 mod info;
 pub mod lock;
+mod merge;
 mod mirror;
 mod par;
 mod paths;
@@ -67,6 +68,7 @@ pub use flags::Targeting;
 pub use history::{ForgetPolicy, ShowChange, SnapshotCheck};
 pub use info::Info;
 pub use lock::{LockMode, RepoLock};
+pub use merge::MergeOutcome;
 pub use mirror::{MirrorDownReport, MirrorUpReport};
 pub use paths::clean;
 pub use prune::PruneReport;
@@ -102,6 +104,8 @@ pub struct Garden {
     base: std::cell::RefCell<base::Base>,
     /// This repository's folder of machine-local state (`None`: no state).
     local_dir: Option<PathBuf>,
+    /// This home's id, recorded in history records (see `base::machine_id`).
+    machine: Option<String>,
     /// Things the user should be told (see [`Garden::take_notes`]).
     notes: std::cell::RefCell<Vec<String>>,
     statcache: std::cell::RefCell<statcache::StatCache>,
@@ -223,6 +227,7 @@ impl Garden {
             ));
         }
         Ok(Garden {
+            machine: base::machine_id(env.state_dir.as_deref()),
             notes: std::cell::RefCell::new(notes),
             base: std::cell::RefCell::new(base),
             local_dir,

@@ -17,8 +17,9 @@ pub struct UndoReport {
 }
 
 impl Garden {
-    /// Reverses the most recent restore-like operation (restore, mirror
-    /// down, undo, pull): puts back what it overwrote and removes what it
+    /// Reverses the most recent restore-like operation this home did
+    /// (restore, mirror down, merge, undo, pull; never another machine's in
+    /// a shared repository): puts back what it overwrote and removes what it
     /// created, but only where the disk still holds what it wrote; a path
     /// changed since is reported as a conflict and left alone. The undo is
     /// itself recorded, so undoing again redoes.
@@ -30,8 +31,10 @@ impl Garden {
         let recs = &self.history.records;
         let a_idx = recs
             .iter()
-            .rposition(|r| r.reason.is_restore_like())
-            .ok_or_else(|| Error::Snapshot("nothing to undo: no restore in the history".into()))?;
+            .rposition(|r| r.reason.is_restore_like() && self.is_mine(r))
+            .ok_or_else(|| {
+                Error::Snapshot("nothing to undo: no restore on this machine in the history".into())
+            })?;
         let a_rec = recs[a_idx].clone();
         let b_idx = self
             .parent_index(a_idx)

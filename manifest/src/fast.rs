@@ -235,6 +235,7 @@ impl<'a> Parser<'a> {
             "parent" => set(&mut r.parent, string(value)?),
             "time" => set(&mut r.time, string(value)?),
             "host" => set(&mut r.host, string(value)?),
+            "machine" => set(&mut r.machine, string(value)?),
             "reason" => set(&mut r.reason, string(value)?),
             "message" => set(&mut r.message, string(value)?),
             "entries" => set(&mut r.entries, uint(value)?),
@@ -497,6 +498,7 @@ mod tests {
                             &r.parent,
                             &r.time,
                             &r.host,
+                            &r.machine,
                             &r.reason,
                             &r.message,
                             r.entries,
@@ -998,6 +1000,9 @@ exclude:
                 parent: i.is_multiple_of(2).then(|| hash(i + 100)),
                 time: now,
                 host: (*s).to_owned(),
+                machine: i
+                    .is_multiple_of(2)
+                    .then(|| format!("{:032x}", u128::from(i) * 7919)),
                 reason: if i.is_multiple_of(3) {
                     Reason::Other((*s).to_owned())
                 } else {

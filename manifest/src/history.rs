@@ -114,6 +114,10 @@ pub struct Record {
     pub time: Timestamp,
     /// The short host name of the machine that took it.
     pub host: String,
+    /// The id of the home (machine and user) that took it, from that home's
+    /// machine-local state: 32 lowercase hex digits. Lets `undo` pick only
+    /// this home's operations when several share one repository.
+    pub machine: Option<String>,
     /// Why.
     pub reason: Reason,
     /// The checkpoint message, or a description of the operation.
@@ -150,6 +154,7 @@ pub(crate) struct RawRecord {
     pub(crate) parent: Option<String>,
     pub(crate) time: Option<String>,
     pub(crate) host: Option<String>,
+    pub(crate) machine: Option<String>,
     pub(crate) reason: Option<String>,
     pub(crate) message: Option<String>,
     pub(crate) entries: Option<u64>,
@@ -235,6 +240,10 @@ impl History {
             }
             e.raw(6, "time", &r.time.to_string());
             e.str(6, "host", &r.host);
+            if let Some(m) = r.machine.as_deref().filter(|m| is_machine_id(m)) {
+                // Always quoted: a hex id can look like a number.
+                e.raw(6, "machine", &format!("\"{m}\""));
+            }
             e.str(6, "reason", r.reason.as_str());
             if let Some(m) = r.message.as_deref().filter(|m| !m.is_empty()) {
                 e.str(6, "message", m);
@@ -273,6 +282,11 @@ impl History {
     }
 }
 
+/// Whether `s` is a machine id: 32 lowercase hex digits.
+pub fn is_machine_id(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 fn record(r: RawRecord) -> Result<Record, String> {
     let hash = |what: &str, s: String| {
         Hash::parse(&s).map_err(|_| format!("malformed {what} {s:?}: expected 64 lowercase hex"))
@@ -295,6 +309,8 @@ fn record(r: RawRecord) -> Result<Record, String> {
         parent,
         time,
         host: r.host.unwrap_or_default(),
+        // Anything but an id this sgard writes is dropped, never trusted.
+        machine: r.machine.filter(|m| is_machine_id(m)),
         reason,
         message: r.message.filter(|m| !m.is_empty()),
         entries: r.entries.unwrap_or(0),
@@ -314,6 +330,7 @@ mod tests {
             parent: parent.map(Hash::of),
             time: Timestamp::parse("2026-03-23T12:00:00.5Z").unwrap(),
             host: "laptop".into(),
+            machine: Some("0123456789abcdef0123456789abcdef".into()),
             reason,
             message: Some("a: b # c".into()),
             entries: 3,

@@ -183,6 +183,7 @@ pub fn record_to_proto(r: &Record) -> v1::HistoryRecord {
         bytes: r.bytes,
         new_blobs: r.new_blobs,
         head_before: hex(&r.head_before),
+        machine: r.machine.clone().unwrap_or_default(),
     }
 }
 
@@ -196,6 +197,7 @@ pub fn record_from_proto(p: &v1::HistoryRecord) -> Result<Record, Invalid> {
         parent: hash(&p.parent, "parent")?,
         time: from_ts(p.time.as_ref())?,
         host: p.host.clone(),
+        machine: Some(p.machine.clone()).filter(|m| sgard_manifest::history::is_machine_id(m)),
         reason: Reason::parse(&p.reason),
         message: opt(&p.message),
         entries: p.entries,
@@ -303,6 +305,7 @@ encryption:
             parent: Some(Hash::of(b"b")),
             time: Timestamp::parse("2026-03-23T12:00:00.25Z").unwrap(),
             host: "laptop".into(),
+            machine: Some("0123456789abcdef0123456789abcdef".into()),
             reason: Reason::Checkpoint,
             message: Some("m".into()),
             entries: 3,

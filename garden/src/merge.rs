@@ -1,0 +1,220 @@
+//! `merge`: settle a conflict in a text file with a three-way merge.
+//!
+//! The three versions: the one this machine last synced (named by its
+//! base), the file on disk ("ours") and the repository's ("theirs"). The
+//! merge itself is `diffy`'s. The result is written to the disk like a
+//! restore (a safety snapshot first, so `undo` brings the file back), and
+//! the base moves to the repository's version: the merged file is then a
+//! local change (`modified`) that the next `checkpoint` records.
+
+use std::ffi::OsString;
+use std::io::Read;
+
+use sgard_manifest::history::Reason;
+use sgard_manifest::{Entry, EntryKind};
+use sgard_store::Hash;
+
+use crate::diff::MAX_DIFF_BYTES;
+use crate::fsx;
+use crate::restore::{Op, Step};
+use crate::{Error, Garden, RestoreReport, Result, State};
+
+/// What `merge` did with one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MergeOutcome {
+    /// Merged without conflicts and written.
+    Clean,
+    /// Written with this many conflict regions marked (`<<<<<<< ours` …
+    /// `>>>>>>> theirs`): edit them away, then checkpoint.
+    Conflicts(usize),
+    /// Nothing to merge (disk and repository agree, or only one side
+    /// changed); why.
+    NotNeeded(String),
+}
+
+impl Garden {
+    /// Three-way merges each tracked text file `args` name that is in
+    /// conflict (see [`State::Conflict`]), writes the result, and settles
+    /// the base on the repository's version. Each file gets its own result.
+    ///
+    /// # Errors
+    /// [`Error::NoMatch`] when `args` select nothing. Per-file errors (no
+    /// base to merge from, binary content, a missing blob) are in the list.
+    pub fn merge(&mut self, args: &[OsString]) -> Result<Vec<(String, Result<MergeOutcome>)>> {
+        self.require_exclusive("merge")?;
+        let picked = self.select(args)?;
+        let entries: Vec<Entry> = picked
+            .into_iter()
+            .map(|i| self.manifest.files[i].clone())
+            .collect();
+        let mut out = Vec::new();
+        for e in entries {
+            let r = self.merge_one(&e);
+            out.push((e.path, r));
+        }
+        self.flush_base()?;
+        Ok(out)
+    }
+
+    fn merge_one(&mut self, e: &Entry) -> Result<MergeOutcome> {
+        let refuse = |reason: String| {
+            Err(Error::Unsupported {
+                path: e.path.clone(),
+                reason,
+            })
+        };
+        if !self.applies(e)? {
+            return refuse("is targeted away from this machine".into());
+        }
+        if e.kind != EntryKind::File {
+            return refuse(format!("is a {}; only files can be merged", e.kind));
+        }
+        let j = self.judge(e, true)?;
+        match j.state {
+            State::Conflict => {}
+            State::Ok => return Ok(MergeOutcome::NotNeeded("it matches the repository".into())),
+            State::Modified => {
+                return Ok(MergeOutcome::NotNeeded(
+                    "only this machine changed it: `sgard checkpoint` records it".into(),
+                ));
+            }
+            State::Behind => {
+                return Ok(MergeOutcome::NotNeeded(
+                    "only the repository changed it: `sgard restore` brings it here".into(),
+                ));
+            }
+            State::Drifted => {
+                return refuse("is locked: the repository's version wins (`sgard restore`)".into());
+            }
+            _ => {
+                return refuse(format!(
+                    "is not a file on disk ({}); nothing to merge",
+                    j.detail.unwrap_or_else(|| j.state.as_str().to_owned())
+                ));
+            }
+        }
+        let Some(base) = self.base.borrow().get(&e.path).cloned() else {
+            return refuse(
+                "this machine has no record of the last sync of this file, so there is no \
+                 common version to merge from; keep this one with `sgard add`, or take the \
+                 repository's with `sgard restore -f`"
+                    .into(),
+            );
+        };
+        let Some(base_hash) = base.stored.filter(|_| base.kind == EntryKind::File) else {
+            return refuse("was not a file when this machine last synced it".into());
+        };
+        let mut ancestor_entry = e.clone();
+        ancestor_entry.hash = Some(base_hash);
+        ancestor_entry.plaintext_hash = None;
+        ancestor_entry.plaintext_mac = None;
+        let ancestor = self.content_bytes_of(&ancestor_entry).map_err(|err| {
+            if err.is_integrity() {
+                Error::Unsupported {
+                    path: e.path.clone(),
+                    reason: format!(
+                        "the version this machine last synced (blob {}) is no longer in the \
+                         repository (forgotten and pruned?), so there is nothing to merge from",
+                        base_hash.short(12)
+                    ),
+                }
+            } else {
+                err
+            }
+        })?;
+        let theirs = self.content_bytes_of(e)?;
+        let abs = self.env.expand(&e.path);
+        let (f, md) = fsx::open_regular(&abs)?;
+        if md.len() > MAX_DIFF_BYTES {
+            return refuse(format!("is over {MAX_DIFF_BYTES} bytes; too big to merge"));
+        }
+        let mut ours = Vec::with_capacity(md.len() as usize);
+        f.take(MAX_DIFF_BYTES + 1)
+            .read_to_end(&mut ours)
+            .map_err(|err| Error::io("reading", &abs, err))?;
+        let (Some(a), Some(o), Some(t)) = (text(&ancestor), text(&ours), text(&theirs)) else {
+            return refuse(
+                "is not text (in one of its versions); keep this one with `sgard add`, or \
+                 take the repository's with `sgard restore -f`"
+                    .into(),
+            );
+        };
+        let (merged, outcome) = match diffy::merge(a, o, t) {
+            Ok(m) => (m, MergeOutcome::Clean),
+            Err(m) => {
+                let n = m.lines().filter(|l| l.starts_with("<<<<<<<")).count();
+                (m, MergeOutcome::Conflicts(n.max(1)))
+            }
+        };
+        // The merged file goes to disk as a restore would write it: stored
+        // first (encrypted for a secret), recorded with a safety snapshot.
+        let mut result = e.clone();
+        result.mode = Some(fsx::mode_of(&md));
+        result.updated = self.env.now;
+        if e.encrypted {
+            let (h, mac, _) = self.store_encrypted(merged.as_bytes())?;
+            result.hash = Some(h);
+            result.plaintext_mac = Some(mac);
+            result.plaintext_hash = None;
+        } else {
+            result.hash = Some(self.store.write_bytes(merged.as_bytes())?.hash);
+        }
+        let step = Step {
+            path: e.path.clone(),
+            abs,
+            op: Op::Write {
+                entry: Box::new(result),
+                existed: true,
+            },
+        };
+        let mut report = RestoreReport::default();
+        self.execute(
+            vec![step],
+            Reason::Restore,
+            &format!("merge {}", e.path),
+            &mut report,
+        )?;
+        if let Some((_, err)) = report.failures.into_iter().next() {
+            return Err(err);
+        }
+        // The repository's version is now part of what is on disk.
+        self.settle_to_head(e);
+        Ok(outcome)
+    }
+
+    /// Settles the base of `e` (the head's entry) on the repository's
+    /// version, whatever the disk holds: the disk then shows as a local
+    /// change against it.
+    fn settle_to_head(&self, e: &Entry) {
+        if let Some(content) = self.content_of(e) {
+            self.settle(e, Some(content), e.mode);
+        }
+    }
+
+    /// The plaintext of a file entry's blob, verified.
+    fn content_bytes_of(&self, e: &Entry) -> Result<Vec<u8>> {
+        if e.encrypted {
+            return Ok(self.stored_plaintext(e)?.to_vec());
+        }
+        let h: Hash = e
+            .hash
+            .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
+        self.store.read(&h).map_err(|source| {
+            if source.is_integrity() {
+                Error::Integrity {
+                    path: e.path.clone(),
+                    source,
+                }
+            } else {
+                Error::Store(source)
+            }
+        })
+    }
+}
+
+fn text(b: &[u8]) -> Option<&str> {
+    if b.contains(&0) {
+        return None;
+    }
+    std::str::from_utf8(b).ok()
+}
