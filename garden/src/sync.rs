@@ -86,19 +86,20 @@ fn same_opt(a: Option<&Entry>, b: Option<&Entry>) -> bool {
 }
 
 impl Garden {
-    /// The entries that are `behind` on this machine: changed in the
-    /// repository since this machine last synced them, unchanged on disk.
+    /// The entries with changes in the repository not yet on this disk:
+    /// `behind` ones (unchanged here) and conflicts (changed here too; a
+    /// restore asks about those).
     ///
     /// # Errors
     /// Only for inconsistent targeting.
-    pub(crate) fn behind_paths(&self) -> Result<Vec<String>> {
+    pub(crate) fn incoming_paths(&self) -> Result<Vec<String>> {
         self.prehash(false);
         let mut out = Vec::new();
         for e in &self.manifest.files {
             if self.applies(e)?
                 && self
                     .judge(e, false)
-                    .is_ok_and(|j| j.state == crate::State::Behind)
+                    .is_ok_and(|j| matches!(j.state, crate::State::Behind | crate::State::Conflict))
             {
                 out.push(e.path.clone());
             }
@@ -443,9 +444,9 @@ impl Garden {
             self.commit_head(Reason::Pull, Some(format!("pull from {from}")), 0)?;
         }
         self.env.crash_point("pull-after-merge");
-        // Restore what the merge took, and every entry that is behind here
-        // (changed in the repository, not on disk): that finishes a pull or
-        // restore that was interrupted, and loses nothing. Files edited here
+        // Restore what the merge took, and every entry changed in the
+        // repository that this disk does not have yet: that finishes a pull
+        // or restore that was interrupted (or refused). Files edited here
         // since the last sync are asked about, as by restore.
         let mut wanted: BTreeSet<String> = report
             .taken
@@ -453,7 +454,7 @@ impl Garden {
             .filter(|p| self.manifest.get(p).is_some())
             .cloned()
             .collect();
-        wanted.extend(self.behind_paths()?);
+        wanted.extend(self.incoming_paths()?);
         if !wanted.is_empty() {
             let args: Vec<OsString> = wanted
                 .iter()

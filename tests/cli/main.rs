@@ -10,6 +10,7 @@ mod encryption;
 mod history;
 mod hostile;
 mod local;
+mod machines;
 mod scenarios;
 mod statcache;
 mod sync;

@@ -1957,3 +1957,100 @@ fn history_travels_with_push_and_pull() {
 fn cp_short(v: &Value) -> String {
     v["id"].as_str().unwrap()[..12].to_owned()
 }
+
+/// A pull uses this machine's base for the disk side: a file edited here
+/// since the last sync is asked about (refused without an answer, exit 4),
+/// never overwritten; the others come in without a question.
+#[test]
+fn pull_asks_before_overwriting_a_local_edit() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let mut a = TestEnv::init();
+    let b = TestEnv::new();
+    a.write("f", "v1\n");
+    a.write("g", "g1\n");
+    track(&a, &["f", "g"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+
+    // B edits f without checkpointing; A changes f and g and pushes.
+    let p = b.write("f", "b's unsaved edit\n");
+    set_mtime(&p, now_secs() - 86_400);
+    a.now = now_plus(1);
+    a.write("f", "v2\n");
+    a.write("g", "g2\n");
+    local(&a, &["checkpoint"]).ok();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+
+    let r = sg(&b, kb, &["pull", "-r", addr]);
+    r.code(4).stdout_has("refused    ~/f");
+    assert_eq!(
+        b.read("f"),
+        b"b's unsaved edit\n",
+        "a local edit was overwritten"
+    );
+    assert_eq!(b.read("g"), b"g2\n");
+    // B's checkpoint refuses the conflict; `pull --force` takes the server's.
+    local(&b, &["checkpoint"]).code(4);
+    sg(&b, kb, &["pull", "-r", addr, "--force"]).ok();
+    assert_eq!(b.read("f"), b"v2\n");
+    local(&b, &["status", "--exit-code"]).ok();
+    drop(srv);
+}
+
+/// A pull killed after it merged (the repository has the server's state,
+/// the home does not yet), or inside its restore, is finished by the next
+/// pull: "up to date" with the server, it still restores what is behind,
+/// and a checkpoint in between never pushes the old files back.
+#[test]
+fn a_killed_pull_is_finished_by_the_next_one() {
+    for point in [
+        "pull-after-merge",
+        "restore-after-snapshot",
+        "restore-staged",
+    ] {
+        let w = world_or_skip!(2);
+        let (ka, kb) = (w.key(0), w.key(1));
+        let srv = w.serve(&[]);
+        let addr = srv.addr.as_str();
+        let mut a = TestEnv::init();
+        let b = TestEnv::new();
+        a.write("f", "v1\n");
+        a.write("g", "v1\n");
+        track(&a, &["f", "g"]);
+        sg(&a, ka, &["push", "-r", addr]).ok();
+        sg(&b, kb, &["pull", "-r", addr]).ok();
+        change(&mut a, "f", "v2\n", 1);
+        change(&mut a, "g", "v2\n", 2);
+        sg(&a, ka, &["push", "-r", addr]).ok();
+
+        let r = sg_env(
+            &b,
+            Some(kb),
+            &["pull", "-r", addr],
+            &[("SGARD_TEST_CRASH_AT", point)],
+        );
+        assert_eq!(r.code, -1, "{point}: not killed; {r:#?}");
+        let st = local(&b, &["status"]);
+        assert!(
+            !st.stdout.contains("modified") && !st.stdout.contains("conflict"),
+            "{point}: {st:#?}"
+        );
+        // A checkpoint now records nothing old.
+        let r = local(&b, &["checkpoint"]);
+        r.ok();
+        assert!(!r.stdout.contains("updated"), "{point}: {r:#?}");
+        let r = sg(&b, kb, &["pull", "-r", addr]);
+        r.ok();
+        assert!(!r.stdout.contains("Overwrite"), "{point}: {r:#?}");
+        assert_eq!(b.read("f"), b"v2\n", "{point}");
+        assert_eq!(b.read("g"), b"v2\n", "{point}");
+        local(&b, &["status", "--exit-code"]).ok();
+        sg(&b, kb, &["push", "-r", addr])
+            .ok()
+            .stdout_has("Already up to date.");
+        drop(srv);
+    }
+}

@@ -1,0 +1,461 @@
+//! Several machines sharing one repository folder (a USB stick, an NFS
+//! mount): each throwaway HOME is a machine with its own host name and its
+//! own machine-local state, all pointed at one `--repo`.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::common::{Run, TestEnv, mode_of, now_secs, set_mtime, sha};
+
+/// One machine: a HOME, a host name, and the shared repository.
+struct Machine {
+    t: TestEnv,
+    host: &'static str,
+    repo: PathBuf,
+}
+
+impl Machine {
+    fn new(host: &'static str, repo: &Path) -> Self {
+        Machine {
+            t: TestEnv::new(),
+            host,
+            repo: repo.to_path_buf(),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = self
+            .t
+            .command([std::ffi::OsStr::new("--repo"), self.repo.as_os_str()]);
+        c.args(args).env("SGARD_HOSTNAME", self.host);
+        c
+    }
+
+    /// Runs sgard with stdin closed.
+    fn sg(&self, args: &[&str]) -> Run {
+        self.command(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    }
+
+    /// Runs sgard answering `input`.
+    fn sg_in(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+        child.wait_with_output().unwrap().into()
+    }
+
+    fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        self.t.write(rel, content)
+    }
+
+    fn read(&self, rel: &str) -> String {
+        String::from_utf8(self.t.read(rel)).unwrap()
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.t.path(rel)
+    }
+
+    /// This machine's status line of `path` (word and detail).
+    fn state(&self, path: &str) -> String {
+        let r = self.sg(&["status", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| {
+            panic!("status --json: {e}; {r:#?}");
+        });
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["path"] == path)
+            .map(|e| e["state"].as_str().unwrap().to_owned())
+            .unwrap_or_else(|| panic!("{path} not in status; {r:#?}"))
+    }
+}
+
+/// A shared folder and two machines, the desktop having created the
+/// repository with `~/.bashrc` checkpointed, the laptop having restored it.
+fn desk_and_laptop() -> (tempfile::TempDir, Machine, Machine) {
+    let shared = tempfile::tempdir().unwrap();
+    let repo = shared.path().join("dotfiles");
+    let desk = Machine::new("desktop", &repo);
+    let lap = Machine::new("laptop", &repo);
+    desk.sg(&["init"]).ok();
+    desk.write(".bashrc", "base\n");
+    desk.sg(&["add", "~/.bashrc"]).ok();
+    desk.sg(&["checkpoint", "-m", "first"]).ok();
+    lap.sg(&["restore"]).ok().stdout_has("created    ~/.bashrc");
+    (shared, desk, lap)
+}
+
+/// The hash the shared manifest records for `path`.
+fn stored_hash(repo: &Path, path: &str) -> String {
+    let text = fs::read_to_string(repo.join("manifest.yaml")).unwrap();
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() == format!("- path: {path}") {
+            for l in lines.by_ref() {
+                if let Some(h) = l.trim().strip_prefix("hash: ") {
+                    return h.to_owned();
+                }
+            }
+        }
+    }
+    panic!("{path} has no hash in\n{text}");
+}
+
+#[test]
+fn the_desktops_change_survives_the_laptops_checkpoint() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    desk.write(".bashrc", "base\nalias dt=1\n");
+    desk.sg(&["checkpoint", "-m", "dt"]).ok();
+
+    // The laptop never touched it: behind, not modified.
+    let st = lap.sg(&["status"]);
+    st.ok()
+        .stdout_has("behind     ~/.bashrc  (changed in the repository: content)");
+    lap.sg(&["status", "--exit-code"]).code(1);
+
+    // Its checkpoint leaves the desktop's work alone, and says so.
+    let r = lap.sg(&["checkpoint", "-m", "save my work"]);
+    r.ok().stdout_has("behind     ~/.bashrc");
+    assert_eq!(
+        stored_hash(&desk.repo, "~/.bashrc"),
+        sha("base\nalias dt=1\n")
+    );
+
+    // Restore brings it without a question (stdin closed).
+    let r = lap.sg(&["restore"]);
+    r.ok();
+    assert!(!r.stdout.contains("Overwrite"), "{r:#?}");
+    assert_eq!(lap.read(".bashrc"), "base\nalias dt=1\n");
+    assert_eq!(lap.state("~/.bashrc"), "ok");
+    assert_eq!(desk.state("~/.bashrc"), "ok");
+
+    // And the laptop's own edit is its own again.
+    lap.write(".bashrc", "base\nalias dt=1\nalias lp=1\n");
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+    lap.sg(&["checkpoint"])
+        .ok()
+        .stdout_has("updated    ~/.bashrc");
+    assert_eq!(desk.state("~/.bashrc"), "behind");
+    desk.sg(&["restore"]).ok();
+    assert_eq!(desk.read(".bashrc"), "base\nalias dt=1\nalias lp=1\n");
+}
+
+#[test]
+fn a_mode_change_and_a_link_target_change_from_another_machine_survive() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    desk.write(".ssh/config", "Host *\n");
+    desk.t.chmod(".ssh/config", 0o644);
+    symlink("profile-a", desk.path(".profile")).unwrap();
+    desk.sg(&["add", "~/.ssh/config", "~/.profile"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["restore"]).ok();
+    assert_eq!(mode_of(&lap.path(".ssh/config")), 0o644);
+
+    desk.t.chmod(".ssh/config", 0o600);
+    fs::remove_file(desk.path(".profile")).unwrap();
+    symlink("profile-b", desk.path(".profile")).unwrap();
+    desk.sg(&["checkpoint"]).ok();
+
+    assert_eq!(lap.state("~/.ssh/config"), "behind");
+    assert_eq!(lap.state("~/.profile"), "behind");
+    lap.sg(&["status"])
+        .ok()
+        .stdout_has("changed in the repository: mode 0644 -> 0600");
+    // The laptop's checkpoint keeps them; its restore takes them, unasked.
+    lap.sg(&["checkpoint"]).ok();
+    let m = fs::read_to_string(desk.repo.join("manifest.yaml")).unwrap();
+    assert!(m.contains("mode: \"0600\""), "{m}");
+    assert!(m.contains("target: profile-b"), "{m}");
+    lap.sg(&["restore"]).ok();
+    assert_eq!(mode_of(&lap.path(".ssh/config")), 0o600);
+    assert_eq!(
+        fs::read_link(lap.path(".profile")).unwrap(),
+        PathBuf::from("profile-b")
+    );
+    assert_eq!(lap.state("~/.profile"), "ok");
+}
+
+#[test]
+fn a_conflict_is_refused_and_each_resolution_settles_it() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    let conflict = |desk_text: &str, lap_text: &str| {
+        desk.write(".bashrc", desk_text);
+        desk.sg(&["checkpoint"]).ok();
+        lap.write(".bashrc", lap_text);
+        assert_eq!(lap.state("~/.bashrc"), "conflict");
+    };
+
+    // Both changed: checkpoint keeps the repository's version, exit 4.
+    conflict("base\ndesk 1\n", "base\nlap 1\n");
+    let r = lap.sg(&["checkpoint", "-m", "mine"]);
+    r.code(4)
+        .stdout_has("conflict   ~/.bashrc (changed here (content) and in the repository (content)");
+    r.stderr_has("1 entry changed both here and in the repository was not recorded: ~/.bashrc");
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\ndesk 1\n"));
+    // A restore that cannot ask refuses it (exit 4) and writes nothing.
+    let r = lap.sg(&["restore"]);
+    r.code(4).stdout_has(
+        "~/.bashrc: changed here (content) and in the repository (content). Overwrite it?",
+    );
+    r.stdout_has("refused    ~/.bashrc");
+    assert_eq!(lap.read(".bashrc"), "base\nlap 1\n");
+    // `d` shows the difference and asks again; `n` keeps it.
+    let r = lap.sg_in(&["restore"], "d\nn\n");
+    r.ok()
+        .stdout_has("--- ~/.bashrc (repository)\n+++ ~/.bashrc (current)\n@@ -1,2 +1,2 @@\n base\n-desk 1\n+lap 1\n")
+        .stdout_has("kept       ~/.bashrc");
+    // Answering no and checkpointing later still loses nothing.
+    lap.sg(&["checkpoint"]).code(4);
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\ndesk 1\n"));
+
+    // 1. add: this machine's content wins.
+    lap.sg(&["add", "~/.bashrc"]).ok();
+    assert_eq!(lap.state("~/.bashrc"), "ok");
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\nlap 1\n"));
+    assert_eq!(desk.state("~/.bashrc"), "behind");
+    desk.sg(&["restore"]).ok();
+
+    // 2. restore -f: the repository's content wins.
+    conflict("base\nlap 1\ndesk 2\n", "base\nlap 1\nlap 2\n");
+    lap.sg(&["restore", "-f", "~/.bashrc"]).ok();
+    assert_eq!(lap.read(".bashrc"), "base\nlap 1\ndesk 2\n");
+    assert_eq!(lap.state("~/.bashrc"), "ok");
+
+    // 3. merge, clean: both edits, recorded by the next checkpoint.
+    conflict(
+        "top desk\nbase\nlap 1\ndesk 2\n",
+        "base\nlap 1\ndesk 2\nbottom lap\n",
+    );
+    let r = lap.sg(&["merge", "~/.bashrc"]);
+    r.ok().stdout_has("merged     ~/.bashrc");
+    let merged = "top desk\nbase\nlap 1\ndesk 2\nbottom lap\n";
+    assert_eq!(lap.read(".bashrc"), merged);
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+    lap.sg(&["checkpoint"])
+        .ok()
+        .stdout_has("updated    ~/.bashrc");
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha(merged));
+    desk.sg(&["restore"]).ok();
+    assert_eq!(desk.read(".bashrc"), merged);
+    // The merge is undoable like a restore.
+    conflict("desk line\n", "lap line\n");
+    lap.sg(&["merge", "~/.bashrc"]).code(4);
+    lap.sg(&["undo"]).ok();
+    assert_eq!(lap.read(".bashrc"), "lap line\n");
+    lap.sg(&["add", "~/.bashrc"]).ok();
+    desk.sg(&["restore"]).ok();
+
+    // 4. merge with conflict markers: exit 4, markers on disk, settled.
+    conflict("lap line\ndesk edit\n", "lap line\nlap edit\n");
+    let r = lap.sg(&["merge", "~/.bashrc"]);
+    r.code(4)
+        .stdout_has("conflicts  ~/.bashrc (1 conflict marked");
+    let text = lap.read(".bashrc");
+    assert!(
+        text.contains("<<<<<<< ours\nlap edit\n") && text.contains("desk edit\n>>>>>>> theirs"),
+        "{text}"
+    );
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+    lap.write(".bashrc", "lap line\ndesk edit\nlap edit\n");
+    lap.sg(&["checkpoint"]).ok();
+    desk.sg(&["restore"]).ok();
+    assert_eq!(desk.read(".bashrc"), "lap line\ndesk edit\nlap edit\n");
+}
+
+#[test]
+fn a_fresh_machine_with_an_older_different_file_is_asked() {
+    let (shared, desk, _lap) = desk_and_laptop();
+    let fresh = Machine::new("fresh", &shared.path().join("dotfiles"));
+    // Its own ~/.bashrc, much older than the checkpoint: no record of a
+    // sync here, so it is a question, never a silent overwrite.
+    let p = fresh.write(".bashrc", "my own\n");
+    set_mtime(&p, now_secs() - 86_400 * 365);
+    let st = fresh.sg(&["status"]);
+    st.ok().stdout_has(
+        "conflict   ~/.bashrc  (differs from the repository (content), and this machine has \
+         no record of syncing it)",
+    );
+    fresh.sg(&["checkpoint"]).code(4);
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\n"));
+    fresh.sg(&["restore"]).code(4);
+    assert_eq!(fresh.read(".bashrc"), "my own\n");
+    fresh.sg_in(&["restore"], "y\n").ok();
+    assert_eq!(fresh.read(".bashrc"), "base\n");
+    assert_eq!(fresh.state("~/.bashrc"), "ok");
+    // An identical file on a fresh machine is simply ok.
+    let other = Machine::new("other", &shared.path().join("dotfiles"));
+    other.write(".bashrc", "base\n");
+    assert_eq!(other.state("~/.bashrc"), "ok");
+}
+
+#[test]
+fn three_machines_edit_different_files_and_converge() {
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    let third = Machine::new("third", &repo);
+    desk.write(".vimrc", "set nu\n");
+    desk.sg(&["add", "~/.vimrc"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    for m in [&lap, &third] {
+        m.sg(&["restore"]).ok();
+    }
+    // Each changes one thing, then checkpoints without restoring first.
+    desk.write(".vimrc", "set nu\nsyntax on\n");
+    desk.sg(&["checkpoint"]).ok();
+    lap.write(".bashrc", "base\nlaptop\n");
+    lap.sg(&["checkpoint"]).ok();
+    third.write(".gitconfig", "[user]\n");
+    third.sg(&["add", "~/.gitconfig"]).ok();
+    third.sg(&["checkpoint"]).ok();
+    // Nobody lost anything; each restore brings the others' work unasked.
+    for m in [&desk, &lap, &third] {
+        let r = m.sg(&["restore"]);
+        r.ok();
+        assert!(!r.stdout.contains("Overwrite"), "{}: {r:#?}", m.host);
+        assert_eq!(m.read(".vimrc"), "set nu\nsyntax on\n", "{}", m.host);
+        assert_eq!(m.read(".bashrc"), "base\nlaptop\n", "{}", m.host);
+        assert_eq!(m.read(".gitconfig"), "[user]\n", "{}", m.host);
+    }
+    for m in [&desk, &lap, &third] {
+        m.sg(&["status", "--exit-code"]).ok();
+    }
+}
+
+#[test]
+fn the_base_is_machine_local_and_follows_the_repository_when_it_moves() {
+    let (shared, desk, lap) = desk_and_laptop();
+    desk.write(".bashrc", "base\nnew\n");
+    desk.sg(&["checkpoint"]).ok();
+    // Nothing of the base is in the repository.
+    let repo = shared.path().join("dotfiles");
+    for name in fs::read_dir(&repo).unwrap() {
+        let n = name.unwrap().file_name();
+        assert!(
+            [
+                "manifest.yaml",
+                "blobs",
+                ".gitignore",
+                "history.yaml",
+                "lock",
+                "repo-id"
+            ]
+            .contains(&n.to_str().unwrap()),
+            "unexpected {n:?} in the repository"
+        );
+    }
+    assert!(lap.t.state_of(&repo).join("base").is_file());
+    // The stick mounted at another path is the same repository.
+    let moved = shared.path().join("mounted-elsewhere");
+    fs::rename(&repo, &moved).unwrap();
+    let lap2 = Machine {
+        t: lap.t,
+        host: lap.host,
+        repo: moved,
+    };
+    assert_eq!(lap2.state("~/.bashrc"), "behind");
+}
+
+#[test]
+fn a_damaged_base_makes_differences_questions() {
+    let (shared, desk, lap) = desk_and_laptop();
+    desk.write(".bashrc", "base\nnew\n");
+    desk.sg(&["checkpoint"]).ok();
+    let base = lap.t.state_of(&shared.path().join("dotfiles")).join("base");
+    let mut text = fs::read_to_string(&base).unwrap();
+    text.push_str("f 0644 - - ~/x\n");
+    fs::write(&base, text).unwrap();
+    let r = lap.sg(&["status"]);
+    r.ok().stderr_has("was damaged and is rebuilt");
+    r.stdout_has("conflict   ~/.bashrc");
+    // Never a silent overwrite: a restore that cannot ask refuses.
+    lap.sg(&["restore"]).code(4);
+    assert_eq!(lap.read(".bashrc"), "base\n");
+    lap.sg_in(&["restore"], "y\n").ok();
+    assert_eq!(lap.state("~/.bashrc"), "ok");
+}
+
+#[test]
+fn undo_reverses_only_this_machines_operations() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    desk.write(".bashrc", "base\ndesk\n");
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["restore"]).ok();
+    // The desktop's newest restore-like operation is not the laptop's.
+    desk.write(".vimrc", "v\n");
+    desk.sg(&["add", "~/.vimrc"]).ok();
+    fs::remove_file(desk.path(".vimrc")).unwrap();
+    desk.sg(&["restore"]).ok();
+    let r = lap.sg(&["undo"]);
+    r.ok();
+    assert_eq!(
+        lap.read(".bashrc"),
+        "base\n",
+        "the laptop's own restore is undone"
+    );
+    assert!(desk.path(".vimrc").exists());
+}
+
+/// The crash points of a restore: after its safety snapshot (nothing
+/// written), with every file staged (not yet in place), and with every file
+/// in place but the base not saved.
+const RESTORE_CRASH_POINTS: [&str; 3] = [
+    "restore-after-snapshot",
+    "restore-staged",
+    "restore-before-base",
+];
+
+#[test]
+fn a_restore_killed_at_any_point_is_finished_by_the_next_one() {
+    for point in RESTORE_CRASH_POINTS {
+        let (_shared, desk, lap) = desk_and_laptop();
+        desk.write(".vimrc", "v1\n");
+        desk.write(".config/a", "a1\n");
+        desk.sg(&["add", "~/.vimrc", "~/.config/a"]).ok();
+        desk.sg(&["checkpoint"]).ok();
+        lap.sg(&["restore"]).ok();
+        desk.write(".bashrc", "base\nd\n");
+        desk.write(".vimrc", "v2\n");
+        desk.write(".config/a", "a2\n");
+        desk.sg(&["checkpoint"]).ok();
+
+        let r: Run = lap
+            .command(&["restore"])
+            .env("SGARD_TEST_CRASH_AT", point)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(r.code, -1, "{point}: not killed; {r:#?}");
+        // Whatever was written is ok, the rest is still behind; nothing is
+        // a conflict or a local change, and a checkpoint records nothing.
+        for p in ["~/.bashrc", "~/.vimrc", "~/.config/a"] {
+            let s = lap.state(p);
+            assert!(s == "ok" || s == "behind", "{point}: {p} is {s}");
+        }
+        let r = lap.sg(&["checkpoint"]);
+        r.ok();
+        assert!(!r.stdout.contains("updated"), "{point}: {r:#?}");
+        let r = lap.sg(&["restore"]);
+        r.ok();
+        assert!(!r.stdout.contains("Overwrite"), "{point}: {r:#?}");
+        assert_eq!(lap.read(".bashrc"), "base\nd\n", "{point}");
+        assert_eq!(lap.read(".vimrc"), "v2\n", "{point}");
+        assert_eq!(lap.read(".config/a"), "a2\n", "{point}");
+        lap.sg(&["status", "--exit-code"]).ok();
+        lap.sg(&["verify"]).ok();
+    }
+}
