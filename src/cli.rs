@@ -203,7 +203,7 @@ pub enum Command {
         /// Snapshots to forget (id prefixes, @~N)
         #[arg(value_name = "ID")]
         ids: Vec<String>,
-        /// Keep only the newest N operations
+        /// Keep only the newest N checkpoints (and the restores since the oldest of them)
         #[arg(long, value_name = "N", conflicts_with_all = ["ids", "keep_within", "keep_daily"])]
         keep_last: Option<usize>,
         /// Keep only operations within this age (e.g. 30d, 12h, 2w, 1y)
@@ -212,6 +212,9 @@ pub enum Command {
         /// Keep the newest operation of each of the last N days that have one
         #[arg(long, value_name = "N", conflicts_with = "ids")]
         keep_daily: Option<usize>,
+        /// Show what would be forgotten; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Make tracked entries repository-authoritative
     Lock {

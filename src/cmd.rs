@@ -183,7 +183,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             keep_last,
             keep_within,
             keep_daily,
-        } => log::forget(&ctx, ids, keep_last, keep_within, keep_daily, out)?,
+            dry_run,
+        } => log::forget(&ctx, ids, keep_last, keep_within, keep_daily, dry_run, out)?,
         Command::Lock { paths } => lock::run(&ctx, &paths, true, out)?,
         Command::Unlock { paths } => lock::run(&ctx, &paths, false, out)?,
         Command::Target {

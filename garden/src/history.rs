@@ -21,7 +21,8 @@ pub(crate) fn interrupted_head(h: &History, head: Hash) -> Option<Hash> {
 pub enum ForgetPolicy {
     /// These snapshots (ids, `@`, `@~N`).
     Ids(Vec<String>),
-    /// Keep the newest N operations.
+    /// Keep the newest N checkpoints (and pulls), and every restore-like
+    /// operation since the oldest of them.
     KeepLast(usize),
     /// Keep operations newer than this.
     KeepWithin(Duration),
@@ -270,12 +271,15 @@ impl Garden {
 
     /// Drops snapshots from the history (never the newest checkpoint, `@`).
     /// A restore's `before-restore` and `restore` records go together.
-    /// Returns the records dropped. Their blobs stay until `prune`.
+    /// Returns the records dropped (with `dry_run`: that would be, and
+    /// nothing changes). Their blobs stay until `prune`.
     ///
     /// # Errors
     /// [`Error::Snapshot`] for unknown names or for naming `@`.
-    pub fn forget(&mut self, policy: &ForgetPolicy) -> Result<Vec<Record>> {
-        self.require_exclusive("forget")?;
+    pub fn forget(&mut self, policy: &ForgetPolicy, dry_run: bool) -> Result<Vec<Record>> {
+        if !dry_run {
+            self.require_exclusive("forget")?;
+        }
         let recs = &self.history.records;
         // Group a before-restore record with the record that follows from it.
         let mut group: Vec<usize> = (0..recs.len()).collect();
@@ -315,7 +319,23 @@ impl Garden {
                     drop.insert(g);
                 }
             }
-            ForgetPolicy::KeepLast(n) => drop.extend(order.iter().skip(*n).copied()),
+            ForgetPolicy::KeepLast(n) => {
+                // Count checkpoints, not records: the N-th newest checkpoint
+                // is the oldest kept; everything older goes.
+                let full: Vec<usize> = order
+                    .iter()
+                    .copied()
+                    .filter(|g| recs[*g].reason.is_full())
+                    .collect();
+                match full.get(n.saturating_sub(1)).filter(|_| *n > 0) {
+                    Some(&oldest) => {
+                        let cutoff = (times[&oldest], oldest);
+                        drop.extend(order.iter().copied().filter(|g| (times[g], *g) < cutoff));
+                    }
+                    None if *n == 0 => drop.extend(order.iter().copied()),
+                    None => {}
+                }
+            }
             ForgetPolicy::KeepWithin(d) => {
                 let cutoff = self.env.now.datetime() - *d;
                 drop.extend(
@@ -362,7 +382,7 @@ impl Garden {
             r.parent = p.map(|pi| recs[pi].id);
             kept.push(r);
         }
-        if dropped.is_empty() {
+        if dropped.is_empty() || dry_run {
             return Ok(dropped);
         }
         let h = History { records: kept };

@@ -82,9 +82,11 @@ pub use verify::{VerifyLine, VerifyState};
 pub use sgard_manifest as manifest;
 pub use sgard_store as store;
 
-/// The `.gitignore` written by `init`: blobs and machine-local files stay out
-/// of git.
-pub const GITIGNORE: &str = "blobs/\ntags\nlock\njwt.key\nsync-state\n.sgard-tmp-*\n";
+/// The `.gitignore` written by `init`: only machine-local files stay out of
+/// git. Blobs go in (content addressed, so git stores each once; encrypted
+/// ones are ciphertext), and so does `repo-id` (a clone is the same
+/// repository).
+pub const GITIGNORE: &str = "lock\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n";
 
 /// One repository, opened and locked.
 #[derive(Debug)]

@@ -529,12 +529,38 @@ impl Garden {
             }
             steps = rest;
         }
+        // Every file is staged first: its content verified (and decrypted)
+        // into a temp file beside its destination before anything is
+        // recorded, so a missing or corrupt blob fails its entry and never
+        // reaches the history, and a restore that can write nothing records
+        // nothing. Plain files are staged on all cores.
+        let is_file =
+            |s: &Step| matches!(&s.op, Op::Write { entry, .. } if entry.kind == EntryKind::File);
+        let (files, others): (Vec<Step>, Vec<Step>) = steps.into_iter().partition(is_file);
+        let store = &self.store;
+        let plain_staged = par::map(&files, 64, |s| match &s.op {
+            Op::Write { entry, .. } if !entry.encrypted => Some(stage_plain(store, entry, &s.abs)),
+            _ => None,
+        });
+        let mut prepared: Vec<(Step, Option<tempfile::TempPath>)> = Vec::new();
+        for (s, r) in files.into_iter().zip(plain_staged) {
+            let r = match (r, &s.op) {
+                (Some(Some(r)), _) => r,
+                (_, Op::Write { entry, .. }) if entry.encrypted => self.stage_entry(entry, &s.abs),
+                _ => Err(Error::Invalid("internal error: staging stopped".into())),
+            };
+            match r {
+                Ok(tmp) => prepared.push((s, Some(tmp))),
+                Err(e) => report.fail(s.path.clone(), e),
+            }
+        }
+        prepared.extend(others.into_iter().map(|s| (s, None)));
         let mut before = Manifest::new(self.env.now);
         let mut after = Manifest::new(self.env.now);
         let mut ready = Vec::new();
         let mut new_blobs = 0;
         self.begin_batch();
-        for s in steps {
+        for (s, tmp) in prepared {
             let secret = matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
                 || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
             let captured = match self.capture(&s.path, &s.abs, secret) {
@@ -563,7 +589,7 @@ impl Garden {
                 }
                 Op::Delete => after.absent.push(s.path.clone()),
             }
-            ready.push(s);
+            ready.push((s, tmp));
         }
         self.commit_batch()?;
         if ready.is_empty() {
@@ -571,69 +597,24 @@ impl Garden {
         }
         report.before = Some(self.record_pair(&before, &after, reason, what, new_blobs)?);
         self.env.crash_point("restore-after-snapshot");
-        // Files are staged first and put in place together, at a constant
-        // number of flushes; everything else is done one by one.
-        // Runs of plain files are staged on all cores; everything else, in
-        // between, keeps its place in the order.
+        // Links, folders, modes and deletions one by one, in order; then the
+        // staged files are put in place together, at a constant number of
+        // flushes.
         let mut staged = Vec::new();
         let mut staged_steps = Vec::new();
-        let mut run: Vec<Step> = Vec::new();
-        let plain_file = |s: &Step| {
-            matches!(&s.op, Op::Write { entry, .. }
-                if entry.kind == EntryKind::File && !entry.encrypted)
-        };
-        let store = &self.store;
-        let stage_run = |run: &mut Vec<Step>| -> Vec<(Step, Result<tempfile::TempPath>)> {
-            let results = par::map(run, 64, |s| match &s.op {
-                Op::Write { entry, .. } => stage_plain(store, entry, &s.abs),
-                _ => Err(Error::Invalid("internal error: not a file".into())),
-            });
-            run.drain(..)
-                .zip(results)
-                .map(|(s, r)| {
-                    let r = r.unwrap_or_else(|| {
-                        Err(Error::Invalid("internal error: staging stopped".into()))
-                    });
-                    (s, r)
-                })
-                .collect()
-        };
-        let mut absorb = |(s, r): (Step, Result<tempfile::TempPath>),
-                          report: &mut RestoreReport| match r {
-            Ok(tmp) => {
+        for (s, tmp) in ready {
+            if let Some(tmp) = tmp {
                 staged.push((tmp, s.abs.clone()));
                 staged_steps.push(s);
-            }
-            Err(e) => report.fail(s.path.clone(), e),
-        };
-        for s in ready {
-            if plain_file(&s) {
-                run.push(s);
                 continue;
             }
-            for done in stage_run(&mut run) {
-                absorb(done, report);
-            }
-            let file = match &s.op {
-                Op::Write { entry, .. } if entry.kind == EntryKind::File => Some(entry),
-                _ => None,
-            };
-            match file {
-                Some(entry) => {
-                    let r = self.stage_entry(entry, &s.abs);
-                    absorb((s, r), report);
+            match self.perform(&s) {
+                Ok(()) => {
+                    self.settle_step(&s);
+                    report.actions.push((s.path.clone(), s.action()));
                 }
-                None => match self.perform(&s) {
-                    Ok(()) => {
-                        self.settle_step(&s);
-                        report.actions.push((s.path.clone(), s.action()));
-                    }
-                    Err(e) => report.fail(s.path.clone(), e),
-                },
+                Err(e) => report.fail(s.path.clone(), e),
             }
-        }
-        for done in stage_run(&mut run) {
-            absorb(done, report);
         }
         self.env.crash_point("restore-staged");
         for (s, r) in staged_steps.into_iter().zip(fsx::commit_staged(staged)) {

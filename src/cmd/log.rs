@@ -68,6 +68,7 @@ pub fn forget(
     keep_last: Option<usize>,
     keep_within: Option<chrono::Duration>,
     keep_daily: Option<usize>,
+    dry_run: bool,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
     let policy = match (keep_last, keep_within, keep_daily) {
@@ -76,10 +77,23 @@ pub fn forget(
         (_, _, Some(n)) => ForgetPolicy::KeepDaily(n),
         _ => ForgetPolicy::Ids(ids),
     };
-    let mut g = ctx.open(LockMode::Exclusive)?;
-    let dropped = g.forget(&policy)?;
+    let mut g = ctx.open(if dry_run {
+        LockMode::Shared
+    } else {
+        LockMode::Exclusive
+    })?;
+    let dropped = g.forget(&policy, dry_run)?;
+    let word = if dry_run { "forget" } else { "forgot" };
     for r in &dropped {
-        writeln!(out, "{:<10} {} {}", "forgot", r.id.short(12), r.reason)?;
+        writeln!(out, "{word:<10} {} {}", r.id.short(12), r.reason)?;
+    }
+    if dry_run {
+        writeln!(
+            out,
+            "Dry run: {} snapshot(s) would be forgotten; nothing was changed.",
+            dropped.len()
+        )?;
+        return Ok(ExitCode::SUCCESS);
     }
     writeln!(
         out,

@@ -138,8 +138,12 @@ fn init_creates_manifest_blobs_and_gitignore() {
     assert!(t.repo().join("blobs").is_dir());
     assert_eq!(
         fs::read_to_string(t.repo().join(".gitignore")).unwrap(),
-        "blobs/\ntags\nlock\njwt.key\nsync-state\n.sgard-tmp-*\n"
+        "lock\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n",
+        "only machine-local files are kept out of git; blobs are versioned"
     );
+    // The repository's identity, which a clone shares.
+    let id = fs::read_to_string(t.repo().join("repo-id")).unwrap();
+    assert_eq!(id.trim().len(), 32, "{id:?}");
     assert_eq!(
         fs::read_to_string(t.repo().join(".gitignore")).unwrap(),
         sgard_garden::GITIGNORE
