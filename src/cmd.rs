@@ -66,12 +66,30 @@ pub struct Net {
 impl Ctx {
     /// Opens the repository with the lock `mode`, saying so if it must wait.
     pub fn open(&self, mode: LockMode) -> Result<Garden> {
-        let mut g = Garden::open(&self.repo, self.env.clone(), mode, &ui::note)?;
+        let g = Garden::open(&self.repo, self.env.clone(), mode, &ui::note)?;
+        Ok(self.ready(g))
+    }
+
+    /// Opens the repository to change the home folder only (restore, undo,
+    /// mirror down, merge): it may be read-only, and then says so.
+    pub fn open_for_home(&self) -> Result<Garden> {
+        let g = Garden::open_for_home(&self.repo, self.env.clone(), &ui::note)?;
+        if g.repository_is_read_only() {
+            ui::note(&format!(
+                "{} is read-only: restoring from it; the safety snapshot (for `sgard \
+                 undo`) is kept in this machine's state, as always",
+                self.repo.display()
+            ));
+        }
+        Ok(self.ready(g))
+    }
+
+    fn ready(&self, mut g: Garden) -> Garden {
         for n in g.take_notes() {
             ui::note(&n);
         }
         g.set_passphrase_source(Box::new(|| context::passphrase("Passphrase: ")));
-        Ok(g)
+        g
     }
 }
 

@@ -176,7 +176,7 @@ impl Garden {
         let h = e
             .hash
             .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
-        let blob = self.store.read(&h).map_err(|source| {
+        let blob = self.blobs_for(&h).read(&h).map_err(|source| {
             if source.is_integrity() {
                 Error::Integrity {
                     path: e.path.clone(),

@@ -10,6 +10,18 @@ use sgard_store::{BlobState, Hash};
 
 use crate::{Error, Garden, Result, identity};
 
+/// The store holding blob `h`: `repo`, unless only `local` has it.
+pub(crate) fn pick_store<'a>(
+    repo: &'a sgard_store::Store,
+    local: Option<&'a sgard_store::Store>,
+    h: &Hash,
+) -> &'a sgard_store::Store {
+    match local {
+        Some(l) if !repo.contains(h).unwrap_or(false) && l.contains(h).unwrap_or(false) => l,
+        _ => repo,
+    }
+}
+
 /// When the last record installed a head whose manifest write was lost.
 pub(crate) fn interrupted_head(h: &History, head: Hash) -> Option<Hash> {
     let last = h.records.last()?;
@@ -54,6 +66,12 @@ impl Garden {
     /// The history log.
     pub fn history(&self) -> &History {
         &self.history
+    }
+
+    /// The repository's own log, without this home's local records: what
+    /// travels to a server and what another machine sees.
+    pub fn shared_history(&self) -> &History {
+        &self.repo_history
     }
 
     /// Whether this home took the snapshot of `r` (its machine id; for
@@ -133,7 +151,7 @@ impl Garden {
     /// # Errors
     /// [`Error::Integrity`] when the blob is missing or corrupt; parse errors.
     pub fn snapshot_doc(&self, id: &Hash) -> Result<Manifest> {
-        let bytes = self.store.read(id).map_err(|source| {
+        let bytes = self.blobs_for(id).read(id).map_err(|source| {
             if source.is_integrity() {
                 Error::Integrity {
                     path: format!("snapshot {}", id.short(12)),
@@ -161,17 +179,59 @@ impl Garden {
         }
         // The rest from the store, on all cores (a restore into an empty
         // home knows none of its 10,000 sizes yet).
-        let store = &self.store;
-        let found = crate::par::map(&unknown, 256, |h| store.size_of(h).ok().flatten());
+        let (repo, local) = self.stores();
+        let found = crate::par::map(&unknown, 256, |h| {
+            pick_store(repo, local, h).size_of(h).ok().flatten()
+        });
         total + found.into_iter().flatten().flatten().sum::<u64>()
     }
 
+    /// Appends records to the repository's log.
     fn push_records(&mut self, recs: Vec<Record>) -> Result<()> {
-        let mut h = self.history.clone();
+        let mut h = self.repo_history.clone();
         h.records.extend(recs);
         h.save(&self.root.join(HISTORY_FILE))?;
-        self.history = h;
+        self.set_repo_history(h);
         Ok(())
+    }
+
+    /// Replaces the repository's log in memory (it is saved already).
+    pub(crate) fn set_repo_history(&mut self, h: History) {
+        self.repo_history = h;
+        self.history = crate::merged(&self.repo_history, self.local.as_ref());
+    }
+
+    /// Appends records to this home's local log (the repository's when
+    /// there is no local state).
+    fn push_local_records(&mut self, recs: Vec<Record>) -> Result<()> {
+        let Some(l) = self.local.as_mut() else {
+            return self.push_records(recs);
+        };
+        let mut h = l.history.clone();
+        h.records.extend(recs);
+        sgard_store::durable::create_private_dir_all(&l.dir)?;
+        h.save(&l.dir.join(HISTORY_FILE))?;
+        l.history = h;
+        self.history = crate::merged(&self.repo_history, self.local.as_ref());
+        Ok(())
+    }
+
+    /// Where snapshots of this home's changes to its home folder and the
+    /// blobs they capture are stored: the local log's store.
+    pub(crate) fn local_store(&self) -> &sgard_store::Store {
+        self.local.as_ref().map_or(&self.store, |l| &l.store)
+    }
+
+    /// The store holding blob `h`: the repository's, or this home's local
+    /// log's for what only a safety snapshot captured.
+    pub(crate) fn blobs_for(&self, h: &Hash) -> &sgard_store::Store {
+        pick_store(&self.store, self.local.as_ref().map(|l| &l.store), h)
+    }
+
+    /// The two stores [`Garden::blobs_for`] picks from (`Sync`, for work on
+    /// other threads).
+    pub(crate) fn stores(&self) -> (&sgard_store::Store, Option<&sgard_store::Store>) {
+        (&self.store, self.local.as_ref().map(|l| &l.store))
     }
 
     /// Saves the head manifest as a snapshot: blob first (durable; with the
@@ -223,8 +283,9 @@ impl Garden {
         what: &str,
         new_blobs: u64,
     ) -> Result<Hash> {
-        let b = self.store.write_bytes(before.to_yaml().as_bytes())?;
-        let a = self.store.write_bytes(after.to_yaml().as_bytes())?;
+        let local = self.local_store();
+        let b = local.write_bytes(before.to_yaml().as_bytes())?;
+        let a = local.write_bytes(after.to_yaml().as_bytes())?;
         let host = identity::short_hostname(&self.env.hostname);
         let rec = |id, parent, reason, doc: &Manifest, new| Record {
             id,
@@ -247,7 +308,7 @@ impl Garden {
             new_blobs + u64::from(b.new),
         );
         let ra = rec(a.hash, Some(b.hash), reason, after, u64::from(a.new));
-        self.push_records(vec![rb, ra])?;
+        self.push_local_records(vec![rb, ra])?;
         Ok(b.hash)
     }
 
@@ -385,9 +446,27 @@ impl Garden {
         if dropped.is_empty() || dry_run {
             return Ok(dropped);
         }
-        let h = History { records: kept };
-        h.save(&self.root.join(HISTORY_FILE))?;
-        self.history = h;
+        // Each survivor goes back to the log it came from.
+        let key = |r: &Record| (r.id, r.reason.as_str().to_owned(), r.time, r.host.clone());
+        let local_keys: HashSet<_> = self
+            .local
+            .iter()
+            .flat_map(|l| l.history.records.iter().map(key))
+            .collect();
+        let (local, repo): (Vec<Record>, Vec<Record>) =
+            kept.into_iter().partition(|r| local_keys.contains(&key(r)));
+        let repo = History { records: repo };
+        if repo != self.repo_history {
+            repo.save(&self.root.join(HISTORY_FILE))?;
+        }
+        if let Some(l) = self.local.as_mut() {
+            let local = History { records: local };
+            if local != l.history {
+                local.save(&l.dir.join(HISTORY_FILE))?;
+            }
+            l.history = local;
+        }
+        self.set_repo_history(repo);
         Ok(dropped)
     }
 
@@ -409,7 +488,7 @@ impl Garden {
         let mut out = Vec::new();
         for (i, r) in self.history.records.iter().enumerate() {
             let mut problems = Vec::new();
-            match state(&r.id, &self.store)? {
+            match state(&r.id, self.blobs_for(&r.id))? {
                 BlobState::Ok => {}
                 BlobState::Missing => problems.push("its snapshot blob is missing".into()),
                 BlobState::Corrupt(_) => problems.push("its snapshot blob is corrupt".into()),
@@ -427,7 +506,7 @@ impl Garden {
                         let mut bad = BTreeSet::new();
                         for e in &doc.files {
                             if let Some(h) = e.hash {
-                                match state(&h, &self.store)? {
+                                match state(&h, self.blobs_for(&h))? {
                                     BlobState::Ok => {}
                                     BlobState::Missing => {
                                         bad.insert(format!(

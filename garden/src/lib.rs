@@ -96,7 +96,16 @@ pub struct Garden {
     manifest: Manifest,
     /// SHA-256 of manifest.yaml's bytes as last read or written.
     head_hash: sgard_store::Hash,
+    /// Every snapshot this home can see, oldest first: the repository's
+    /// log and this home's local log merged (see [`LocalLog`]).
     history: History,
+    /// The repository's own log (`<repo>/history.yaml`).
+    repo_history: History,
+    /// This home's log of its changes to the home folder.
+    local: Option<LocalLog>,
+    /// Held by a Garden opened to change the home folder only
+    /// ([`Garden::open_for_home`]): one such command per home at a time.
+    home_lock: Option<fs::File>,
     store: Store,
     pub(crate) labels: Vec<String>,
     repo_id: Option<(u64, u64)>,
@@ -129,6 +138,71 @@ pub struct Garden {
     /// Blobs being written as one batch (one flush for all; see `Batch`).
     batch: std::cell::RefCell<Option<sgard_store::Batch>>,
     _lock: RepoLock,
+}
+
+/// The machine-local log of this home's changes to its home folder: the
+/// safety snapshots of `restore`, `restore --at`, `mirror down`, `merge`
+/// and `undo` (records and the blobs they captured), under
+/// `$XDG_STATE_HOME/sgard/repos/<key>/undo/` in the repository layout
+/// (`history.yaml`, `blobs/`). They describe one home, not the shared
+/// repository: kept here, they never dirty a git checkout of it, never
+/// reach another machine's `undo`, and work from a read-only repository.
+#[derive(Debug)]
+pub(crate) struct LocalLog {
+    pub dir: PathBuf,
+    pub store: Store,
+    pub history: History,
+}
+
+impl LocalLog {
+    fn load(dir: PathBuf, notes: &mut Vec<String>) -> Self {
+        let history = match History::load(&dir.join(HISTORY_FILE)) {
+            Ok(h) => h,
+            Err(e) => {
+                notes.push(format!(
+                    "this machine's log of its restores is unreadable and is set aside \
+                     (undo cannot reach what it held): {}",
+                    error_chain(&e)
+                ));
+                let p = dir.join(HISTORY_FILE);
+                let _ = fs::rename(&p, dir.join("history.yaml.damaged"));
+                History::default()
+            }
+        };
+        LocalLog {
+            store: Store::open(&dir),
+            dir,
+            history,
+        }
+    }
+}
+
+/// The records of the repository's log and this home's local log in one.
+/// Each keeps its own order (the order it was written, whatever the clocks
+/// of the machines said), and a local record goes right after the record it
+/// follows: a `before-restore` record's parent is the head the restore was
+/// made from, so it goes after the newest record of that id (never before
+/// an earlier local record); the records after it follow it.
+fn merged(a: &History, b: Option<&LocalLog>) -> History {
+    let Some(l) = b.filter(|l| !l.history.records.is_empty()) else {
+        return a.clone();
+    };
+    let (x, y) = (&a.records, &l.history.records);
+    let mut records = Vec::with_capacity(x.len() + y.len());
+    let mut pos = 0;
+    for r in y {
+        if r.reason == sgard_manifest::history::Reason::BeforeRestore
+            && let Some(p) = r.parent
+            && let Some(k) = x.iter().rposition(|c| c.id == p)
+            && k + 1 > pos
+        {
+            records.extend(x[pos..=k].iter().cloned());
+            pos = k + 1;
+        }
+        records.push(r.clone());
+    }
+    records.extend(x[pos..].iter().cloned());
+    History { records }
 }
 
 impl Drop for Garden {
@@ -217,10 +291,13 @@ impl Garden {
         let (tags, tag_note) = tags::load(root, local_dir.as_deref())?;
         let labels = identity::labels(&env.hostname, &tags);
         let repo_id = fs::metadata(root).ok().map(|m| (m.dev(), m.ino()));
+        let mut notes: Vec<String> = tag_note.into_iter().collect();
+        let local = local_dir
+            .as_ref()
+            .map(|d| LocalLog::load(d.join("undo"), &mut notes));
         let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
         let statcache = statcache::StatCache::load(env.cache_dir.as_deref(), root);
         let base = base::Base::load(local_dir.as_deref());
-        let mut notes: Vec<String> = tag_note.into_iter().collect();
         if base.damaged() {
             notes.push(format!(
                 "this machine's record of the last sync with {} was damaged and is rebuilt: \
@@ -245,7 +322,10 @@ impl Garden {
             env,
             manifest,
             head_hash,
-            history,
+            history: merged(&history, local.as_ref()),
+            repo_history: history,
+            local,
+            home_lock: None,
             store,
             labels,
             repo_id,
@@ -286,6 +366,63 @@ impl Garden {
 
     fn manifest_path(&self) -> PathBuf {
         self.root.join(MANIFEST_FILE)
+    }
+
+    /// Opens the repository at `root` to change the home folder only
+    /// (restore, undo, mirror down, merge): the exclusive lock on the
+    /// repository, or a shared one when it is read-only (it is only read),
+    /// and an exclusive one on this home's state, so two such commands never
+    /// run at once here.
+    /// Nothing is written into the repository; safety snapshots go to this
+    /// home's local log.
+    ///
+    /// # Errors
+    /// As [`Garden::open`]; [`Error::Io`] for the local lock.
+    pub fn open_for_home(root: &Path, env: Env, on_wait: &dyn Fn(&str)) -> Result<Garden> {
+        // Exclusive where it can be: an interrupted checkpoint is finished
+        // then, and nothing changes the repository while the home follows it.
+        let mode = if rustix::fs::access(root, rustix::fs::Access::WRITE_OK).is_ok() {
+            LockMode::Exclusive
+        } else {
+            LockMode::Shared
+        };
+        let mut g = Garden::open(root, env, mode, on_wait)?;
+        let Some(dir) = g.local.as_ref().map(|l| l.dir.clone()) else {
+            return Err(Error::Invalid(
+                "no folder for machine-local state (set XDG_STATE_HOME or HOME)".into(),
+            ));
+        };
+        durable::create_private_dir_all(&dir)?;
+        let path = dir.join(lock::LOCK_FILE);
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io("opening lock file", &path, e))?;
+        if f.try_lock().is_err() {
+            on_wait(&format!(
+                "waiting for the lock on {} (another sgard is changing this home)",
+                path.display()
+            ));
+            f.lock().map_err(|e| Error::io("locking", &path, e))?;
+        }
+        g.home_lock = Some(f);
+        Ok(g)
+    }
+
+    /// Whether the repository folder can be written by this process.
+    pub fn repository_is_read_only(&self) -> bool {
+        rustix::fs::access(&self.root, rustix::fs::Access::WRITE_OK).is_err()
+    }
+
+    /// Checks this Garden may change the home folder (and record it).
+    fn require_home_writer(&self, what: &str) -> Result<()> {
+        if self.home_lock.is_some() {
+            return Ok(());
+        }
+        self.require_exclusive(what)
     }
 
     fn require_exclusive(&self, what: &str) -> Result<()> {

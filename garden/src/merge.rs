@@ -41,7 +41,7 @@ impl Garden {
     /// [`Error::NoMatch`] when `args` select nothing. Per-file errors (no
     /// base to merge from, binary content, a missing blob) are in the list.
     pub fn merge(&mut self, args: &[OsString]) -> Result<Vec<(String, Result<MergeOutcome>)>> {
-        self.require_exclusive("merge")?;
+        self.require_home_writer("merge")?;
         let picked = self.select(args)?;
         let entries: Vec<Entry> = picked
             .into_iter()
@@ -157,7 +157,13 @@ impl Garden {
             result.plaintext_mac = Some(mac);
             result.plaintext_hash = None;
         } else {
-            result.hash = Some(self.store.write_bytes(merged.as_bytes())?.hash);
+            // Kept with the safety snapshot, not in the repository: the
+            // next checkpoint stores what the user leaves on disk.
+            let local = self.local_store();
+            if let Some(l) = &self.local {
+                sgard_store::durable::create_private_dir_all(&l.dir)?;
+            }
+            result.hash = Some(local.write_bytes(merged.as_bytes())?.hash);
         }
         let step = Step {
             path: e.path.clone(),

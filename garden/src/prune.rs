@@ -13,6 +13,11 @@ pub struct PruneReport {
     pub temps: u64,
     /// Bytes those held.
     pub temp_bytes: u64,
+    /// Blobs deleted from this home's local log (what forgotten safety
+    /// snapshots captured).
+    pub local_blobs: u64,
+    /// Bytes those held.
+    pub local_bytes: u64,
 }
 
 impl Garden {
@@ -58,6 +63,22 @@ impl Garden {
             if let Some(bytes) = self.store.delete(&b.hash)? {
                 r.blobs += 1;
                 r.blob_bytes += bytes;
+            }
+        }
+        // This home's local log keeps only what its own snapshots name.
+        if let Some(l) = &self.local
+            && l.store.root().is_dir()
+        {
+            let mut keep_local = std::collections::HashSet::new();
+            for rec in &l.history.records {
+                keep_local.insert(rec.id);
+                keep_local.extend(self.snapshot_doc(&rec.id)?.referenced_blobs());
+            }
+            for b in l.store.list()? {
+                if !keep_local.contains(&b.hash) && l.store.delete(&b.hash)?.is_some() {
+                    r.local_blobs += 1;
+                    r.local_bytes += b.size;
+                }
             }
         }
         let (temps, temp_bytes) = if grace.is_some() {

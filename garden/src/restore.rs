@@ -511,7 +511,7 @@ impl Garden {
         if steps.is_empty() {
             return Ok(());
         }
-        self.require_exclusive("restore")?;
+        self.require_home_writer("restore")?;
         // Unlock the key before recording anything: a wrong passphrase must
         // leave neither the disk nor the history changed.
         let needs_key = |s: &Step| {
@@ -537,9 +537,15 @@ impl Garden {
         let is_file =
             |s: &Step| matches!(&s.op, Op::Write { entry, .. } if entry.kind == EntryKind::File);
         let (files, others): (Vec<Step>, Vec<Step>) = steps.into_iter().partition(is_file);
-        let store = &self.store;
+        let (repo, local) = self.stores();
         let plain_staged = par::map(&files, 64, |s| match &s.op {
-            Op::Write { entry, .. } if !entry.encrypted => Some(stage_plain(store, entry, &s.abs)),
+            Op::Write { entry, .. } if !entry.encrypted => {
+                let store = entry
+                    .hash
+                    .as_ref()
+                    .map_or(repo, |h| crate::history::pick_store(repo, local, h));
+                Some(stage_plain(store, entry, &s.abs))
+            }
             _ => None,
         });
         let mut prepared: Vec<(Step, Option<tempfile::TempPath>)> = Vec::new();
@@ -559,7 +565,11 @@ impl Garden {
         let mut after = Manifest::new(self.env.now);
         let mut ready = Vec::new();
         let mut new_blobs = 0;
-        self.begin_batch();
+        // What the disk holds now is captured into this home's local log.
+        if let Some(l) = &self.local {
+            sgard_store::durable::create_private_dir_all(&l.dir)?;
+        }
+        *self.batch.borrow_mut() = Some(self.local_store().batch());
         for (s, tmp) in prepared {
             let secret = matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
                 || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
@@ -650,7 +660,8 @@ impl Garden {
                 std::io::Write::write_all(f, &plain).map_err(|err| Error::io("writing", abs, err))
             });
         }
-        stage_plain(&self.store, e, abs)
+        let store = e.hash.as_ref().map_or(&self.store, |h| self.blobs_for(h));
+        stage_plain(store, e, abs)
     }
 
     fn perform(&self, s: &Step) -> Result<()> {
@@ -687,7 +698,8 @@ impl Garden {
                     .hash
                     .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
                 let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
-                fsx::write_file_atomic(abs, mode, |f| copy_blob(&self.store, e, &hash, abs, f))
+                let store = self.blobs_for(&hash);
+                fsx::write_file_atomic(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
             }
             EntryKind::Link => {
                 let target = e

@@ -203,7 +203,7 @@ impl Garden {
                 }
                 m.updated > self.manifest.updated
             }
-            Base::Never => self.manifest.files.is_empty() && self.history.records.is_empty(),
+            Base::Never => self.manifest.files.is_empty() && self.repo_history.records.is_empty(),
             Base::Id(b) => b == head,
         };
         if !ok {
@@ -293,7 +293,7 @@ impl Garden {
     /// keeping the log in time order.
     fn merge_history(&mut self, incoming: Vec<Record>) -> Result<()> {
         let have: HashSet<(Hash, String, Timestamp)> = self
-            .history
+            .repo_history
             .records
             .iter()
             .map(|r| (r.id, r.reason.as_str().to_owned(), r.time))
@@ -321,11 +321,11 @@ impl Garden {
                 h.short(12)
             )));
         }
-        let mut h = self.history.clone();
+        let mut h = self.repo_history.clone();
         h.records.append(&mut new);
         h.records.sort_by_key(|r| r.time);
         h.save(&self.root.join(HISTORY_FILE))?;
-        self.history = h;
+        self.set_repo_history(h);
         Ok(())
     }
 

@@ -6,14 +6,14 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
-use sgard_garden::{LockMode, MergeOutcome};
+use sgard_garden::MergeOutcome;
 
 use super::Ctx;
 use super::restore::chain;
 use crate::exit::Fail;
 
 pub fn run(ctx: &Ctx, paths: &[OsString], out: &mut dyn Write) -> Result<ExitCode> {
-    let mut g = ctx.open(LockMode::Exclusive)?;
+    let mut g = ctx.open_for_home()?;
     let results = g.merge(paths)?;
     let mut failed = String::new();
     let mut marked = Vec::new();

@@ -46,7 +46,7 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
             force,
             dry_run,
         } => {
-            let mut g = ctx.open(LockMode::Exclusive)?;
+            let mut g = ctx.open_for_home()?;
             let mut prompt = StdinPrompt::new();
             let r = g.mirror_down(&dirs, RestoreOptions { force, dry_run }, &mut prompt)?;
             restore::print_actions(&r.restore, dry_run, out)?;

@@ -21,6 +21,14 @@ pub fn run(ctx: &Ctx, remote: bool, out: &mut dyn Write) -> Result<ExitCode> {
         "Pruned {} orphaned blob(s), freed {} bytes.",
         r.blobs, r.blob_bytes
     )?;
+    if r.local_blobs > 0 {
+        writeln!(
+            out,
+            "Pruned {} blob(s) of forgotten safety snapshots from this machine's state, freed \
+             {} bytes.",
+            r.local_blobs, r.local_bytes
+        )?;
+    }
     if r.temps > 0 {
         writeln!(
             out,

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
-use sgard_garden::{LockMode, RestoreAction, RestoreOptions, RestoreReport};
+use sgard_garden::{RestoreAction, RestoreOptions, RestoreReport};
 
 use super::Ctx;
 use crate::exit::Fail;
@@ -20,7 +20,7 @@ pub fn run(
     at: Option<&str>,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
-    let mut g = ctx.open(LockMode::Exclusive)?;
+    let mut g = ctx.open_for_home()?;
     let mut prompt = StdinPrompt::new();
     let opts = RestoreOptions { force, dry_run };
     let report = match at {

@@ -5,13 +5,12 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
-use sgard_garden::LockMode;
 
 use super::{Ctx, restore};
 use crate::exit::{CONFLICT, Fail};
 
 pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let mut g = ctx.open(LockMode::Exclusive)?;
+    let mut g = ctx.open_for_home()?;
     let r = g.undo(dry_run)?;
     writeln!(out, "Undoing {}", r.undone)?;
     restore::print_actions(&r.restore, dry_run, out)?;

@@ -567,7 +567,7 @@ pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
         None => Base::Never,
     };
     let m = g.manifest().clone();
-    let history = g.history().records.clone();
+    let history = g.shared_history().records.clone();
     let store = g.store().clone();
     let head = g.head_id();
     let extra = g.snapshot_blobs(&history);

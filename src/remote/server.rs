@@ -262,7 +262,7 @@ impl GardenSync for Service {
                     manifest: Some(convert::manifest_to_proto(g.manifest())),
                     head_id: g.head_id().to_hex(),
                     history: g
-                        .history()
+                        .shared_history()
                         .records
                         .iter()
                         .map(convert::record_to_proto)

@@ -75,12 +75,21 @@ fn checkpoint_ids(t: &TestEnv) -> Vec<String> {
         .collect()
 }
 
-/// The records of history.yaml (oldest first) as key → raw value maps.
+/// The records of the repository's history.yaml, then those of this home's
+/// local log (its restores' safety snapshots), each oldest first, as key →
+/// raw value maps.
 fn history_records(t: &TestEnv) -> Vec<BTreeMap<String, String>> {
-    let text = match fs::read_to_string(t.repo().join("history.yaml")) {
+    let mut out = records_of(&t.repo().join("history.yaml"));
+    out.extend(records_of(&t.state().join("undo/history.yaml")));
+    out
+}
+
+/// The records of one history file.
+fn records_of(p: &Path) -> Vec<BTreeMap<String, String>> {
+    let text = match fs::read_to_string(p) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => panic!("reading history.yaml: {e}"),
+        Err(e) => panic!("reading {}: {e}", p.display()),
     };
     let mut out: Vec<BTreeMap<String, String>> = Vec::new();
     for line in text.lines() {
@@ -119,7 +128,7 @@ fn assert_history_blobs_exist(t: &TestEnv, case: &str) {
     for h in history_hashes(t) {
         assert_eq!(h.len(), 64, "{case}: malformed id {h:?} in history.yaml");
         assert!(
-            t.blob_path(&h).is_file(),
+            t.blob_path(&h).is_file() || local_blob_path(t, &h).is_file(),
             "{case}: history names {h} but its blob is missing"
         );
     }
@@ -150,9 +159,21 @@ fn history_bytes(t: &TestEnv) -> Vec<u8> {
     fs::read(t.repo().join("history.yaml")).unwrap_or_default()
 }
 
-/// The bytes of the blob `hash`.
+/// Where the blob `hash` of this home's local log lives.
+fn local_blob_path(t: &TestEnv, hash: &str) -> PathBuf {
+    t.state()
+        .join("undo/blobs")
+        .join(&hash[0..2])
+        .join(&hash[2..4])
+        .join(hash)
+}
+
+/// The bytes of the blob `hash` (in the repository, or in this home's local
+/// log for what a safety snapshot captured).
 fn blob(t: &TestEnv, hash: &str) -> Vec<u8> {
-    fs::read(t.blob_path(hash)).unwrap_or_else(|e| panic!("blob {hash}: {e}"))
+    fs::read(t.blob_path(hash))
+        .or_else(|_| fs::read(local_blob_path(t, hash)))
+        .unwrap_or_else(|e| panic!("blob {hash}: {e}"))
 }
 
 /// Replaces the bytes of a file whatever its permissions.
@@ -408,9 +429,14 @@ fn undo_puts_back_bytes_and_mode_and_redo_works() {
     let (files, absent) = doc_paths(&before_doc);
     assert_eq!(files, vec!["~/f"], "{before_doc}");
     assert_eq!(absent, vec!["~/g"], "{before_doc}");
+    // In this machine's local log, not in the shared repository.
     assert!(
-        t.blob_path(&sha(&local)).is_file(),
+        local_blob_path(&t, &sha(&local)).is_file(),
         "overwritten bytes not stored"
+    );
+    assert!(
+        !t.blob_path(&sha(&local)).exists(),
+        "a safety snapshot wrote into the repository"
     );
     let after_doc = String::from_utf8(blob(&t, recs[0]["id"].as_str().unwrap())).unwrap();
     let (mut files, absent) = doc_paths(&after_doc);

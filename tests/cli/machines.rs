@@ -459,3 +459,219 @@ fn a_restore_killed_at_any_point_is_finished_by_the_next_one() {
         lap.sg(&["verify"]).ok();
     }
 }
+
+/// Runs git in `dir`, failing the test on an error; `None` when git is not
+/// installed.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "protocol.file.allow=always",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_git_clone_of_the_repository_restores_on_a_new_home() {
+    let shared = tempfile::tempdir().unwrap();
+    let origin = shared.path().join("origin");
+    let desk = Machine::new("desktop", &origin);
+    desk.sg(&["init"]).ok();
+    if git(&origin, &["init", "-q"]).is_none() {
+        eprintln!("skipping: git is not installed");
+        return;
+    }
+    desk.write(".bashrc", "export A=1\n");
+    desk.write(".config/app/conf", "x = 1\n");
+    desk.sg(&["add", "~/.bashrc", "~/.config/app"]).ok();
+    desk.sg(&["checkpoint", "-m", "first"]).ok();
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-qm", "first"]);
+    // Only machine-local files stay out of git.
+    let tracked = git(&origin, &["ls-files"]).unwrap();
+    assert!(tracked.contains("blobs/"), "{tracked}");
+    assert!(tracked.contains("repo-id"), "{tracked}");
+    assert!(!tracked.contains("lock"), "{tracked}");
+
+    // A new machine clones and restores.
+    let clone = shared.path().join("clone");
+    git(shared.path(), &["clone", "-q", "origin", "clone"]);
+    let lap = Machine::new("laptop", &clone);
+    lap.sg(&["status"]).ok().stdout_has("missing    ~/.bashrc");
+    lap.sg(&["restore"]).ok();
+    assert_eq!(lap.read(".bashrc"), "export A=1\n");
+    assert_eq!(lap.read(".config/app/conf"), "x = 1\n");
+    lap.sg(&["status", "--exit-code"]).ok();
+    lap.sg(&["verify"]).ok();
+
+    // The desktop commits a change; after `git pull` the laptop is behind.
+    desk.write(".bashrc", "export A=2\n");
+    desk.sg(&["checkpoint", "-m", "second"]).ok();
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-qm", "second"]);
+    git(&clone, &["pull", "-q", "--ff-only"]);
+    assert_eq!(lap.state("~/.bashrc"), "behind");
+    lap.sg(&["restore"]).ok();
+    assert_eq!(lap.read(".bashrc"), "export A=2\n");
+}
+
+#[test]
+fn a_clone_without_blobs_says_so_and_a_failed_restore_records_nothing() {
+    let shared = tempfile::tempdir().unwrap();
+    let origin = shared.path().join("origin");
+    let desk = Machine::new("desktop", &origin);
+    desk.sg(&["init"]).ok();
+    if git(&origin, &["init", "-q"]).is_none() {
+        eprintln!("skipping: git is not installed");
+        return;
+    }
+    // The .gitignore older versions wrote: blobs stay out of git.
+    fs::write(
+        origin.join(".gitignore"),
+        "blobs/\ntags\nlock\nsync-state\n",
+    )
+    .unwrap();
+    desk.write(".bashrc", "export A=1\n");
+    desk.sg(&["add", "~/.bashrc"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-qm", "first"]);
+    let clone = shared.path().join("clone");
+    git(shared.path(), &["clone", "-q", "origin", "clone"]);
+    let lap = Machine::new("laptop", &clone);
+
+    // Not "missing" with exit 0: the repository lacks the content.
+    let r = lap.sg(&["status"]);
+    r.code(3)
+        .stdout_has("error      ~/.bashrc")
+        .stderr_has("content (blob");
+    r.stderr_has("is missing from the repository");
+    r.stderr_has("1 entry cannot be restored");
+    let history = fs::read(clone.join("history.yaml")).unwrap();
+    let r = lap.sg(&["restore"]);
+    r.code(3).stderr_has("~/.bashrc");
+    assert!(!lap.path(".bashrc").exists());
+    assert_eq!(
+        fs::read(clone.join("history.yaml")).unwrap(),
+        history,
+        "a restore that wrote nothing recorded a snapshot"
+    );
+    assert_eq!(git(&clone, &["status", "--porcelain"]).unwrap(), "");
+}
+
+/// `cmd` run with the repository `repo` bind-mounted read-only at `mnt`
+/// (private user and mount namespaces: nothing outside the test sees it).
+fn read_only(cmd: &Command, repo: &Path, mnt: &Path) -> Command {
+    let mut c = Command::new("unshare");
+    // -r: a user namespace too, so this works without being root.
+    c.arg("-rm")
+        .arg("sh")
+        .arg("-c")
+        .arg(r#"mount --bind "$1" "$2" && mount -o remount,ro,bind "$2" && shift 2 && exec "$@""#)
+        .arg("sh")
+        .arg(repo)
+        .arg(mnt)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(d) = cmd.get_current_dir() {
+        c.current_dir(d);
+    }
+    c.env_clear();
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+/// Every file under `dir` with its bytes (to see that nothing changed).
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.clone(), fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_read_only_repository_restores_and_undo_works() {
+    let (shared, desk, _lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    desk.write(".vimrc", "set nu\n");
+    desk.sg(&["add", "~/.vimrc"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    let mnt = shared.path().join("ro");
+    fs::create_dir(&mnt).unwrap();
+    let ro = Machine::new("reader", &mnt);
+    let run = |args: &[&str]| -> Run {
+        read_only(&ro.command(args), &repo, &mnt)
+            .output()
+            .unwrap()
+            .into()
+    };
+    let probe = run(&["--version"]);
+    if probe.code != 0 {
+        eprintln!("skipping: cannot bind-mount here ({})", probe.stderr.trim());
+        return;
+    }
+    // The repository-id of the real folder keys this machine's state.
+    let ro_state = ro.t.state_of(&repo);
+    let before = tree(&repo);
+    ro.write(".vimrc", "my own\n");
+
+    for args in [
+        &["status"][..],
+        &["diff"],
+        &["list"],
+        &["info", "~/.bashrc"],
+        &["log"],
+        &["verify"],
+        &["restore", "--dry-run"],
+    ] {
+        let r = run(args);
+        assert_eq!(r.code, 0, "{args:?}: {r:#?}");
+        assert!(!r.stderr.contains("error"), "{args:?}: {r:#?}");
+    }
+    let r = run(&["restore"]);
+    assert_eq!(r.code, 4, "the local ~/.vimrc is asked about: {r:#?}");
+    assert!(r.stderr.contains("is read-only"), "{r:#?}");
+    assert_eq!(ro.read(".bashrc"), "base\n");
+    assert_eq!(ro.read(".vimrc"), "my own\n");
+    let r = run(&["restore", "-f", "~/.vimrc"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(ro.read(".vimrc"), "set nu\n");
+    assert!(ro_state.join("undo/history.yaml").is_file());
+    let r = run(&["undo"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(
+        ro.read(".vimrc"),
+        "my own\n",
+        "undo did not put the local file back"
+    );
+    assert_eq!(tree(&repo), before, "a read-only repository was written");
+}
