@@ -166,6 +166,9 @@ pub(crate) struct Base {
     map: HashMap<String, BaseEntry>,
     /// The file was there but could not be trusted.
     damaged: bool,
+    /// There was no file: this machine never kept a base for this
+    /// repository (a fresh machine, or one sgard upgraded).
+    new: bool,
     dirty: bool,
 }
 
@@ -176,18 +179,19 @@ impl Base {
             return Base::default();
         };
         let path = dir.join("base");
-        let (map, damaged) = match durable::read_regular_to_string(&path) {
+        let (map, damaged, new) = match durable::read_regular_to_string(&path) {
             Ok(t) => match parse(&t) {
-                Some(m) => (m, false),
-                None => (HashMap::new(), true),
+                Some(m) => (m, false, false),
+                None => (HashMap::new(), true, false),
             },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (HashMap::new(), false),
-            Err(_) => (HashMap::new(), true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (HashMap::new(), false, true),
+            Err(_) => (HashMap::new(), true, false),
         };
         Base {
             path: Some(path),
             map,
             damaged,
+            new,
             dirty: false,
         }
     }
@@ -195,6 +199,11 @@ impl Base {
     /// Whether a base file was found damaged (and is being rebuilt).
     pub fn damaged(&self) -> bool {
         self.damaged
+    }
+
+    /// Whether this machine never kept a base for this repository.
+    pub fn is_new(&self) -> bool {
+        self.new
     }
 
     pub fn get(&self, path: &str) -> Option<&BaseEntry> {

@@ -276,7 +276,9 @@ impl Garden {
             }
             head = (m, id);
         }
-        Garden::assemble(root, env, head, history, store, lock)
+        let g = Garden::assemble(root, env, head, history, store, lock)?;
+        g.seed_base();
+        Ok(g)
     }
 
     fn assemble(

@@ -350,6 +350,71 @@ impl Garden {
         self.fingerprints.borrow().get(&h).or(e.plaintext_hash)
     }
 
+    /// Gives a machine that never kept a base for this repository (sgard
+    /// was upgraded here) the base it would have had, from the history:
+    /// the newest full snapshot this home (or, for records older than
+    /// machine ids, this host) recorded, each of whose entries its disk then
+    /// held, updated by what its restores of the head since wrote. Without any (a fresh
+    /// machine) there is no base, and every difference is a question. A
+    /// wrong seed (two machines with one host name) can only let a restore
+    /// overwrite a file whose content is in that history.
+    pub(crate) fn seed_base(&self) {
+        if !self.base.borrow().is_new() {
+            return;
+        }
+        let recs = &self.history.records;
+        if !recs.iter().any(|r| self.is_mine(r)) {
+            return;
+        }
+        let start = recs
+            .iter()
+            .rposition(|r| r.reason.is_full() && self.is_mine(r))
+            .unwrap_or(0);
+        let mut agreed: std::collections::BTreeMap<String, Entry> =
+            std::collections::BTreeMap::new();
+        for r in &recs[start..] {
+            // What a restore of the head wrote agreed with the repository;
+            // an older version (restore --at, undo, merge) did not.
+            let head_restore = r.reason == sgard_manifest::history::Reason::Restore
+                && r.message.as_deref().is_some_and(|m| {
+                    m == "restore" || m.starts_with("pull from ") || m.starts_with("mirror down ")
+                });
+            if !self.is_mine(r) || !(r.reason.is_full() || head_restore) {
+                continue;
+            }
+            let Ok(doc) = self.snapshot_doc(&r.id) else {
+                return;
+            };
+            if r.reason.is_full() {
+                agreed.clear();
+            }
+            for p in &doc.absent {
+                agreed.remove(p);
+            }
+            for e in doc.files {
+                agreed.insert(e.path.clone(), e);
+            }
+        }
+        for e in agreed.values() {
+            let content = match e.kind {
+                EntryKind::File => match self.content_of(e) {
+                    Some(c) => Some(c),
+                    None => continue,
+                },
+                _ => None,
+            };
+            let seen = Seen {
+                kind: e.kind,
+                mode: e.mode.unwrap_or_else(|| Mode::from_st_mode(0o644)),
+                content,
+                target: e.target.clone(),
+            };
+            self.base
+                .borrow_mut()
+                .settle(&e.path, BaseEntry::agreed(e, &seen));
+        }
+    }
+
     /// Writes the base if it changed, ignoring failure (for read-only
     /// commands: a base that could not be saved is found again next time).
     pub(crate) fn flush_base_quietly(&self) {

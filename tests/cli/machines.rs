@@ -675,3 +675,48 @@ fn a_read_only_repository_restores_and_undo_works() {
     );
     assert_eq!(tree(&repo), before, "a read-only repository was written");
 }
+
+#[test]
+fn an_upgraded_machine_gets_its_base_from_its_own_history() {
+    // Two machines that used an sgard without bases: their records are in
+    // the history, but neither has a base file.
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    desk.write(".vimrc", "v\n");
+    desk.sg(&["add", "~/.vimrc"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["restore"]).ok();
+    lap.write(".bashrc", "base\nlaptop edit\n");
+    desk.write(".vimrc", "v2\n");
+    desk.sg(&["checkpoint"]).ok();
+    // As an older sgard kept them: restores in the shared log, no base.
+    for m in [&desk, &lap] {
+        let state = m.t.state_of(&repo);
+        fs::remove_file(state.join("base")).unwrap();
+        let local = fs::read_to_string(state.join("undo/history.yaml")).unwrap_or_default();
+        let shared_log = fs::read_to_string(repo.join("history.yaml")).unwrap();
+        let moved: String = local.lines().skip(2).map(|l| format!("{l}\n")).collect();
+        fs::write(repo.join("history.yaml"), format!("{shared_log}{moved}")).unwrap();
+        let blobs = state.join("undo/blobs");
+        if blobs.is_dir() {
+            let out = Command::new("cp")
+                .args(["-a", "--no-clobber"])
+                .arg(format!("{}/.", blobs.display()))
+                .arg(repo.join("blobs"))
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+        }
+        let _ = fs::remove_dir_all(state.join("undo"));
+    }
+    // The desktop (its checkpoint) and the laptop (its restore) know again
+    // what they last synced: a local edit is modified, the other's is behind.
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+    assert_eq!(lap.state("~/.vimrc"), "behind");
+    assert_eq!(desk.state("~/.vimrc"), "ok");
+    lap.sg(&["checkpoint"])
+        .ok()
+        .stdout_has("updated    ~/.bashrc");
+    lap.sg(&["restore"]).ok();
+    assert_eq!(lap.read(".vimrc"), "v2\n");
+}
