@@ -720,3 +720,74 @@ fn an_upgraded_machine_gets_its_base_from_its_own_history() {
     lap.sg(&["restore"]).ok();
     assert_eq!(lap.read(".vimrc"), "v2\n");
 }
+
+#[test]
+fn restore_answers_all_and_quit_hold_for_the_rest() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    for f in [".a", ".b", ".c"] {
+        desk.write(f, "repo\n");
+    }
+    desk.sg(&["add", "~/.a", "~/.b", "~/.c"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["restore"]).ok();
+    let edit = || {
+        for f in [".a", ".b", ".c"] {
+            lap.write(f, "mine\n");
+        }
+    };
+    // `q` at the first question: that one and the rest are left (exit 4),
+    // and nothing more is asked.
+    edit();
+    let r = lap.sg_in(&["restore"], "q\ny\ny\n");
+    r.code(4);
+    assert_eq!(r.stdout.matches("Overwrite it?").count(), 1, "{r:#?}");
+    for f in [".a", ".b", ".c"] {
+        assert_eq!(lap.read(f), "mine\n", "{f}");
+    }
+    // `n`, then `a`: the first kept, the second and third overwritten.
+    let r = lap.sg_in(&["restore"], "n\na\n");
+    r.ok();
+    assert_eq!(r.stdout.matches("Overwrite it?").count(), 2, "{r:#?}");
+    assert_eq!(lap.read(".a"), "mine\n");
+    assert_eq!(lap.read(".b"), "repo\n");
+    assert_eq!(lap.read(".c"), "repo\n");
+    // An unknown answer explains the choices and asks again.
+    let r = lap.sg_in(&["restore", "~/.a"], "what\ny\n");
+    r.ok().stdout_has("d - show the difference, then ask again");
+    assert_eq!(lap.read(".a"), "repo\n");
+}
+
+#[test]
+fn checkpoint_and_status_take_paths_and_checkpoint_has_a_dry_run() {
+    let (_shared, desk, _lap) = desk_and_laptop();
+    desk.write(".vimrc", "v\n");
+    desk.sg(&["add", "~/.vimrc"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    desk.write(".bashrc", "base\nnew\n");
+    desk.write(".vimrc", "v2\n");
+    let st = desk.sg(&["status", "~/.vimrc"]);
+    st.ok();
+    assert_eq!(st.stdout, "modified   ~/.vimrc  (content)\n");
+    desk.sg(&["status", "~/nothing"])
+        .code(1)
+        .stderr_has("no matching");
+
+    let manifest = fs::read(desk.repo.join("manifest.yaml")).unwrap();
+    let history = fs::read(desk.repo.join("history.yaml")).unwrap();
+    let r = desk.sg(&["checkpoint", "--dry-run"]);
+    r.ok()
+        .stdout_has("update     ~/.bashrc")
+        .stdout_has("update     ~/.vimrc")
+        .stdout_has("Dry run: nothing was recorded.");
+    assert_eq!(fs::read(desk.repo.join("manifest.yaml")).unwrap(), manifest);
+    assert_eq!(fs::read(desk.repo.join("history.yaml")).unwrap(), history);
+    assert_eq!(desk.state("~/.vimrc"), "modified");
+
+    // Only the named entry is recorded.
+    let r = desk.sg(&["checkpoint", "-m", "vim only", "~/.vimrc"]);
+    r.ok().stdout_has("updated    ~/.vimrc");
+    assert!(!r.stdout.contains(".bashrc"), "{r:#?}");
+    assert_eq!(stored_hash(&desk.repo, "~/.vimrc"), sha("v2\n"));
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\n"));
+    assert_eq!(desk.state("~/.bashrc"), "modified");
+}
