@@ -67,6 +67,16 @@ impl Garden {
     /// [`Error::NotFound`], [`Error::InsideRepo`], [`Error::BadPath`], or any
     /// read or store error (the manifest is then not saved).
     pub fn add(&mut self, args: &[OsString], opts: &AddOptions) -> Result<AddReport> {
+        let r = self.add_inner(args, opts);
+        if r.is_err() {
+            // Nothing was saved: what it recorded in the base agrees with
+            // nothing in the repository.
+            self.base.borrow_mut().rollback();
+        }
+        r
+    }
+
+    fn add_inner(&mut self, args: &[OsString], opts: &AddOptions) -> Result<AddReport> {
         if !opts.only.is_empty() && !opts.never.is_empty() {
             return Err(Error::Invalid(
                 "--only and --never are mutually exclusive".into(),

@@ -99,6 +99,54 @@ pub(crate) fn machine_id(state_root: Option<&Path>) -> Option<String> {
     read_id(&p)
 }
 
+/// The key of the repository at `root`, after carrying this machine's state
+/// over when the repository's id changed (a `repo-id` replaced by a git
+/// merge or a copy): the key last used at this path is remembered, and its
+/// state folder moves to the new key if that has none yet. Returns a note
+/// when it moved.
+pub(crate) fn key_for(root: &Path, state_root: Option<&Path>) -> (String, Option<String>) {
+    let key = repo_key(root);
+    let Some(state) = state_root else {
+        return (key, None);
+    };
+    let canon = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let map = state
+        .join("sgard")
+        .join("paths")
+        .join(Hash::of(canon.as_os_str().as_encoded_bytes()).short(32));
+    let old = durable::read_regular_to_string(&map)
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|k| valid_key(k));
+    if old.as_deref() == Some(key.as_str()) {
+        return (key, None);
+    }
+    let mut note = None;
+    if let Some(old) = old {
+        let repos = state.join("sgard").join("repos");
+        let (from, to) = (repos.join(&old), repos.join(&key));
+        if from.is_dir() && !durable::lstat_exists(&to) && std::fs::rename(&from, &to).is_ok() {
+            note = Some(format!(
+                "the repository at {} has a new id ({old} -> {key}); this machine's \
+                 record of it was carried over",
+                root.display()
+            ));
+        }
+    }
+    if let Some(dir) = map.parent()
+        && durable::create_private_dir_all(dir).is_ok()
+    {
+        let _ = durable::write_atomic(&map, format!("{key}\n").as_bytes(), 0o600);
+    }
+    (key, note)
+}
+
+/// Whether `k` is a key this sgard makes (a safe path component).
+fn valid_key(k: &str) -> bool {
+    let hex = |s: &str| s.len() == 32 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+    hex(k) || k.strip_prefix("path-").is_some_and(hex)
+}
+
 /// The folder of machine-local state for the repository keyed `key`.
 pub(crate) fn state_dir(state_root: Option<&Path>, key: &str) -> Option<PathBuf> {
     Some(state_root?.join("sgard").join("repos").join(key))
@@ -216,6 +264,26 @@ impl Base {
             self.map.insert(path.to_owned(), b);
             self.dirty = true;
         }
+    }
+
+    /// Forgets every change not yet written (the command that made them
+    /// failed before the repository was saved, so they agree with nothing).
+    pub fn rollback(&mut self) {
+        if self.dirty
+            && let Some(dir) = self.path.as_deref().and_then(Path::parent)
+        {
+            *self = Base::load(Some(dir));
+        }
+    }
+
+    /// Sets or clears the record of `path` as it is (used by undo, which
+    /// puts back the base an operation replaced).
+    pub fn put(&mut self, path: &str, b: Option<BaseEntry>) {
+        let changed = match b {
+            Some(b) => self.map.insert(path.to_owned(), b.clone()) != Some(b),
+            None => self.map.remove(path).is_some(),
+        };
+        self.dirty |= changed;
     }
 
     /// Drops the records of paths `keep` says are no longer tracked.

@@ -289,11 +289,12 @@ impl Garden {
         store: Store,
         lock: RepoLock,
     ) -> Result<Garden> {
-        let local_dir = base::state_dir(env.state_dir.as_deref(), &base::repo_key(root));
+        let (key, key_note) = base::key_for(root, env.state_dir.as_deref());
+        let local_dir = base::state_dir(env.state_dir.as_deref(), &key);
         let (tags, tag_note) = tags::load(root, local_dir.as_deref())?;
         let labels = identity::labels(&env.hostname, &tags);
         let repo_id = fs::metadata(root).ok().map(|m| (m.dev(), m.ino()));
-        let mut notes: Vec<String> = tag_note.into_iter().collect();
+        let mut notes: Vec<String> = key_note.into_iter().chain(tag_note).collect();
         let local = local_dir
             .as_ref()
             .map(|d| LocalLog::load(d.join("undo"), &mut notes));

@@ -82,6 +82,14 @@ impl Garden {
     /// [`Error::NotFound`] or [`Error::Unsupported`] for a bad folder; read
     /// and store errors while adding.
     pub fn mirror_up(&mut self, dirs: &[OsString]) -> Result<MirrorUpReport> {
+        let r = self.mirror_up_inner(dirs);
+        if r.is_err() {
+            self.base.borrow_mut().rollback();
+        }
+        r
+    }
+
+    fn mirror_up_inner(&mut self, dirs: &[OsString]) -> Result<MirrorUpReport> {
         let roots = self.mirror_roots(dirs)?;
         let mut report = MirrorUpReport::default();
         let mut add = AddReport::default();

@@ -351,10 +351,10 @@ impl Garden {
     }
 
     /// Gives a machine that never kept a base for this repository (sgard
-    /// was upgraded here) the base it would have had, from the history:
-    /// the newest full snapshot this home (or, for records older than
-    /// machine ids, this host) recorded, each of whose entries its disk then
-    /// held, updated by what its restores of the head since wrote. Without any (a fresh
+    /// was upgraded here) the base it would have had, from the history: the
+    /// newest full snapshot this host recorded before machine ids existed,
+    /// each of whose entries its disk then held, updated by what its
+    /// restores of the head since wrote. Without any (a fresh
     /// machine) there is no base, and every difference is a question. A
     /// wrong seed (two machines with one host name) can only let a restore
     /// overwrite a file whose content is in that history.
@@ -363,12 +363,25 @@ impl Garden {
             return;
         }
         let recs = &self.history.records;
-        if !recs.iter().any(|r| self.is_mine(r)) {
+        // Only records made before this machine kept a base (they carry no
+        // machine id): since then a checkpoint keeps other machines'
+        // versions of what it did not take, so its snapshot is no record
+        // of this disk. A base lost after that stays lost (every difference
+        // a question).
+        let host = crate::identity::short_hostname(&self.env.hostname);
+        if recs
+            .iter()
+            .any(|r| r.machine.is_some() && r.machine == self.machine)
+        {
+            return;
+        }
+        let mine = |r: &sgard_manifest::history::Record| r.machine.is_none() && r.host == host;
+        if !recs.iter().any(mine) {
             return;
         }
         let start = recs
             .iter()
-            .rposition(|r| r.reason.is_full() && self.is_mine(r))
+            .rposition(|r| r.reason.is_full() && mine(r))
             .unwrap_or(0);
         let mut agreed: std::collections::BTreeMap<String, Entry> =
             std::collections::BTreeMap::new();
@@ -379,7 +392,7 @@ impl Garden {
                 && r.message.as_deref().is_some_and(|m| {
                     m == "restore" || m.starts_with("pull from ") || m.starts_with("mirror down ")
                 });
-            if !self.is_mine(r) || !(r.reason.is_full() || head_restore) {
+            if !mine(r) || !(r.reason.is_full() || head_restore) {
                 continue;
             }
             let Ok(doc) = self.snapshot_doc(&r.id) else {

@@ -709,6 +709,14 @@ fn an_upgraded_machine_gets_its_base_from_its_own_history() {
         }
         let _ = fs::remove_dir_all(state.join("undo"));
     }
+    // Records of an older sgard carry no machine id.
+    let log = fs::read_to_string(repo.join("history.yaml")).unwrap();
+    let legacy: String = log
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("machine:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(repo.join("history.yaml"), legacy).unwrap();
     // The desktop (its checkpoint) and the laptop (its restore) know again
     // what they last synced: a local edit is modified, the other's is behind.
     assert_eq!(lap.state("~/.bashrc"), "modified");
@@ -790,4 +798,66 @@ fn checkpoint_and_status_take_paths_and_checkpoint_has_a_dry_run() {
     assert_eq!(stored_hash(&desk.repo, "~/.vimrc"), sha("v2\n"));
     assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\n"));
     assert_eq!(desk.state("~/.bashrc"), "modified");
+}
+
+#[test]
+fn a_base_lost_after_the_upgrade_is_not_rebuilt_from_checkpoints() {
+    // Since machines keep bases, a checkpoint keeps other machines'
+    // versions of what it did not take: rebuilding a lost base from it
+    // would make the desktop's change look like the laptop's.
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    lap.write(".bashrc", "base\nlaptop\n");
+    lap.sg(&["checkpoint"]).ok();
+    desk.write(".vimrc", "v\n");
+    desk.sg(&["add", "~/.vimrc"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    assert_eq!(desk.state("~/.bashrc"), "behind");
+    fs::remove_file(desk.t.state_of(&repo).join("base")).unwrap();
+    assert_eq!(desk.state("~/.bashrc"), "conflict");
+    desk.sg(&["checkpoint"]).code(4);
+    assert_eq!(stored_hash(&repo, "~/.bashrc"), sha("base\nlaptop\n"));
+}
+
+#[test]
+fn a_new_repository_id_carries_this_machines_state_over() {
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    desk.write(".bashrc", "base\ndesk\n");
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["tag", "add", "work"]).ok();
+    // A git merge or a copy replaced the id.
+    fs::write(repo.join("repo-id"), "0123456789abcdef0123456789abcdef\n").unwrap();
+    let r = lap.sg(&["status"]);
+    r.ok()
+        .stderr_has("has a new id")
+        .stdout_has("behind     ~/.bashrc");
+    lap.sg(&["tag", "list"]).ok().stdout_has("work");
+}
+
+#[test]
+fn a_failed_add_leaves_the_base_as_it_was() {
+    let (_shared, _desk, lap) = desk_and_laptop();
+    let with = |args: &[&str], pass: &str| -> Run {
+        lap.command(args)
+            .env("SGARD_PASSPHRASE", pass)
+            .env("SGARD_TEST_ARGON2", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    };
+    with(&["encrypt", "init"], "right").ok();
+    lap.write(".secret", "s1\n");
+    with(&["add", "--encrypt", "~/.secret"], "right").ok();
+    with(&["checkpoint"], "right").ok();
+    lap.write(".bashrc", "base\nprecious edit\n");
+    lap.write(".secret", "s2\n");
+    // ~/.bashrc is handled first; the secret then fails: nothing is saved,
+    // and the base must not claim ~/.bashrc's new content was recorded.
+    let r = with(&["add", "~/.bashrc", "~/.secret"], "wrong");
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+    lap.sg(&["restore", "~/.bashrc"]).code(4);
+    assert_eq!(lap.read(".bashrc"), "base\nprecious edit\n");
 }
