@@ -308,32 +308,7 @@ impl Base {
         }
         let mut keys: Vec<&String> = self.map.keys().collect();
         keys.sort();
-        let mut body = String::with_capacity(self.map.len() * 160);
-        for k in keys {
-            let b = &self.map[k];
-            let kind = match b.kind {
-                EntryKind::File => 'f',
-                EntryKind::Directory => 'd',
-                EntryKind::Link => 'l',
-            };
-            let hex = |h: Option<Hash>| h.map_or_else(|| "-".to_owned(), |h| h.to_hex());
-            let content = if b.content.is_some() && b.content == b.stored {
-                "=".to_owned()
-            } else {
-                hex(b.content)
-            };
-            let mode = b.mode.map_or_else(|| "-".to_owned(), |m| m.to_string());
-            let _ = write!(
-                body,
-                "{kind} {mode} {} {content} {}",
-                hex(b.stored),
-                escape(k)
-            );
-            if let Some(t) = &b.target {
-                let _ = write!(body, " {}", escape(t));
-            }
-            body.push('\n');
-        }
+        let body = render(keys.into_iter().map(|k| (k.as_str(), self.map.get(k))));
         let text = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
         let dir = durable::parent_of(path);
         durable::create_private_dir_all(&dir)?;
@@ -342,6 +317,61 @@ impl Base {
         self.damaged = false;
         Ok(())
     }
+
+    /// The records of `paths` as they are now (`None`: no record), written
+    /// durably to `file`: what an operation is about to replace, so its
+    /// undo can put it back (see [`load_prior`]).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub fn save_prior(&self, file: &Path, paths: &[&str]) -> Result<()> {
+        let body = render(paths.iter().map(|p| (*p, self.map.get(*p))));
+        let text = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
+        durable::create_private_dir_all(&durable::parent_of(file))?;
+        durable::write_atomic(file, text.as_bytes(), 0o600)?;
+        Ok(())
+    }
+}
+
+/// Reads what [`Base::save_prior`] wrote; `None` when it is missing or
+/// damaged (an undo then leaves the base as it is, which is safe).
+pub(crate) fn load_prior(file: &Path) -> Option<Vec<(String, Option<BaseEntry>)>> {
+    let text = durable::read_regular_to_string(file).ok()?;
+    parse_records(&text)
+}
+
+/// Base lines for `entries` (a `-` line for a path with no record).
+fn render<'a>(entries: impl Iterator<Item = (&'a str, Option<&'a BaseEntry>)>) -> String {
+    let mut body = String::new();
+    let hex = |h: Option<Hash>| h.map_or_else(|| "-".to_owned(), |h| h.to_hex());
+    for (k, b) in entries {
+        let Some(b) = b else {
+            let _ = writeln!(body, "- - - - {}", escape(k));
+            continue;
+        };
+        let kind = match b.kind {
+            EntryKind::File => 'f',
+            EntryKind::Directory => 'd',
+            EntryKind::Link => 'l',
+        };
+        let content = if b.content.is_some() && b.content == b.stored {
+            "=".to_owned()
+        } else {
+            hex(b.content)
+        };
+        let mode = b.mode.map_or_else(|| "-".to_owned(), |m| m.to_string());
+        let _ = write!(
+            body,
+            "{kind} {mode} {} {content} {}",
+            hex(b.stored),
+            escape(k)
+        );
+        if let Some(t) = &b.target {
+            let _ = write!(body, " {}", escape(t));
+        }
+        body.push('\n');
+    }
+    body
 }
 
 /// Escapes a path or target so it holds no space, tab, CR or newline.
@@ -382,6 +412,16 @@ fn unescape(s: &str) -> Option<String> {
 
 /// Parses a base file; `None` when anything is off.
 fn parse(text: &str) -> Option<HashMap<String, BaseEntry>> {
+    let mut map = HashMap::new();
+    for (p, b) in parse_records(text)? {
+        map.insert(p, b?);
+    }
+    Some(map)
+}
+
+/// Parses base lines under a checked header; `-` lines are paths with no
+/// record.
+fn parse_records(text: &str) -> Option<Vec<(String, Option<BaseEntry>)>> {
     let (head, body) = text.split_once('\n')?;
     let sum = head.strip_prefix(MAGIC)?.trim();
     if Hash::parse(sum).ok()? != Hash::of(body.as_bytes()) {
@@ -394,7 +434,7 @@ fn parse(text: &str) -> Option<HashMap<String, BaseEntry>> {
             Hash::parse(s).ok().map(Some)
         }
     };
-    let mut map = HashMap::with_capacity(body.len() / 150);
+    let mut out = Vec::with_capacity(body.len() / 150);
     for line in body.lines() {
         let f: Vec<&str> = line.split(' ').collect();
         if f.len() != 5 && f.len() != 6 {
@@ -404,6 +444,10 @@ fn parse(text: &str) -> Option<HashMap<String, BaseEntry>> {
             "f" => EntryKind::File,
             "d" => EntryKind::Directory,
             "l" => EntryKind::Link,
+            "-" if f.len() == 5 => {
+                out.push((unescape(f[4])?, None));
+                continue;
+            }
             _ => return None,
         };
         let mode = if f[1] == "-" {
@@ -418,18 +462,18 @@ fn parse(text: &str) -> Option<HashMap<String, BaseEntry>> {
             Some(t) => Some(unescape(t)?),
             None => None,
         };
-        map.insert(
+        out.push((
             path,
-            BaseEntry {
+            Some(BaseEntry {
                 kind,
                 mode,
                 target,
                 stored,
                 content,
-            },
-        );
+            }),
+        ));
     }
-    Some(map)
+    Some(out)
 }
 
 #[cfg(test)]

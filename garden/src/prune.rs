@@ -80,6 +80,19 @@ impl Garden {
                     r.local_bytes += b.size;
                 }
             }
+            // And the bases saved for undo of forgotten operations.
+            if let Ok(rd) = std::fs::read_dir(l.dir.join("bases")) {
+                for e in rd.flatten() {
+                    let name = e.file_name();
+                    let known = name
+                        .to_str()
+                        .and_then(|n| sgard_store::Hash::parse(n).ok())
+                        .is_some_and(|h| keep_local.contains(&h));
+                    if !known {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
         }
         let (temps, temp_bytes) = if grace.is_some() {
             // Temp files may belong to uploads in progress.

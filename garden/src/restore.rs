@@ -605,6 +605,14 @@ impl Garden {
         if ready.is_empty() {
             return Ok(());
         }
+        // What the base said of these paths, so an undo can say it again.
+        if let Some(l) = &self.local {
+            let paths: Vec<&str> = ready.iter().map(|(s, _)| s.path.as_str()).collect();
+            let id = sgard_store::Hash::of(before.to_yaml().as_bytes());
+            self.base
+                .borrow()
+                .save_prior(&l.dir.join("bases").join(id.to_hex()), &paths)?;
+        }
         report.before = Some(self.record_pair(&before, &after, reason, what, new_blobs)?);
         self.env.crash_point("restore-after-snapshot");
         // Links, folders, modes and deletions one by one, in order; then the

@@ -861,3 +861,31 @@ fn a_failed_add_leaves_the_base_as_it_was() {
     lap.sg(&["restore", "~/.bashrc"]).code(4);
     assert_eq!(lap.read(".bashrc"), "base\nprecious edit\n");
 }
+
+#[test]
+fn undo_puts_the_base_back_too() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    desk.write(".bashrc", "base\ndesk\n");
+    desk.sg(&["checkpoint"]).ok();
+    // The laptop takes the desktop's change, then undoes that restore: its
+    // file is the old version again, and that is `behind`, not a local
+    // change that a checkpoint would push over the desktop's.
+    lap.sg(&["restore"]).ok();
+    lap.sg(&["undo"]).ok();
+    assert_eq!(lap.read(".bashrc"), "base\n");
+    assert_eq!(lap.state("~/.bashrc"), "behind");
+    lap.sg(&["checkpoint"]).ok();
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\ndesk\n"));
+    // Undoing a merge makes the conflict a conflict again.
+    lap.write(".bashrc", "base\nlaptop\n");
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    lap.sg(&["merge", "~/.bashrc"]).code(4);
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+    lap.sg(&["undo"]).ok();
+    assert_eq!(lap.read(".bashrc"), "base\nlaptop\n");
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    lap.sg(&["checkpoint"]).code(4);
+    // And a redo (undo of the undo) is the merge's state again.
+    lap.sg(&["undo"]).ok();
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+}
