@@ -171,6 +171,26 @@ impl Garden {
             .collect();
         self.prespool(&plain);
         for (path, kind, _) in &found {
+            // A tracked entry reached through a folder is taken from disk
+            // only if the disk changed it: one another machine changed
+            // since this machine last synced it (behind, conflict) is left
+            // as the repository has it. Name the file to take it anyway.
+            if !new_only
+                && let Ok(tilde) = self.env.to_tilde(path)
+                && let Some(e) = self.manifest.get(&tilde)
+                && let Ok(j) = self.judge(e, false)
+                && matches!(j.state, crate::State::Behind | crate::State::Conflict)
+            {
+                report.skipped.push((
+                    tilde,
+                    format!(
+                        "{} ({}); not taken from disk: `sgard add` the file itself to take it",
+                        j.state.as_str(),
+                        j.detail.unwrap_or_default()
+                    ),
+                ));
+                continue;
+            }
             self.add_one(path, *kind, opts, new_only, report)?;
         }
         self.prespooled.get_mut().clear();

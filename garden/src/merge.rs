@@ -166,6 +166,7 @@ impl Garden {
             result.hash = Some(local.write_bytes(merged.as_bytes())?.hash);
         }
         let step = Step {
+            expect: j.seen.clone().map(Some),
             path: e.path.clone(),
             abs,
             op: Op::Write {

@@ -15,7 +15,7 @@ use sgard_manifest::history::Reason;
 use crate::restore::{Op, Step};
 use crate::{
     AddOptions, AddReport, Error, Garden, Prompt, RestoreAction, RestoreOptions, RestoreReport,
-    Result,
+    Result, State,
 };
 
 /// The result of [`Garden::mirror_up`].
@@ -118,6 +118,46 @@ impl Garden {
                 report.kept.push((e.path.clone(), "locked".into()));
                 i += 1;
                 continue;
+            }
+            // Only what changed here: another machine's change (behind, a
+            // conflict) is never reverted, and an entry missing here is
+            // dropped only if this machine had it as the repository has it
+            // (it was deleted here, not added or changed elsewhere).
+            match self.judge(&e, true) {
+                Ok(j) if j.state == State::Ok => {
+                    i += 1;
+                    continue;
+                }
+                Ok(j) if matches!(j.state, State::Behind | State::Conflict) => {
+                    report.kept.push((
+                        e.path.clone(),
+                        format!(
+                            "{}: {}; not taken from disk (`sgard add` the file to take it)",
+                            j.state.as_str(),
+                            j.detail.unwrap_or_default()
+                        ),
+                    ));
+                    i += 1;
+                    continue;
+                }
+                Ok(j) if j.state == State::Missing => {
+                    let deleted_here = self
+                        .base
+                        .borrow()
+                        .get(&e.path)
+                        .is_some_and(|b| b.matches_repo(&e, self.content_of(&e)));
+                    if !deleted_here {
+                        report.kept.push((
+                            e.path.clone(),
+                            "missing here, but this machine never synced this version (added or \
+                             changed on another machine); kept (`sgard remove` drops it)"
+                                .into(),
+                        ));
+                        i += 1;
+                        continue;
+                    }
+                }
+                _ => {}
             }
             let mut scratch = crate::CheckpointReport::default();
             match self.checkpoint_entry(&e, &mut scratch) {
@@ -235,6 +275,7 @@ impl Garden {
                     path: tilde,
                     abs: path.to_path_buf(),
                     op: Op::Delete,
+                    expect: None,
                 });
             }
         }

@@ -133,11 +133,12 @@ impl RestoreReport {
             .any(|(_, a)| matches!(a, RestoreAction::Conflict(_)))
     }
 
-    /// The entries left as they are for want of an answer.
+    /// The entries left as they are for want of an answer, or because they
+    /// changed on disk while sgard was deciding.
     pub fn refused(&self) -> Vec<&str> {
         self.actions
             .iter()
-            .filter(|(_, a)| matches!(a, RestoreAction::Refused(_)))
+            .filter(|(_, a)| matches!(a, RestoreAction::Refused(_) | RestoreAction::Conflict(_)))
             .map(|(p, _)| p.as_str())
             .collect()
     }
@@ -171,7 +172,14 @@ pub(crate) struct Step {
     pub path: String,
     pub abs: PathBuf,
     pub op: Op,
+    /// What the disk held when the step was decided (`None`: not checked):
+    /// if it holds something else when the step is carried out (edited
+    /// while sgard was asking about other files), the step is dropped.
+    pub expect: Expect,
 }
+
+/// What a step expects on disk (see [`Step::expect`]).
+pub(crate) type Expect = Option<Option<crate::base::Seen>>;
 
 impl Step {
     pub(crate) fn action(&self) -> RestoreAction {
@@ -308,7 +316,7 @@ impl Garden {
             return Ok(Err(RestoreAction::NotTargeted));
         }
         let abs = self.env.expand(&e.path);
-        let (plan, why) = self.plan(e, opts)?;
+        let (plan, why, seen) = self.plan(e, opts)?;
         let op = match plan {
             Plan::Nothing => return Ok(Err(RestoreAction::UpToDate)),
             Plan::FixMode(mode) => Op::FixMode {
@@ -334,6 +342,7 @@ impl Garden {
             path: e.path.clone(),
             abs,
             op,
+            expect: seen,
         }))
     }
 
@@ -391,11 +400,17 @@ impl Garden {
     /// or changed only in the repository (`behind`), is written without
     /// asking; a local change (`modified`), a `conflict` or a type change is
     /// asked about, unless the entry is locked or `force` is set.
-    fn plan(&self, e: &Entry, opts: RestoreOptions) -> Result<(Plan, Option<String>)> {
+    fn plan(&self, e: &Entry, opts: RestoreOptions) -> Result<(Plan, Option<String>, Expect)> {
         let j = self.judge(e, true)?;
+        // A type change has no content to check again before the write.
+        let seen = match j.state {
+            State::Missing => Some(None),
+            State::TypeChange => None,
+            _ => Some(j.seen.clone()),
+        };
         let plan = match j.state {
-            State::Ok => return Ok((Plan::Nothing, None)),
-            State::Missing => return Ok((Plan::Write { existed: false }, None)),
+            State::Ok => return Ok((Plan::Nothing, None, seen)),
+            State::Missing => return Ok((Plan::Write { existed: false }, None, seen)),
             State::TypeChange => {
                 let disk = j.md.as_ref().map_or(DiskKind::File, DiskKind::of);
                 if disk == DiskKind::Dir {
@@ -419,12 +434,12 @@ impl Garden {
             }
             _ => match (j.content_same, e.mode) {
                 (Some(true), Some(m)) if e.kind != EntryKind::Link => Plan::FixMode(m),
-                (Some(true), _) => return Ok((Plan::Nothing, None)),
+                (Some(true), _) => return Ok((Plan::Nothing, None, seen)),
                 _ => Plan::Write { existed: true },
             },
         };
         if e.locked || opts.force {
-            return Ok((plan, None));
+            return Ok((plan, None, seen));
         }
         // What the disk holds against this machine's base decides: judged
         // against the head (for an older version from a snapshot too, so a
@@ -443,19 +458,20 @@ impl Garden {
             State::Modified => Some(format!("changed here since the last sync ({detail})")),
             _ => Some(detail),
         };
-        Ok((plan, why))
+        Ok((plan, why, seen))
     }
 
     /// The current state of a path as an entry (storing a file's content), or
-    /// `None` when nothing is there. Returns whether a new blob was stored.
+    /// `None` when nothing is there. Returns whether a new blob was stored,
+    /// and the SHA-256 of a file's content (its plaintext's, if encrypted).
     pub(crate) fn capture(
         &self,
         path: &str,
         abs: &Path,
         encrypt: bool,
-    ) -> Result<(Option<Entry>, bool)> {
+    ) -> Result<(Option<Entry>, bool, Option<sgard_store::Hash>)> {
         let Some(md) = fsx::lstat(abs)? else {
-            return Ok((None, false));
+            return Ok((None, false, None));
         };
         let mtime =
             DateTime::from_timestamp(md.mtime(), u32::try_from(md.mtime_nsec()).unwrap_or(0))
@@ -467,8 +483,9 @@ impl Garden {
             DiskKind::Dir => Entry::new(path.to_owned(), EntryKind::Directory, mtime),
             // A FIFO, socket or device holds no content to keep: it is
             // recorded as absent (undo then removes what replaced it).
-            _ => return Ok((None, false)),
+            _ => return Ok((None, false, None)),
         };
+        let mut content = None;
         e.mode = Some(fsx::mode_of(&md));
         let mut new = false;
         match kind {
@@ -481,6 +498,7 @@ impl Garden {
                 e.encrypted = true;
                 e.mode = Some(fsx::mode_of(&fmd));
                 new = is_new;
+                content = Some(sgard_store::Hash::of(&plain));
             }
             DiskKind::File => {
                 let (mut f, fmd) = fsx::open_regular(abs)?;
@@ -491,11 +509,12 @@ impl Garden {
                 e.hash = Some(w.hash);
                 e.mode = Some(fsx::mode_of(&fmd));
                 new = w.new;
+                content = Some(w.hash);
             }
             DiskKind::Link => e.target = Some(fsx::read_link(abs)?),
             _ => {}
         }
-        Ok((Some(e), new))
+        Ok((Some(e), new, content))
     }
 
     /// Carries out `steps`: first stores the current state of every path
@@ -529,17 +548,45 @@ impl Garden {
             }
             steps = rest;
         }
-        // Every file is staged first: its content verified (and decrypted)
-        // into a temp file beside its destination before anything is
-        // recorded, so a missing or corrupt blob fails its entry and never
-        // reaches the history, and a restore that can write nothing records
-        // nothing. Plain files are staged on all cores.
-        let is_file =
-            |s: &Step| matches!(&s.op, Op::Write { entry, .. } if entry.kind == EntryKind::File);
-        let (files, others): (Vec<Step>, Vec<Step>) = steps.into_iter().partition(is_file);
+        // 1. What the disk holds now is captured into this home's local log,
+        // and each path is checked against what was seen when its step was
+        // decided (a file edited meanwhile is left alone).
+        if let Some(l) = &self.local {
+            sgard_store::durable::create_private_dir_all(&l.dir)?;
+        }
+        *self.batch.borrow_mut() = Some(self.local_store().batch());
+        let mut captures = Vec::new();
+        for s in steps {
+            let secret = matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
+                || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
+            let (captured, new, content) = match self.capture(&s.path, &s.abs, secret) {
+                Ok(c) => c,
+                Err(e) => {
+                    report.fail(s.path.clone(), e);
+                    continue;
+                }
+            };
+            if let Some(expect) = &s.expect
+                && !still_as_seen(expect.as_ref(), captured.as_ref(), content)
+            {
+                report.actions.push((
+                    s.path.clone(),
+                    RestoreAction::Conflict(
+                        "changed on disk while sgard was deciding; left as it is".into(),
+                    ),
+                ));
+                continue;
+            }
+            captures.push((s, captured, new));
+        }
+        // 2. Every file is staged: its content verified (and decrypted) into
+        // a temp file beside its destination before anything is recorded, so
+        // a missing or corrupt blob fails its entry and never reaches the
+        // history, and a restore that can write nothing records nothing.
+        // Plain files are staged on all cores.
         let (repo, local) = self.stores();
-        let plain_staged = par::map(&files, 64, |s| match &s.op {
-            Op::Write { entry, .. } if !entry.encrypted => {
+        let staged = par::map(&captures, 64, |(s, _, _)| match &s.op {
+            Op::Write { entry, .. } if entry.kind == EntryKind::File && !entry.encrypted => {
                 let store = entry
                     .hash
                     .as_ref()
@@ -548,40 +595,28 @@ impl Garden {
             }
             _ => None,
         });
-        let mut prepared: Vec<(Step, Option<tempfile::TempPath>)> = Vec::new();
-        for (s, r) in files.into_iter().zip(plain_staged) {
-            let r = match (r, &s.op) {
-                (Some(Some(r)), _) => r,
-                (_, Op::Write { entry, .. }) if entry.encrypted => self.stage_entry(entry, &s.abs),
-                _ => Err(Error::Invalid("internal error: staging stopped".into())),
-            };
-            match r {
-                Ok(tmp) => prepared.push((s, Some(tmp))),
-                Err(e) => report.fail(s.path.clone(), e),
-            }
-        }
-        prepared.extend(others.into_iter().map(|s| (s, None)));
+        // 3. The before/after documents of what will be done.
         let mut before = Manifest::new(self.env.now);
         let mut after = Manifest::new(self.env.now);
         let mut ready = Vec::new();
         let mut new_blobs = 0;
-        // What the disk holds now is captured into this home's local log.
-        if let Some(l) = &self.local {
-            sgard_store::durable::create_private_dir_all(&l.dir)?;
-        }
-        *self.batch.borrow_mut() = Some(self.local_store().batch());
-        for (s, tmp) in prepared {
-            let secret = matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
-                || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
-            let captured = match self.capture(&s.path, &s.abs, secret) {
-                Ok(c) => c,
+        for ((s, captured, new), plain) in captures.into_iter().zip(staged) {
+            let tmp = match (plain, &s.op) {
+                (Some(Some(r)), _) => Some(r),
+                (_, Op::Write { entry, .. }) if entry.kind == EntryKind::File => {
+                    Some(self.stage_entry(entry, &s.abs))
+                }
+                _ => None,
+            };
+            let tmp = match tmp.transpose() {
+                Ok(t) => t,
                 Err(e) => {
                     report.fail(s.path.clone(), e);
                     continue;
                 }
             };
-            new_blobs += u64::from(captured.1);
-            match &captured.0 {
+            new_blobs += u64::from(new);
+            match &captured {
                 Some(e) => {
                     before.upsert(e.clone());
                 }
@@ -592,7 +627,7 @@ impl Garden {
                     after.upsert(entry.as_ref().clone());
                 }
                 Op::FixMode { mode, .. } => {
-                    if let Some(mut e) = captured.0.clone() {
+                    if let Some(mut e) = captured {
                         e.mode = Some(*mode);
                         after.upsert(e);
                     }
@@ -724,6 +759,25 @@ impl Garden {
                 Ok(())
             }
         }
+    }
+}
+
+/// Whether the disk, as just captured (`now`, with its content's SHA-256),
+/// still holds what was seen when the step was decided.
+fn still_as_seen(
+    seen: Option<&crate::base::Seen>,
+    now: Option<&Entry>,
+    content: Option<sgard_store::Hash>,
+) -> bool {
+    match (seen, now) {
+        (None, None) => true,
+        (Some(s), Some(n)) => {
+            s.kind == n.kind
+                && s.target == n.target
+                && (s.kind == EntryKind::Link || Some(s.mode) == n.mode)
+                && (s.kind != EntryKind::File || s.content == content)
+        }
+        _ => false,
     }
 }
 

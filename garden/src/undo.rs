@@ -111,7 +111,13 @@ impl Garden {
                     existed: disk.is_some(),
                 },
             };
-            steps.push(Step { path: p, abs, op });
+            // undo compared the disk with what it expects just now.
+            steps.push(Step {
+                path: p,
+                abs,
+                op,
+                expect: None,
+            });
         }
         if dry_run {
             for s in &steps {

@@ -889,3 +889,86 @@ fn undo_puts_the_base_back_too() {
     lap.sg(&["undo"]).ok();
     assert_eq!(lap.state("~/.bashrc"), "modified");
 }
+
+#[test]
+fn a_folder_add_or_mirror_up_never_reverts_another_machines_work() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    desk.write("d/x", "x1\n");
+    desk.write("d/z", "z1\n");
+    desk.sg(&["add", "~/d"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["restore"]).ok();
+    // The desktop changes x and adds y; the laptop deletes z and adds w.
+    desk.write("d/x", "x2\n");
+    desk.write("d/y", "y1\n");
+    desk.sg(&["add", "~/d/y"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    fs::remove_file(lap.path("d/z")).unwrap();
+    lap.write("d/w", "w1\n");
+
+    // add of the folder: x is not taken back from the laptop's disk.
+    let r = lap.sg(&["add", "~/d"]);
+    r.ok().stderr_has("~/d/x: behind");
+    assert_eq!(stored_hash(&desk.repo, "~/d/x"), sha("x2\n"));
+    // mirror up: w tracked, z (deleted here) dropped, y (added elsewhere)
+    // and x (changed elsewhere) kept as the repository has them.
+    let r = lap.sg(&["mirror", "up", "~/d"]);
+    r.ok();
+    let m = fs::read_to_string(desk.repo.join("manifest.yaml")).unwrap();
+    assert!(
+        m.contains("~/d/y"),
+        "another machine's new file was dropped:\n{m}"
+    );
+    assert!(
+        !m.contains("~/d/z"),
+        "the file deleted here is still tracked:\n{m}"
+    );
+    assert!(m.contains("~/d/w"), "{m}");
+    assert_eq!(stored_hash(&desk.repo, "~/d/x"), sha("x2\n"));
+    lap.sg(&["restore"]).ok();
+    assert_eq!(lap.read("d/x"), "x2\n");
+    assert_eq!(lap.read("d/y"), "y1\n");
+}
+
+#[test]
+fn a_file_edited_while_restore_asks_about_another_is_left_alone() {
+    use std::io::{Read, Write};
+    let (_shared, desk, lap) = desk_and_laptop();
+    desk.write(".fa", "a1\n");
+    desk.write(".fb", "b1\n");
+    desk.sg(&["add", "~/.fa", "~/.fb"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["restore"]).ok();
+    desk.write(".fa", "a2\n");
+    desk.write(".fb", "b2\n");
+    desk.sg(&["checkpoint"]).ok();
+    lap.write(".fb", "b local\n");
+    // ~/.fa is behind (written unasked), ~/.fb a conflict (asked about).
+    let mut child = lap
+        .command(&["restore"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("Overwrite it?") {
+        assert_eq!(out.read(&mut byte).unwrap(), 1, "no question: {seen:?}");
+        seen.push(byte[0]);
+    }
+    // While it waits for the answer, the user edits ~/.fa.
+    lap.write(".fa", "a edited meanwhile\n");
+    child.stdin.take().unwrap().write_all(b"n\n").unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(4), "{rest}");
+    assert!(
+        rest.contains("conflict   ~/.fa"),
+        "the edit made meanwhile was not reported: {rest}"
+    );
+    assert_eq!(lap.read(".fa"), "a edited meanwhile\n");
+    assert_eq!(lap.read(".fb"), "b local\n");
+}
