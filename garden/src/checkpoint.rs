@@ -108,7 +108,9 @@ impl Garden {
             if !self.applies(entry)? {
                 continue;
             }
-            let judged = match self.judge(entry, false) {
+            // With the key where a secret needs it (a checkpoint of a changed
+            // secret needs it anyway).
+            let judged = match self.judge(entry, entry.encrypted) {
                 Ok(j) => j,
                 Err(e) => {
                     report

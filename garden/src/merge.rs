@@ -108,6 +108,16 @@ impl Garden {
         ancestor_entry.hash = Some(base_hash);
         ancestor_entry.plaintext_hash = None;
         ancestor_entry.plaintext_mac = None;
+        // Nothing over the diff limit is read into memory.
+        for h in [base_hash, e.hash.unwrap_or(base_hash)] {
+            if self
+                .blobs_for(&h)
+                .size_of(&h)?
+                .is_some_and(|n| n > MAX_DIFF_BYTES + 64)
+            {
+                return refuse(format!("is over {MAX_DIFF_BYTES} bytes; too big to merge"));
+            }
+        }
         let ancestor = self.content_bytes_of(&ancestor_entry).map_err(|err| {
             if err.is_integrity() {
                 Error::Unsupported {
@@ -151,20 +161,22 @@ impl Garden {
         let mut result = e.clone();
         result.mode = Some(fsx::mode_of(&md));
         result.updated = self.env.now;
+        // Kept with the safety snapshot, not in the repository (which may be
+        // read-only): the next checkpoint stores what the user leaves on
+        // disk. A secret's result is encrypted there too.
+        if let Some(l) = &self.local {
+            sgard_store::durable::create_private_dir_all(&l.dir)?;
+        }
+        *self.batch.borrow_mut() = Some(self.local_store().batch());
         if e.encrypted {
             let (h, mac, _) = self.store_encrypted(merged.as_bytes())?;
             result.hash = Some(h);
             result.plaintext_mac = Some(mac);
             result.plaintext_hash = None;
         } else {
-            // Kept with the safety snapshot, not in the repository: the
-            // next checkpoint stores what the user leaves on disk.
-            let local = self.local_store();
-            if let Some(l) = &self.local {
-                sgard_store::durable::create_private_dir_all(&l.dir)?;
-            }
-            result.hash = Some(local.write_bytes(merged.as_bytes())?.hash);
+            result.hash = Some(self.put(&mut merged.as_bytes())?.hash);
         }
+        self.commit_batch()?;
         let step = Step {
             expect: j.seen.clone().map(Some),
             path: e.path.clone(),

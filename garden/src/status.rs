@@ -197,10 +197,17 @@ impl Garden {
         }
         let base = self.base.borrow().get(&e.path).cloned();
         let disk_moved = base.as_ref().map(|b| !b.matches_disk(&seen));
-        let plain = if e.encrypted {
-            self.content_of(e)
-        } else {
-            None
+        // An encrypted entry whose ciphertext is not the one agreed on may
+        // only have been re-encrypted (`rotate-dek` on another machine):
+        // with the key at hand, look at its plaintext before calling it a
+        // change there.
+        let plain = match (e.encrypted, self.content_of(e)) {
+            (false, _) => None,
+            (true, Some(p)) => Some(p),
+            (true, None) if unlock && base.as_ref().is_some_and(|b| b.stored != e.hash) => {
+                self.stored_plaintext(e).ok().map(|p| Hash::of(&p))
+            }
+            (true, None) => None,
         };
         let repo_moved = base.as_ref().map(|b| !b.matches_repo(e, plain));
         let content_same = match e.kind {

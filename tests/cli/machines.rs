@@ -972,3 +972,86 @@ fn a_file_edited_while_restore_asks_about_another_is_left_alone() {
     assert_eq!(lap.read(".fa"), "a edited meanwhile\n");
     assert_eq!(lap.read(".fb"), "b local\n");
 }
+
+/// Every blob file under `repo/blobs` (outside `tmp/`).
+fn blob_count(repo: &Path) -> usize {
+    tree(&repo.join("blobs"))
+        .iter()
+        .filter(|(p, _)| !p.to_string_lossy().contains("/tmp/"))
+        .count()
+}
+
+#[test]
+fn merging_a_secret_keeps_it_encrypted_and_out_of_the_repository() {
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    let with = |m: &Machine, args: &[&str], input: &str| -> Run {
+        use std::io::Write;
+        let mut child = m
+            .command(args)
+            .env("SGARD_PASSPHRASE", "pw")
+            .env("SGARD_TEST_ARGON2", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+        child.wait_with_output().unwrap().into()
+    };
+    with(&desk, &["encrypt", "init"], "").ok();
+    desk.write(".netrc", "machine a\nlogin me\n");
+    with(&desk, &["add", "--encrypt", "~/.netrc"], "").ok();
+    with(&desk, &["checkpoint"], "").ok();
+    with(&lap, &["restore"], "").ok();
+    desk.write(".netrc", "machine a\nlogin me\npassword desk\n");
+    with(&desk, &["checkpoint"], "").ok();
+    lap.write(".netrc", "machine b\nmachine a\nlogin me\n");
+    assert_eq!(lap.state("~/.netrc"), "conflict");
+    let blobs = blob_count(&repo);
+    with(&lap, &["merge", "~/.netrc"], "").ok();
+    assert_eq!(
+        lap.read(".netrc"),
+        "machine b\nmachine a\nlogin me\npassword desk\n"
+    );
+    assert_eq!(blob_count(&repo), blobs, "merge wrote into the repository");
+    for (p, bytes) in tree(&lap.t.state_of(&repo).join("undo/blobs")) {
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("password desk"),
+            "plaintext in {}",
+            p.display()
+        );
+    }
+    with(&lap, &["checkpoint"], "").ok();
+    with(&desk, &["restore"], "").ok();
+    assert_eq!(
+        desk.read(".netrc"),
+        "machine b\nmachine a\nlogin me\npassword desk\n"
+    );
+}
+
+#[test]
+fn a_key_rotation_elsewhere_is_not_a_change_of_the_secret() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    let with = |m: &Machine, args: &[&str]| -> Run {
+        m.command(args)
+            .env("SGARD_PASSPHRASE", "pw")
+            .env("SGARD_TEST_ARGON2", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    };
+    with(&desk, &["encrypt", "init"]).ok();
+    desk.write(".netrc", "one\n");
+    with(&desk, &["add", "--encrypt", "~/.netrc"]).ok();
+    with(&desk, &["checkpoint"]).ok();
+    with(&lap, &["restore"]).ok();
+    // The desktop rotates the key: every ciphertext changes, no plaintext.
+    with(&desk, &["encrypt", "rotate-dek"]).ok();
+    lap.write(".netrc", "two\n");
+    let r = with(&lap, &["checkpoint"]);
+    r.ok().stdout_has("updated    ~/.netrc");
+    with(&desk, &["restore"]).ok();
+    assert_eq!(desk.read(".netrc"), "two\n");
+}
