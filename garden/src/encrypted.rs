@@ -171,12 +171,13 @@ impl Garden {
         Ok(same)
     }
 
-    /// The plaintext of an encrypted entry, its ciphertext checked first.
-    pub(crate) fn stored_plaintext(&self, e: &Entry) -> Result<Zeroizing<Vec<u8>>> {
+    /// The bytes of a file entry's blob (the ciphertext, if encrypted),
+    /// verified, from whichever store holds it.
+    pub(crate) fn blob_of(&self, e: &Entry) -> Result<Vec<u8>> {
         let h = e
             .hash
             .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
-        let blob = self.blobs_for(&h).read(&h).map_err(|source| {
+        self.blobs_for(&h).read(&h).map_err(|source| {
             if source.is_integrity() {
                 Error::Integrity {
                     path: e.path.clone(),
@@ -185,9 +186,16 @@ impl Garden {
             } else {
                 Error::Store(source)
             }
-        })?;
+        })
+    }
+
+    /// The plaintext of an encrypted entry, its ciphertext checked first.
+    pub(crate) fn stored_plaintext(&self, e: &Entry) -> Result<Zeroizing<Vec<u8>>> {
+        let blob = self.blob_of(e)?;
         let plain = self.decrypt(&blob)?;
-        self.fingerprints.borrow_mut().insert(h, Hash::of(&plain));
+        if let Some(h) = e.hash {
+            self.fingerprints.borrow_mut().insert(h, Hash::of(&plain));
+        }
         Ok(plain)
     }
 }

@@ -12,7 +12,6 @@ use std::io::Read;
 
 use sgard_manifest::history::Reason;
 use sgard_manifest::{Entry, EntryKind};
-use sgard_store::Hash;
 
 use crate::diff::MAX_DIFF_BYTES;
 use crate::fsx;
@@ -215,19 +214,7 @@ impl Garden {
         if e.encrypted {
             return Ok(self.stored_plaintext(e)?.to_vec());
         }
-        let h: Hash = e
-            .hash
-            .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
-        self.store.read(&h).map_err(|source| {
-            if source.is_integrity() {
-                Error::Integrity {
-                    path: e.path.clone(),
-                    source,
-                }
-            } else {
-                Error::Store(source)
-            }
-        })
+        self.blob_of(e)
     }
 }
 

@@ -61,7 +61,14 @@ pub fn write_replace(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     write_via_temp(path, data, mode, false)
 }
 
-fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
+/// A temp file beside `path` holding `data` with mode `mode` (synced with
+/// `durable`), and the folder it is in.
+fn filled_temp(
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    durable: bool,
+) -> Result<(tempfile::NamedTempFile, PathBuf)> {
     let dir = parent_of(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(".sgard-tmp-")
@@ -75,6 +82,11 @@ fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<
             .sync_all()
             .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
     }
+    Ok((tmp, dir))
+}
+
+fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
+    let (tmp, dir) = filled_temp(path, data, mode, durable)?;
     tmp.persist(path)
         .map_err(|e| Error::io("renaming temp file to", path, e.error))?;
     if durable { fsync_dir(&dir) } else { Ok(()) }
@@ -87,17 +99,7 @@ fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<
 /// # Errors
 /// [`Error::Io`] naming the path.
 pub fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<()> {
-    let dir = parent_of(path);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sgard-tmp-")
-        .tempfile_in(&dir)
-        .map_err(|e| Error::io("creating temp file in", &dir, e))?;
-    tmp.write_all(data)
-        .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
-    set_mode(tmp.as_file(), mode).map_err(|e| Error::io("setting mode of", path, e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| Error::io("syncing", tmp.path().to_path_buf(), e))?;
+    let (tmp, dir) = filled_temp(path, data, mode, true)?;
     match tmp.persist_noclobber(path) {
         Ok(_) => fsync_dir(&dir),
         Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(()),

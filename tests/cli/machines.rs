@@ -42,6 +42,23 @@ impl Machine {
             .into()
     }
 
+    /// Runs sgard with the passphrase `pass` (and tiny Argon2 parameters
+    /// for new key slots), answering `input`.
+    fn sg_key(&self, args: &[&str], pass: &str, input: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .env("SGARD_PASSPHRASE", pass)
+            .env("SGARD_TEST_ARGON2", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+        child.wait_with_output().unwrap().into()
+    }
+
     /// Runs sgard answering `input`.
     fn sg_in(&self, args: &[&str], input: &str) -> Run {
         use std::io::Write;
@@ -838,15 +855,7 @@ fn a_new_repository_id_carries_this_machines_state_over() {
 #[test]
 fn a_failed_add_leaves_the_base_as_it_was() {
     let (_shared, _desk, lap) = desk_and_laptop();
-    let with = |args: &[&str], pass: &str| -> Run {
-        lap.command(args)
-            .env("SGARD_PASSPHRASE", pass)
-            .env("SGARD_TEST_ARGON2", "1")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-            .into()
-    };
+    let with = |args: &[&str], pass: &str| lap.sg_key(args, pass, "");
     with(&["encrypt", "init"], "right").ok();
     lap.write(".secret", "s1\n");
     with(&["add", "--encrypt", "~/.secret"], "right").ok();
@@ -985,20 +994,7 @@ fn blob_count(repo: &Path) -> usize {
 fn merging_a_secret_keeps_it_encrypted_and_out_of_the_repository() {
     let (shared, desk, lap) = desk_and_laptop();
     let repo = shared.path().join("dotfiles");
-    let with = |m: &Machine, args: &[&str], input: &str| -> Run {
-        use std::io::Write;
-        let mut child = m
-            .command(args)
-            .env("SGARD_PASSPHRASE", "pw")
-            .env("SGARD_TEST_ARGON2", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
-        child.wait_with_output().unwrap().into()
-    };
+    let with = |m: &Machine, args: &[&str], input: &str| m.sg_key(args, "pw", input);
     with(&desk, &["encrypt", "init"], "").ok();
     desk.write(".netrc", "machine a\nlogin me\n");
     with(&desk, &["add", "--encrypt", "~/.netrc"], "").ok();
@@ -1033,15 +1029,7 @@ fn merging_a_secret_keeps_it_encrypted_and_out_of_the_repository() {
 #[test]
 fn a_key_rotation_elsewhere_is_not_a_change_of_the_secret() {
     let (_shared, desk, lap) = desk_and_laptop();
-    let with = |m: &Machine, args: &[&str]| -> Run {
-        m.command(args)
-            .env("SGARD_PASSPHRASE", "pw")
-            .env("SGARD_TEST_ARGON2", "1")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-            .into()
-    };
+    let with = |m: &Machine, args: &[&str]| m.sg_key(args, "pw", "");
     with(&desk, &["encrypt", "init"]).ok();
     desk.write(".netrc", "one\n");
     with(&desk, &["add", "--encrypt", "~/.netrc"]).ok();
