@@ -1043,3 +1043,22 @@ fn a_key_rotation_elsewhere_is_not_a_change_of_the_secret() {
     with(&desk, &["restore"]).ok();
     assert_eq!(desk.read(".netrc"), "two\n");
 }
+
+#[test]
+fn a_damaged_local_log_is_set_aside_not_fatal() {
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    desk.write(".bashrc", "base\nd\n");
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["restore"]).ok();
+    let log = lap.t.state_of(&repo).join("undo/history.yaml");
+    fs::write(&log, "version: 1\nsnapshots: [ {{{ not yaml\n").unwrap();
+    let r = lap.sg(&["status"]);
+    r.ok()
+        .stderr_has("log of its restores is unreadable and is set aside");
+    assert!(log.with_file_name("history.yaml.damaged").is_file());
+    // Everything else works; undo says there is nothing of this machine's.
+    lap.sg(&["log"]).ok();
+    lap.sg(&["undo"]).code(1).stderr_has("nothing to undo");
+    lap.sg(&["verify"]).ok();
+}
