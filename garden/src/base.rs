@@ -391,6 +391,9 @@ fn escape(s: &str) -> String {
 }
 
 fn unescape(s: &str) -> Option<String> {
+    if !s.contains('\\') {
+        return Some(s.to_owned());
+    }
     let mut out = String::with_capacity(s.len());
     let mut it = s.chars();
     while let Some(c) = it.next() {
@@ -436,15 +439,21 @@ fn parse_records(text: &str) -> Option<Vec<(String, Option<BaseEntry>)>> {
     };
     let mut out = Vec::with_capacity(body.len() / 150);
     for line in body.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        if f.len() != 5 && f.len() != 6 {
+        // At most six fields; no allocation per line.
+        let mut f = [""; 6];
+        let mut n = 0;
+        for part in line.split(' ') {
+            *f.get_mut(n)? = part;
+            n += 1;
+        }
+        if n != 5 && n != 6 {
             return None;
         }
         let kind = match f[0] {
             "f" => EntryKind::File,
             "d" => EntryKind::Directory,
             "l" => EntryKind::Link,
-            "-" if f.len() == 5 => {
+            "-" if n == 5 => {
                 out.push((unescape(f[4])?, None));
                 continue;
             }
@@ -458,10 +467,7 @@ fn parse_records(text: &str) -> Option<Vec<(String, Option<BaseEntry>)>> {
         let stored = hash(f[2])?;
         let content = if f[3] == "=" { stored } else { hash(f[3])? };
         let path = unescape(f[4])?;
-        let target = match f.get(5) {
-            Some(t) => Some(unescape(t)?),
-            None => None,
-        };
+        let target = if n == 6 { Some(unescape(f[5])?) } else { None };
         out.push((
             path,
             Some(BaseEntry {

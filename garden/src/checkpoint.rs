@@ -6,6 +6,7 @@ use sgard_manifest::history::Reason;
 use sgard_manifest::{Entry, EntryKind};
 
 use crate::fsx::{self, DiskKind};
+use crate::status::Judged;
 use crate::{Garden, Result, State};
 
 /// What a checkpoint did to one entry (entries it left alone are not listed).
@@ -124,7 +125,7 @@ impl Garden {
             let change = match judged.state {
                 State::Ok => {
                     if !opts.dry_run
-                        && let Err(e) = self.heal(entry, &mut report)
+                        && let Err(e) = self.heal(entry, &judged, &mut report)
                     {
                         report
                             .changes
@@ -200,22 +201,21 @@ impl Garden {
     /// that hash entered the manifest) the blob is not looked up: that was
     /// 10,000 `stat`s per checkpoint of a big tree. `verify` finds lost
     /// blobs and `--no-cache checkpoint` re-stores them.
-    fn heal(&self, entry: &Entry, report: &mut CheckpointReport) -> Result<()> {
+    fn heal(&self, entry: &Entry, judged: &Judged, report: &mut CheckpointReport) -> Result<()> {
         if entry.kind != EntryKind::File || entry.encrypted {
             return Ok(());
         }
-        let abs = self.env.expand(&entry.path);
-        let Some(md) = self.lstat_tracked(&entry.path, &abs)? else {
+        let (Some(md), Some(hash)) = (&judged.md, judged.seen.as_ref().and_then(|s| s.content))
+        else {
             return Ok(());
         };
-        let (hash, _, vouched) = self.hash_tracked_vouched(&entry.path, &abs, &md)?;
         if entry.hash != Some(hash) {
             return Ok(());
         }
         // The file holds exactly the blob's bytes.
         self.known_size(hash, md.len());
-        if !vouched && !self.store.contains(&hash).unwrap_or(true) {
-            let (w, _) = self.store_file(&abs)?;
+        if !judged.vouched && !self.store.contains(&hash).unwrap_or(true) {
+            let (w, _) = self.store_file(&self.env.expand(&entry.path))?;
             if w.new {
                 report.new_blobs += 1;
             }

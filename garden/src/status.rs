@@ -83,6 +83,8 @@ pub(crate) struct Judged {
     /// Whether disk and repository hold the same content and target (mode
     /// aside); `None` when that cannot be told without the key.
     pub content_same: Option<bool>,
+    /// A file's hash came from the stat cache (the file was not read).
+    pub vouched: bool,
 }
 
 impl Judged {
@@ -93,6 +95,7 @@ impl Judged {
             seen: None,
             md: None,
             content_same: None,
+            vouched: false,
         }
     }
 }
@@ -184,6 +187,7 @@ impl Garden {
             j.md = Some(md);
             return Ok(j);
         }
+        let mut vouched = false;
         let mut seen = Seen {
             kind: e.kind,
             mode: fsx::mode_of(&md),
@@ -191,7 +195,11 @@ impl Garden {
             target: None,
         };
         match e.kind {
-            EntryKind::File => seen.content = Some(self.hash_tracked(&e.path, &abs, &md)?.0),
+            EntryKind::File => {
+                let (h, _, v) = self.hash_tracked_vouched(&e.path, &abs, &md)?;
+                seen.content = Some(h);
+                vouched = v;
+            }
             EntryKind::Link => seen.target = Some(fsx::read_link(&abs)?),
             EntryKind::Directory => {}
         }
@@ -237,9 +245,11 @@ impl Garden {
             seen: Some(seen.clone()),
             md: Some(md),
             content_same,
+            vouched,
         };
         if content_same == Some(true) && mode_same {
-            if self.head_holds(e) {
+            let agreed = disk_moved == Some(false) && repo_moved == Some(false);
+            if !agreed && self.head_holds(e) {
                 self.base
                     .borrow_mut()
                     .settle(&e.path, BaseEntry::agreed(e, &seen));
