@@ -244,6 +244,68 @@ impl Base {
         }
     }
 
+    /// The file of agreements written just before the repository's
+    /// manifest (see [`Base::prepare`]).
+    fn pending_path(&self) -> Option<PathBuf> {
+        self.path.as_ref().map(|p| p.with_file_name("base.pending"))
+    }
+
+    /// Writes the agreements not yet saved to `base.pending`, durably,
+    /// just before the repository's manifest that makes them true is
+    /// written. A crash between the two leaves the base behind the
+    /// repository, which would make this machine's own change look like
+    /// another machine's; [`Base::resolve_pending`] applies the pending
+    /// records whose entries the repository now holds, and drops the rest.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub fn prepare(&self) -> Result<()> {
+        let Some(p) = self.pending_path() else {
+            return Ok(());
+        };
+        if !self.dirty {
+            return Ok(());
+        }
+        let mut keys: Vec<&String> = self.map.keys().collect();
+        keys.sort();
+        let body = render(keys.into_iter().map(|k| (k.as_str(), self.map.get(k))));
+        let text = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
+        durable::create_private_dir_all(&durable::parent_of(&p))?;
+        durable::write_atomic(&p, text.as_bytes(), 0o600)?;
+        Ok(())
+    }
+
+    /// After a crash between [`Base::prepare`] and the base's own write:
+    /// takes each pending record the repository's entry (`head`) agrees
+    /// with, then saves the base and removes the pending file.
+    pub fn resolve_pending(&mut self, head: impl Fn(&str) -> Option<Entry>) {
+        let Some(p) = self.pending_path() else { return };
+        let Ok(text) = durable::read_regular_to_string(&p) else {
+            return;
+        };
+        for (path, b) in parse_records(&text).unwrap_or_default() {
+            let Some(b) = b else { continue };
+            if self.map.get(&path) != Some(&b)
+                && head(&path).is_some_and(|e| b.matches_repo(&e, None))
+            {
+                self.map.insert(path, b);
+                self.dirty = true;
+            }
+        }
+        if self.flush().is_ok() {
+            self.drop_pending();
+        }
+    }
+
+    /// Removes `base.pending` (durably: a stale one must not come back).
+    fn drop_pending(&self) {
+        if let Some(p) = self.pending_path()
+            && std::fs::remove_file(&p).is_ok()
+        {
+            let _ = durable::fsync_dir(&durable::parent_of(&p));
+        }
+    }
+
     /// Whether a base file was found damaged (and is being rebuilt).
     pub fn damaged(&self) -> bool {
         self.damaged
@@ -315,6 +377,7 @@ impl Base {
         durable::write_atomic(path, text.as_bytes(), 0o600)?;
         self.dirty = false;
         self.damaged = false;
+        self.drop_pending();
         Ok(())
     }
 

@@ -184,14 +184,22 @@ impl Garden {
         // before the record that names them.
         self.manifest.updated = self.env.now;
         self.manifest.message.clone_from(&message);
-        let rec = self.commit_head(Reason::Checkpoint, message, report.new_blobs as u64)?;
-        report.snapshot = Some(rec.id);
+        // What is recorded agrees with the disk: settled with the head
+        // (commit_head saves it, pending first).
         for (i, content) in recorded {
             let e = &self.manifest.files[i];
             let content = if e.encrypted { content } else { e.hash };
             self.settle(e, content, e.mode);
         }
-        self.flush_base()?;
+        let rec = match self.commit_head(Reason::Checkpoint, message, report.new_blobs as u64) {
+            Ok(r) => r,
+            Err(e) => {
+                // Nothing was recorded: neither are the agreements.
+                self.base.borrow_mut().rollback();
+                return Err(e);
+            }
+        };
+        report.snapshot = Some(rec.id);
         Ok(report)
     }
 

@@ -266,9 +266,12 @@ impl Garden {
             new_blobs: new_blobs + u64::from(w.new),
             head_before: Some(self.head_hash),
         };
+        self.base.borrow().prepare()?;
         self.push_records(vec![rec.clone()])?;
         sgard_store::durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
         self.head_hash = w.hash;
+        self.env.crash_point("head-before-base");
+        self.flush_base()?;
         Ok(rec)
     }
 

@@ -300,7 +300,8 @@ impl Garden {
             .map(|d| LocalLog::load(d.join("undo"), &mut notes));
         let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
         let statcache = statcache::StatCache::load(env.cache_dir.as_deref(), root);
-        let base = base::Base::load(local_dir.as_deref());
+        let mut base = base::Base::load(local_dir.as_deref());
+        base.resolve_pending(|p| manifest.get(p).cloned());
         if base.damaged() {
             notes.push(format!(
                 "this machine's record of the last sync with {} was damaged and is rebuilt: \
@@ -437,12 +438,16 @@ impl Garden {
         Ok(())
     }
 
+    /// Saves the manifest, and with it what this command recorded in the
+    /// base (pending first, so a crash between the two is resolved).
     fn save(&mut self) -> Result<()> {
         self.require_exclusive("manifest save")?;
         let text = self.manifest.to_yaml();
+        self.base.borrow().prepare()?;
         durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
         self.head_hash = sgard_store::Hash::of(text.as_bytes());
-        Ok(())
+        self.env.crash_point("manifest-before-base");
+        self.flush_base()
     }
 
     /// Whether `abs` is the repository folder or inside it.

@@ -760,6 +760,11 @@ fn kill_9_during_checkpoint_leaves_a_consistent_repo() {
     let started = Instant::now();
     let mut full = Duration::ZERO;
     let mut killed_early = 0;
+    // A checkpoint killed after its log record (the commit point) but
+    // before its manifest write is finished by the next exclusive open,
+    // which is the next round's checkpoint: that round may then leave the
+    // killed round's manifest.
+    let mut committed_before: Option<String> = None;
     let fractions = [0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1];
     let rounds = 1 + 6 + fractions.len() + 1;
     for round in 0..rounds {
@@ -809,9 +814,15 @@ fn kill_9_during_checkpoint_leaves_a_consistent_repo() {
         let text = t.manifest();
         let hashes = manifest_hashes(&text);
         assert!(
-            hashes == vec![current.clone()] || hashes == vec![new.clone()],
-            "{case}: manifest is neither the old nor the new one:\n{text}"
+            hashes == vec![current.clone()]
+                || hashes == vec![new.clone()]
+                || committed_before
+                    .as_ref()
+                    .is_some_and(|c| hashes == vec![c.clone()]),
+            "{case}: manifest is neither the old nor the new one (nor one an interrupted \
+             checkpoint committed):\n{text}"
         );
+        committed_before = (r.code == -1).then(|| new.clone());
         let l = t.sgard(["list"]);
         assert_eq!(l.code, 0, "{case}: manifest does not parse; {l:#?}");
         assert!(l.stdout.contains("~/big.bin"), "{case}: {l:#?}");

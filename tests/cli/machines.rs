@@ -1062,3 +1062,35 @@ fn a_damaged_local_log_is_set_aside_not_fatal() {
     lap.sg(&["undo"]).code(1).stderr_has("nothing to undo");
     lap.sg(&["verify"]).ok();
 }
+
+#[test]
+fn a_crash_between_the_manifest_and_the_base_is_resolved() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    let crash = |args: &[&str], point: &str| {
+        let r: Run = lap
+            .command(args)
+            .env("SGARD_TEST_CRASH_AT", point)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(r.code, -1, "{point}: not reached; {r:#?}");
+    };
+    // A checkpoint that dies after recording, before its base is saved:
+    // the laptop's own change must not look like another machine's.
+    lap.write(".bashrc", "base\nlap 1\n");
+    crash(&["checkpoint"], "head-before-base");
+    // (No command in between: a status would find disk and repository
+    // equal and record that itself.)
+    lap.write(".bashrc", "base\nlap 2\n");
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+    lap.sg(&["checkpoint"])
+        .ok()
+        .stdout_has("updated    ~/.bashrc");
+    // The same for add.
+    lap.write(".vimrc", "v\n");
+    crash(&["add", "~/.vimrc"], "manifest-before-base");
+    lap.write(".vimrc", "v2\n");
+    assert_eq!(lap.state("~/.vimrc"), "modified");
+    assert_eq!(desk.state("~/.vimrc"), "missing");
+}
