@@ -171,6 +171,21 @@ impl Garden {
             .collect();
         self.prespool(&plain);
         for (path, kind, _) in &found {
+            // An untracked file that holds what this machine last synced was
+            // untracked by another machine: mirror up leaves it untracked.
+            if new_only
+                && let Ok(tilde) = self.env.to_tilde(path)
+                && self.manifest.get(&tilde).is_none()
+                && self.untracked_elsewhere(&tilde, path)
+            {
+                report.skipped.push((
+                    tilde,
+                    "untracked on another machine since this machine last synced it; not \
+                     tracked again (`sgard add` it to track it)"
+                        .into(),
+                ));
+                continue;
+            }
             // A tracked entry reached through a folder is taken from disk
             // only if the disk changed it: one another machine changed
             // since this machine last synced it (behind, conflict) is left

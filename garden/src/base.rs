@@ -37,14 +37,16 @@ pub const ID_FILE: &str = "repo-id";
 const MAGIC: &str = "sgard-base 1";
 
 /// The identity of the repository at `root`, used to key machine-local
-/// state: its `repo-id` (created now when it is missing and the folder is
-/// writable), else `path-` and a hash of its canonical path.
-pub(crate) fn repo_key(root: &Path) -> String {
+/// state: its `repo-id` (created now, with `create`, when it is missing and
+/// the folder is writable: only commands that write the repository create
+/// it, so a restore never leaves an untracked file in a git checkout), else
+/// `path-` and a hash of its canonical path.
+pub(crate) fn repo_key(root: &Path, create: bool) -> String {
     let id_path = root.join(ID_FILE);
     if let Some(id) = read_id(&id_path) {
         return id;
     }
-    if durable::lstat_exists(&id_path) {
+    if durable::lstat_exists(&id_path) || !create {
         // Present but not an id we wrote (damaged or hostile): leave it,
         // and key by path.
         return path_key(root);
@@ -101,31 +103,38 @@ pub(crate) fn machine_id(state_root: Option<&Path>) -> Option<String> {
 
 /// The key of the repository at `root`, after carrying this machine's state
 /// over when the repository's id changed (a `repo-id` replaced by a git
-/// merge or a copy): the key last used at this path is remembered, and its
-/// state folder moves to the new key if that has none yet. Returns a note
-/// when it moved.
-pub(crate) fn key_for(root: &Path, state_root: Option<&Path>) -> (String, Option<String>) {
-    let key = repo_key(root);
+/// merge of two clones, or made for an older repository). For each path
+/// this machine remembers the key it used and the newest history record it
+/// saw there; the old key's state folder moves to the new key only when the
+/// repository now at the path holds that record (the same repository under
+/// a new id), never for another repository mounted at the same place.
+/// Returns a note when it moved.
+pub(crate) fn key_for(
+    root: &Path,
+    state_root: Option<&Path>,
+    create: bool,
+    history: &sgard_manifest::history::History,
+) -> (String, Option<String>) {
+    let key = repo_key(root, create);
     let Some(state) = state_root else {
         return (key, None);
     };
-    let canon = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-    let map = state
-        .join("sgard")
-        .join("paths")
-        .join(Hash::of(canon.as_os_str().as_encoded_bytes()).short(32));
-    let old = durable::read_regular_to_string(&map)
-        .ok()
-        .map(|t| t.trim().to_owned())
-        .filter(|k| valid_key(k));
-    if old.as_deref() == Some(key.as_str()) {
-        return (key, None);
-    }
+    let map = path_map(root, state);
+    let text = durable::read_regular_to_string(&map).unwrap_or_default();
+    let mut words = text.split_whitespace();
+    let old = words.next().filter(|k| valid_key(k)).map(str::to_owned);
+    let seen = words.next().and_then(|h| Hash::parse(h).ok());
+    let newest = history.records.last().map(|r| r.id);
     let mut note = None;
-    if let Some(old) = old {
+    if let Some(old) = old.as_deref().filter(|o| *o != key) {
+        let same = seen.is_some_and(|s| history.records.iter().any(|r| r.id == s));
         let repos = state.join("sgard").join("repos");
-        let (from, to) = (repos.join(&old), repos.join(&key));
-        if from.is_dir() && !durable::lstat_exists(&to) && std::fs::rename(&from, &to).is_ok() {
+        let (from, to) = (repos.join(old), repos.join(&key));
+        if same
+            && from.is_dir()
+            && !durable::lstat_exists(&to)
+            && std::fs::rename(&from, &to).is_ok()
+        {
             note = Some(format!(
                 "the repository at {} has a new id ({old} -> {key}); this machine's \
                  record of it was carried over",
@@ -133,12 +142,38 @@ pub(crate) fn key_for(root: &Path, state_root: Option<&Path>) -> (String, Option
             ));
         }
     }
+    if old.as_deref() != Some(key.as_str()) || seen != newest {
+        remember(root, state, &key, newest);
+    }
+    (key, note)
+}
+
+/// The file remembering the key used at `root` (and the newest record
+/// seen there).
+fn path_map(root: &Path, state: &Path) -> PathBuf {
+    let canon = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    state
+        .join("sgard")
+        .join("paths")
+        .join(Hash::of(canon.as_os_str().as_encoded_bytes()).short(32))
+}
+
+/// Remembers that `root` is the repository keyed `key`, whose newest
+/// history record is `newest` (best effort; see [`key_for`]).
+pub(crate) fn remember(root: &Path, state: &Path, key: &str, newest: Option<Hash>) {
+    let map = path_map(root, state);
+    let line = match newest {
+        Some(h) => format!("{key} {}\n", h.to_hex()),
+        None => format!("{key}\n"),
+    };
+    if durable::read_regular_to_string(&map).is_ok_and(|t| t == line) {
+        return;
+    }
     if let Some(dir) = map.parent()
         && durable::create_private_dir_all(dir).is_ok()
     {
-        let _ = durable::write_atomic(&map, format!("{key}\n").as_bytes(), 0o600);
+        let _ = durable::write_replace(&map, line.as_bytes(), 0o600);
     }
-    (key, note)
 }
 
 /// Whether `k` is a key this sgard makes (a safe path component).
@@ -346,15 +381,6 @@ impl Base {
             None => self.map.remove(path).is_some(),
         };
         self.dirty |= changed;
-    }
-
-    /// Drops the records of paths `keep` says are no longer tracked.
-    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        let before = self.map.len();
-        self.map.retain(|p, _| keep(p));
-        if self.map.len() != before {
-            self.dirty = true;
-        }
     }
 
     /// Writes the base durably if it changed.
@@ -601,11 +627,13 @@ mod tests {
     #[test]
     fn ids_are_created_once_and_hostile_ones_ignored() {
         let d = tempfile::tempdir().unwrap();
-        let a = repo_key(d.path());
+        let p = repo_key(d.path(), false);
+        assert!(p.starts_with("path-"), "{p}");
+        let a = repo_key(d.path(), true);
         assert_eq!(a.len(), 32);
-        assert_eq!(repo_key(d.path()), a);
+        assert_eq!(repo_key(d.path(), false), a);
         std::fs::write(d.path().join(ID_FILE), "../../etc\n").unwrap();
-        let k = repo_key(d.path());
+        let k = repo_key(d.path(), true);
         assert!(k.starts_with("path-"), "{k}");
         assert!(!k.contains('/'));
     }

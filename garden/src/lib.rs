@@ -115,8 +115,13 @@ pub struct Garden {
     base: std::cell::RefCell<base::Base>,
     /// This repository's folder of machine-local state (`None`: no state).
     local_dir: Option<PathBuf>,
+    /// The key of this repository's machine-local state.
+    key: Option<String>,
     /// This home's id, recorded in history records (see `base::machine_id`).
     machine: Option<String>,
+    /// The head was taken from an interrupted checkpoint's snapshot and not
+    /// written to manifest.yaml (a reader's open).
+    head_from_log: bool,
     /// Things the user should be told (see [`Garden::take_notes`]).
     notes: std::cell::RefCell<Vec<String>>,
     statcache: std::cell::RefCell<statcache::StatCache>,
@@ -210,6 +215,15 @@ impl Drop for Garden {
         self.fingerprints.get_mut().flush();
         self.statcache.get_mut().flush();
         let _ = self.base.get_mut().flush();
+        // What this command added to the log, for `base::key_for`.
+        if let (Some(state), Some(key)) = (self.env.state_dir.as_deref(), self.key.as_deref()) {
+            base::remember(
+                &self.root,
+                state,
+                key,
+                self.repo_history.records.last().map(|r| r.id),
+            );
+        }
     }
 }
 
@@ -263,6 +277,7 @@ impl Garden {
         let history = History::load(&root.join(HISTORY_FILE))?;
         let store = Store::open(root);
         let mut head = (manifest, head_hash);
+        let mut from_log = false;
         if let Some(id) = history::interrupted_head(&history, head_hash) {
             // A checkpoint was recorded in the log but its manifest write was
             // lost (a crash between the two): finish it from the snapshot.
@@ -273,10 +288,13 @@ impl Garden {
             let m = Manifest::from_yaml(&String::from_utf8_lossy(&text))?;
             if mode == LockMode::Exclusive {
                 durable::write_atomic(&manifest_path, &text, 0o600)?;
+            } else {
+                from_log = true;
             }
             head = (m, id);
         }
-        let g = Garden::assemble(root, env, head, history, store, lock)?;
+        let mut g = Garden::assemble(root, env, head, history, store, lock)?;
+        g.head_from_log = from_log;
         g.seed_base();
         Ok(g)
     }
@@ -289,7 +307,12 @@ impl Garden {
         store: Store,
         lock: RepoLock,
     ) -> Result<Garden> {
-        let (key, key_note) = base::key_for(root, env.state_dir.as_deref());
+        let (key, key_note) = base::key_for(
+            root,
+            env.state_dir.as_deref(),
+            lock.mode() == LockMode::Exclusive,
+            &history,
+        );
         let local_dir = base::state_dir(env.state_dir.as_deref(), &key);
         let (tags, tag_note) = tags::load(root, local_dir.as_deref())?;
         let labels = identity::labels(&env.hostname, &tags);
@@ -311,6 +334,8 @@ impl Garden {
         }
         Ok(Garden {
             machine: base::machine_id(env.state_dir.as_deref()),
+            head_from_log: false,
+            key: Some(key),
             notes: std::cell::RefCell::new(notes),
             base: std::cell::RefCell::new(base),
             local_dir,
@@ -373,24 +398,30 @@ impl Garden {
     }
 
     /// Opens the repository at `root` to change the home folder only
-    /// (restore, undo, mirror down, merge): the exclusive lock on the
-    /// repository, or a shared one when it is read-only (it is only read),
-    /// and an exclusive one on this home's state, so two such commands never
-    /// run at once here.
+    /// (restore, undo, mirror down, merge): a shared lock on the repository
+    /// (it is only read; it may be read-only) and an exclusive one on this
+    /// home's state, so two such commands never run at once here.
     /// Nothing is written into the repository; safety snapshots go to this
     /// home's local log.
     ///
     /// # Errors
     /// As [`Garden::open`]; [`Error::Io`] for the local lock.
     pub fn open_for_home(root: &Path, env: Env, on_wait: &dyn Fn(&str)) -> Result<Garden> {
-        // Exclusive where it can be: an interrupted checkpoint is finished
-        // then, and nothing changes the repository while the home follows it.
-        let mode = if rustix::fs::access(root, rustix::fs::Access::WRITE_OK).is_ok() {
-            LockMode::Exclusive
-        } else {
-            LockMode::Shared
-        };
-        let mut g = Garden::open(root, env, mode, on_wait)?;
+        // A shared lock: questions may wait on the user for minutes, and
+        // other machines' readers must not wait with them. An interrupted
+        // checkpoint is finished first, under a brief exclusive lock, where
+        // the repository can be written.
+        let mut g = Garden::open(root, env.clone(), LockMode::Shared, on_wait)?;
+        if g.head_from_log && !g.repository_is_read_only() {
+            drop(g);
+            drop(Garden::open(
+                root,
+                env.clone(),
+                LockMode::Exclusive,
+                on_wait,
+            )?);
+            g = Garden::open(root, env, LockMode::Shared, on_wait)?;
+        }
         let Some(dir) = g.local.as_ref().map(|l| l.dir.clone()) else {
             return Err(Error::Invalid(
                 "no folder for machine-local state (set XDG_STATE_HOME or HOME)".into(),

@@ -16,7 +16,7 @@ use sgard_manifest::{Entry, EntryKind};
 use crate::diff::MAX_DIFF_BYTES;
 use crate::fsx;
 use crate::restore::{Op, Step};
-use crate::{Error, Garden, RestoreReport, Result, State};
+use crate::{Error, Garden, RestoreAction, RestoreReport, Result, State};
 
 /// What `merge` did with one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,6 +194,16 @@ impl Garden {
         )?;
         if let Some((_, err)) = report.failures.into_iter().next() {
             return Err(err);
+        }
+        let written = report
+            .actions
+            .iter()
+            .any(|(p, a)| p == &e.path && matches!(a, RestoreAction::Overwritten));
+        if !written {
+            return Err(Error::Conflict(format!(
+                "{} changed on disk while it was being merged; nothing was written (merge again)",
+                e.path
+            )));
         }
         // The repository's version is now part of what is on disk.
         self.settle_to_head(e);

@@ -40,6 +40,14 @@ impl Garden {
             }
             !hit
         });
+        // Untracked here, on purpose: no record kept (a record left by
+        // another machine's removal stops mirror up from tracking it again).
+        {
+            let mut base = self.base.borrow_mut();
+            for p in &report.removed {
+                base.put(p, None);
+            }
+        }
         self.manifest.updated = self.env.now;
         self.save()?;
         Ok(report)

@@ -527,6 +527,23 @@ impl Garden {
         what: &str,
         report: &mut RestoreReport,
     ) -> Result<()> {
+        self.execute_with(steps, reason, what, report, None)
+    }
+
+    /// As [`Garden::execute`]; with `prior` (an undo), the base records of
+    /// the touched paths are set to it (a path it lacks: no record) and
+    /// saved before anything on disk changes, so a crash part way leaves
+    /// every path judged right: still as the undone operation left it
+    /// (equal to the repository, so `ok`), or put back and judged as before
+    /// that operation.
+    pub(crate) fn execute_with(
+        &mut self,
+        steps: Vec<Step>,
+        reason: Reason,
+        what: &str,
+        report: &mut RestoreReport,
+        prior: Option<&std::collections::HashMap<String, Option<crate::base::BaseEntry>>>,
+    ) -> Result<()> {
         if steps.is_empty() {
             return Ok(());
         }
@@ -649,6 +666,15 @@ impl Garden {
                 .save_prior(&l.dir.join("bases").join(id.to_hex()), &paths)?;
         }
         report.before = Some(self.record_pair(&before, &after, reason, what, new_blobs)?);
+        if let Some(prior) = prior {
+            {
+                let mut base = self.base.borrow_mut();
+                for (s, _) in &ready {
+                    base.put(&s.path, prior.get(&s.path).cloned().flatten());
+                }
+            }
+            self.flush_base()?;
+        }
         self.env.crash_point("restore-after-snapshot");
         // Links, folders, modes and deletions one by one, in order; then the
         // staged files are put in place together, at a constant number of

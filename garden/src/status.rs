@@ -451,15 +451,43 @@ impl Garden {
         let _ = self.base.borrow_mut().flush();
     }
 
-    /// Writes the base if it changed.
+    /// Writes the base if it changed. Records of paths no longer tracked
+    /// stay: they say another machine untracked a file this machine had
+    /// (see `mirror up`); `remove` here drops its own.
     ///
     /// # Errors
     /// [`crate::Error::Io`] naming the file.
     pub(crate) fn flush_base(&self) -> Result<()> {
-        let manifest = &self.manifest;
-        let mut b = self.base.borrow_mut();
-        b.retain(|p| manifest.get(p).is_some());
-        b.flush()
+        self.base.borrow_mut().flush()
+    }
+
+    /// Whether the untracked path `tilde` holds what this machine last
+    /// synced for it: then another machine stopped tracking it since.
+    pub(crate) fn untracked_elsewhere(&self, tilde: &str, abs: &std::path::Path) -> bool {
+        let Some(b) = self.base.borrow().get(tilde).cloned() else {
+            return false;
+        };
+        let Ok(Some(md)) = fsx::lstat(abs) else {
+            return false;
+        };
+        let disk = DiskKind::of(&md);
+        if !disk.matches(b.kind) {
+            return false;
+        }
+        let content = match b.kind {
+            EntryKind::File => fsx::hash_file(abs).ok().map(|(h, _)| h),
+            _ => None,
+        };
+        let target = match b.kind {
+            EntryKind::Link => fsx::read_link(abs).ok(),
+            _ => None,
+        };
+        b.matches_disk(&Seen {
+            kind: b.kind,
+            mode: fsx::mode_of(&md),
+            content,
+            target,
+        })
     }
 }
 

@@ -130,48 +130,25 @@ impl Garden {
             }
         } else {
             let what = format!("undo {}", a_rec.id.short(12));
-            self.execute(steps, Reason::Undo, &what, &mut report.restore)?;
-            self.put_back_base(&b_id, &report.restore)?;
+            // What the base said of these paths before the operation being
+            // undone (saved by it); without that record, no base at all for
+            // them: every difference is then a question, never a revert.
+            let prior = self
+                .local
+                .as_ref()
+                .and_then(|l| crate::base::load_prior(&l.dir.join("bases").join(b_id.to_hex())))
+                .map(|v| v.into_iter().collect())
+                .unwrap_or_default();
+            self.execute_with(
+                steps,
+                Reason::Undo,
+                &what,
+                &mut report.restore,
+                Some(&prior),
+            )?;
         }
         report.restore.sort();
         Ok(report)
-    }
-
-    /// Puts back what the base said of the paths this undo restored before
-    /// the operation it undid (saved by `execute`): a file brought back to
-    /// the version it held is judged as it was then (say `behind`), not as
-    /// a local change that a checkpoint would record.
-    fn put_back_base(&mut self, before_id: &sgard_store::Hash, done: &RestoreReport) -> Result<()> {
-        let Some(l) = &self.local else {
-            return Ok(());
-        };
-        let Some(prior) = crate::base::load_prior(&l.dir.join("bases").join(before_id.to_hex()))
-        else {
-            return Ok(());
-        };
-        let restored: std::collections::HashSet<&str> = done
-            .actions
-            .iter()
-            .filter(|(_, a)| {
-                matches!(
-                    a,
-                    RestoreAction::Created
-                        | RestoreAction::Overwritten
-                        | RestoreAction::Deleted
-                        | RestoreAction::ModeFixed
-                )
-            })
-            .map(|(p, _)| p.as_str())
-            .collect();
-        {
-            let mut base = self.base.borrow_mut();
-            for (p, b) in prior {
-                if restored.contains(p.as_str()) {
-                    base.put(&p, b);
-                }
-            }
-        }
-        self.flush_base()
     }
 
     /// The disk state of a path as an entry, without storing anything.

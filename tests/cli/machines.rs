@@ -1094,3 +1094,196 @@ fn a_crash_between_the_manifest_and_the_base_is_resolved() {
     assert_eq!(lap.state("~/.vimrc"), "modified");
     assert_eq!(desk.state("~/.vimrc"), "missing");
 }
+
+#[test]
+fn an_undo_killed_part_way_still_leaves_the_other_machines_change_behind() {
+    for point in RESTORE_CRASH_POINTS {
+        let (_shared, desk, lap) = desk_and_laptop();
+        desk.write(".bashrc", "base\ndesk\n");
+        desk.sg(&["checkpoint"]).ok();
+        lap.sg(&["restore"]).ok();
+        let r: Run = lap
+            .command(&["undo"])
+            .env("SGARD_TEST_CRASH_AT", point)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(r.code, -1, "{point}: not killed; {r:#?}");
+        let s = lap.state("~/.bashrc");
+        assert!(s == "ok" || s == "behind", "{point}: {s}");
+        lap.sg(&["checkpoint"]).ok();
+        assert_eq!(
+            stored_hash(&desk.repo, "~/.bashrc"),
+            sha("base\ndesk\n"),
+            "{point}"
+        );
+    }
+}
+
+#[test]
+fn an_undo_without_its_saved_base_makes_differences_questions() {
+    let (shared, desk, lap) = desk_and_laptop();
+    desk.write(".bashrc", "base\ndesk\n");
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["restore"]).ok();
+    // As for an operation recorded by a version that saved no base.
+    fs::remove_dir_all(
+        lap.t
+            .state_of(&shared.path().join("dotfiles"))
+            .join("undo/bases"),
+    )
+    .unwrap();
+    lap.sg(&["undo"]).ok();
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    lap.sg(&["checkpoint"]).code(4);
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\ndesk\n"));
+}
+
+#[test]
+fn another_repository_at_the_same_path_does_not_inherit_the_state() {
+    // Two sticks mounted one after the other at one path.
+    let shared = tempfile::tempdir().unwrap();
+    let mnt = shared.path().join("stick");
+    let lap = Machine::new("laptop", &mnt);
+    let a = shared.path().join("a");
+    let b = shared.path().join("b");
+    for (stick, text) in [(&a, "from a\n"), (&b, "from b\n")] {
+        let m = Machine::new("maker", stick);
+        m.sg(&["init"]).ok();
+        m.write(".bashrc", text);
+        m.sg(&["add", "~/.bashrc"]).ok();
+        m.sg(&["checkpoint"]).ok();
+    }
+    fs::rename(&a, &mnt).unwrap();
+    lap.sg(&["restore"]).ok();
+    assert_eq!(lap.read(".bashrc"), "from a\n");
+    fs::rename(&mnt, &a).unwrap();
+    fs::rename(&b, &mnt).unwrap();
+    // Stick b is another repository: the laptop has no record of it, so
+    // its different ~/.bashrc is a question, not `behind`.
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    lap.sg(&["restore"]).code(4);
+    assert_eq!(lap.read(".bashrc"), "from a\n");
+    // And stick a, back again, is known as before.
+    fs::rename(&mnt, &b).unwrap();
+    fs::rename(&a, &mnt).unwrap();
+    assert_eq!(lap.state("~/.bashrc"), "ok");
+}
+
+#[test]
+fn a_restore_waiting_for_an_answer_does_not_block_other_readers() {
+    use std::io::{Read, Write};
+    let (_shared, desk, lap) = desk_and_laptop();
+    desk.write(".bashrc", "base\ndesk\n");
+    desk.sg(&["checkpoint"]).ok();
+    lap.write(".bashrc", "base\nlap\n");
+    let mut child = lap
+        .command(&["restore"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("Overwrite it?") {
+        assert_eq!(out.read(&mut byte).unwrap(), 1, "no question: {seen:?}");
+        seen.push(byte[0]);
+    }
+    // While the laptop's restore waits, the desktop's status runs.
+    let r = crate::common::wait_limited(
+        desk.command(&["status"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        std::time::Duration::from_secs(20),
+    )
+    .expect("status waited for the restore's lock");
+    assert_eq!(r.code, 0, "{r:#?}");
+    child.stdin.take().unwrap().write_all(b"n\n").unwrap();
+    let _ = child.wait();
+}
+
+#[test]
+fn mirror_up_does_not_track_again_what_another_machine_untracked() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    desk.write("d/x", "x\n");
+    desk.write("d/y", "y\n");
+    desk.sg(&["add", "~/d"]).ok();
+    desk.sg(&["checkpoint"]).ok();
+    lap.sg(&["restore"]).ok();
+    desk.sg(&["remove", "~/d/x"]).ok();
+    let r = lap.sg(&["mirror", "up", "~/d"]);
+    r.ok().stderr_has("~/d/x: untracked on another machine");
+    let m = fs::read_to_string(desk.repo.join("manifest.yaml")).unwrap();
+    assert!(!m.contains("~/d/x"), "{m}");
+    // A remove here is this machine's own wish: mirror up may track it again.
+    desk.sg(&["mirror", "up", "~/d"]).ok();
+    let m = fs::read_to_string(desk.repo.join("manifest.yaml")).unwrap();
+    assert!(m.contains("~/d/x"), "{m}");
+}
+
+#[test]
+fn a_restore_from_an_older_repository_leaves_no_file_in_it() {
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    // An older repository: no id yet.
+    fs::remove_file(repo.join("repo-id")).unwrap();
+    desk.write(".bashrc", "base\nd\n");
+    let before = tree(&repo);
+    lap.sg(&["status"]).ok();
+    fs::remove_file(lap.path(".bashrc")).unwrap();
+    lap.sg(&["restore"]).ok();
+    lap.sg(&["undo"]).ok();
+    lap.sg(&["restore"]).ok();
+    assert_eq!(
+        tree(&repo),
+        before,
+        "a command that only changes the home wrote the repository"
+    );
+    // The first command that writes the repository gives it an id, and the
+    // laptop's record follows.
+    desk.sg(&["checkpoint"]).ok();
+    assert!(repo.join("repo-id").is_file());
+    assert_eq!(lap.state("~/.bashrc"), "behind");
+}
+
+#[test]
+fn a_merge_whose_file_changes_meanwhile_writes_and_settles_nothing() {
+    let (_shared, desk, lap) = desk_and_laptop();
+    let with = |m: &Machine, args: &[&str]| m.sg_key(args, "pw", "");
+    with(&desk, &["encrypt", "init"]).ok();
+    desk.write(".netrc", "a\nb\n");
+    with(&desk, &["add", "--encrypt", "~/.netrc"]).ok();
+    with(&desk, &["checkpoint"]).ok();
+    with(&lap, &["restore"]).ok();
+    desk.write(".netrc", "a\nb\ndesk\n");
+    with(&desk, &["checkpoint"]).ok();
+    lap.write(".netrc", "lap\na\nb\n");
+    // The passphrase command edits the file while merge is at work.
+    let script = lap.write(
+        "pw.sh",
+        format!(
+            "echo meanwhile >> {}\necho pw\n",
+            lap.path(".netrc").display()
+        ),
+    );
+    let r: Run = lap
+        .command(&["merge", "~/.netrc"])
+        .env(
+            "SGARD_PASSPHRASE_COMMAND",
+            format!("sh {}", script.display()),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert!(r.stdout.contains("failed"), "{r:#?}");
+    assert_eq!(lap.read(".netrc"), "lap\na\nb\nmeanwhile\n");
+    assert_eq!(lap.state("~/.netrc"), "conflict");
+}
