@@ -31,6 +31,7 @@ mod fingerprints;
 mod flags;
 pub mod fsx;
 mod history;
+mod home;
 pub mod identity;
 mod info;
 pub mod lock;
@@ -115,6 +116,9 @@ pub struct Garden {
     base: std::cell::RefCell<base::Base>,
     /// This repository's folder of machine-local state (`None`: no state).
     local_dir: Option<PathBuf>,
+    /// Where entries may be written in the home (never through a symlink,
+    /// never into the repository or sgard's state).
+    confine: home::Confine,
     /// The key of this repository's machine-local state.
     key: Option<String>,
     /// This home's id, recorded in history records (see `base::machine_id`).
@@ -336,6 +340,14 @@ impl Garden {
             machine: base::machine_id(env.state_dir.as_deref()),
             head_from_log: false,
             key: Some(key),
+            confine: home::Confine::new(
+                &env.home,
+                &[
+                    root,
+                    &env.state_dir.clone().unwrap_or_default().join("sgard"),
+                    &env.cache_dir.clone().unwrap_or_default().join("sgard"),
+                ],
+            ),
             notes: std::cell::RefCell::new(notes),
             base: std::cell::RefCell::new(base),
             local_dir,

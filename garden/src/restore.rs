@@ -602,13 +602,14 @@ impl Garden {
         // history, and a restore that can write nothing records nothing.
         // Plain files are staged on all cores.
         let (repo, local) = self.stores();
+        let confine = &self.confine;
         let staged = par::map(&captures, 64, |(s, _, _)| match &s.op {
             Op::Write { entry, .. } if entry.kind == EntryKind::File && !entry.encrypted => {
                 let store = entry
                     .hash
                     .as_ref()
                     .map_or(repo, |h| crate::history::pick_store(repo, local, h));
-                Some(stage_plain(store, entry, &s.abs))
+                Some(stage_plain(confine, store, entry, &s.abs))
             }
             _ => None,
         });
@@ -683,7 +684,7 @@ impl Garden {
         let mut staged_steps = Vec::new();
         for (s, tmp) in ready {
             if let Some(tmp) = tmp {
-                staged.push((tmp, s.abs.clone()));
+                staged.push(tmp);
                 staged_steps.push(s);
                 continue;
             }
@@ -696,7 +697,7 @@ impl Garden {
             }
         }
         self.env.crash_point("restore-staged");
-        for (s, r) in staged_steps.into_iter().zip(fsx::commit_staged(staged)) {
+        for (s, r) in staged_steps.into_iter().zip(self.confine.commit(staged)) {
             match r {
                 Ok(()) => {
                     self.settle_step(&s);
@@ -720,35 +721,24 @@ impl Garden {
     }
 
     /// A file entry's content, verified (and decrypted), in a temp file next
-    /// to `abs` with the exact mode: ready for [`fsx::commit_staged`].
-    fn stage_entry(&self, e: &Entry, abs: &Path) -> Result<tempfile::TempPath> {
+    /// to `abs` with the exact mode: ready for [`crate::home::Confine::commit`].
+    fn stage_entry(&self, e: &Entry, abs: &Path) -> Result<crate::home::Staged> {
         if e.encrypted {
             let plain = self.stored_plaintext(e)?;
             let mode = e.mode.unwrap_or(Mode::from_st_mode(0o600));
-            return fsx::stage_file(abs, mode, |f| {
+            return self.confine.stage(abs, mode, |f| {
                 std::io::Write::write_all(f, &plain).map_err(|err| Error::io("writing", abs, err))
             });
         }
         let store = e.hash.as_ref().map_or(&self.store, |h| self.blobs_for(h));
-        stage_plain(store, e, abs)
+        stage_plain(&self.confine, store, e, abs)
     }
 
     fn perform(&self, s: &Step) -> Result<()> {
         match &s.op {
             Op::Write { entry, .. } => self.write_entry(entry, &s.abs),
-            Op::FixMode { mode, .. } => fsx::chmod(&s.abs, *mode),
-            Op::Delete => {
-                let Some(md) = fsx::lstat(&s.abs)? else {
-                    return Ok(());
-                };
-                if DiskKind::of(&md) == DiskKind::Dir {
-                    fs::remove_dir(&s.abs).map_err(|e| Error::io("removing folder", &s.abs, e))?;
-                } else {
-                    fs::remove_file(&s.abs).map_err(|e| Error::io("deleting", &s.abs, e))?;
-                }
-                sgard_store::durable::fsync_dir(&sgard_store::durable::parent_of(&s.abs))?;
-                Ok(())
-            }
+            Op::FixMode { mode, .. } => self.confine.chmod(&s.abs, *mode),
+            Op::Delete => self.confine.remove(&s.abs),
         }
     }
 
@@ -757,7 +747,7 @@ impl Garden {
             EntryKind::File if e.encrypted => {
                 let plain = self.stored_plaintext(e)?;
                 let mode = e.mode.unwrap_or(Mode::from_st_mode(0o600));
-                fsx::write_file_atomic(abs, mode, |f| {
+                self.confine.write_file(abs, mode, |f| {
                     std::io::Write::write_all(f, &plain)
                         .map_err(|err| Error::io("writing", abs, err))
                 })
@@ -768,22 +758,17 @@ impl Garden {
                     .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
                 let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
                 let store = self.blobs_for(&hash);
-                fsx::write_file_atomic(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
+                self.confine
+                    .write_file(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
             }
             EntryKind::Link => {
                 let target = e
                     .target
                     .as_deref()
                     .ok_or_else(|| Error::Invalid(format!("{}: no target", e.path)))?;
-                fsx::symlink_atomic(target, abs)
+                self.confine.symlink(target, abs)
             }
-            EntryKind::Directory => {
-                sgard_store::durable::create_dir_all_durable(abs)?;
-                if let Some(m) = e.mode {
-                    fsx::chmod(abs, m)?;
-                }
-                Ok(())
-            }
+            EntryKind::Directory => self.confine.mkdir(abs, e.mode),
         }
     }
 }
@@ -809,12 +794,17 @@ fn still_as_seen(
 
 /// A plain file entry's content, verified, in a temp file next to `abs`
 /// with the exact mode (needs only the store, so it runs on any thread).
-fn stage_plain(store: &sgard_store::Store, e: &Entry, abs: &Path) -> Result<tempfile::TempPath> {
+fn stage_plain(
+    confine: &crate::home::Confine,
+    store: &sgard_store::Store,
+    e: &Entry,
+    abs: &Path,
+) -> Result<crate::home::Staged> {
     let hash = e
         .hash
         .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
     let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
-    fsx::stage_file(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
+    confine.stage(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
 }
 
 /// Copies blob `hash` of entry `e` into `f` (the file being written for

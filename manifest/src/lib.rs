@@ -562,6 +562,33 @@ fn validate(raw: RawManifest, origin: &Path) -> Result<Manifest> {
             });
         }
     }
+    // Nothing is tracked below a file or a symlink: restoring such a pair
+    // would write through the symlink (outside the home), or fail.
+    for (i, (idx, e)) in files.iter().enumerate() {
+        if e.kind == EntryKind::Directory {
+            continue;
+        }
+        let prefix = format!("{}/", e.path);
+        let rest = &files[i + 1..];
+        let at = rest.partition_point(|(_, x)| x.path.as_str() < prefix.as_str());
+        if let Some((j, below)) = rest.get(at).filter(|(_, x)| x.path.starts_with(&prefix)) {
+            return Err(Error::Entry {
+                origin: origin_buf(),
+                index: *j,
+                path: below.path.clone(),
+                reason: format!(
+                    "is below entry {idx} ({}), a {}: nothing can be tracked below a {}",
+                    e.path,
+                    e.kind,
+                    if e.kind == EntryKind::Link {
+                        "symlink (it would be written through it)"
+                    } else {
+                        "file"
+                    }
+                ),
+            });
+        }
+    }
     let mut absent = raw.absent.unwrap_or_default();
     for x in &absent {
         validate_path(x).map_err(|r| field("absent", format!("{x:?}: {r}")))?;

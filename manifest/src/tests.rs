@@ -97,8 +97,9 @@ fn hostile_strings_survive_the_writer() {
     let now = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
     let mut m = Manifest::new(now);
     m.message = Some("yes: no # \"quoted\"\nsecond line\t\u{7}\u{81}\u{9f}".into());
+    // (No "~" here: nothing may be tracked below a symlink.)
     for p in [
-        "~", "~/a: b", "~/#x", "~/ space", "~/null", "~/é", "/-", "~/'q'", "~/[x]",
+        "~/a: b", "~/#x", "~/ space", "~/null", "~/é", "/-", "~/'q'", "~/[x]", "/~",
     ] {
         let mut e = Entry::new(p.into(), EntryKind::Link, now);
         e.target = Some(format!("{p} -> target: {{x}}"));
@@ -221,4 +222,26 @@ fn under_is_component_wise() {
     assert!(!path_is_under("~/a/sub-backup/x", "~/a/sub"));
     assert!(path_is_under("~/x", "~"));
     assert!(path_is_under("/etc/x", "/"));
+}
+
+#[test]
+fn refuses_entries_below_a_symlink_or_a_file() {
+    let h = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
+    let text = format!(
+        "version: 1\nfiles:\n  - {{path: ~/lnk/through, hash: {h}, type: file}}\n  - {{path: ~/lnk-other, type: directory}}\n  - {{path: ~/lnk, type: link, target: /tmp/escape}}\n"
+    );
+    let err = Manifest::from_yaml(&text).unwrap_err().to_string();
+    assert!(err.contains("~/lnk/through"), "{err}");
+    assert!(err.contains("~/lnk)"), "{err}");
+    assert!(err.contains("symlink"), "{err}");
+    let text = format!(
+        "version: 1\nfiles:\n  - {{path: ~/f, hash: {h}, type: file}}\n  - {{path: ~/f/x, hash: {h}, type: file}}\n"
+    );
+    let err = Manifest::from_yaml(&text).unwrap_err().to_string();
+    assert!(err.contains("below entry 1 (~/f), a file"), "{err}");
+    // Below a folder entry, and beside a link with a longer name, is fine.
+    let text = format!(
+        "version: 1\nfiles:\n  - {{path: ~/d, type: directory}}\n  - {{path: ~/d/x, hash: {h}, type: file}}\n  - {{path: ~/l, type: link, target: x}}\n  - {{path: ~/l2/x, hash: {h}, type: file}}\n"
+    );
+    Manifest::from_yaml(&text).unwrap();
 }

@@ -1214,3 +1214,141 @@ fn no_command_panics_on_a_closed_stdout() {
         );
     }
 }
+
+// ------------------------------------------------- trust boundary (issue 12)
+
+fn link_item(path: &str, target: &str) -> String {
+    format!(
+        "    - path: {path}\n      type: link\n      mode: \"0777\"\n      target: {target}\n      updated: {TS}\n"
+    )
+}
+
+fn dir_item(path: &str, mode: &str) -> String {
+    format!(
+        "    - path: {path}\n      type: directory\n      mode: \"{mode}\"\n      updated: {TS}\n"
+    )
+}
+
+/// A manifest tracking a path below a tracked symlink is refused by every
+/// command, naming both entries (restoring it would write through the link).
+#[test]
+fn a_manifest_tracking_below_a_tracked_symlink_is_refused() {
+    let t = TestEnv::init();
+    let escape = t.outside().join("escape");
+    let h = put_blob(&t.repo(), b"through\n");
+    for target in [escape.to_str().unwrap(), "../../.."] {
+        write_manifest(
+            &t,
+            &manifest_with(&[link_item("~/lnk", target), file_item("~/lnk/through", &h)]),
+        );
+        assert_refused(&t, target, &["~/lnk/through", "~/lnk", "symlink"]);
+        assert!(!escape.join("through").exists());
+    }
+}
+
+/// A symlink on disk in a folder above a tracked path (one sgard does not
+/// track) is never followed: that entry fails, naming the symlink, the
+/// others are restored, and nothing is written where it points.
+#[test]
+fn restore_never_writes_through_a_symlinked_folder() {
+    let t = TestEnv::init();
+    let outside = t.outside().join("elsewhere");
+    fs::create_dir_all(&outside).unwrap();
+    let h = put_blob(&t.repo(), b"x\n");
+    let ok = put_blob(&t.repo(), b"fine\n");
+    write_manifest(
+        &t,
+        &manifest_with(&[
+            file_item("~/d/f", &h),
+            file_item("~/up/deeper/f", &h),
+            file_item("~/fine", &ok),
+        ]),
+    );
+    std::os::unix::fs::symlink(&outside, t.path("d")).unwrap();
+    std::os::unix::fs::symlink("../outside/elsewhere", t.path("up")).unwrap();
+    let r = sgard_timed(&t, &["restore", "-f"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(
+        r.stderr
+            .contains("is a symlink; sgard never writes through one"),
+        "{r:#?}"
+    );
+    assert!(
+        r.stderr.contains("~/d/f") && r.stderr.contains("~/up/deeper/f"),
+        "{r:#?}"
+    );
+    assert_eq!(t.read("fine"), b"fine\n");
+    assert_eq!(
+        fs::read_dir(&outside).unwrap().count(),
+        0,
+        "wrote through the symlink"
+    );
+    // Mode fixes and deletions do not follow it either: undo of the restore
+    // (which created ~/fine) removes only ~/fine.
+    t.sgard(["undo"]).ok();
+    assert!(!t.path("fine").exists());
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+}
+
+/// Entries naming the repository, or sgard's own state and cache, are
+/// never written, whatever their type.
+#[test]
+fn entries_inside_the_repository_or_state_are_refused() {
+    let t = TestEnv::init();
+    let evil = put_blob(&t.repo(), b"version: 1\nfiles: []\n");
+    t.write(".bashrc", "x\n");
+    t.sgard(["add", "~/.bashrc"]).ok();
+    t.sgard(["status"]).ok();
+    let manifest_before = t.manifest();
+    let h = sha("x\n");
+    let text = manifest_with(&[
+        file_item("~/.bashrc", &h),
+        file_item("~/.sgard/manifest.yaml", &evil),
+        file_item(
+            &format!("~/.sgard/blobs/3a/99/{}", "3a99".repeat(16)),
+            &evil,
+        ),
+        file_item("~/.state/sgard/machine-id", &evil),
+        file_item("~/.cache/sgard/planted", &evil),
+        dir_item("~/.sgard", "0777"),
+    ]);
+    // Valid as a manifest (files below a folder entry are allowed): only
+    // confinement stands in the way.
+    write_manifest(&t, &text);
+    let r = sgard_timed(&t, &["restore", "-f"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(
+        r.stderr.contains("sgard's own repository or state"),
+        "{r:#?}"
+    );
+    // The repository's manifest is the hostile one written above (the test
+    // wrote it), never the blob's content; no blob has a wrong name; the
+    // repository folder kept its mode.
+    assert!(
+        t.manifest().contains("~/.sgard/manifest.yaml"),
+        "{}",
+        t.manifest()
+    );
+    assert!(
+        !t.repo()
+            .join(format!("blobs/3a/99/{}", "3a99".repeat(16)))
+            .exists()
+    );
+    assert_ne!(mode_of(&t.repo()) & 0o777, 0o777);
+    assert!(!t.path(".cache/sgard/planted").exists());
+    let id = fs::read_to_string(t.path(".state/sgard/machine-id")).unwrap();
+    assert_ne!(id, "version: 1\nfiles: []\n");
+    let _ = manifest_before;
+}
+
+/// The home folder itself is never replaced or chmodded by an entry.
+#[test]
+fn an_entry_for_the_home_folder_itself_is_refused() {
+    let t = TestEnv::init();
+    write_manifest(&t, &manifest_with(&[dir_item("\"~\"", "0777")]));
+    let before = mode_of(&t.home);
+    let r = sgard_timed(&t, &["restore", "-f"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("is the home folder itself"), "{r:#?}");
+    assert_eq!(mode_of(&t.home), before);
+}

@@ -1,0 +1,425 @@
+//! Writing into the home folder, confined.
+//!
+//! A manifest comes from outside: a server, or a folder someone else can
+//! write. Every path sgard creates, replaces, chmods or deletes for an entry
+//! is therefore reached from its root (the home folder, or `/` for the
+//! absolute paths a user tracks) one component at a time, with `openat` and
+//! `O_NOFOLLOW | O_DIRECTORY` from the folder above: a symlink in a folder
+//! above a tracked path is an error for that entry, never a way out, and
+//! every operation happens relative to the folder's descriptor, so swapping
+//! a folder for a symlink meanwhile leads nowhere. The repository and
+//! sgard's own state and cache folders are never written through an entry.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rustix::fs::{AtFlags, CWD, Mode as RMode, OFlags};
+use rustix::io::Errno;
+use sgard_manifest::Mode;
+
+use crate::{Error, Result};
+
+/// Where entries may be written, and what they may never reach.
+#[derive(Debug)]
+pub(crate) struct Confine {
+    home: PathBuf,
+    /// (dev, ino) of folders no entry may write into: the repository, and
+    /// sgard's state and cache folders.
+    forbidden: Vec<(u64, u64)>,
+    /// The same folders by name (they may not exist yet).
+    forbidden_paths: Vec<PathBuf>,
+    /// Folders already opened this run (a bounded cache: restores of many
+    /// files in few folders open each once).
+    dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
+}
+
+/// The folder holding a path, opened, and the path's last component.
+#[derive(Debug)]
+pub(crate) struct Parent {
+    fd: Arc<OwnedFd>,
+    name: OsString,
+    dir: PathBuf,
+}
+
+/// A file written next to its destination under a temp name, waiting for
+/// [`Confine::commit`]; removed if dropped before that.
+#[derive(Debug)]
+pub(crate) struct Staged {
+    parent: Parent,
+    tmp: OsString,
+    dest: PathBuf,
+    done: bool,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = rustix::fs::unlinkat(&*self.parent.fd, &self.tmp, AtFlags::empty());
+        }
+    }
+}
+
+const CACHE_MAX: usize = 512;
+
+fn io_err(op: &'static str, path: &Path, e: Errno) -> Error {
+    Error::io(op, path, std::io::Error::from(e))
+}
+
+fn dev_ino(st: &rustix::fs::Stat) -> (u64, u64) {
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    (u64::from(st.st_dev as u64), u64::from(st.st_ino as u64))
+}
+
+/// A fresh temp name for `name` in its folder.
+fn temp_name(kind: &str, name: &OsStr) -> OsString {
+    let mut b = [0u8; 6];
+    let _ = getrandom::fill(&mut b);
+    let tag: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let mut n = OsString::from(format!(".sgard-{kind}-{}-{tag}-", std::process::id()));
+    // Keep the name short enough for any file system.
+    let tail: String = name.to_string_lossy().chars().take(40).collect();
+    n.push(tail);
+    n
+}
+
+impl Confine {
+    /// Confinement to `home`, never writing into `forbidden` (folders that
+    /// do not exist are skipped).
+    pub fn new(home: &Path, forbidden: &[&Path]) -> Self {
+        let forbidden_paths = forbidden.iter().map(|p| crate::paths::clean(p)).collect();
+        let forbidden = forbidden
+            .iter()
+            .filter_map(|p| rustix::fs::stat(*p).ok())
+            .map(|st| dev_ino(&st))
+            .collect();
+        Confine {
+            home: home.to_path_buf(),
+            forbidden,
+            forbidden_paths,
+            dirs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn refuse(abs: &Path, reason: impl Into<String>) -> Error {
+        Error::Unsupported {
+            path: abs.display().to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    fn check(&self, abs: &Path, fd: &OwnedFd, what: &Path) -> Result<()> {
+        let st = rustix::fs::fstat(fd).map_err(|e| io_err("inspecting", what, e))?;
+        if self.forbidden.contains(&dev_ino(&st)) {
+            return Err(Self::refuse(
+                abs,
+                format!(
+                    "is inside {}, sgard's own repository or state; refusing to write there",
+                    what.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The folder holding `abs`, reached from its root without following a
+    /// symlink, and its last component. With `create`, missing folders are
+    /// made (mode 0755, less the umask), durably.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for a symlink or a non-folder on the way, or a
+    /// path inside the repository or sgard's state; [`Error::Io`].
+    pub fn parent(&self, abs: &Path, create: bool) -> Result<Parent> {
+        if abs == self.home {
+            return Err(Self::refuse(
+                abs,
+                "is the home folder itself; refusing to replace it",
+            ));
+        }
+        if let Some(f) = self.forbidden_paths.iter().find(|f| abs.starts_with(f)) {
+            return Err(Self::refuse(
+                abs,
+                format!(
+                    "is inside {}, sgard's own repository or state; refusing to write there",
+                    f.display()
+                ),
+            ));
+        }
+        let dir = abs
+            .parent()
+            .ok_or_else(|| Self::refuse(abs, "has no folder above it"))?
+            .to_path_buf();
+        let name = abs
+            .file_name()
+            .ok_or_else(|| Self::refuse(abs, "has no name"))?
+            .to_os_string();
+        let cached = self.dirs.lock().ok().and_then(|m| m.get(&dir).cloned());
+        let fd = match cached {
+            Some(fd) => fd,
+            None => {
+                let fd = Arc::new(self.open_dir(abs, &dir, create)?);
+                if let Ok(mut m) = self.dirs.lock() {
+                    if m.len() >= CACHE_MAX {
+                        m.clear();
+                    }
+                    m.insert(dir.clone(), fd.clone());
+                }
+                fd
+            }
+        };
+        // The last component itself must not be one of the forbidden
+        // folders either (an entry for the repository folder).
+        if let Ok(st) = rustix::fs::statat(&*fd, &name, AtFlags::SYMLINK_NOFOLLOW)
+            && self.forbidden.contains(&dev_ino(&st))
+        {
+            return Err(Self::refuse(
+                abs,
+                "is sgard's own repository or state; refusing to change it",
+            ));
+        }
+        Ok(Parent { fd, name, dir })
+    }
+
+    fn open_dir(&self, abs: &Path, dir: &Path, create: bool) -> Result<OwnedFd> {
+        let (root, rel) = match dir.strip_prefix(&self.home) {
+            Ok(rel) => (self.home.as_path(), rel),
+            Err(_) => (Path::new("/"), dir.strip_prefix("/").unwrap_or(dir)),
+        };
+        let dflags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+        let mut cur = rustix::fs::openat(CWD, root, dflags, RMode::empty())
+            .map_err(|e| io_err("opening", root, e))?;
+        self.check(abs, &cur, root)?;
+        let mut at = root.to_path_buf();
+        for c in rel.components() {
+            let Component::Normal(part) = c else {
+                return Err(Self::refuse(abs, "is not a clean path"));
+            };
+            at.push(part);
+            let flags = dflags | OFlags::NOFOLLOW;
+            let next = match rustix::fs::openat(&cur, part, flags, RMode::empty()) {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) if create => {
+                    match rustix::fs::mkdirat(&cur, part, RMode::from_raw_mode(0o755)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(io_err("creating folder", &at, e)),
+                    }
+                    rustix::fs::fsync(&cur).map_err(|e| io_err("syncing", &at, e))?;
+                    rustix::fs::openat(&cur, part, flags, RMode::empty())
+                        .map_err(|e| self.why(abs, &cur, part, &at, e))?
+                }
+                Err(e) => return Err(self.why(abs, &cur, part, &at, e)),
+            };
+            self.check(abs, &next, &at)?;
+            cur = next;
+        }
+        Ok(cur)
+    }
+
+    /// Why a folder on the way could not be opened.
+    fn why(&self, abs: &Path, cur: &OwnedFd, part: &OsStr, at: &Path, e: Errno) -> Error {
+        match rustix::fs::statat(cur, part, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st)
+                if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                    == rustix::fs::FileType::Symlink =>
+            {
+                Self::refuse(
+                    abs,
+                    format!(
+                        "{} above it is a symlink; sgard never writes through one (a tracked \
+                         symlink cannot hold other tracked paths)",
+                        at.display()
+                    ),
+                )
+            }
+            Ok(_) if matches!(e, Errno::NOTDIR | Errno::LOOP) => {
+                Self::refuse(abs, format!("{} above it is not a folder", at.display()))
+            }
+            _ => io_err("opening folder", at, e),
+        }
+    }
+
+    /// Writes a file beside `abs` under a temp name, filled by `fill`, with
+    /// exactly `mode`: ready for [`Confine::commit`].
+    ///
+    /// # Errors
+    /// As [`Confine::parent`]; whatever `fill` returns; [`Error::Io`].
+    pub fn stage(
+        &self,
+        abs: &Path,
+        mode: Mode,
+        fill: impl FnOnce(&mut File) -> Result<()>,
+    ) -> Result<Staged> {
+        let parent = self.parent(abs, true)?;
+        let tmp = temp_name("restore", &parent.name);
+        let fd = rustix::fs::openat(
+            &*parent.fd,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            RMode::from_raw_mode(0o600),
+        )
+        .map_err(|e| io_err("creating temp file in", &parent.dir, e))?;
+        let staged = Staged {
+            parent,
+            tmp,
+            dest: abs.to_path_buf(),
+            done: false,
+        };
+        let mut f = File::from(fd);
+        fill(&mut f)?;
+        rustix::fs::fchmod(&f, RMode::from_raw_mode(mode.bits()))
+            .map_err(|e| io_err("setting mode of", abs, e))?;
+        Ok(staged)
+    }
+
+    /// Puts staged files in place durably at a constant number of flushes:
+    /// one `syncfs` per file system (their bytes), the renames, one more
+    /// `syncfs` (the names); where `syncfs` fails, each file and folder is
+    /// fsynced instead. One result per file, in order.
+    pub fn commit(&self, staged: Vec<Staged>) -> Vec<Result<()>> {
+        let mut per_dev: HashMap<u64, Arc<OwnedFd>> = HashMap::new();
+        for s in &staged {
+            if let Ok(st) = rustix::fs::fstat(&*s.parent.fd) {
+                per_dev
+                    .entry(dev_ino(&st).0)
+                    .or_insert_with(|| s.parent.fd.clone());
+            }
+        }
+        let sync_all =
+            || !per_dev.is_empty() && per_dev.values().all(|fd| rustix::fs::syncfs(&**fd).is_ok());
+        let flushed = sync_all();
+        let mut out = Vec::with_capacity(staged.len());
+        let mut dirs: Vec<(Arc<OwnedFd>, PathBuf)> = Vec::new();
+        for mut s in staged {
+            let r = (|| {
+                if !flushed {
+                    let f = rustix::fs::openat(
+                        &*s.parent.fd,
+                        &s.tmp,
+                        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        RMode::empty(),
+                    )
+                    .map_err(|e| io_err("syncing", &s.dest, e))?;
+                    rustix::fs::fsync(&f).map_err(|e| io_err("syncing", &s.dest, e))?;
+                }
+                rustix::fs::renameat(&*s.parent.fd, &s.tmp, &*s.parent.fd, &s.parent.name)
+                    .map_err(|e| io_err("renaming into place", &s.dest, e))?;
+                s.done = true;
+                Ok(())
+            })();
+            if r.is_ok() && !dirs.iter().any(|(fd, _)| Arc::ptr_eq(fd, &s.parent.fd)) {
+                dirs.push((s.parent.fd.clone(), s.parent.dir.clone()));
+            }
+            out.push(r);
+        }
+        if !(flushed && sync_all()) {
+            for (fd, dir) in dirs {
+                if let Err(e) = rustix::fs::fsync(&*fd)
+                    && let Some(last) = out.iter_mut().rev().find(|r| r.is_ok())
+                {
+                    *last = Err(io_err("syncing folder", &dir, e));
+                }
+            }
+        }
+        out
+    }
+
+    /// Replaces `abs` durably with a file of exactly `mode` filled by `fill`.
+    ///
+    /// # Errors
+    /// As [`Confine::stage`] and [`Confine::commit`].
+    pub fn write_file(
+        &self,
+        abs: &Path,
+        mode: Mode,
+        fill: impl FnOnce(&mut File) -> Result<()>,
+    ) -> Result<()> {
+        let s = self.stage(abs, mode, fill)?;
+        self.commit(vec![s]).pop().unwrap_or(Ok(()))
+    }
+
+    /// Replaces `abs` durably with a symlink to `target`.
+    ///
+    /// # Errors
+    /// As [`Confine::parent`]; [`Error::Io`].
+    pub fn symlink(&self, target: &str, abs: &Path) -> Result<()> {
+        let p = self.parent(abs, true)?;
+        let tmp = temp_name("link", &p.name);
+        rustix::fs::symlinkat(target, &*p.fd, &tmp)
+            .map_err(|e| io_err("creating symlink in", &p.dir, e))?;
+        if let Err(e) = rustix::fs::renameat(&*p.fd, &tmp, &*p.fd, &p.name) {
+            let _ = rustix::fs::unlinkat(&*p.fd, &tmp, AtFlags::empty());
+            return Err(io_err("renaming into place", abs, e));
+        }
+        rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))
+    }
+
+    /// Sets the mode of the file or folder at `abs` (never a symlink's
+    /// target).
+    ///
+    /// # Errors
+    /// As [`Confine::parent`]; [`Error::Io`].
+    pub fn chmod(&self, abs: &Path, mode: Mode) -> Result<()> {
+        let p = self.parent(abs, false)?;
+        let fd = rustix::fs::openat(
+            &*p.fd,
+            &p.name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            RMode::empty(),
+        )
+        .map_err(|e| io_err("opening", abs, e))?;
+        rustix::fs::fchmod(&fd, RMode::from_raw_mode(mode.bits()))
+            .map_err(|e| io_err("setting mode of", abs, e))
+    }
+
+    /// Makes `abs` a folder (creating it if needed) with exactly `mode`.
+    ///
+    /// # Errors
+    /// As [`Confine::parent`]; [`Error::Io`].
+    pub fn mkdir(&self, abs: &Path, mode: Option<Mode>) -> Result<()> {
+        let p = self.parent(abs, true)?;
+        match rustix::fs::mkdirat(&*p.fd, &p.name, RMode::from_raw_mode(0o700)) {
+            Ok(()) => rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))?,
+            Err(Errno::EXIST) => {}
+            Err(e) => return Err(io_err("creating folder", abs, e)),
+        }
+        let fd = rustix::fs::openat(
+            &*p.fd,
+            &p.name,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            RMode::empty(),
+        )
+        .map_err(|e| io_err("opening folder", abs, e))?;
+        if let Some(m) = mode {
+            rustix::fs::fchmod(&fd, RMode::from_raw_mode(m.bits()))
+                .map_err(|e| io_err("setting mode of", abs, e))?;
+        }
+        Ok(())
+    }
+
+    /// Removes the file, symlink or empty folder at `abs` (nothing there is
+    /// fine).
+    ///
+    /// # Errors
+    /// As [`Confine::parent`]; [`Error::Io`].
+    pub fn remove(&self, abs: &Path) -> Result<()> {
+        let p = self.parent(abs, false)?;
+        let st = match rustix::fs::statat(&*p.fd, &p.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(io_err("inspecting", abs, e)),
+        };
+        let dir =
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+        let flags = if dir {
+            AtFlags::REMOVEDIR
+        } else {
+            AtFlags::empty()
+        };
+        rustix::fs::unlinkat(&*p.fd, &p.name, flags)
+            .map_err(|e| io_err(if dir { "removing folder" } else { "deleting" }, abs, e))?;
+        rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))
+    }
+}
