@@ -22,27 +22,6 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub no_cache: bool,
 
-    /// Sync server HOST:PORT [default: SGARD_REMOTE, then <repo>/remote.yaml];
-    /// without a value, the configured one (`list --remote`, `prune --remote`)
-    #[arg(short = 'r', long, global = true, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
-    pub remote: Option<String>,
-
-    /// SSH private key to log in with [default: SGARD_SSH_KEY, ssh-agent, ~/.ssh/id_*]
-    #[arg(long, global = true, value_name = "FILE")]
-    pub ssh_key: Option<PathBuf>,
-
-    /// Use TLS to the server
-    #[arg(long, global = true)]
-    pub tls: bool,
-
-    /// Do not use TLS, even if remote.yaml says so
-    #[arg(long, global = true, conflicts_with = "tls")]
-    pub no_tls: bool,
-
-    /// PEM CA bundle for the server's certificate (replaces the system roots)
-    #[arg(long, global = true, value_name = "FILE")]
-    pub tls_ca: Option<PathBuf>,
-
     /// What to do
     #[command(subcommand)]
     pub command: Command,
@@ -141,6 +120,11 @@ pub enum Command {
         /// Print one JSON document
         #[arg(long)]
         json: bool,
+        /// List the sync server's entries instead [default server: SGARD_REMOTE, then <repo>/remote.yaml]
+        #[arg(short = 'r', long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
+        remote: Option<String>,
+        #[command(flatten)]
+        net: NetArgs,
     },
     /// Show everything known about a tracked path
     Info {
@@ -152,9 +136,21 @@ pub enum Command {
         json: bool,
     },
     /// Delete stored blobs nothing references, and stale temp files (`--remote`: on the server)
-    Prune,
+    Prune {
+        /// Prune the sync server's store instead [default server: SGARD_REMOTE, then <repo>/remote.yaml]
+        #[arg(short = 'r', long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
+        remote: Option<String>,
+        #[command(flatten)]
+        net: NetArgs,
+    },
     /// Send this repository to the sync server (a fast-forward of what it last got)
-    Push,
+    Push {
+        /// The sync server [default: SGARD_REMOTE, then <repo>/remote.yaml]
+        #[arg(short = 'r', long, value_name = "HOST:PORT")]
+        remote: Option<String>,
+        #[command(flatten)]
+        net: NetArgs,
+    },
     /// Fetch the server's state, merge it entry by entry, and restore what changed
     Pull {
         /// Settle entries changed on both sides with the server's version
@@ -166,6 +162,17 @@ pub enum Command {
         /// Overwrite local files without asking
         #[arg(short, long)]
         force: bool,
+        /// Accept entries outside the home folder (absolute paths) from the server
+        #[arg(long)]
+        allow_absolute: bool,
+        /// Keep setuid/setgid bits the server's entries carry (dropped by default)
+        #[arg(long)]
+        allow_setuid: bool,
+        /// The sync server [default: SGARD_REMOTE, then <repo>/remote.yaml]
+        #[arg(short = 'r', long, value_name = "HOST:PORT")]
+        remote: Option<String>,
+        #[command(flatten)]
+        net: NetArgs,
     },
     /// Configure the sync server of this repository
     Remote {
@@ -298,6 +305,36 @@ pub enum Command {
     },
 }
 
+/// How to reach and log in to the sync server (only on the commands that
+/// talk to one).
+#[derive(Args, Debug, Clone, Default)]
+pub struct NetArgs {
+    /// SSH private key to log in with [default: SGARD_SSH_KEY, ssh-agent, ~/.ssh/id_*]
+    #[arg(long, value_name = "FILE")]
+    pub ssh_key: Option<PathBuf>,
+    /// Use TLS to the server
+    #[arg(long)]
+    pub tls: bool,
+    /// Do not use TLS, even if remote.yaml says so
+    #[arg(long, conflicts_with_all = ["tls", "tls_ca"])]
+    pub no_tls: bool,
+    /// Trust this PEM certificate or CA bundle for the server (implies --tls; replaces the system roots)
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// Seconds to wait for a connection
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub connect_timeout: u64,
+    /// Seconds to wait for any one answer or message from the server
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub timeout: u64,
+    /// Seconds the whole exchange may take
+    #[arg(long, value_name = "SECS", default_value_t = 3600)]
+    pub deadline: u64,
+    /// Largest blob accepted from a server that does not declare blob sizes
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    pub max_blob_size: u64,
+}
+
 /// Arguments of `add`.
 #[derive(Args, Debug)]
 pub struct AddArgs {
@@ -419,6 +456,12 @@ pub enum RemoteAction {
     Set {
         /// HOST:PORT
         addr: String,
+        /// Use TLS to the server
+        #[arg(long)]
+        tls: bool,
+        /// Trust this PEM certificate or CA bundle for the server (implies --tls)
+        #[arg(long, value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
     /// Show the saved server
     Show,

@@ -61,6 +61,43 @@ pub struct Net {
     pub tls: Option<bool>,
     /// `--tls-ca`.
     pub tls_ca: Option<PathBuf>,
+    /// The timeouts and the blob bound.
+    pub timeouts: sgard::remote::client::Timeouts,
+    /// `--max-blob-size`.
+    pub max_blob: u64,
+}
+
+impl Net {
+    /// The network flags of a command (`remote`: its `--remote`).
+    fn of(remote: Option<&String>, a: Option<&crate::cli::NetArgs>) -> Self {
+        let d = crate::cli::NetArgs {
+            connect_timeout: 10,
+            timeout: 60,
+            deadline: 3600,
+            max_blob_size: sgard::remote::client::DEFAULT_MAX_BLOB,
+            ..crate::cli::NetArgs::default()
+        };
+        let a = a.unwrap_or(&d);
+        let secs = |s: u64| std::time::Duration::from_secs(s.max(1));
+        Net {
+            remote: remote.cloned(),
+            ssh_key: a.ssh_key.clone(),
+            tls: if a.tls || a.tls_ca.is_some() {
+                Some(true)
+            } else if a.no_tls {
+                Some(false)
+            } else {
+                None
+            },
+            tls_ca: a.tls_ca.clone(),
+            timeouts: sgard::remote::client::Timeouts {
+                connect: secs(a.connect_timeout),
+                idle: secs(a.timeout),
+                total: secs(a.deadline),
+            },
+            max_blob: a.max_blob_size,
+        }
+    }
 }
 
 impl Ctx {
@@ -123,17 +160,22 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         env.cache_dir = None;
     }
     let repo = context::repo_path(&env, cli.repo.as_deref());
-    let net = Net {
-        remote: cli.remote.clone(),
-        ssh_key: cli.ssh_key.clone(),
-        tls: if cli.tls {
-            Some(true)
-        } else if cli.no_tls {
-            Some(false)
-        } else {
-            None
-        },
-        tls_ca: cli.tls_ca.clone(),
+    let net = match &cli.command {
+        Command::Push { remote, net }
+        | Command::Pull { remote, net, .. }
+        | Command::List { remote, net, .. }
+        | Command::Prune { remote, net } => Net::of(remote.as_ref(), Some(net)),
+        Command::Remote {
+            action: crate::cli::RemoteAction::Set { tls, tls_ca, .. },
+        } => Net::of(
+            None,
+            Some(&crate::cli::NetArgs {
+                tls: *tls,
+                tls_ca: tls_ca.clone(),
+                ..crate::cli::NetArgs::default()
+            }),
+        ),
+        _ => Net::of(None, None),
     };
     let ctx = Ctx {
         env,
@@ -181,17 +223,30 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             out,
         )?,
         Command::Verify { json } => buffered(out, |o| verify::run(&ctx, json, o))?,
-        Command::List { json } => {
+        Command::List { json, .. } => {
             buffered(out, |o| list::run(&ctx, json, ctx.net.remote.is_some(), o))?
         }
         Command::Info { path, json } => info::run(&ctx, &path, json, out)?,
-        Command::Prune => prune::run(&ctx, ctx.net.remote.is_some(), out)?,
-        Command::Push => push::run(&ctx, out)?,
+        Command::Prune { .. } => prune::run(&ctx, ctx.net.remote.is_some(), out)?,
+        Command::Push { .. } => push::run(&ctx, out)?,
         Command::Pull {
             theirs,
             ours,
             force,
-        } => pull::run(&ctx, theirs, ours, force, out)?,
+            allow_absolute,
+            allow_setuid,
+            ..
+        } => pull::run(
+            &ctx,
+            pull::Flags {
+                theirs,
+                ours,
+                force,
+                allow_absolute,
+                allow_setuid,
+            },
+            out,
+        )?,
         Command::Remote { action } => remote::run(&ctx, action, out)?,
         Command::Log { max, json } => buffered(out, |o| log::run(&ctx, max, json, o))?,
         Command::Show { id, json } => show::run(&ctx, &id, json, out)?,
@@ -251,6 +306,8 @@ impl Ctx {
             home: self.env.home.clone(),
             state_dir: self.env.state_dir.clone(),
             agent: context::ssh_agent_socket(),
+            timeouts: self.net.timeouts,
+            max_blob: self.net.max_blob,
         })
     }
 }

@@ -76,7 +76,7 @@ pub use prune::PruneReport;
 pub use remove::RemoveReport;
 pub use restore::{Answer, Prompt, RestoreAction, RestoreOptions, RestoreReport};
 pub use status::{State, StatusLine};
-pub use sync::{Base, PullReport, PushDecision, Side, head_id_of};
+pub use sync::{Base, PullReport, PushDecision, Side, Trust, head_id_of};
 pub use undo::UndoReport;
 pub use verify::{VerifyLine, VerifyState};
 

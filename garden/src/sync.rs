@@ -51,6 +51,15 @@ pub enum Side {
     Ours,
 }
 
+/// What a pull accepts from a server beyond what it accepts by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trust {
+    /// Entries outside the home folder (absolute paths).
+    pub absolute: bool,
+    /// Setuid and setgid bits in entries' modes (dropped otherwise).
+    pub setuid: bool,
+}
+
 /// The result of [`Garden::pull_merge`].
 #[derive(Debug, Default)]
 pub struct PullReport {
@@ -64,6 +73,8 @@ pub struct PullReport {
     pub restore: RestoreReport,
     /// The server head this pull synced with (the new base).
     pub base: Option<Hash>,
+    /// Entries taken whose setuid/setgid bits were dropped.
+    pub stripped: Vec<String>,
 }
 
 /// The head id of a manifest: the hash of its rendering.
@@ -141,6 +152,21 @@ impl Garden {
         text.push('\n');
         sgard_store::durable::write_atomic(&path, text.as_bytes(), 0o644)?;
         Ok(())
+    }
+
+    /// The size of every stored blob the head and the shared history need
+    /// (for a pulling client to bound each blob it receives).
+    pub fn blob_sizes(&self) -> std::collections::HashMap<Hash, u64> {
+        let mut want: BTreeSet<Hash> = self.manifest.referenced_blobs().collect();
+        for r in &self.repo_history.records {
+            want.insert(r.id);
+            if let Ok(doc) = self.snapshot_doc(&r.id) {
+                want.extend(doc.referenced_blobs());
+            }
+        }
+        want.into_iter()
+            .filter_map(|h| Some((h, self.store.size_of(&h).ok()??)))
+            .collect()
     }
 
     /// The head id: the hash of manifest.yaml as sgard wrote or read it.
@@ -351,6 +377,7 @@ impl Garden {
         base: Option<Hash>,
         side: Side,
         opts: RestoreOptions,
+        trust: Trust,
         prompt: &mut dyn Prompt,
         from: &str,
     ) -> Result<PullReport> {
@@ -416,6 +443,32 @@ impl Garden {
                 if conflicts.len() == 1 { "y" } else { "ies" },
                 conflicts.join(", ")
             )));
+        }
+        // A server may not reach outside the home folder unless allowed.
+        let outside: Vec<&str> = report
+            .taken
+            .iter()
+            .filter(|p| p.starts_with('/') && merged.contains_key(p.as_str()))
+            .map(String::as_str)
+            .collect();
+        if !trust.absolute && !outside.is_empty() {
+            return Err(Error::Conflict(format!(
+                "the server's manifest tracks {} path(s) outside your home folder ({}); \
+                 nothing was changed (`sgard pull --allow-absolute` accepts them)",
+                outside.len(),
+                outside.join(", ")
+            )));
+        }
+        if !trust.setuid {
+            for p in &report.taken {
+                if let Some(e) = merged.get_mut(p)
+                    && let Some(m) = e.mode
+                    && m.bits() & 0o6000 != 0
+                {
+                    e.mode = Some(sgard_manifest::Mode::from_st_mode(m.bits() & !0o6000));
+                    report.stripped.push(p.clone());
+                }
+            }
         }
         let mut result = local.clone();
         result.files = merged.into_values().collect();

@@ -10,13 +10,23 @@ use sgard_garden::{Garden, LockMode, RestoreOptions, Side};
 use super::{Ctx, restore};
 use crate::ui::StdinPrompt;
 
-pub fn run(
-    ctx: &Ctx,
-    theirs: bool,
-    ours: bool,
-    force: bool,
-    out: &mut dyn Write,
-) -> Result<ExitCode> {
+/// The flags of `pull`.
+pub struct Flags {
+    pub theirs: bool,
+    pub ours: bool,
+    pub force: bool,
+    pub allow_absolute: bool,
+    pub allow_setuid: bool,
+}
+
+pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
+    let Flags {
+        theirs,
+        ours,
+        force,
+        allow_absolute,
+        allow_setuid,
+    } = f;
     let opts = ctx.remote_opts()?;
     if !client::exists(&ctx.repo) {
         Garden::init(&ctx.repo, ctx.env.clone())?;
@@ -43,6 +53,10 @@ pub fn run(
             force,
             dry_run: false,
         },
+        sgard_garden::Trust {
+            absolute: allow_absolute,
+            setuid: allow_setuid,
+        },
         &mut prompt,
     )?;
     if p.report.up_to_date {
@@ -50,6 +64,11 @@ pub fn run(
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(out, "Pulled {} blob(s).", p.blobs)?;
+    for s in &p.report.stripped {
+        crate::ui::note(&format!(
+            "dropped the setuid/setgid bits the server gave {s} (`sgard pull --allow-setuid` keeps them)"
+        ));
+    }
     for s in &p.report.settled {
         writeln!(out, "{:<10} {s}", if theirs { "theirs" } else { "ours" })?;
     }

@@ -17,7 +17,7 @@ pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitC
         );
     }
     match action {
-        RemoteAction::Set { addr } => {
+        RemoteAction::Set { addr, .. } => {
             let r = Remote {
                 addr: addr.clone(),
                 tls: ctx.net.tls.unwrap_or(false),

@@ -55,10 +55,19 @@ impl BlobSink {
 
     /// Starts the blob named `hash` (finishing the previous one).
     pub async fn start(&mut self, hash: Hash) -> sgard_store::Result<()> {
+        let max = self.max;
+        self.start_with(hash, max).await
+    }
+
+    /// As [`BlobSink::start`], refusing the blob past `limit` bytes.
+    pub async fn start_bounded(&mut self, hash: Hash, limit: u64) -> sgard_store::Result<()> {
+        self.start_with(hash, Some(limit)).await
+    }
+
+    async fn start_with(&mut self, hash: Hash, max: Option<u64>) -> sgard_store::Result<()> {
         self.finish().await?;
         let (tx, rx) = mpsc::channel::<Vec<u8>>(4);
         let store = self.store.clone();
-        let max = self.max;
         let handle = tokio::task::spawn_blocking(move || {
             let mut r = ChannelReader {
                 rx,

@@ -7,6 +7,8 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+
 use anyhow::{Context, Result, anyhow, bail};
 use sgard_garden::{Base, Garden, Prompt, PullReport, RestoreOptions, Side};
 use sgard_manifest::Manifest;
@@ -38,6 +40,50 @@ pub struct Opts {
     pub state_dir: Option<PathBuf>,
     /// The ssh-agent socket, if any.
     pub agent: Option<PathBuf>,
+    /// How long to wait for the server.
+    pub timeouts: Timeouts,
+    /// The largest blob accepted from a server that does not declare sizes.
+    pub max_blob: u64,
+}
+
+/// How long a client waits for a server.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// To connect.
+    pub connect: Duration,
+    /// For any one answer or message of a stream.
+    pub idle: Duration,
+    /// For the whole push or pull.
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// The largest blob taken from a server that does not say how big its
+/// blobs are (a Go server), by default.
+pub const DEFAULT_MAX_BLOB: u64 = 1 << 30;
+
+/// Awaits `f` for at most `limit`, naming `addr` and `what` when it runs out.
+async fn within<T>(
+    limit: Duration,
+    addr: &str,
+    what: &str,
+    f: impl Future<Output = T>,
+) -> Result<T> {
+    tokio::time::timeout(limit, f).await.map_err(|_| {
+        anyhow!(
+            "the server at {addr} did not answer within {} s ({what}); nothing was recorded",
+            limit.as_secs()
+        )
+    })
 }
 
 /// A refusal that maps to exit code 4.
@@ -81,11 +127,11 @@ pub struct Client {
     no_auth: bool,
 }
 
-async fn channel(r: &Remote) -> Result<Channel> {
+async fn channel(r: &Remote, t: &Timeouts) -> Result<Channel> {
     let scheme = if r.tls { "https" } else { "http" };
     let mut ep = Endpoint::from_shared(format!("{scheme}://{}", r.addr))
         .with_context(|| format!("bad server address {:?}", r.addr))?
-        .connect_timeout(Duration::from_secs(10));
+        .connect_timeout(t.connect);
     if r.tls {
         let host = r.addr.rsplit_once(':').map_or(r.addr.as_str(), |(h, _)| h);
         let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -99,15 +145,15 @@ async fn channel(r: &Remote) -> Result<Channel> {
         };
         ep = ep.tls_config(tls)?;
     }
-    ep.connect()
-        .await
+    within(t.connect, &r.addr, "connecting", ep.connect())
+        .await?
         .with_context(|| format!("connecting to {}", r.addr))
 }
 
 impl Client {
     /// Connects (no RPC yet).
     pub async fn connect(opts: &Opts) -> Result<Self> {
-        let ch = channel(&opts.remote).await?;
+        let ch = channel(&opts.remote, &opts.timeouts).await?;
         let inner = GardenSyncClient::new(ch)
             .max_decoding_message_size(4 << 20)
             .max_encoding_message_size(4 << 20);
@@ -260,7 +306,14 @@ impl Client {
         loop {
             let mut req = Request::new(msg.clone());
             self.attach(&mut req);
-            match f(self.inner.clone(), req).await {
+            let answer = within(
+                self.opts.timeouts.idle,
+                &self.opts.remote.addr,
+                "waiting for an answer",
+                f(self.inner.clone(), req),
+            )
+            .await?;
+            match answer {
                 Ok(r) => return Ok(r.into_inner()),
                 Err(s) if s.code() == Code::Unauthenticated && !again && !self.no_auth => {
                     again = true;
@@ -272,8 +325,10 @@ impl Client {
         }
     }
 
-    /// The server's manifest, head id and history.
-    pub async fn pull_manifest(&mut self) -> Result<(Manifest, Option<Hash>, Vec<Record>)> {
+    /// The server's manifest, head id, history and declared blob sizes.
+    pub async fn pull_manifest(
+        &mut self,
+    ) -> Result<(Manifest, Option<Hash>, Vec<Record>, HashMap<Hash, u64>)> {
         let r = self
             .call(v1::PullManifestRequest {}, |mut c, r| async move {
                 c.pull_manifest(r).await
@@ -294,14 +349,22 @@ impl Client {
             .iter()
             .map(convert::record_from_proto)
             .collect::<Result<Vec<_>, _>>()?;
-        Ok((m, head, history))
+        let sizes = r
+            .blob_sizes
+            .iter()
+            .filter_map(|(h, n)| Some((Hash::parse(h).ok()?, *n)))
+            .collect();
+        Ok((m, head, history, sizes))
     }
 
-    /// Fetches blobs into `store`, each checked against its name.
+    /// Fetches blobs into `store`, each checked against its name and bounded
+    /// by the size the server declared for it (else by the client's
+    /// maximum); a blob nobody asked for is refused.
     pub async fn pull_blobs(
         &mut self,
         store: &Store,
         hashes: &[Hash],
+        sizes: &HashMap<Hash, u64>,
         progress: &Progress,
     ) -> Result<u64> {
         if hashes.is_empty() {
@@ -313,8 +376,19 @@ impl Client {
         let mut stream = self
             .call(req, |mut c, r| async move { c.pull_blobs(r).await })
             .await?;
-        let mut sink = BlobSink::new(store.clone(), None);
-        while let Some(msg) = stream.next().await {
+        let mut asked: std::collections::HashSet<Hash> = hashes.iter().copied().collect();
+        let addr = self.opts.remote.addr.clone();
+        let max = self.opts.max_blob;
+        let mut sink = BlobSink::new(store.clone(), Some(max));
+        loop {
+            let next = within(
+                self.opts.timeouts.idle,
+                &addr,
+                "receiving blobs",
+                stream.next(),
+            )
+            .await?;
+            let Some(msg) = next else { break };
             let msg = msg.map_err(remote_err)?;
             let Some(BlobChunk { hash, data }) = msg.chunk else {
                 continue;
@@ -322,7 +396,17 @@ impl Client {
             if !hash.is_empty() {
                 let h =
                     Hash::parse(&hash).map_err(|_| anyhow!("the server sent a malformed hash"))?;
-                sink.start(h).await.context("storing a pulled blob")?;
+                if !asked.remove(&h) {
+                    bail!(
+                        "the server at {addr} sent blob {} that was not asked for (or sent it \
+                         twice); nothing was recorded",
+                        h.short(12)
+                    );
+                }
+                let limit = sizes.get(&h).map_or(max, |n| (*n).min(max));
+                sink.start_bounded(h, limit)
+                    .await
+                    .context("storing a pulled blob")?;
                 progress.inc(1);
             }
             if !data.is_empty() && !sink.feed(data).await? {
@@ -622,26 +706,54 @@ pub fn pull(
     o: &Opts,
     side: Side,
     ropts: RestoreOptions,
+    trust: sgard_garden::Trust,
     prompt: &mut dyn Prompt,
 ) -> Result<Pulled> {
     let store = g.store().clone();
     let (theirs, history, blobs) = {
         let g_ref = &*g;
         block_on(async {
-            let mut c = Client::connect(o).await?;
-            let (theirs, _head, history) = c.pull_manifest().await?;
-            let missing = g_ref.missing_for(&theirs, &history)?;
-            let pb = Progress::new(missing.len() as u64, "pull");
-            let mut n = c.pull_blobs(&store, &missing, &pb).await?;
-            // The snapshot documents are here now: fetch what they reference.
-            let more = g_ref.snapshot_blobs_missing(&history)?;
-            n += c.pull_blobs(&store, &more, &pb).await?;
-            pb.finish();
-            Ok::<_, anyhow::Error>((theirs, history, n))
+            within(o.timeouts.total, &o.remote.addr, "pulling", async {
+                let mut c = Client::connect(o).await?;
+                let (theirs, _head, history, sizes) = c.pull_manifest().await?;
+                let missing = g_ref.missing_for(&theirs, &history)?;
+                let pb = Progress::new(missing.len() as u64, "pull");
+                let mut n = c.pull_blobs(&store, &missing, &sizes, &pb).await?;
+                // The snapshot documents are here now: fetch what they reference.
+                let more = g_ref.snapshot_blobs_missing(&history)?;
+                n += c.pull_blobs(&store, &more, &sizes, &pb).await?;
+                pb.finish();
+                Ok::<_, anyhow::Error>((theirs, history, n))
+            })
+            .await?
         })??
     };
+    // Nothing is recorded unless every blob it names is here, verified on
+    // arrival against its name.
+    let mut lacking = g.missing_for(&theirs, &history)?;
+    lacking.extend(g.snapshot_blobs_missing(&history)?);
+    if let Some(first) = lacking.first() {
+        return Err(
+            anyhow::Error::new(sgard_store::Error::Missing(*first)).context(format!(
+                "the server at {} did not send {} blob(s) the pull needs (first: {}); nothing \
+             was recorded",
+                o.remote.addr,
+                lacking.len(),
+                first.short(12)
+            )),
+        );
+    }
     let base = g.sync_base(&o.remote.addr);
-    let report = match g.pull_merge(theirs, history, base, side, ropts, prompt, &o.remote.addr) {
+    let report = match g.pull_merge(
+        theirs,
+        history,
+        base,
+        side,
+        ropts,
+        trust,
+        prompt,
+        &o.remote.addr,
+    ) {
         Err(sgard_garden::Error::Conflict(msg)) => return Err(anyhow::Error::new(Refused(msg))),
         other => other?,
     };

@@ -267,6 +267,11 @@ impl GardenSync for Service {
                         .iter()
                         .map(convert::record_to_proto)
                         .collect(),
+                    blob_sizes: g
+                        .blob_sizes()
+                        .into_iter()
+                        .map(|(h, n)| (h.to_hex(), n))
+                        .collect(),
                 })
             })
             .await;

@@ -7,6 +7,7 @@ mod common;
 
 mod basics;
 mod encryption;
+mod evil;
 mod history;
 mod hostile;
 mod local;
@@ -14,3 +15,4 @@ mod machines;
 mod scenarios;
 mod statcache;
 mod sync;
+mod trust;
