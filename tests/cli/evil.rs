@@ -188,7 +188,6 @@ impl GardenSync for Evil {
 /// A running hostile server; stopped when dropped.
 pub struct EvilServer {
     pub addr: String,
-    pub script: Arc<Mutex<Script>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -206,10 +205,9 @@ impl Drop for EvilServer {
 
 /// Starts a hostile server on 127.0.0.1 serving `script`.
 pub fn serve(script: Script) -> EvilServer {
-    let script = Arc::new(Mutex::new(script));
+    let s2 = Arc::new(Mutex::new(script));
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let s2 = script.clone();
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -236,7 +234,6 @@ pub fn serve(script: Script) -> EvilServer {
     let addr = addr_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     EvilServer {
         addr,
-        script,
         stop: Some(stop_tx),
         thread: Some(thread),
     }
