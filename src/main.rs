@@ -29,9 +29,17 @@ fn main() -> ExitCode {
             }
             let code = exit::code_for(&err);
             let mut stderr = io::stderr().lock();
-            let _ = writeln!(stderr, "sgard: error: {err}");
+            let _ = writeln!(
+                stderr,
+                "sgard: error: {}",
+                ui::clean_text(&err.to_string(), true)
+            );
             for cause in err.chain().skip(1) {
-                let _ = writeln!(stderr, "  caused by: {cause}");
+                let _ = writeln!(
+                    stderr,
+                    "  caused by: {}",
+                    ui::clean_text(&cause.to_string(), true)
+                );
             }
             ExitCode::from(code)
         }

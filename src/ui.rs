@@ -24,7 +24,7 @@ impl StdinPrompt {
     /// Reads one answer line; `None` at end of input (or on a read error).
     fn answer(&mut self, question: &str, choices: &str) -> Option<String> {
         let mut out = io::stdout().lock();
-        let _ = write!(out, "{question} [{choices}] ");
+        let _ = write!(out, "{} [{choices}] ", clean(question));
         let _ = out.flush();
         let mut line = String::new();
         match self.input.read_line(&mut line) {
@@ -87,14 +87,42 @@ impl Prompt for StdinPrompt {
     }
 }
 
+/// Text from outside (a path, a host name, a message from a manifest or a
+/// server) made safe for a terminal: control characters, which could move
+/// the cursor, retitle the window or hide what follows, are shown escaped
+/// (`\x1b`, `\u{9b}`); `keep_newlines` keeps line breaks of multi-line
+/// messages.
+pub fn clean_text(s: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && !(keep_newlines && c == '\n');
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !bad(c) {
+            out.push(c);
+        } else if (c as u32) < 0x80 {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// [`clean_text`] for one line.
+pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+    clean_text(s, false)
+}
+
 /// Prints a warning on stderr.
 pub fn warn(msg: &str) {
-    eprintln!("sgard: warning: {msg}");
+    eprintln!("sgard: warning: {}", clean_text(msg, true));
 }
 
 /// Prints a note (such as waiting for a lock) on stderr.
 pub fn note(msg: &str) {
-    eprintln!("sgard: {msg}");
+    eprintln!("sgard: {}", clean_text(msg, true));
 }
 
 /// The colour of a status word (used only when stdout gets colour; see

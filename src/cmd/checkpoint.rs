@@ -41,7 +41,12 @@ pub fn run(
                 ("failed", format!(" ({why})"))
             }
         };
-        writeln!(out, "{word:<10} {path}{detail}")?;
+        writeln!(
+            out,
+            "{word:<10} {}{}",
+            crate::ui::clean(path),
+            crate::ui::clean(&detail)
+        )?;
     }
     match (dry_run, report.unchanged, report.snapshot) {
         (true, _, _) => writeln!(out, "Dry run: nothing was recorded.")?,

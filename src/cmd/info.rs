@@ -31,7 +31,9 @@ pub fn run(ctx: &Ctx, path: &OsString, json: bool, out: &mut dyn Write) -> Resul
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let line = |out: &mut dyn Write, k: &str, v: &str| writeln!(out, "{:<12}{v}", format!("{k}:"));
+    let line = |out: &mut dyn Write, k: &str, v: &str| {
+        writeln!(out, "{:<12}{}", format!("{k}:"), crate::ui::clean(v))
+    };
     line(out, "Path", &e.path)?;
     line(out, "Type", e.kind.as_str())?;
     line(out, "Status", i.state.as_str())?;

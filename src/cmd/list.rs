@@ -29,16 +29,16 @@ pub fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<E
         match e.kind {
             EntryKind::File => {
                 let short = e.hash.map(|h| h.short(8)).unwrap_or_default();
-                writeln!(out, "{:<6} {}\t{short}", "file", e.path)?;
+                writeln!(out, "{:<6} {}\t{short}", "file", crate::ui::clean(&e.path))?;
             }
             EntryKind::Link => writeln!(
                 out,
                 "{:<6} {}\t-> {}",
                 "link",
-                e.path,
-                e.target.as_deref().unwrap_or("")
+                crate::ui::clean(&e.path),
+                crate::ui::clean(e.target.as_deref().unwrap_or(""))
             )?,
-            EntryKind::Directory => writeln!(out, "{:<6} {}", "dir", e.path)?,
+            EntryKind::Directory => writeln!(out, "{:<6} {}", "dir", crate::ui::clean(&e.path))?,
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -33,14 +33,14 @@ pub fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Re
             "{}  {}  {:<10} {:<15} {} entries, {} bytes, {} new blob(s){}",
             r.id.short(12),
             r.time.human(),
-            r.host,
-            r.reason.as_str(),
+            crate::ui::clean(&r.host),
+            crate::ui::clean(r.reason.as_str()),
             r.entries,
             r.bytes,
             r.new_blobs,
             r.message
                 .as_deref()
-                .map(|m| format!("  {m}"))
+                .map(|m| format!("  {}", crate::ui::clean(m)))
                 .unwrap_or_default()
         )?;
     }

@@ -35,7 +35,9 @@ pub fn run(ctx: &Ctx, paths: &[OsString], out: &mut dyn Write) -> Result<ExitCod
                 )?;
                 marked.push(path.as_str());
             }
-            Ok(MergeOutcome::NotNeeded(why)) => writeln!(out, "{:<10} {path} ({why})", "skipped")?,
+            Ok(MergeOutcome::NotNeeded(why)) => {
+                writeln!(out, "{:<10} {} ({why})", "skipped", crate::ui::clean(path))?;
+            }
             Err(e) => {
                 writeln!(out, "{:<10} {path}", "failed")?;
                 let _ = write!(failed, "\n  {path}: {}", chain(e));

@@ -21,16 +21,22 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
                 ui::warn(&format!("skipped {p}: {why}"));
             }
             for p in &r.added {
-                writeln!(out, "{:<10} {p}", "added")?;
+                writeln!(out, "{:<10} {}", "added", crate::ui::clean(p))?;
             }
             for p in &r.removed {
-                writeln!(out, "{:<10} {p}", "removed")?;
+                writeln!(out, "{:<10} {}", "removed", crate::ui::clean(p))?;
             }
             for p in &r.refreshed {
-                writeln!(out, "{:<10} {p}", "updated")?;
+                writeln!(out, "{:<10} {}", "updated", crate::ui::clean(p))?;
             }
             for (p, why) in &r.kept {
-                writeln!(out, "{:<10} {p} ({why})", "kept")?;
+                writeln!(
+                    out,
+                    "{:<10} {} ({})",
+                    "kept",
+                    crate::ui::clean(p),
+                    crate::ui::clean(why)
+                )?;
             }
             writeln!(
                 out,
@@ -56,13 +62,13 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
                 ("deleted", "kept")
             };
             for p in &r.deleted {
-                writeln!(out, "{del:<10} {p}")?;
+                writeln!(out, "{del:<10} {}", crate::ui::clean(p))?;
             }
             for p in &r.kept {
-                writeln!(out, "{keep:<10} {p}")?;
+                writeln!(out, "{keep:<10} {}", crate::ui::clean(p))?;
             }
             for p in &r.removed_dirs {
-                writeln!(out, "{:<10} {p}/", "rmdir")?;
+                writeln!(out, "{:<10} {}/", "rmdir", crate::ui::clean(p))?;
             }
             let mut failures: Vec<(String, String)> = r
                 .restore

@@ -10,7 +10,7 @@ use sgard_garden::{RestoreAction, RestoreOptions, RestoreReport};
 
 use super::Ctx;
 use crate::exit::Fail;
-use crate::ui::StdinPrompt;
+use crate::ui::{StdinPrompt, clean};
 
 pub fn run(
     ctx: &Ctx,
@@ -78,11 +78,11 @@ pub fn print_actions(report: &RestoreReport, dry_run: bool, out: &mut dyn Write)
     for (path, action) in &report.actions {
         match action {
             RestoreAction::Refused(why) => {
-                writeln!(out, "{:<10} {path} ({why})", "refused")?;
+                writeln!(out, "{:<10} {} ({})", "refused", clean(path), clean(why))?;
                 continue;
             }
             RestoreAction::WouldAsk(why) => {
-                writeln!(out, "{:<10} {path} ({why})", "ask")?;
+                writeln!(out, "{:<10} {} ({})", "ask", clean(path), clean(why))?;
                 continue;
             }
             _ => {}
@@ -107,7 +107,7 @@ pub fn print_actions(report: &RestoreReport, dry_run: bool, out: &mut dyn Write)
                 _,
             ) => continue,
         };
-        writeln!(out, "{word:<10} {path}")?;
+        writeln!(out, "{word:<10} {}", clean(path))?;
     }
     Ok(())
 }

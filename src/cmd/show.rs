@@ -28,10 +28,10 @@ pub fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitC
         writeln!(out, "parent   {}", p.to_hex())?;
     }
     writeln!(out, "time     {}", rec.time.human())?;
-    writeln!(out, "host     {}", rec.host)?;
-    writeln!(out, "reason   {}", rec.reason)?;
+    writeln!(out, "host     {}", crate::ui::clean(&rec.host))?;
+    writeln!(out, "reason   {}", crate::ui::clean(rec.reason.as_str()))?;
     if let Some(m) = &rec.message {
-        writeln!(out, "message  {m}")?;
+        writeln!(out, "message  {}", crate::ui::clean(m))?;
     }
     writeln!(out)?;
     if changes.is_empty() {
@@ -39,8 +39,14 @@ pub fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitC
     }
     for c in &changes {
         match &c.detail {
-            Some(d) => writeln!(out, "{:<10} {} ({d})", c.what, c.path)?,
-            None => writeln!(out, "{:<10} {}", c.what, c.path)?,
+            Some(d) => writeln!(
+                out,
+                "{:<10} {} ({})",
+                c.what,
+                crate::ui::clean(&c.path),
+                crate::ui::clean(d)
+            )?,
+            None => writeln!(out, "{:<10} {}", c.what, crate::ui::clean(&c.path))?,
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -35,8 +35,10 @@ pub fn run(
         for l in &lines {
             let word = ui::styled(ctx.colour, ui::state_style(l.state), l.state.as_str(), 10);
             match &l.detail {
-                Some(d) if l.state != State::Error => writeln!(out, "{word} {}  ({d})", l.path)?,
-                _ => writeln!(out, "{word} {}", l.path)?,
+                Some(d) if l.state != State::Error => {
+                    writeln!(out, "{word} {}  ({})", ui::clean(&l.path), ui::clean(d))?;
+                }
+                _ => writeln!(out, "{word} {}", ui::clean(&l.path))?,
             }
             if l.state == State::Error
                 && let Some(d) = &l.detail

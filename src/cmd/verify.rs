@@ -35,7 +35,12 @@ pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
         )?;
     } else {
         for l in &lines {
-            writeln!(out, "{:<10} {}", l.state.as_str(), l.path)?;
+            writeln!(
+                out,
+                "{:<10} {}",
+                l.state.as_str(),
+                crate::ui::clean(&l.path)
+            )?;
         }
         for s in &snaps {
             for p in &s.problems {

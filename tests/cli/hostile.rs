@@ -1352,3 +1352,38 @@ fn an_entry_for_the_home_folder_itself_is_refused() {
     assert!(r.stderr.contains("is the home folder itself"), "{r:#?}");
     assert_eq!(mode_of(&t.home), before);
 }
+
+/// Control characters in paths, link targets and history fields (from a
+/// manifest or a server) reach the terminal escaped, never raw.
+#[test]
+fn control_characters_in_untrusted_text_are_escaped() {
+    let t = TestEnv::init();
+    let h = put_blob(&t.repo(), b"x\n");
+    write_manifest(
+        &t,
+        &manifest_with(&[
+            file_item("\"~/\\e[2Jevil\"", &h),
+            link_item("~/lnk", "\"\\e]0;pwned\\a\""),
+        ]),
+    );
+    let hist = format!(
+        "version: 1\nsnapshots:\n    - id: {h}\n      time: {TS}\n      host: \"\\e]0;pwned\\a\"\n      reason: restore\n      message: \"bad\\rline\"\n      entries: 1\n      bytes: 2\n      new_blobs: 0\n"
+    );
+    fs::write(t.repo().join("history.yaml"), hist).unwrap();
+    for args in [
+        &["status"][..],
+        &["list"],
+        &["log"],
+        &["info", "~/lnk"],
+        &["restore", "-n"],
+    ] {
+        let r = sgard_timed(&t, args);
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            !all.chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{args:?} printed a raw control character: {all:?}"
+        );
+        assert!(all.contains("\\x1b"), "{args:?}: {all:?}");
+    }
+}
