@@ -94,6 +94,7 @@ impl Garden {
         args: &[OsString],
         opts: CheckpointOptions,
     ) -> Result<CheckpointReport> {
+        self.require_history()?;
         let picked = self.select(args)?;
         let mut report = CheckpointReport {
             dry_run: opts.dry_run,

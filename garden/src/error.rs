@@ -85,6 +85,9 @@ pub enum Error {
     /// The home folder changed since the operation being undone.
     #[error("{0}")]
     Conflict(String),
+    /// `history.yaml` could not be read.
+    #[error("{0}")]
+    DamagedHistory(String),
     /// The repository's targeting data is inconsistent.
     #[error("{0}")]
     Invalid(String),
@@ -102,7 +105,7 @@ impl Error {
     /// True when stored data failed its hash or is missing (exit code 3).
     pub fn is_integrity(&self) -> bool {
         match self {
-            Error::Integrity { .. } => true,
+            Error::Integrity { .. } | Error::DamagedHistory(_) => true,
             Error::Store(e) => e.is_integrity(),
             _ => false,
         }

@@ -68,6 +68,22 @@ impl Garden {
         &self.history
     }
 
+    /// Refuses when `history.yaml` could not be read (what needs the
+    /// history, or would rewrite it, must not go on with an empty one).
+    ///
+    /// # Errors
+    /// [`Error::DamagedHistory`].
+    pub fn require_history(&self) -> Result<()> {
+        match &self.history_error {
+            None => Ok(()),
+            Some(e) => Err(Error::DamagedHistory(format!(
+                "the history {} is damaged: {e}; repair it or move it aside (its \
+                 snapshots' blobs stay in the store until prune)",
+                self.root.join(HISTORY_FILE).display()
+            ))),
+        }
+    }
+
     /// The repository's own log, without this home's local records: what
     /// travels to a server and what another machine sees.
     pub fn shared_history(&self) -> &History {
@@ -97,6 +113,7 @@ impl Garden {
     /// # Errors
     /// [`Error::Snapshot`] for unknown, ambiguous or malformed names.
     pub fn resolve(&self, name: &str) -> Result<usize> {
+        self.require_history()?;
         let recs = &self.history.records;
         if let Some(rest) = name.strip_prefix('@') {
             let n: usize = match rest {
@@ -188,6 +205,7 @@ impl Garden {
 
     /// Appends records to the repository's log.
     fn push_records(&mut self, recs: Vec<Record>) -> Result<()> {
+        self.require_history()?;
         let mut h = self.repo_history.clone();
         h.records.extend(recs);
         h.save(&self.root.join(HISTORY_FILE))?;
@@ -341,6 +359,7 @@ impl Garden {
     /// # Errors
     /// [`Error::Snapshot`] for unknown names or for naming `@`.
     pub fn forget(&mut self, policy: &ForgetPolicy, dry_run: bool) -> Result<Vec<Record>> {
+        self.require_history()?;
         if !dry_run {
             self.require_exclusive("forget")?;
         }
@@ -479,6 +498,7 @@ impl Garden {
     /// # Errors
     /// Only for store I/O failures.
     pub fn verify_history(&self) -> Result<Vec<SnapshotCheck>> {
+        self.require_history()?;
         let mut seen: HashMap<Hash, BlobState> = HashMap::new();
         let mut state = |h: &Hash, store: &sgard_store::Store| -> Result<BlobState> {
             if let Some(s) = seen.get(h) {
@@ -546,6 +566,7 @@ impl Garden {
     /// [`Error::Integrity`] when a snapshot cannot be read: pruning then
     /// could delete blobs it needs, so prune refuses.
     pub(crate) fn live_blobs(&self) -> Result<HashSet<Hash>> {
+        self.require_history()?;
         let mut keep: HashSet<Hash> = self.manifest.referenced_blobs().collect();
         let mut done = HashSet::new();
         for r in &self.history.records {

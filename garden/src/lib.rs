@@ -123,6 +123,9 @@ pub struct Garden {
     key: Option<String>,
     /// This home's id, recorded in history records (see `base::machine_id`).
     machine: Option<String>,
+    /// Why `history.yaml` could not be read (it is then treated as empty,
+    /// and whatever needs it refuses).
+    history_error: Option<String>,
     /// The head was taken from an interrupted checkpoint's snapshot and not
     /// written to manifest.yaml (a reader's open).
     head_from_log: bool,
@@ -278,7 +281,12 @@ impl Garden {
         }
         let lock = RepoLock::acquire(root, mode, on_wait)?;
         let (manifest, head_hash) = Manifest::load_with_hash(&manifest_path)?;
-        let history = History::load(&root.join(HISTORY_FILE))?;
+        // A damaged log must not stop what does not need it (status, list,
+        // diff, a restore of the head); what does need it refuses.
+        let (history, history_error) = match History::load(&root.join(HISTORY_FILE)) {
+            Ok(h) => (h, None),
+            Err(e) => (History::default(), Some(error_chain(&e))),
+        };
         let store = Store::open(root);
         let mut head = (manifest, head_hash);
         let mut from_log = false;
@@ -299,6 +307,15 @@ impl Garden {
         }
         let mut g = Garden::assemble(root, env, head, history, store, lock)?;
         g.head_from_log = from_log;
+        if let Some(e) = history_error {
+            g.notes.get_mut().push(format!(
+                "the history is damaged ({e}); log, show, checkpoint, pull, push, prune, forget, \
+                 undo and restore --at refuse until {} is repaired or moved aside; status, \
+                 list, diff and restore work",
+                root.join(HISTORY_FILE).display()
+            ));
+            g.history_error = Some(e);
+        }
         g.seed_base();
         Ok(g)
     }
@@ -339,6 +356,7 @@ impl Garden {
         Ok(Garden {
             machine: base::machine_id(env.state_dir.as_deref()),
             head_from_log: false,
+            history_error: None,
             key: Some(key),
             confine: home::Confine::new(
                 &env.home,

@@ -318,6 +318,7 @@ impl Garden {
     /// Adds records this log does not have (same id, reason and time),
     /// keeping the log in time order.
     fn merge_history(&mut self, incoming: Vec<Record>) -> Result<()> {
+        self.require_history()?;
         let have: HashSet<(Hash, String, Timestamp)> = self
             .repo_history
             .records

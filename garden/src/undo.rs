@@ -28,6 +28,7 @@ impl Garden {
     /// [`Error::Snapshot`] when there is nothing to undo or its snapshots are
     /// gone; snapshot integrity errors.
     pub fn undo(&mut self, dry_run: bool) -> Result<UndoReport> {
+        self.require_history()?;
         let recs = &self.history.records;
         let a_idx = recs
             .iter()

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use sgard_garden::LockMode;
 use sgard_manifest::{Entry, EntryKind};
 
-use super::{Ctx, print_json};
+use super::Ctx;
 
 pub fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let remote_manifest;
@@ -21,8 +21,17 @@ pub fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<E
         g.manifest()
     };
     if json {
-        let entries: Vec<_> = manifest.files.iter().map(entry_json).collect();
-        print_json(out, &json!({"schema": 1, "entries": entries}))?;
+        // Streamed entry by entry: memory stays flat on huge manifests.
+        writeln!(out, "{{\n  \"schema\": 1,\n  \"entries\": [")?;
+        for (i, e) in manifest.files.iter().enumerate() {
+            let sep = if i + 1 == manifest.files.len() {
+                ""
+            } else {
+                ","
+            };
+            writeln!(out, "    {}{sep}", serde_json::to_string(&entry_json(e))?)?;
+        }
+        writeln!(out, "  ]\n}}")?;
         return Ok(ExitCode::SUCCESS);
     }
     for e in &manifest.files {

@@ -12,6 +12,7 @@ use super::{Ctx, print_json};
 
 pub fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
+    g.require_history()?;
     let recs: Vec<&Record> = g
         .history()
         .records

@@ -646,6 +646,7 @@ pub enum Pushed {
 /// Pushes the repository: a fast-forward of the server head this repository
 /// last synced with, or refused (exit 4) when the server has changes to pull.
 pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
+    g.require_history()?;
     let base = match g.sync_base(&o.remote.addr) {
         Some(b) => Base::Id(b),
         None => Base::Never,

@@ -1387,3 +1387,47 @@ fn control_characters_in_untrusted_text_are_escaped() {
         assert!(all.contains("\\x1b"), "{args:?}: {all:?}");
     }
 }
+
+/// A damaged history.yaml is reported, and what does not need the history
+/// still works; what would rewrite it refuses (exit 3) and leaves it as it is.
+#[test]
+fn a_damaged_history_stops_only_what_needs_it() {
+    let t = TestEnv::init();
+    t.write(".bashrc", "x\n");
+    t.sgard(["add", "~/.bashrc"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    let hist = t.repo().join("history.yaml");
+    fs::write(&hist, "version: 1\nsnapshots: [ {{{ damaged\n").unwrap();
+    let damaged = fs::read(&hist).unwrap();
+    for args in [&["status"][..], &["list"], &["diff"]] {
+        let r = sgard_timed(&t, args);
+        assert_eq!(r.code, 0, "{args:?}: {r:#?}");
+        assert!(
+            r.stderr.contains("the history is damaged"),
+            "{args:?}: {r:#?}"
+        );
+    }
+    fs::remove_file(t.path(".bashrc")).unwrap();
+    sgard_timed(&t, &["restore"]);
+    assert_eq!(t.read(".bashrc"), b"x\n");
+    t.write(".bashrc", "y\n");
+    for args in [
+        &["log"][..],
+        &["checkpoint"],
+        &["prune"],
+        &["forget", "--keep-last", "1"],
+        &["verify"],
+    ] {
+        let r = sgard_timed(&t, args);
+        assert_eq!(r.code, 3, "{args:?}: {r:#?}");
+        assert!(
+            r.stderr.contains("history.yaml is damaged"),
+            "{args:?}: {r:#?}"
+        );
+    }
+    assert_eq!(
+        fs::read(&hist).unwrap(),
+        damaged,
+        "the damaged log was rewritten"
+    );
+}
