@@ -87,7 +87,8 @@ pub use sgard_store as store;
 /// git. Blobs go in (content addressed, so git stores each once; encrypted
 /// ones are ciphertext), and so does `repo-id` (a clone is the same
 /// repository).
-pub const GITIGNORE: &str = "lock\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n";
+pub const GITIGNORE: &str =
+    "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n";
 
 /// One repository, opened and locked.
 #[derive(Debug)]

@@ -26,12 +26,58 @@ pub enum LockMode {
 #[derive(Debug)]
 pub struct RepoLock {
     _file: Option<File>,
+    /// A writer's turn (see [`RepoLock::acquire`]).
+    _turn: Option<File>,
     mode: LockMode,
+}
+
+/// The file whose exclusive holder is the next writer.
+pub const TURN_FILE: &str = "lock.turn";
+
+/// Opens a lock file (`None`: a read-only repository, for a reader).
+fn open_lock_file(path: &Path, mode: LockMode) -> Result<Option<File>> {
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if mode == LockMode::Shared && is_read_only(&e) => Ok(File::open(path).ok()),
+        Err(e) => Err(Error::io("opening lock file", path, e)),
+    }
+}
+
+/// Locks `file` in `mode`, saying once (through `say`) that it waits.
+fn take(file: &File, shown: &Path, mode: LockMode, say: &dyn Fn(&str)) -> Result<()> {
+    let attempt = match mode {
+        LockMode::Shared => file.try_lock_shared(),
+        LockMode::Exclusive => file.try_lock(),
+    };
+    match attempt {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => {
+            say(&wait_message(shown, mode));
+            match mode {
+                LockMode::Shared => file.lock_shared(),
+                LockMode::Exclusive => file.lock(),
+            }
+            .map_err(|e| Error::io("locking", shown, e))
+        }
+        Err(TryLockError::Error(e)) => Err(Error::io("locking", shown, e)),
+    }
 }
 
 impl RepoLock {
     /// Takes the lock of the repository at `repo`, calling `on_wait` with a
     /// message once if another process holds it and we must wait.
+    ///
+    /// `flock` does not queue: a stream of readers could keep a writer out
+    /// for ever. So a writer first takes `lock.turn` exclusively (then waits
+    /// for the readers inside to leave), and a reader passes through
+    /// `lock.turn` (shared, released as soon as it holds `lock`): readers
+    /// arriving while a writer waits wait behind it.
     ///
     /// A shared lock on a read-only repository (no lock file can be created)
     /// proceeds without one: nothing can write there anyway.
@@ -39,39 +85,32 @@ impl RepoLock {
     /// # Errors
     /// [`Error::Io`] when the lock file cannot be opened or locked.
     pub fn acquire(repo: &Path, mode: LockMode, on_wait: &dyn Fn(&str)) -> Result<Self> {
-        let path = repo.join(LOCK_FILE);
-        let file = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if mode == LockMode::Shared && is_read_only(&e) => match File::open(&path) {
-                Ok(f) => f,
-                Err(_) => return Ok(RepoLock { _file: None, mode }),
-            },
-            Err(e) => return Err(Error::io("opening lock file", path, e)),
-        };
-        let attempt = match mode {
-            LockMode::Shared => file.try_lock_shared(),
-            LockMode::Exclusive => file.try_lock(),
-        };
-        match attempt {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                on_wait(&wait_message(&path, mode));
-                let r = match mode {
-                    LockMode::Shared => file.lock_shared(),
-                    LockMode::Exclusive => file.lock(),
-                };
-                r.map_err(|e| Error::io("locking", path.clone(), e))?;
+        let waited = std::cell::Cell::new(false);
+        let say = |m: &str| {
+            if !waited.replace(true) {
+                on_wait(m);
             }
-            Err(TryLockError::Error(e)) => return Err(Error::io("locking", path, e)),
+        };
+        let turn = open_lock_file(&repo.join(TURN_FILE), mode)?;
+        if let Some(t) = &turn {
+            take(t, &repo.join(LOCK_FILE), mode, &say)?;
         }
+        let Some(file) = open_lock_file(&repo.join(LOCK_FILE), mode)? else {
+            return Ok(RepoLock {
+                _file: None,
+                _turn: None,
+                mode,
+            });
+        };
+        take(&file, &repo.join(LOCK_FILE), mode, &say)?;
+        // A reader lets the next writer take its turn at once.
+        let turn = match mode {
+            LockMode::Shared => None,
+            LockMode::Exclusive => turn,
+        };
         Ok(RepoLock {
             _file: Some(file),
+            _turn: turn,
             mode,
         })
     }

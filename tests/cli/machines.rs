@@ -366,6 +366,7 @@ fn the_base_is_machine_local_and_follows_the_repository_when_it_moves() {
                 "manifest.yaml",
                 "blobs",
                 ".gitignore",
+                "lock.turn",
                 "history.yaml",
                 "lock",
                 "repo-id"
@@ -1286,4 +1287,128 @@ fn a_merge_whose_file_changes_meanwhile_writes_and_settles_nothing() {
     assert!(r.stdout.contains("failed"), "{r:#?}");
     assert_eq!(lap.read(".netrc"), "lap\na\nb\nmeanwhile\n");
     assert_eq!(lap.state("~/.netrc"), "conflict");
+}
+
+/// A running sgard whose output is collected as it comes.
+struct Watched {
+    child: std::process::Child,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Watched {
+    fn start(m: &Machine, args: &[&str]) -> Self {
+        use std::io::Read;
+        let mut child = m
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        for mut r in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let o = out.clone();
+            std::thread::spawn(move || {
+                let mut b = [0u8; 256];
+                while let Ok(n) = r.read(&mut b) {
+                    if n == 0 {
+                        break;
+                    }
+                    o.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&b[..n]));
+                }
+            });
+        }
+        Watched { child, out }
+    }
+
+    fn wait_for(&self, pat: &str, limit: std::time::Duration) -> bool {
+        let start = std::time::Instant::now();
+        while start.elapsed() < limit {
+            if self.out.lock().unwrap().contains(pat) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn answer(&mut self, s: &str) {
+        use std::io::Write;
+        self.child
+            .stdin
+            .as_mut()
+            .unwrap()
+            .write_all(s.as_bytes())
+            .unwrap();
+    }
+
+    fn finished_within(&mut self, limit: std::time::Duration) -> Option<i32> {
+        let start = std::time::Instant::now();
+        while start.elapsed() < limit {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return Some(st.code().unwrap_or(-1));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A writer waiting for the lock goes before readers that come after it:
+/// `flock` alone let a stream of readers keep a writer out for ever.
+#[test]
+fn a_waiting_writer_goes_before_readers_that_come_after_it() {
+    let (shared, desk, _lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    let (a, b) = (Machine::new("a", &repo), Machine::new("b", &repo));
+    for m in [&a, &b] {
+        m.write(".bashrc", "its own\n");
+    }
+    let long = std::time::Duration::from_secs(20);
+    // Reader A holds the shared lock, waiting at a question.
+    let mut ra = Watched::start(&a, &["restore"]);
+    assert!(
+        ra.wait_for("Overwrite it?", long),
+        "{}",
+        ra.out.lock().unwrap()
+    );
+    // A writer comes, and waits for A.
+    let mut w = Watched::start(&desk, &["checkpoint"]);
+    assert!(
+        w.wait_for("waiting for the exclusive lock", long),
+        "{}",
+        w.out.lock().unwrap()
+    );
+    // Reader B comes after the writer: it waits behind it.
+    let mut rb = Watched::start(&b, &["restore"]);
+    assert!(
+        !rb.wait_for("Overwrite it?", std::time::Duration::from_secs(1)),
+        "a reader overtook the waiting writer"
+    );
+    ra.answer("n\n");
+    assert_eq!(
+        w.finished_within(long),
+        Some(0),
+        "{}",
+        w.out.lock().unwrap()
+    );
+    assert!(
+        rb.wait_for("Overwrite it?", long),
+        "{}",
+        rb.out.lock().unwrap()
+    );
+    rb.answer("n\n");
+    assert_eq!(rb.finished_within(long), Some(0));
 }

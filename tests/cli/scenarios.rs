@@ -138,7 +138,7 @@ fn init_creates_manifest_blobs_and_gitignore() {
     assert!(t.repo().join("blobs").is_dir());
     assert_eq!(
         fs::read_to_string(t.repo().join(".gitignore")).unwrap(),
-        "lock\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n",
+        "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n",
         "only machine-local files are kept out of git; blobs are versioned"
     );
     // The repository's identity, which a clone shares.
