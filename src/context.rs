@@ -1,8 +1,8 @@
 //! The one place that reads the process environment.
 //!
 //! `HOME`, the working folder, `SGARD_NOW` (an RFC 3339 time used as "now"),
-//! `SGARD_HOSTNAME` (overrides the host name) and the test hook
-//! `SGARD_TEST_CRASH_AT` become a
+//! `SGARD_HOSTNAME` (overrides the host name) and the test hooks
+//! `SGARD_TEST_CRASH_AT` and `SGARD_TEST_INTERRUPT_AT` become a
 //! [`sgard_garden::Env`]; nothing else in sgard reads the environment.
 
 use std::path::{Path, PathBuf};
@@ -40,9 +40,9 @@ pub fn env() -> Result<Env> {
         Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
         _ => Some(home.join(".cache")),
     };
-    let crash_at = std::env::var("SGARD_TEST_CRASH_AT")
-        .ok()
-        .filter(|s| !s.is_empty());
+    let hook = |name| std::env::var(name).ok().filter(|s: &String| !s.is_empty());
+    let crash_at = hook("SGARD_TEST_CRASH_AT");
+    let interrupt_at = hook("SGARD_TEST_INTERRUPT_AT");
     Ok(Env {
         home: clean(&home),
         cwd: clean(&cwd),
@@ -51,6 +51,7 @@ pub fn env() -> Result<Env> {
         state_dir,
         cache_dir,
         crash_at,
+        interrupt_at,
     })
 }
 

@@ -9,6 +9,19 @@ pub const ERROR: u8 = 1;
 pub const INTEGRITY: u8 = 3;
 /// A conflict, or an operation refused (e.g. the server is ahead).
 pub const CONFLICT: u8 = 4;
+/// Stopped by Ctrl-C or another signal.
+pub const INTERRUPTED: u8 = 130;
+
+/// Whether the error is an interruption (Ctrl-C).
+pub fn is_interrupted(err: &anyhow::Error) -> bool {
+    sgard_store::cancel::requested()
+        || err.chain().any(|c| {
+            c.downcast_ref::<sgard_garden::Error>()
+                .is_some_and(sgard_garden::Error::is_interrupted)
+                || c.downcast_ref::<sgard_store::Error>()
+                    .is_some_and(|e| matches!(e, sgard_store::Error::Interrupted))
+        })
+}
 
 /// An error that decides its own exit code.
 #[derive(Debug)]

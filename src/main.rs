@@ -16,16 +16,49 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Ctrl-C, SIGTERM, SIGHUP: every long loop is asked to stop (it drops,
+/// and so removes, its temp files, and the command ends with exit 130); a
+/// process that cannot stop at once (waiting at a prompt) removes its
+/// registered temp files and ends here after a second.
+fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            sgard_store::cancel::request();
+            for _ in 0..50 {
+                if done.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            sgard_store::cancel::remove_registered();
+            let _ = writeln!(io::stderr(), "\nsgard: interrupted");
+            std::process::exit(i32::from(exit::INTERRUPTED));
+        }
+    });
+}
+
 fn main() -> ExitCode {
     let cli = match cli::Cli::try_parse() {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    match cmd::run(cli) {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    watch_signals(done.clone());
+    let result = cmd::run(cli);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    match result {
         Ok(code) => code,
         Err(err) => {
             if exit::is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
+            }
+            if exit::is_interrupted(&err) {
+                let _ = writeln!(io::stderr().lock(), "sgard: interrupted");
+                return ExitCode::from(exit::INTERRUPTED);
             }
             let code = exit::code_for(&err);
             let mut stderr = io::stderr().lock();

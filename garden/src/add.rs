@@ -170,7 +170,9 @@ impl Garden {
             .map(|(p, _, _)| p.as_path())
             .collect();
         self.prespool(&plain);
+        self.env.crash_point("add-copied");
         for (path, kind, _) in &found {
+            sgard_store::cancel::check()?;
             // An untracked file that holds what this machine last synced was
             // untracked by another machine: mirror up leaves it untracked.
             if new_only

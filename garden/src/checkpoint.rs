@@ -106,6 +106,7 @@ impl Garden {
         self.prehash(!opts.dry_run);
         let mut recorded = Vec::new();
         for i in picked {
+            sgard_store::cancel::check()?;
             let entry = &self.manifest.files[i];
             if !self.applies(entry)? {
                 continue;

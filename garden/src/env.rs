@@ -28,6 +28,9 @@ pub struct Env {
     /// Test hook (`SGARD_TEST_CRASH_AT`): the name of a point at which the
     /// process dies at once, as if killed, to test recovery from a crash.
     pub crash_at: Option<String>,
+    /// Test hook (`SGARD_TEST_INTERRUPT_AT`): the name of a point at which
+    /// the command acts as if Ctrl-C had just been pressed.
+    pub interrupt_at: Option<String>,
 }
 
 impl Env {
@@ -36,6 +39,9 @@ impl Env {
     pub fn crash_point(&self, name: &str) {
         if self.crash_at.as_deref() == Some(name) {
             std::process::abort();
+        }
+        if self.interrupt_at.as_deref() == Some(name) {
+            sgard_store::cancel::request();
         }
     }
 }

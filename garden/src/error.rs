@@ -85,6 +85,9 @@ pub enum Error {
     /// The home folder changed since the operation being undone.
     #[error("{0}")]
     Conflict(String),
+    /// Ctrl-C (or another signal) stopped the command.
+    #[error("interrupted")]
+    Interrupted,
     /// `history.yaml` could not be read.
     #[error("{0}")]
     DamagedHistory(String),
@@ -100,6 +103,20 @@ impl Error {
             path: path.into(),
             source,
         }
+    }
+
+    /// True when the command was interrupted (exit code 130).
+    pub fn is_interrupted(&self) -> bool {
+        matches!(
+            self,
+            Error::Interrupted | Error::Store(sgard_store::Error::Interrupted)
+        ) || matches!(
+            self,
+            Error::Integrity {
+                source: sgard_store::Error::Interrupted,
+                ..
+            }
+        )
     }
 
     /// True when stored data failed its hash or is missing (exit code 3).

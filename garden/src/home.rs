@@ -60,6 +60,7 @@ impl Drop for Staged {
         if !self.done {
             let _ = rustix::fs::unlinkat(&*self.parent.fd, &self.tmp, AtFlags::empty());
         }
+        sgard_store::cancel::unregister(&self.parent.dir.join(&self.tmp));
     }
 }
 
@@ -261,6 +262,7 @@ impl Confine {
             RMode::from_raw_mode(0o600),
         )
         .map_err(|e| io_err("creating temp file in", &parent.dir, e))?;
+        sgard_store::cancel::register(&parent.dir.join(&tmp));
         let staged = Staged {
             parent,
             tmp,
@@ -421,5 +423,55 @@ impl Confine {
         rustix::fs::unlinkat(&*p.fd, &p.name, flags)
             .map_err(|e| io_err(if dir { "removing folder" } else { "deleting" }, abs, e))?;
         rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))
+    }
+}
+
+/// Whether a temp file name of ours (`.sgard-restore-<pid>-…`,
+/// `.sgard-link-<pid>-…`) belongs to a process that is gone.
+fn is_debris(name: &str, dir: &Path) -> bool {
+    let Some(rest) = name
+        .strip_prefix(".sgard-restore-")
+        .or_else(|| name.strip_prefix(".sgard-link-"))
+    else {
+        return false;
+    };
+    let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        return false;
+    };
+    if pid == std::process::id() {
+        return false;
+    }
+    let proc = Path::new("/proc");
+    if proc.is_dir() {
+        return !proc.join(pid.to_string()).exists();
+    }
+    // No /proc: only what is clearly old.
+    std::fs::symlink_metadata(dir.join(name))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > std::time::Duration::from_secs(3600))
+}
+
+impl Confine {
+    /// Removes the temp files killed sgard processes left in `dirs` (the
+    /// folders of tracked paths). Returns how many.
+    pub fn sweep(&self, dirs: impl IntoIterator<Item = PathBuf>) -> usize {
+        let mut n = 0;
+        for dir in dirs {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let name = e.file_name();
+                if let Some(s) = name.to_str()
+                    && is_debris(s, &dir)
+                    && self.remove(&dir.join(s)).is_ok()
+                {
+                    n += 1;
+                }
+            }
+        }
+        n
     }
 }

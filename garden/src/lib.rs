@@ -308,6 +308,9 @@ impl Garden {
         }
         let mut g = Garden::assemble(root, env, head, history, store, lock)?;
         g.head_from_log = from_log;
+        if mode == LockMode::Exclusive {
+            g.sweep_repo_temps();
+        }
         if let Some(e) = history_error {
             g.notes.get_mut().push(format!(
                 "the history is damaged ({e}); log, show, checkpoint, pull, push, prune, forget, \
@@ -475,7 +478,54 @@ impl Garden {
             f.lock().map_err(|e| Error::io("locking", &path, e))?;
         }
         g.home_lock = Some(f);
+        g.sweep_home();
         Ok(g)
+    }
+
+    /// Removes what killed sgard processes left in the home (temp files
+    /// beside tracked paths). Returns how many.
+    pub(crate) fn sweep_home(&self) -> usize {
+        let dirs: std::collections::BTreeSet<PathBuf> = self
+            .manifest
+            .files
+            .iter()
+            .filter_map(|e| self.env.expand(&e.path).parent().map(Path::to_path_buf))
+            .collect();
+        self.confine.sweep(dirs)
+    }
+
+    /// Removes the temp files of interrupted writes in the repository's
+    /// root and this machine's state for it (`.sgard-tmp-*`), which only an
+    /// exclusive holder may do. Returns how many.
+    pub(crate) fn sweep_repo_temps(&self) -> usize {
+        let mut n = 0;
+        // The repository's are an exclusive holder's alone; this machine's
+        // state is also written by readers (the base), so only old ones.
+        let dirs = [
+            (Some(self.root.clone()), std::time::Duration::ZERO),
+            (self.local_dir.clone(), std::time::Duration::from_secs(60)),
+        ];
+        for (dir, min_age) in dirs {
+            let Some(dir) = dir else { continue };
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let is_tmp = e
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|s| s.starts_with(".sgard-tmp-"));
+                let old = e
+                    .metadata()
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .and_then(|m| m.modified().ok())
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age >= min_age);
+                if is_tmp && old && fs::remove_file(e.path()).is_ok() {
+                    n += 1;
+                }
+            }
+        }
+        n
     }
 
     /// Whether the repository folder can be written by this process.

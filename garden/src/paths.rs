@@ -104,6 +104,7 @@ mod tests {
             state_dir: None,
             cache_dir: None,
             crash_at: None,
+            interrupt_at: None,
         }
     }
 

@@ -102,6 +102,11 @@ impl Garden {
         };
         r.temps = temps;
         r.temp_bytes = temp_bytes;
+        if grace.is_none() {
+            // And what killed commands left in the repository's root, this
+            // machine's state and the home.
+            r.temps += (self.sweep_repo_temps() + self.sweep_home()) as u64;
+        }
         Ok(r)
     }
 }

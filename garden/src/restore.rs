@@ -574,6 +574,7 @@ impl Garden {
         *self.batch.borrow_mut() = Some(self.local_store().batch());
         let mut captures = Vec::new();
         for s in steps {
+            sgard_store::cancel::check()?;
             let secret = matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
                 || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
             let (captured, new, content) = match self.capture(&s.path, &s.abs, secret) {
@@ -697,6 +698,7 @@ impl Garden {
             }
         }
         self.env.crash_point("restore-staged");
+        sgard_store::cancel::check()?;
         for (s, r) in staged_steps.into_iter().zip(self.confine.commit(staged)) {
             match r {
                 Ok(()) => {

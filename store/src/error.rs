@@ -34,6 +34,9 @@ pub enum Error {
         /// The limit.
         limit: u64,
     },
+    /// Ctrl-C (or another signal) stopped the work; nothing half-done was kept.
+    #[error("interrupted")]
+    Interrupted,
     /// The blob's bytes do not hash to its name.
     #[error("blob {hash} is corrupt: its content hashes to {actual}")]
     Corrupt {

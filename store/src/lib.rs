@@ -34,6 +34,7 @@
 //! # Ok::<(), sgard_store::Error>(())
 //! ```
 
+pub mod cancel;
 pub mod durable;
 mod error;
 mod hash;
@@ -433,6 +434,7 @@ impl Store {
                 Err(e) => return Err(Error::io("reading blob", p, e)),
             };
             hasher.update(&buf[..n]);
+            crate::cancel::check()?;
             out.write_all(&buf[..n]).map_err(Error::Source)?;
             size += n as u64;
         }

@@ -70,6 +70,7 @@ fn write_chunk(
     size: &mut u64,
     max: Option<u64>,
 ) -> Result<()> {
+    crate::cancel::check()?;
     out.write_all(bytes)
         .map_err(|e| Error::io("writing", path, e))?;
     *size += bytes.len() as u64;

@@ -1431,3 +1431,128 @@ fn a_damaged_history_stops_only_what_needs_it() {
         "the damaged log was rewritten"
     );
 }
+
+/// Names of sgard's temp files anywhere under `dir`.
+fn debris(dir: &Path) -> Vec<PathBuf> {
+    snapshot(dir)
+        .into_keys()
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with(".sgard-") || p.parent().is_some_and(|d| d.ends_with("blobs/tmp"))
+        })
+        .collect()
+}
+
+/// Ctrl-C: at a prompt, while files are staged, while blobs are copied:
+/// exit 130 with "interrupted", and no temp file left anywhere.
+#[test]
+fn ctrl_c_removes_its_temp_files_and_exits_130() {
+    let t = TestEnv::init();
+    for i in 0..40 {
+        t.write(&format!("tree/f{i}"), noise_bytes(20_000, i));
+    }
+    // While an add has copied its files into the store (not yet named).
+    let r: Run = t
+        .command(["add", "~/tree"])
+        .env("SGARD_TEST_INTERRUPT_AT", "add-copied")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 130, "{r:#?}");
+    assert!(r.stderr.contains("sgard: interrupted"), "{r:#?}");
+    assert!(
+        debris(&root_of(&t)).is_empty(),
+        "{:?}",
+        debris(&root_of(&t))
+    );
+    assert!(!t.manifest().contains("~/tree/f0"));
+    t.sgard(["add", "~/tree"]).ok();
+    // While a restore has staged its files beside their destinations.
+    fs::remove_dir_all(t.path("tree")).unwrap();
+    let r: Run = t
+        .command(["restore", "-f"])
+        .env("SGARD_TEST_INTERRUPT_AT", "restore-staged")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 130, "{r:#?}");
+    assert!(
+        debris(&root_of(&t)).is_empty(),
+        "{:?}",
+        debris(&root_of(&t))
+    );
+    t.sgard(["restore"]).ok();
+    assert!(t.path("tree/f39").is_file());
+    // A real SIGINT while waiting at a question.
+    t.write("tree/f0", "local edit\n");
+    let mut child = t
+        .command(["restore"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut b = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("Overwrite it?") {
+        assert_eq!(out.read(&mut b).unwrap(), 1);
+        seen.push(b[0]);
+    }
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let r = finish(child, WATCHDOG, "restore");
+    assert_eq!(r.code, 130, "{r:#?}");
+    assert!(r.stderr.contains("interrupted"), "{r:#?}");
+    assert_eq!(t.read("tree/f0"), b"local edit\n");
+    assert!(debris(&root_of(&t)).is_empty());
+}
+
+fn noise_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// What a killed restore leaves beside its files, and a killed write in the
+/// repository, is removed by the next restore, or by prune.
+#[test]
+fn debris_of_killed_commands_is_swept() {
+    let t = TestEnv::init();
+    t.write("d/f", "x\n");
+    t.sgard(["add", "~/d/f"]).ok();
+    // As a process that is gone would leave them (pid 1 is never ours, and
+    // a pid beyond the kernel's maximum is nobody's).
+    let dead = 4_194_305u32;
+    let stray = [
+        t.path(&format!("d/.sgard-restore-{dead}-abc-f")),
+        t.path(&format!("d/.sgard-link-{dead}-abc-l")),
+    ];
+    for p in &stray {
+        fs::write(p, "half").unwrap();
+    }
+    let live = t.path("d/.sgard-restore-1-abc-f");
+    fs::write(&live, "someone else's").unwrap();
+    let repo_tmp = t.repo().join(".sgard-tmp-xyz");
+    fs::write(&repo_tmp, "half").unwrap();
+    t.sgard(["restore"]).ok();
+    for p in &stray {
+        assert!(!p.exists(), "{} left", p.display());
+    }
+    assert!(live.exists(), "a live process's temp file was removed");
+    // prune (or any writing command) clears the repository's.
+    t.sgard(["prune"]).ok();
+    assert!(!repo_tmp.exists());
+    fs::remove_file(live).unwrap();
+}
