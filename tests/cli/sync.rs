@@ -2054,3 +2054,108 @@ fn a_killed_pull_is_finished_by_the_next_one() {
         drop(srv);
     }
 }
+
+/// An RSA key made by `ssh-keygen` (`format`: "RFC4716" for OpenSSH's own,
+/// "PEM" for PKCS#1, "PKCS8").
+fn rsa_keygen(dir: &Path, name: &str, bits: u32, format: &str) -> Option<PathBuf> {
+    let p = dir.join(name);
+    let out = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "rsa",
+            "-b",
+            &bits.to_string(),
+            "-N",
+            "",
+            "-C",
+            name,
+        ])
+        .args(if format == "RFC4716" {
+            vec![]
+        } else {
+            vec!["-m", format]
+        })
+        .arg("-f")
+        .arg(&p)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(p)
+}
+
+/// RSA key files sign (OpenSSH, PKCS#1 and PKCS#8 formats, 2048 to 4096
+/// bits), and the server accepts the SHA-1 `ssh-rsa` signatures the Go
+/// sgard makes with RSA keys.
+#[test]
+fn rsa_keys_log_in_in_every_format() {
+    let w = world_or_skip!(1);
+    let kdir = w.root().join("keys");
+    let mut keys = Vec::new();
+    for (name, bits, fmt) in [
+        ("rsa2048", 2048, "RFC4716"),
+        ("rsa3072pem", 3072, "PEM"),
+        ("rsa4096p8", 4096, "PKCS8"),
+    ] {
+        keys.push(rsa_keygen(&kdir, name, bits, fmt).unwrap());
+    }
+    let mut lines = fs::read_to_string(w.auth_keys()).unwrap();
+    for k in &keys {
+        lines.push_str(&pubkey(k));
+    }
+    fs::write(w.auth_keys(), lines).unwrap();
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    for k in &keys {
+        let t = TestEnv::new();
+        let r = sg(&t, k, &["pull", "-r", addr]);
+        r.ok();
+    }
+    // A Go client's RSA login: PKCS#1 v1.5 over SHA-1, named `ssh-rsa`.
+    use rsa::pkcs1::DecodeRsaPrivateKey;
+    use rsa::signature::{SignatureEncoding, Signer};
+    use ssh_encoding::Encode;
+    let pem = fs::read_to_string(&keys[1]).unwrap();
+    let sk = rsa::pkcs1v15::SigningKey::<sha1::Sha1>::new(
+        rsa::RsaPrivateKey::from_pkcs1_pem(&pem).unwrap(),
+    );
+    let n = nonce("go rsa");
+    let ts = unix_now();
+    let sig = sk.sign(&challenge_payload(&n, ts)).to_vec();
+    let mut wire = Vec::new();
+    "ssh-rsa".encode(&mut wire).unwrap();
+    sig.as_slice().encode(&mut wire).unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(addr).await;
+        let tok = raw_auth(
+            &mut c,
+            v1::AuthenticateRequest {
+                nonce: n.clone(),
+                timestamp: ts,
+                signature: wire.clone(),
+                public_key: pubkey(&keys[1]),
+            },
+        )
+        .await;
+        assert!(tok.is_ok(), "the ssh-rsa login was refused: {tok:?}");
+        // And a signature over something else is not accepted.
+        let bad = raw_auth(
+            &mut c,
+            v1::AuthenticateRequest {
+                nonce: nonce("other"),
+                timestamp: ts,
+                signature: wire,
+                public_key: pubkey(&keys[1]),
+            },
+        )
+        .await;
+        assert!(bad.is_err());
+    });
+    drop(srv);
+}
