@@ -67,12 +67,16 @@ fn main() -> ExitCode {
                 "sgard: error: {}",
                 ui::clean_text(&err.to_string(), true)
             );
+            // Wrapped errors often repeat their source's text: print each
+            // distinct line once.
+            let mut last = err.to_string();
             for cause in err.chain().skip(1) {
-                let _ = writeln!(
-                    stderr,
-                    "  caused by: {}",
-                    ui::clean_text(&cause.to_string(), true)
-                );
+                let text = cause.to_string();
+                if text == last {
+                    continue;
+                }
+                let _ = writeln!(stderr, "  caused by: {}", ui::clean_text(&text, true));
+                last = text;
             }
             ExitCode::from(code)
         }

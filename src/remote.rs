@@ -7,3 +7,4 @@ pub mod blobs;
 pub mod client;
 pub mod config;
 pub mod server;
+pub mod tls;

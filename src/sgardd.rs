@@ -63,8 +63,13 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sgardd: error: {e}");
+            let mut last = e.to_string();
             for c in e.chain().skip(1) {
-                eprintln!("  caused by: {c}");
+                let text = c.to_string();
+                if text != last {
+                    eprintln!("  caused by: {text}");
+                }
+                last = text;
             }
             ExitCode::from(1)
         }

@@ -20,7 +20,7 @@ use sgard_proto::v1::{self, BlobChunk};
 use sgard_proto::{CHUNK_SIZE, TOKEN_METADATA_KEY};
 use sgard_store::{Hash, Store};
 use tokio_stream::StreamExt;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Response, Status};
 
 use super::auth::{self, challenge_payload, unix_now};
@@ -128,26 +128,58 @@ pub struct Client {
 }
 
 async fn channel(r: &Remote, t: &Timeouts) -> Result<Channel> {
-    let scheme = if r.tls { "https" } else { "http" };
-    let mut ep = Endpoint::from_shared(format!("{scheme}://{}", r.addr))
+    let host = r.addr.rsplit_once(':').map_or(r.addr.as_str(), |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let connecting = |ep: Endpoint| async move {
+        match (&r.tls_ca, r.tls) {
+            // A certificate file: our own TLS connector, which also trusts
+            // the exact certificates in it (a self-signed one included).
+            (Some(ca), true) => {
+                let conn = super::tls::Connector::new(ca, host)?;
+                let addr = r.addr.clone();
+                let ep = ep.origin(
+                    format!("https://{}", r.addr)
+                        .parse()
+                        .with_context(|| format!("bad server address {:?}", r.addr))?,
+                );
+                let svc = tower::service_fn(move |_: http::Uri| conn.clone().connect(addr.clone()));
+                Ok(ep.connect_with_connector(svc).await?)
+            }
+            (None, true) => {
+                let tls = ClientTlsConfig::new()
+                    .domain_name(host.to_owned())
+                    .with_native_roots();
+                Ok(ep.tls_config(tls)?.connect().await?)
+            }
+            (_, false) => Ok::<_, anyhow::Error>(ep.connect().await?),
+        }
+    };
+    // With a certificate file the connector does TLS, so the endpoint itself
+    // is plain (tonic would otherwise insist on its own TLS for https).
+    let uri = if r.tls && r.tls_ca.is_none() {
+        "https"
+    } else {
+        "http"
+    };
+    let ep = Endpoint::from_shared(format!("{uri}://{}", r.addr))
         .with_context(|| format!("bad server address {:?}", r.addr))?
         .connect_timeout(t.connect);
-    if r.tls {
-        let host = r.addr.rsplit_once(':').map_or(r.addr.as_str(), |(h, _)| h);
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let mut tls = ClientTlsConfig::new().domain_name(host.to_owned());
-        tls = match &r.tls_ca {
-            Some(ca) => {
-                let pem = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
-                tls.ca_certificate(Certificate::from_pem(pem))
-            }
-            None => tls.with_native_roots(),
-        };
-        ep = ep.tls_config(tls)?;
+    match within(t.connect, &r.addr, "connecting", connecting(ep)).await? {
+        Ok(ch) => Ok(ch),
+        Err(e) if format!("{e:#}").contains("invalid peer certificate") => {
+            let why = match (&r.tls_ca, r.tls) {
+                (Some(ca), _) => format!(
+                    "its certificate is not in {} and not signed by a certificate in it",
+                    ca.display()
+                ),
+                _ => "its certificate is not signed by a CA this system trusts \
+                      (give the server's certificate or its CA with --tls-ca FILE)"
+                    .to_owned(),
+            };
+            Err(e.context(format!("connecting to {}: {why}", r.addr)))
+        }
+        Err(e) => Err(e.context(format!("connecting to {}", r.addr))),
     }
-    within(t.connect, &r.addr, "connecting", ep.connect())
-        .await?
-        .with_context(|| format!("connecting to {}", r.addr))
 }
 
 impl Client {

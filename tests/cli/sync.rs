@@ -1290,6 +1290,106 @@ fn tls_push_pull_and_refusals() {
     drop(srv);
 }
 
+/// A self-signed certificate straight from `openssl req -x509` (which marks
+/// it `CA:TRUE` and names no host) given with `--tls-ca` is trusted as that
+/// exact certificate; `--tls-ca` alone means TLS; another self-signed
+/// certificate is refused.
+#[test]
+fn tls_ca_trusts_a_self_signed_ca_certificate_exactly() {
+    let w = world_or_skip!(1);
+    let k = w.key(0);
+    let cdir = w.root().join("certs");
+    fs::create_dir_all(&cdir).unwrap();
+    let selfsigned = |name: &str| -> Option<(PathBuf, PathBuf)> {
+        let (crt, key) = (
+            cdir.join(format!("{name}.pem")),
+            cdir.join(format!("{name}.key")),
+        );
+        let r = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
+            .args(["-subj", &format!("/CN={name}")])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .stdin(Stdio::null())
+            .output();
+        match r {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => panic!("running openssl: {e}"),
+            Ok(o) => {
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+                Some((crt, key))
+            }
+        }
+    };
+    let Some((crt, key)) = selfsigned("sgard-server") else {
+        eprintln!("skipping: openssl is not installed");
+        return;
+    };
+    let (other, _) = selfsigned("someone-else").unwrap();
+    let text = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(&crt)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("CA:TRUE"),
+        "this openssl does not mark req -x509 certificates CA:TRUE; the test would prove nothing"
+    );
+    let srv = w.serve(&[
+        "--tls-cert",
+        crt.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    a.write("f", "pinned\n");
+    track(&a, &["f"]);
+
+    // Another self-signed certificate: refused, nothing recorded.
+    let r = sg(
+        &a,
+        k,
+        &["push", "-r", addr, "--tls-ca", other.to_str().unwrap()],
+    );
+    assert_ne!(r.code, 0, "trusted a certificate nobody gave; {r:#?}");
+    assert!(!a.repo().join("sync-state").exists());
+
+    // The server's own certificate, without --tls: TLS, and it works.
+    sg(
+        &a,
+        k,
+        &["push", "-r", addr, "--tls-ca", crt.to_str().unwrap()],
+    )
+    .ok()
+    .stdout_has("Pushed ");
+    let b = TestEnv::new();
+    let by_name = format!("localhost:{}", srv.port);
+    sg(
+        &b,
+        k,
+        &["pull", "-r", &by_name, "--tls-ca", crt.to_str().unwrap()],
+    )
+    .ok();
+    assert_eq!(b.read("f"), b"pinned\n");
+
+    // A file that holds no certificate is a clear error naming it.
+    let junk = cdir.join("junk.pem");
+    fs::write(&junk, "not a certificate\n").unwrap();
+    sg(
+        &a,
+        k,
+        &["list", "-r", addr, "--tls-ca", junk.to_str().unwrap()],
+    )
+    .code(1)
+    .stderr_has("junk.pem");
+    drop(srv);
+}
+
 /// `--insecure-no-auth`: loopback only, and clients need no SSH key.
 #[test]
 fn insecure_no_auth_loopback_only_and_keyless_clients() {
