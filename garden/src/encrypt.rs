@@ -147,7 +147,7 @@ impl Garden {
             }
         }
         let new = crypto::Dek::generate()?;
-        let mut retired: Vec<crypto::Dek> = crypto::unwrap_retired(&old, &enc.retired_deks);
+        let mut retired: Vec<crypto::Dek> = self.retired_keys(&old);
         retired.push(old.duplicate());
         // Re-encrypt into a copy; the manifest changes only if all succeed.
         let mut files = self.manifest.files.clone();

@@ -12,8 +12,8 @@ use sgard_store::Hash;
 use zeroize::Zeroizing;
 
 use crate::crypto::{self, Dek};
-use crate::fsx;
 use crate::{Error, Garden, Result};
+use crate::{fsx, keyring};
 
 /// The largest file sgard encrypts (the envelope is one AEAD message, so the
 /// whole plaintext is in memory once).
@@ -89,18 +89,33 @@ impl Garden {
         if let Ok(p) = dek.open(blob) {
             return Ok(p);
         }
-        let retired = self
-            .manifest
-            .encryption
-            .as_ref()
-            .map(|e| crypto::unwrap_retired(&dek, &e.retired_deks))
-            .unwrap_or_default();
-        for k in retired {
+        let retired = self.retired_keys(&dek);
+        for k in &retired {
             if let Ok(p) = k.open(blob) {
                 return Ok(p);
             }
         }
-        dek.open(blob)
+        Err(Error::Crypto(format!(
+            "cannot decrypt: the data key it was sealed with is not the current one nor \
+             any of the {} retired key(s) this repository holds (in the manifest and in \
+             {}), or the data was altered",
+            retired.len(),
+            self.root.join(keyring::FILE).display()
+        )))
+    }
+
+    /// The retired data keys reachable from `dek`: the manifest's and the
+    /// repository's `retired-keys` file's (read each time: only blobs from
+    /// before a rotation need them, and a pull may have brought new ones).
+    pub(crate) fn retired_keys(&self, dek: &Dek) -> Vec<Dek> {
+        let mut sealed = self
+            .manifest
+            .encryption
+            .as_ref()
+            .map(|e| e.retired_deks.clone())
+            .unwrap_or_default();
+        sealed.extend(keyring::read(&self.root));
+        keyring::open_all(dek, &sealed)
     }
 
     /// Reads a file's plaintext for encryption (bounded).

@@ -286,7 +286,7 @@ impl Garden {
         };
         self.base.borrow().prepare()?;
         self.push_records(vec![rec.clone()])?;
-        sgard_store::durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+        self.write_manifest_file(&text)?;
         self.head_hash = w.hash;
         self.env.crash_point("head-before-base");
         self.flush_base()?;

@@ -34,6 +34,7 @@ mod history;
 mod home;
 pub mod identity;
 mod info;
+mod keyring;
 pub mod lock;
 mod merge;
 mod mirror;
@@ -556,10 +557,22 @@ impl Garden {
         self.require_exclusive("manifest save")?;
         let text = self.manifest.to_yaml();
         self.base.borrow().prepare()?;
-        durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+        self.write_manifest_file(&text)?;
         self.head_hash = sgard_store::Hash::of(text.as_bytes());
         self.env.crash_point("manifest-before-base");
         self.flush_base()
+    }
+
+    /// Writes `manifest.yaml` (the current manifest's `text`), its retired
+    /// data keys first into `retired-keys`, where a Go write cannot drop them.
+    pub(crate) fn write_manifest_file(&self, text: &str) -> Result<()> {
+        if let Some(enc) = &self.manifest.encryption
+            && !enc.retired_deks.is_empty()
+        {
+            keyring::add(&self.root, &enc.retired_deks)?;
+        }
+        durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+        Ok(())
     }
 
     /// Whether `abs` is the repository folder or inside it.

@@ -264,7 +264,7 @@ impl Garden {
         if self.history.records.iter().any(|r| r.id == id) {
             // The client's own checkpoint: its snapshot is already the head.
             let text = self.manifest.to_yaml();
-            sgard_store::durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+            self.write_manifest_file(&text)?;
             self.head_hash = id;
         } else {
             self.commit_head(

@@ -981,6 +981,78 @@ fn rotate_dek_reencrypts_and_keeps_old_snapshots_readable() {
     t.sgard(["verify"]).ok();
 }
 
+/// What a manifest write by the Go sgard does: the same manifest without
+/// `encryption.retired_deks` (it does not know the field).
+fn drop_retired_deks(t: &TestEnv) {
+    let m = t.manifest();
+    assert!(m.contains("retired_deks:"), "nothing to drop: {m}");
+    let mut out = String::new();
+    let mut skipping: Option<usize> = None;
+    for l in m.lines() {
+        let indent = l.len() - l.trim_start().len();
+        if let Some(i) = skipping {
+            if indent > i || (indent == i && l.trim_start().starts_with("- ")) {
+                continue;
+            }
+            skipping = None;
+        }
+        if l.trim_start().starts_with("retired_deks:") {
+            skipping = Some(indent);
+            continue;
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    fs::write(t.repo().join("manifest.yaml"), out).unwrap();
+}
+
+/// Snapshots taken before `rotate-dek` still decrypt after the Go sgard
+/// rewrote the manifest without `retired_deks`: the keys are also kept in
+/// `<repo>/retired-keys`, through any number of rotations.
+#[test]
+fn retired_keys_survive_a_go_manifest_write() {
+    let t = TestEnv::init();
+    setup(&t);
+    let r = pw(&t, &["checkpoint", "-m", "v1"]);
+    r.ok();
+    let s1 = snapshot_id(&r);
+    pw(&t, &["encrypt", "rotate-dek"]).ok();
+    let v2: &[u8] = b"[default]\naws_secret_access_key = SecondVersion22\n";
+    t.write(SECRET_REL, v2);
+    let r = pw(&t, &["checkpoint", "-m", "v2"]);
+    r.ok();
+    let s2 = snapshot_id(&r);
+    assert!(t.repo().join("retired-keys").is_file());
+
+    // The Go tool writes the manifest: its retired keys are gone.
+    drop_retired_deks(&t);
+    pw(&t, &["restore", "--at", &s1, "-f"]).ok();
+    assert_eq!(
+        t.read(SECRET_REL),
+        PLAIN,
+        "the snapshot before the rotation"
+    );
+
+    // A rotation after that still carries the whole chain, and the Go tool
+    // dropping it again loses nothing.
+    pw(&t, &["restore", "-f"]).ok();
+    pw(&t, &["encrypt", "rotate-dek"]).ok();
+    drop_retired_deks(&t);
+    for (id, want) in [(&s1, PLAIN), (&s2, v2)] {
+        pw(&t, &["restore", "--at", id, "-f"]).ok();
+        assert_eq!(t.read(SECRET_REL), want, "snapshot {id}");
+    }
+
+    // Without the file (a repository copied without it) the old snapshot
+    // cannot decrypt, and the error says why and where the keys are looked for.
+    fs::remove_file(t.repo().join("retired-keys")).unwrap();
+    pw(&t, &["restore", "--at", &s1, "-f"])
+        .code(1)
+        .stderr_has("retired key(s)")
+        .stderr_has("retired-keys");
+    assert_eq!(t.read(SECRET_REL), v2, "a failed restore changed the file");
+}
+
 // ---------------------------------------------------------------- 9. mirror up
 
 #[test]
