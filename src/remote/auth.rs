@@ -131,7 +131,7 @@ fn verify_rsa(
     };
     let pk = rsa::RsaPublicKey::new(b(&key.n)?, b(&key.e)?).map_err(|e| format!("RSA key: {e}"))?;
     if rsa::traits::PublicKeyParts::size(&pk) < 256 {
-        return Err("RSA keys under 2048 bits are refused".into());
+        return Err("RSA keys under 2048 bits are refused; use an ed25519 key (ssh-keygen -t ed25519) or RSA of 3072 bits".into());
     }
     let s = rsa::pkcs1v15::Signature::try_from(blob.as_slice())
         .map_err(|e| format!("unreadable signature: {e}"))?;

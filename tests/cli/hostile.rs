@@ -1399,7 +1399,12 @@ fn a_damaged_history_stops_only_what_needs_it() {
     let hist = t.repo().join("history.yaml");
     fs::write(&hist, "version: 1\nsnapshots: [ {{{ damaged\n").unwrap();
     let damaged = fs::read(&hist).unwrap();
-    for args in [&["status"][..], &["list"], &["diff"]] {
+    for args in [
+        &["status"][..],
+        &["list"],
+        &["diff"],
+        &["info", "~/.bashrc"],
+    ] {
         let r = sgard_timed(&t, args);
         assert_eq!(r.code, 0, "{args:?}: {r:#?}");
         assert!(

@@ -1985,9 +1985,30 @@ fn remote_config_and_remote_list_prune() {
         line.starts_with("Pruned ") && line.ends_with(" orphaned blob(s) on remote."),
         "{r:#?}"
     );
-    // `-r ADDR` beats a dead remote.yaml.
+    // `-r ADDR` beats a dead remote.yaml, and a dead SGARD_REMOTE.
     local(&a, &["remote", "set", "127.0.0.1:1"]).ok();
     sg(&a, ka, &["list", "-r", addr]).ok().stdout_has("~/f");
+    sg_env(
+        &a,
+        Some(ka),
+        &["list", "-r", addr],
+        &[("SGARD_REMOTE", "127.0.0.1:1")],
+    )
+    .ok()
+    .stdout_has("~/f");
+    // Server options belong to the commands that talk to a server: before
+    // the subcommand, or on a local one, they are usage errors, never
+    // silently ignored.
+    for args in [
+        &["-r", addr, "list"][..],
+        &["--remote", addr, "push"],
+        &["--tls", "pull"],
+        &["status", "--tls-ca", "ca.pem"],
+        &["checkpoint", "-r", addr],
+    ] {
+        let r = local(&a, args);
+        assert_eq!(r.code, 2, "{args:?}; {r:#?}");
+    }
 
     local(&a, &["remote", "unset"])
         .ok()
@@ -2204,8 +2225,9 @@ fn rsa_keys_log_in_in_every_format() {
     ] {
         keys.push(rsa_keygen(&kdir, name, bits, fmt).unwrap());
     }
+    let weak = rsa_keygen(&kdir, "rsa1024", 1024, "RFC4716").unwrap();
     let mut lines = fs::read_to_string(w.auth_keys()).unwrap();
-    for k in &keys {
+    for k in keys.iter().chain([&weak]) {
         lines.push_str(&pubkey(k));
     }
     fs::write(w.auth_keys(), lines).unwrap();
@@ -2216,6 +2238,12 @@ fn rsa_keys_log_in_in_every_format() {
         let r = sg(&t, k, &["pull", "-r", addr]);
         r.ok();
     }
+    // A short RSA key is refused even when authorized, with the remedy.
+    let t = TestEnv::new();
+    let r = sg(&t, &weak, &["pull", "-r", addr]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    r.stderr_has("under 2048 bits")
+        .stderr_has("ssh-keygen -t ed25519");
     // A Go client's RSA login: PKCS#1 v1.5 over SHA-1, named `ssh-rsa`.
     use rsa::pkcs1::DecodeRsaPrivateKey;
     use rsa::signature::{SignatureEncoding, Signer};
