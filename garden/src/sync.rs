@@ -98,8 +98,9 @@ fn same_opt(a: Option<&Entry>, b: Option<&Entry>) -> bool {
 
 impl Garden {
     /// The entries with changes in the repository not yet on this disk:
-    /// `behind` ones (unchanged here) and conflicts (changed here too; a
-    /// restore asks about those).
+    /// `behind` ones (unchanged here), conflicts (changed here too; a
+    /// restore asks about those), and missing ones this disk never had in
+    /// that version.
     ///
     /// # Errors
     /// Only for inconsistent targeting.
@@ -107,11 +108,22 @@ impl Garden {
         self.prehash(false);
         let mut out = Vec::new();
         for e in &self.manifest.files {
-            if self.applies(e)?
-                && self
-                    .judge(e, false)
-                    .is_ok_and(|j| matches!(j.state, crate::State::Behind | crate::State::Conflict))
-            {
+            if !self.applies(e)? {
+                continue;
+            }
+            let incoming = match self.judge(e, false).map(|j| j.state) {
+                Ok(crate::State::Behind | crate::State::Conflict) => true,
+                // Missing here: incoming if this disk never had this
+                // version (a pull or restore that stopped before writing
+                // it), not if it was deleted here after a sync.
+                Ok(crate::State::Missing) => self
+                    .base
+                    .borrow()
+                    .get(&e.path)
+                    .is_none_or(|b| !b.matches_repo(e, None)),
+                _ => false,
+            };
+            if incoming {
                 out.push(e.path.clone());
             }
         }

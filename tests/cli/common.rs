@@ -1,6 +1,7 @@
 //! `TestEnv`: a hermetic HOME, pinned time and host name, and helpers to run
 //! the `sgard` binary and inspect the repository.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write};
@@ -279,4 +280,72 @@ pub fn wait_limited(mut child: Child, limit: Duration) -> Result<Run, String> {
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
     })
+}
+
+/// Whether `strace` can trace here (installed, and ptrace allowed).
+pub fn strace_works() -> bool {
+    Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs `command` under `strace` so that the `syscall` fails with `errno`
+/// from its `nth` call on in each thread (`None`: never). Returns the run and,
+/// for each of `syscalls` (comma-separated), the most calls one thread made.
+/// (strace counts each system call and each thread on its own, so faults go
+/// into one system call at a time.)
+pub fn with_faults(
+    command: &Command,
+    syscalls: &str,
+    fault: Option<(&str, &str, u32)>,
+) -> (Run, BTreeMap<String, u32>) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut c = Command::new("strace");
+    c.args(["-f", "-qq", "-e", &format!("trace={syscalls}")])
+        .arg("-o")
+        .arg(log.path());
+    if let Some((call, errno, n)) = fault {
+        c.args(["-e", &format!("inject={call}:error={errno}:when={n}+")]);
+    }
+    c.arg(command.get_program())
+        .args(command.get_args())
+        .env_clear();
+    for (k, v) in command.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    if let Some(d) = command.get_current_dir() {
+        c.current_dir(d);
+    }
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    let text = fs::read_to_string(log.path()).unwrap();
+    // strace counts calls per thread (`when=` too): per call, the most any
+    // one thread made.
+    let mut per_thread: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for l in text.lines() {
+        // `TID name(args…) = result`, or `TID <... name resumed>…`.
+        let Some((tid, rest)) = l.split_once(' ').map(|(t, r)| (t, r.trim_start())) else {
+            continue;
+        };
+        if rest.starts_with('<') || rest.starts_with("+++") || rest.starts_with("---") {
+            continue;
+        }
+        if let Some((name, _)) = rest.split_once('(') {
+            *per_thread
+                .entry((name.to_owned(), tid.to_owned()))
+                .or_insert(0) += 1;
+        }
+    }
+    let mut calls: BTreeMap<String, u32> = BTreeMap::new();
+    for ((name, _), n) in per_thread {
+        let m = calls.entry(name).or_insert(0);
+        *m = (*m).max(n);
+    }
+    (out.into(), calls)
 }

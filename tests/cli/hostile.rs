@@ -1438,7 +1438,7 @@ fn a_damaged_history_stops_only_what_needs_it() {
 }
 
 /// Names of sgard's temp files anywhere under `dir`.
-fn debris(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn debris(dir: &Path) -> Vec<PathBuf> {
     snapshot(dir)
         .into_keys()
         .filter(|p| {
@@ -1560,4 +1560,95 @@ fn debris_of_killed_commands_is_swept() {
     t.sgard(["prune"]).ok();
     assert!(!repo_tmp.exists());
     fs::remove_file(live).unwrap();
+}
+
+/// A repository of a few files, folders and a link, checkpointed, then the
+/// home changed so that `restore -f` has to write, create and replace.
+fn restore_fixture() -> (TestEnv, Vec<(String, Vec<u8>)>) {
+    let t = TestEnv::init();
+    let mut files = Vec::new();
+    for i in 0..6u64 {
+        let rel = format!("conf/d{}/f{i}", i % 2);
+        let body = noise_bytes(3000 + 1000 * i as usize, i);
+        t.write(&rel, &body);
+        files.push((rel, body));
+    }
+    std::os::unix::fs::symlink("d0/f0", t.path("conf/link")).unwrap();
+    t.sgard(["add", "~/conf"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    // Two missing (a whole folder), one changed, the link gone.
+    fs::remove_dir_all(t.path("conf/d1")).unwrap();
+    t.write(&files[0].0, "local edit\n");
+    fs::remove_file(t.path("conf/link")).unwrap();
+    (t, files)
+}
+
+/// After a failed or interrupted command: every file holds either nothing,
+/// its old content or its stored content (never a mix), and no temp file
+/// is left in the home or the repository.
+fn assert_whole_and_clean(t: &TestEnv, files: &[(String, Vec<u8>)], what: &str) {
+    for (rel, body) in files {
+        if let Ok(got) = fs::read(t.path(rel)) {
+            assert!(
+                got == *body || got == b"local edit\n",
+                "{what}: {rel} holds {} bytes of neither version",
+                got.len()
+            );
+        }
+    }
+    let left = debris(&t.home);
+    assert!(left.is_empty(), "{what}: left {left:?}");
+}
+
+/// Injected I/O errors (EIO from the n-th fsync on, then from the n-th
+/// rename on, for every n a restore reaches): the restore fails with a clear
+/// error, writes no half file and leaves no temp file; the next restore
+/// finishes the job.
+#[test]
+fn io_errors_inside_restore_lose_nothing_and_leave_nothing() {
+    if !strace_works() {
+        eprintln!("skipping: strace cannot trace here");
+        return;
+    }
+    const CALLS: &str = "fsync,fdatasync,syncfs,rename,renameat,renameat2,linkat,symlinkat";
+    let (t, _) = restore_fixture();
+    let (r, counts) = with_faults(&t.command(["restore", "-f"]), CALLS, None);
+    r.ok();
+    assert!(counts.get("fsync").is_some_and(|n| *n > 0), "{counts:?}");
+    for (call, total) in counts {
+        for n in 1..=total {
+            let what = format!("EIO from {call} call {n} of {total} on");
+            let (t, files) = restore_fixture();
+            let (r, _) = with_faults(
+                &t.command(["restore", "-f"]),
+                CALLS,
+                Some((&call, "EIO", n)),
+            );
+            assert!(
+                matches!(r.code, 0 | 1 | 3),
+                "{what}: exit {} (a crash?); {r:#?}",
+                r.code
+            );
+            if r.code != 0 {
+                assert!(r.stderr.contains("sgard: error:"), "{what}: {r:#?}");
+                assert!(!r.stderr.contains("panicked"), "{what}: {r:#?}");
+            }
+            assert_whole_and_clean(&t, &files, &what);
+            t.sgard(["restore", "-f"]).ok();
+            for (rel, body) in &files {
+                assert_eq!(&t.read(rel), body, "{what}: {rel} after the next restore");
+            }
+            assert_eq!(
+                fs::read_link(t.path("conf/link")).unwrap(),
+                Path::new("d0/f0"),
+                "{what}"
+            );
+            let st = t.sgard(["status"]);
+            st.ok();
+            assert!(
+                st.stdout.lines().all(|l| l.starts_with("ok ")),
+                "{what}: {st:#?}"
+            );
+        }
+    }
 }

@@ -2287,3 +2287,73 @@ fn rsa_keys_log_in_in_every_format() {
     });
     drop(srv);
 }
+
+/// Injected I/O errors inside `pull` (EIO from the n-th call on, for each
+/// durability and rename system call, for every n a pull reaches): it fails
+/// with a clear error, leaves no half file and no temp file in the home or
+/// the repository, and the next pull finishes the job.
+#[test]
+fn io_errors_inside_pull_lose_nothing_and_the_next_pull_finishes() {
+    if !strace_works() {
+        eprintln!("skipping: strace cannot trace here");
+        return;
+    }
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    let files: Vec<(String, Vec<u8>)> = (0..4u64)
+        .map(|i| {
+            (
+                format!("d{}/f{i}", i % 2),
+                noise(2000 + 700 * i as usize, i),
+            )
+        })
+        .collect();
+    for (rel, body) in &files {
+        a.write(rel, body);
+    }
+    track(&a, &["d0", "d1"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+
+    const CALLS: &str = "fsync,fdatasync,syncfs,rename,renameat,renameat2";
+    let pull = |b: &TestEnv| client_cmd(b, Some(kb), &["pull", "-r", addr], &[]);
+    let (r, counts) = with_faults(&pull(&TestEnv::new()), CALLS, None);
+    r.ok();
+    assert!(counts.get("fsync").is_some_and(|n| *n > 0), "{counts:?}");
+    for (call, total) in counts {
+        for n in 1..=total {
+            let what = format!("EIO from {call} call {n} of {total} on");
+            let b = TestEnv::new();
+            let (r, _) = with_faults(&pull(&b), CALLS, Some((&call, "EIO", n)));
+            assert!(
+                matches!(r.code, 0 | 1 | 3),
+                "{what}: exit {} (a crash?); {r:#?}",
+                r.code
+            );
+            if r.code != 0 {
+                assert!(r.stderr.contains("sgard: error:"), "{what}: {r:#?}");
+            }
+            for (rel, body) in &files {
+                if let Ok(got) = fs::read(b.path(rel)) {
+                    assert_eq!(&got, body, "{what}: {rel} half written");
+                }
+            }
+            let left = crate::hostile::debris(&b.home);
+            assert!(left.is_empty(), "{what}: left {left:?}");
+            sg(&b, kb, &["pull", "-r", addr]).ok();
+            for (rel, body) in &files {
+                assert_eq!(&b.read(rel), body, "{what}: {rel} after the next pull");
+            }
+            local(&b, &["verify"]).ok();
+            let st = local(&b, &["status"]);
+            st.ok();
+            assert!(
+                st.stdout.lines().all(|l| l.starts_with("ok ")),
+                "{what}: {st:#?}"
+            );
+        }
+    }
+    drop(srv);
+}
