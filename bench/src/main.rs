@@ -313,6 +313,11 @@ fn run_scenario(ctx: &Ctx, name: &'static str, spec: &TreeSpec) -> Result<Vec<Ro
         &home,
         &["status".as_ref(), "--exit-code".as_ref()],
     )?);
+    rows.push(step(
+        "list-json",
+        &home,
+        &["list".as_ref(), "--json".as_ref()],
+    )?);
     let edited = spec.edit_one_percent(&home)?;
     println!("[{name}] edited {edited} file(s)");
     rows.push(step(
