@@ -2145,6 +2145,9 @@ fn a_killed_pull_is_finished_by_the_next_one() {
         sg(&b, kb, &["pull", "-r", addr]).ok();
         change(&mut a, "f", "v2\n", 1);
         change(&mut a, "g", "v2\n", 2);
+        // And a file B never had.
+        a.write("h", "new\n");
+        track(&a, &["h"]);
         sg(&a, ka, &["push", "-r", addr]).ok();
 
         let r = sg_env(
@@ -2168,6 +2171,7 @@ fn a_killed_pull_is_finished_by_the_next_one() {
         assert!(!r.stdout.contains("Overwrite"), "{point}: {r:#?}");
         assert_eq!(b.read("f"), b"v2\n", "{point}");
         assert_eq!(b.read("g"), b"v2\n", "{point}");
+        assert_eq!(b.read("h"), b"new\n", "{point}: the new file");
         local(&b, &["status", "--exit-code"]).ok();
         sg(&b, kb, &["push", "-r", addr])
             .ok()
