@@ -36,6 +36,8 @@ pub const ID_FILE: &str = "repo-id";
 
 const MAGIC: &str = "sgard-base 1";
 
+const UNFINISHED_MAGIC: &str = "sgard-pull-unfinished 1";
+
 /// The identity of the repository at `root`, used to key machine-local
 /// state: its `repo-id` (created now, with `create`, when it is missing and
 /// the folder is writable: only commands that write the repository create
@@ -330,6 +332,61 @@ impl Base {
         if self.flush().is_ok() {
             self.drop_pending();
         }
+    }
+
+    /// The file of paths a pull took and has not written here yet.
+    fn unfinished_path(&self) -> Option<PathBuf> {
+        self.path
+            .as_ref()
+            .map(|p| p.with_file_name("pull.unfinished"))
+    }
+
+    /// The paths a pull took from the server and has not written to this
+    /// disk yet (it stopped first). A file this disk never had is only
+    /// `missing`, which a pull does not restore by itself (it may have been
+    /// deleted on purpose), so these are kept apart.
+    pub fn unfinished(&self) -> Vec<String> {
+        let Some(p) = self.unfinished_path() else {
+            return Vec::new();
+        };
+        let Ok(text) = durable::read_regular_to_string(&p) else {
+            return Vec::new();
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(UNFINISHED_MAGIC) {
+            return Vec::new();
+        }
+        lines.filter_map(unescape).collect()
+    }
+
+    /// Records `paths` as [`Base::unfinished`] (durably; none removes the
+    /// file).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub fn set_unfinished(&self, paths: &[String]) -> Result<()> {
+        let Some(p) = self.unfinished_path() else {
+            return Ok(());
+        };
+        if paths.is_empty() {
+            if std::fs::remove_file(&p).is_ok() {
+                durable::fsync_dir(&durable::parent_of(&p))?;
+            }
+            return Ok(());
+        }
+        let mut paths: Vec<&String> = paths.iter().collect();
+        paths.sort();
+        paths.dedup();
+        let mut text = format!("{UNFINISHED_MAGIC}\n");
+        for path in paths {
+            text.push_str(&escape(path));
+            text.push('\n');
+        }
+        if let Some(dir) = p.parent() {
+            durable::create_private_dir_all(dir)?;
+        }
+        durable::write_atomic(&p, text.as_bytes(), 0o600)?;
+        Ok(())
     }
 
     /// Removes `base.pending` (durably: a stale one must not come back).

@@ -223,7 +223,24 @@ impl Garden {
         prompt: &mut dyn Prompt,
     ) -> Result<RestoreReport> {
         let files = self.manifest.files.clone();
-        self.restore_entries(&files, args, opts, prompt, "restore")
+        let report = self.restore_entries(&files, args, opts, prompt, "restore")?;
+        // A path a cut-off pull left to write is settled once a restore of
+        // the head dealt with it (wrote it, found it equal, was told no).
+        let unfinished = self.base.borrow().unfinished();
+        if !opts.dry_run && !unfinished.is_empty() {
+            let dealt: std::collections::HashSet<&str> = report
+                .actions
+                .iter()
+                .filter(|(_, a)| !matches!(a, RestoreAction::Failed(_)))
+                .map(|(p, _)| p.as_str())
+                .collect();
+            let left: Vec<String> = unfinished
+                .into_iter()
+                .filter(|p| !dealt.contains(p.as_str()))
+                .collect();
+            self.base.borrow().set_unfinished(&left)?;
+        }
+        Ok(report)
     }
 
     /// Restores entries of the snapshot named by `at` (an id prefix, `@` or

@@ -98,9 +98,10 @@ fn same_opt(a: Option<&Entry>, b: Option<&Entry>) -> bool {
 
 impl Garden {
     /// The entries with changes in the repository not yet on this disk:
-    /// `behind` ones (unchanged here), conflicts (changed here too; a
-    /// restore asks about those), and missing ones this disk never had in
-    /// that version.
+    /// `behind` ones (unchanged here) and conflicts (changed here too; a
+    /// restore asks about those). A file missing here is not among them
+    /// (it may have been deleted on purpose); the paths a pull took and did
+    /// not get to write are kept apart ([`crate::base::Base::unfinished`]).
     ///
     /// # Errors
     /// Only for inconsistent targeting.
@@ -111,19 +112,10 @@ impl Garden {
             if !self.applies(e)? {
                 continue;
             }
-            let incoming = match self.judge(e, false).map(|j| j.state) {
-                Ok(crate::State::Behind | crate::State::Conflict) => true,
-                // Missing here: incoming if this disk never had this
-                // version (a pull or restore that stopped before writing
-                // it), not if it was deleted here after a sync.
-                Ok(crate::State::Missing) => self
-                    .base
-                    .borrow()
-                    .get(&e.path)
-                    .is_none_or(|b| !b.matches_repo(e, None)),
-                _ => false,
-            };
-            if incoming {
+            if self
+                .judge(e, false)
+                .is_ok_and(|j| matches!(j.state, crate::State::Behind | crate::State::Conflict))
+            {
                 out.push(e.path.clone());
             }
         }
@@ -507,16 +499,29 @@ impl Garden {
             }
             result.message.clone_from(&theirs.message);
             self.manifest = result;
+            // What the merge took is written below; if that never happens
+            // (a crash, an I/O error), the next pull must still write it,
+            // even a file this disk never had (no state says "behind").
+            let mut unfinished: Vec<String> = report
+                .taken
+                .iter()
+                .filter(|p| self.manifest.get(p).is_some())
+                .cloned()
+                .collect();
+            unfinished.extend(self.base.borrow().unfinished());
+            self.base.borrow().set_unfinished(&unfinished)?;
             self.commit_head(Reason::Pull, Some(format!("pull from {from}")), 0)?;
         }
         self.env.crash_point("pull-after-merge");
-        // Restore what the merge took, and every entry changed in the
-        // repository that this disk does not have yet: that finishes a pull
-        // or restore that was interrupted (or refused). Files edited here
-        // since the last sync are asked about, as by restore.
+        // Restore what the merge took, what an earlier pull took and did
+        // not write, and every entry changed in the repository that this
+        // disk does not have yet: that finishes a pull or restore that was
+        // interrupted (or refused). Files edited here since the last sync
+        // are asked about, as by restore.
         let mut wanted: BTreeSet<String> = report
             .taken
             .iter()
+            .chain(&self.base.borrow().unfinished())
             .filter(|p| self.manifest.get(p).is_some())
             .cloned()
             .collect();
@@ -530,6 +535,16 @@ impl Garden {
             report.restore =
                 self.restore_selected(&files, &args, opts, prompt, &format!("pull from {from}"))?;
         }
+        // Done, but for what failed (a refusal is a local change, which the
+        // next pull finds by its state).
+        let failed: Vec<String> = report
+            .restore
+            .actions
+            .iter()
+            .filter(|(_, a)| matches!(a, crate::RestoreAction::Failed(_)))
+            .map(|(p, _)| p.clone())
+            .collect();
+        self.base.borrow().set_unfinished(&failed)?;
         report.up_to_date = !new_head
             && report.taken.is_empty()
             && report.restore.actions.iter().all(|(_, a)| {

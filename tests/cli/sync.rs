@@ -2121,6 +2121,35 @@ fn pull_asks_before_overwriting_a_local_edit() {
     drop(srv);
 }
 
+/// A file deleted here after a sync stays deleted through later pulls,
+/// even when this machine lost its base (nothing then says it ever had
+/// the file).
+#[test]
+fn a_file_deleted_here_is_not_brought_back_by_pull() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    a.write("f", "v1\n");
+    a.write("g", "v1\n");
+    track(&a, &["f", "g"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    fs::remove_file(b.path("f")).unwrap();
+    sg(&b, kb, &["pull", "-r", addr])
+        .ok()
+        .stdout_has("Already up to date.");
+    assert!(!b.path("f").exists());
+    fs::remove_file(b.state().join("base")).unwrap();
+    sg(&b, kb, &["pull", "-r", addr])
+        .ok()
+        .stdout_has("Already up to date.");
+    assert!(!b.path("f").exists(), "pull brought back a deleted file");
+    drop(srv);
+}
+
 /// A pull killed after it merged (the repository has the server's state,
 /// the home does not yet), or inside its restore, is finished by the next
 /// pull: "up to date" with the server, it still restores what is behind,
@@ -2178,6 +2207,41 @@ fn a_killed_pull_is_finished_by_the_next_one() {
             .stdout_has("Already up to date.");
         drop(srv);
     }
+}
+
+/// A restore after a cut-off pull finishes its work, and settles it: a file
+/// it wrote and the user then deleted is not brought back by the next pull.
+#[test]
+fn a_restore_settles_what_a_killed_pull_left() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    let b = TestEnv::new();
+    a.write("f", "v1\n");
+    track(&a, &["f"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    a.write("h", "new\n");
+    track(&a, &["h"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let r = sg_env(
+        &b,
+        Some(kb),
+        &["pull", "-r", addr],
+        &[("SGARD_TEST_CRASH_AT", "pull-after-merge")],
+    );
+    assert_eq!(r.code, -1, "not killed; {r:#?}");
+    assert!(!b.path("h").exists());
+    local(&b, &["restore"]).ok();
+    assert_eq!(b.read("h"), b"new\n");
+    fs::remove_file(b.path("h")).unwrap();
+    sg(&b, kb, &["pull", "-r", addr])
+        .ok()
+        .stdout_has("Already up to date.");
+    assert!(!b.path("h").exists(), "pull brought back a deleted file");
+    drop(srv);
 }
 
 /// An RSA key made by `ssh-keygen` (`format`: "RFC4716" for OpenSSH's own,
