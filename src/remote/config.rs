@@ -43,13 +43,14 @@ pub fn resolve(
         bail!("no remote configured; use `sgard remote set HOST:PORT` or --remote");
     };
     let from_file = saved.filter(|r| r.addr == addr);
-    Ok(Remote {
-        tls: tls.unwrap_or_else(|| from_file.as_ref().is_some_and(|r| r.tls)),
-        tls_ca: tls_ca
-            .map(Path::to_path_buf)
-            .or_else(|| from_file.and_then(|r| r.tls_ca)),
-        addr,
-    })
+    let tls_ca = tls_ca
+        .map(Path::to_path_buf)
+        .or_else(|| from_file.as_ref().and_then(|r| r.tls_ca.clone()));
+    // A certificate to trust means TLS, wherever it was given (never
+    // plaintext to a server the user meant to pin), unless `--no-tls` says
+    // otherwise.
+    let tls = tls.unwrap_or_else(|| from_file.is_some_and(|r| r.tls) || tls_ca.is_some());
+    Ok(Remote { tls, tls_ca, addr })
 }
 
 /// Reads `<repo>/remote.yaml`, if any.
@@ -71,7 +72,7 @@ pub fn load(repo: &Path) -> Result<Option<Remote>> {
         serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
     Ok(raw.addr.filter(|a| !a.is_empty()).map(|addr| Remote {
         addr,
-        tls: raw.tls.unwrap_or(false),
+        tls: raw.tls.unwrap_or(false) || raw.tls_ca.as_deref().is_some_and(|c| !c.is_empty()),
         tls_ca: raw.tls_ca.filter(|c| !c.is_empty()).map(PathBuf::from),
     }))
 }

@@ -1387,6 +1387,17 @@ fn tls_ca_trusts_a_self_signed_ca_certificate_exactly() {
     )
     .code(1)
     .stderr_has("junk.pem");
+
+    // A remote.yaml written by hand that names the certificate but says
+    // nothing of `tls:` means TLS too, never plaintext.
+    fs::write(
+        a.repo().join("remote.yaml"),
+        format!("addr: {addr}\ntls_ca: {}\n", crt.display()),
+    )
+    .unwrap();
+    a.write("f", "pinned, again\n");
+    a.sgard(["checkpoint", "-m", "again"]).ok();
+    sg(&a, k, &["push"]).ok().stdout_has("Pushed ");
     drop(srv);
 }
 
