@@ -122,9 +122,7 @@ impl Ctx {
     }
 
     fn ready(&self, mut g: Garden) -> Garden {
-        for n in g.take_notes() {
-            ui::note(&n);
-        }
+        g.set_note_sink(Box::new(ui::note));
         g.set_passphrase_source(Box::new(|| context::passphrase("Passphrase: ")));
         g
     }

@@ -147,8 +147,13 @@ impl Garden {
             }
         }
         let new = crypto::Dek::generate()?;
-        let mut retired: Vec<crypto::Dek> = self.retired_keys(&old);
-        retired.push(old.duplicate());
+        // The chain: every line that opens a retired key stays as it is, and
+        // one new line seals the outgoing key under the new one.
+        let mut chain: Vec<String> = self
+            .retired_keys_sealed(&old)
+            .into_iter()
+            .map(|(_, line)| line)
+            .collect();
         // Re-encrypt into a copy; the manifest changes only if all succeed.
         let mut files = self.manifest.files.clone();
         for e in files.iter_mut().filter(|e| e.encrypted) {
@@ -173,7 +178,8 @@ impl Garden {
             *slot = crypto::passphrase_slot(&pass, params, &new)?;
             report.rewrapped.push(name.clone());
         }
-        new_enc.retired_deks = crypto::wrap_retired(&new, &retired)?;
+        chain.extend(crypto::wrap_retired(&new, std::slice::from_ref(&old))?);
+        new_enc.retired_deks = chain;
         self.manifest.files = files;
         self.manifest.encryption = Some(new_enc);
         self.manifest.updated = self.env.now;

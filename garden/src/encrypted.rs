@@ -105,17 +105,32 @@ impl Garden {
     }
 
     /// The retired data keys reachable from `dek`: the manifest's and the
-    /// repository's `retired-keys` file's (read each time: only blobs from
-    /// before a rotation need them, and a pull may have brought new ones).
-    pub(crate) fn retired_keys(&self, dek: &Dek) -> Vec<Dek> {
+    /// repository's `retired-keys` file's, each with the sealed line that
+    /// held it (read each time: only blobs from before a rotation need them,
+    /// and a pull may have brought new ones in the manifest's `retired_deks`;
+    /// the file itself does not travel). A
+    /// `retired-keys` file that cannot be read leaves a note and counts as
+    /// empty: the manifest's keys still open what they can.
+    pub(crate) fn retired_keys_sealed(&self, dek: &Dek) -> Vec<(Dek, String)> {
         let mut sealed = self
             .manifest
             .encryption
             .as_ref()
             .map(|e| e.retired_deks.clone())
             .unwrap_or_default();
-        sealed.extend(keyring::read(&self.root));
+        match keyring::read(&self.root) {
+            Ok(more) => sealed.extend(more),
+            Err(e) => self.note(format!("{e}; using the manifest's retired keys only")),
+        }
         keyring::open_all(dek, &sealed)
+    }
+
+    /// As [`Self::retired_keys_sealed`], the keys alone.
+    pub(crate) fn retired_keys(&self, dek: &Dek) -> Vec<Dek> {
+        self.retired_keys_sealed(dek)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
     }
 
     /// Reads a file's plaintext for encryption (bounded).

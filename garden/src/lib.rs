@@ -91,6 +91,15 @@ pub use sgard_store as store;
 pub const GITIGNORE: &str =
     "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n";
 
+/// Where a Garden's notes go as they happen.
+struct NoteSink(Box<dyn Fn(&str) + Send>);
+
+impl std::fmt::Debug for NoteSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NoteSink")
+    }
+}
+
 /// One repository, opened and locked.
 #[derive(Debug)]
 pub struct Garden {
@@ -133,6 +142,9 @@ pub struct Garden {
     head_from_log: bool,
     /// Things the user should be told (see [`Garden::take_notes`]).
     notes: std::cell::RefCell<Vec<String>>,
+    /// Where notes go as they happen, once the caller has said
+    /// ([`Garden::set_note_sink`]); until then they wait in `notes`.
+    note_sink: Option<NoteSink>,
     statcache: std::cell::RefCell<statcache::StatCache>,
     /// Hashes computed ahead, in parallel, for this run (path → hash and the
     /// metadata it was computed under).
@@ -372,6 +384,7 @@ impl Garden {
                 ],
             ),
             notes: std::cell::RefCell::new(notes),
+            note_sink: None,
             base: std::cell::RefCell::new(base),
             local_dir,
             keys: std::cell::RefCell::default(),
@@ -401,6 +414,28 @@ impl Garden {
     /// from `<repo>/tags`, a damaged base being rebuilt); each once.
     pub fn take_notes(&self) -> Vec<String> {
         std::mem::take(&mut *self.notes.borrow_mut())
+    }
+
+    /// Sends the notes that come up from now on (in the middle of a
+    /// command) to `sink` as they happen; the ones waiting go there first.
+    pub fn set_note_sink(&mut self, sink: Box<dyn Fn(&str) + Send>) {
+        for n in self.notes.get_mut().drain(..) {
+            sink(&n);
+        }
+        self.note_sink = Some(NoteSink(sink));
+    }
+
+    /// Tells the user `text` (see [`Garden::set_note_sink`] and
+    /// [`Garden::take_notes`]); a repeat of one already waiting is dropped.
+    pub(crate) fn note(&self, text: String) {
+        if let Some(sink) = &self.note_sink {
+            (sink.0)(&text);
+            return;
+        }
+        let mut notes = self.notes.borrow_mut();
+        if !notes.contains(&text) {
+            notes.push(text);
+        }
     }
 
     /// The repository folder.
@@ -566,10 +601,15 @@ impl Garden {
     /// Writes `manifest.yaml` (the current manifest's `text`), its retired
     /// data keys first into `retired-keys`, where a Go write cannot drop them.
     pub(crate) fn write_manifest_file(&self, text: &str) -> Result<()> {
+        // The manifest still holds the keys; the copy is a safeguard against
+        // Go writes, not a reason to refuse this one.
         if let Some(enc) = &self.manifest.encryption
             && !enc.retired_deks.is_empty()
+            && let Err(e) = keyring::add(&self.root, &enc.retired_deks)
         {
-            keyring::add(&self.root, &enc.retired_deks)?;
+            self.note(format!(
+                "{e}; the retired data keys are kept only in the manifest"
+            ));
         }
         durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
         Ok(())

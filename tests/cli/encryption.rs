@@ -1053,6 +1053,91 @@ fn retired_keys_survive_a_go_manifest_write() {
     assert_eq!(t.read(SECRET_REL), v2, "a failed restore changed the file");
 }
 
+/// Each rotation adds one line to the chain and never re-seals the older
+/// ones: after n rotations the file and the manifest hold n keys, every line
+/// written once stays byte for byte, and the first snapshot still decrypts
+/// from the file alone.
+#[test]
+fn rotations_grow_the_chain_by_one_line_each() {
+    let t = TestEnv::init();
+    setup(&t);
+    let r = pw(&t, &["checkpoint", "-m", "v1"]);
+    r.ok();
+    let s1 = snapshot_id(&r);
+    let keys = |t: &TestEnv| -> Vec<String> {
+        fs::read_to_string(t.repo().join("retired-keys"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut before: Vec<String> = Vec::new();
+    for n in 1..=8 {
+        pw(&t, &["encrypt", "rotate-dek"]).ok();
+        let now = keys(&t);
+        assert_eq!(now.len(), n, "after {n} rotation(s): {now:?}");
+        assert_eq!(now[..n - 1], before[..], "an older line changed");
+        before = now;
+    }
+    let in_manifest = t
+        .manifest()
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("retired_deks:"))
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with("- "))
+        .count();
+    assert_eq!(in_manifest, 8, "{}", t.manifest());
+    drop_retired_deks(&t);
+    t.write(SECRET_REL, b"changed\n");
+    pw(&t, &["restore", "--at", &s1, "-f"]).ok();
+    assert_eq!(t.read(SECRET_REL), PLAIN);
+}
+
+/// A `retired-keys` file with lines sgard did not write (bytes that are not
+/// UTF-8, a stray word) keeps them through a rotation and still opens what it
+/// can; a folder in its place makes no command fail, and the manifest's keys
+/// still open the old snapshots.
+#[test]
+fn a_damaged_retired_keys_file_loses_nothing() {
+    let t = TestEnv::init();
+    setup(&t);
+    let r = pw(&t, &["checkpoint", "-m", "v1"]);
+    r.ok();
+    let s1 = snapshot_id(&r);
+    pw(&t, &["encrypt", "rotate-dek"]).ok();
+    let file = t.repo().join("retired-keys");
+    let mut bytes = fs::read(&file).unwrap();
+    let garbage: &[u8] = b"\xff\xfe not a key \x01\nnot-base64!\n";
+    bytes.extend_from_slice(garbage);
+    fs::write(&file, &bytes).unwrap();
+
+    pw(&t, &["encrypt", "rotate-dek"]).ok();
+    let after = fs::read(&file).unwrap();
+    assert!(
+        after.starts_with(&bytes),
+        "the file lost bytes it held: {:?}",
+        String::from_utf8_lossy(&after)
+    );
+    drop_retired_deks(&t);
+    pw(&t, &["restore", "--at", &s1, "-f"]).ok();
+    assert_eq!(t.read(SECRET_REL), PLAIN);
+
+    // A folder where the file should be: commands work, and say so.
+    pw(&t, &["restore", "-f"]).ok();
+    let r = pw(&t, &["checkpoint", "-m", "again"]);
+    r.ok();
+    let s2 = snapshot_id(&r);
+    fs::remove_file(&file).unwrap();
+    fs::create_dir(&file).unwrap();
+    pw(&t, &["encrypt", "rotate-dek"])
+        .ok()
+        .stderr_has("retired-keys");
+    t.sgard(["status"]).ok();
+    pw(&t, &["restore", "--at", &s2, "-f"]).ok();
+    assert!(file.is_dir(), "sgard replaced a folder it did not make");
+}
+
 // ---------------------------------------------------------------- 9. mirror up
 
 #[test]
