@@ -127,7 +127,25 @@ pub struct Client {
     no_auth: bool,
 }
 
+/// Whether `addr` ends in a port (`HOST:PORT`, `[V6]:PORT`).
+fn has_port(addr: &str) -> bool {
+    match addr.rsplit_once(':') {
+        Some((host, port)) => {
+            !host.is_empty()
+                && (!host.contains(':') || (host.starts_with('[') && host.ends_with(']')))
+                && port.parse::<u16>().is_ok()
+        }
+        None => false,
+    }
+}
+
 async fn channel(r: &Remote, t: &Timeouts) -> Result<Channel> {
+    if !has_port(&r.addr) {
+        bail!(
+            "bad server address {:?}: write HOST:PORT (sgardd listens on :9473 unless told otherwise)",
+            r.addr
+        );
+    }
     let host = r.addr.rsplit_once(':').map_or(r.addr.as_str(), |(h, _)| h);
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let connecting = |ep: Endpoint| async move {

@@ -2255,6 +2255,24 @@ fn a_restore_settles_what_a_killed_pull_left() {
     drop(srv);
 }
 
+/// An address without a port is a clear error before anything connects,
+/// with or without TLS, and names the address.
+#[test]
+fn a_server_address_without_a_port_is_a_clear_error() {
+    let t = TestEnv::init();
+    for extra in [&[][..], &["--tls"][..], &["--tls-ca", "/dev/null"][..]] {
+        let mut args = vec!["list", "-r", "myhost"];
+        args.extend_from_slice(extra);
+        t.sgard(args)
+            .code(1)
+            .stderr_has("\"myhost\"")
+            .stderr_has("HOST:PORT");
+    }
+    t.sgard(["list", "-r", "[::1]"])
+        .code(1)
+        .stderr_has("HOST:PORT");
+}
+
 /// An RSA key made by `ssh-keygen` (`format`: "RFC4716" for OpenSSH's own,
 /// "PEM" for PKCS#1, "PKCS8").
 fn rsa_keygen(dir: &Path, name: &str, bits: u32, format: &str) -> Option<PathBuf> {
