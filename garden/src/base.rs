@@ -21,7 +21,6 @@
 //! for an entry, a disk that differs from the repository is a conflict (a
 //! question), never a silent overwrite.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -29,7 +28,7 @@ use std::path::{Path, PathBuf};
 use sgard_manifest::{Entry, EntryKind, Mode};
 use sgard_store::{Hash, durable};
 
-use crate::{Error, Result};
+use crate::{Error, PathMap, Result, index};
 
 /// The file in a repository holding its identity.
 pub const ID_FILE: &str = "repo-id";
@@ -247,38 +246,58 @@ impl BaseEntry {
 /// The base of one repository on this machine.
 #[derive(Debug, Default)]
 pub(crate) struct Base {
+    /// `<state>/base`: the file of older builds (read once, then removed),
+    /// and the name the crash-journal files sit beside.
     path: Option<PathBuf>,
-    map: HashMap<String, BaseEntry>,
+    /// The index file that holds it.
+    index: Option<PathBuf>,
+    map: PathMap<BaseEntry>,
     /// The file was there but could not be trusted.
     damaged: bool,
     /// There was no file: this machine never kept a base for this
     /// repository (a fresh machine, or one sgard upgraded).
     new: bool,
+    /// It came from the file of an older build: the next save moves it
+    /// into the index and removes that file.
+    legacy: bool,
     dirty: bool,
 }
 
 impl Base {
-    /// Loads the base from `dir` (`None`: keep no base at all).
-    pub fn load(dir: Option<&Path>) -> Self {
+    /// The base kept in `dir` (`None`: keep no base at all), from what the
+    /// index held there (`found`); without an index, from the text file of
+    /// older builds.
+    pub fn load(dir: Option<&Path>, found: Option<&mut index::Found>) -> Self {
         let Some(dir) = dir else {
             return Base::default();
         };
-        let path = dir.join("base");
-        let (map, damaged, new) = match durable::read_regular_to_string(&path) {
-            Ok(t) => match parse(&t) {
-                Some(m) => (m, false, false),
-                None => (HashMap::new(), true, false),
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (HashMap::new(), false, true),
-            Err(_) => (HashMap::new(), true, false),
+        let mut b = Base {
+            path: Some(dir.join("base")),
+            index: Some(dir.join(index::FILE)),
+            ..Base::default()
         };
-        Base {
-            path: Some(path),
-            map,
-            damaged,
-            new,
-            dirty: false,
+        match found {
+            Some(index::Found::Usable(l)) => {
+                b.map = std::mem::take(&mut l.base);
+                return b;
+            }
+            Some(index::Found::Unusable) => b.damaged = true,
+            _ => {}
         }
+        let path = dir.join("base");
+        match durable::read_regular_to_string(&path) {
+            Ok(t) => match parse(&t) {
+                Some(m) => {
+                    b.map = m;
+                    b.damaged = false;
+                    b.legacy = true;
+                }
+                None => b.damaged = true,
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => b.new = !b.damaged,
+            Err(_) => b.damaged = true,
+        }
+        b
     }
 
     /// The file of agreements written just before the repository's
@@ -329,7 +348,9 @@ impl Base {
                 self.dirty = true;
             }
         }
-        if self.flush().is_ok() {
+        // Applied records are saved with the index, which then drops the
+        // pending file; with none to apply it goes now.
+        if !self.dirty {
             self.drop_pending();
         }
     }
@@ -423,11 +444,15 @@ impl Base {
     /// Forgets every change not yet written (the command that made them
     /// failed before the repository was saved, so they agree with nothing).
     pub fn rollback(&mut self) {
-        if self.dirty
-            && let Some(dir) = self.path.as_deref().and_then(Path::parent)
-        {
-            *self = Base::load(Some(dir));
+        if !self.dirty {
+            return;
         }
+        let Some(file) = self.index.clone() else {
+            return;
+        };
+        let dir = durable::parent_of(&file);
+        let mut found = index::read(&file);
+        *self = Base::load(Some(&dir), Some(&mut found));
     }
 
     /// Sets or clears the record of `path` as it is (used by undo, which
@@ -440,28 +465,36 @@ impl Base {
         self.dirty |= changed;
     }
 
-    /// Writes the base durably if it changed.
-    ///
-    /// # Errors
-    /// [`Error::Io`] naming the file.
-    pub fn flush(&mut self) -> Result<()> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
-        if !self.dirty {
-            return Ok(());
-        }
-        let mut keys: Vec<&String> = self.map.keys().collect();
-        keys.sort();
-        let body = render(keys.into_iter().map(|k| (k.as_str(), self.map.get(k))));
-        let text = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
-        let dir = durable::parent_of(path);
-        durable::create_private_dir_all(&dir)?;
-        durable::write_atomic(path, text.as_bytes(), 0o600)?;
+    /// Whether it changed since loaded or last saved (or must move out of
+    /// an older build's file).
+    pub fn dirty(&self) -> bool {
+        self.dirty || self.legacy
+    }
+
+    /// The index file it is saved in.
+    pub fn index(&self) -> Option<&Path> {
+        self.index.as_deref()
+    }
+
+    /// What to save.
+    pub fn map(&self) -> &PathMap<BaseEntry> {
+        &self.map
+    }
+
+    /// It was saved durably in the index: the pending journal and an older
+    /// build's file are no longer needed.
+    pub fn saved(&mut self) {
         self.dirty = false;
         self.damaged = false;
         self.drop_pending();
-        Ok(())
+        if self.legacy {
+            if let Some(p) = &self.path
+                && std::fs::remove_file(p).is_ok()
+            {
+                let _ = durable::fsync_dir(&durable::parent_of(p));
+            }
+            self.legacy = false;
+        }
     }
 
     /// The records of `paths` as they are now (`None`: no record), written
@@ -560,8 +593,8 @@ fn unescape(s: &str) -> Option<String> {
 }
 
 /// Parses a base file; `None` when anything is off.
-fn parse(text: &str) -> Option<HashMap<String, BaseEntry>> {
-    let mut map = HashMap::new();
+fn parse(text: &str) -> Option<PathMap<BaseEntry>> {
+    let mut map = PathMap::default();
     for (p, b) in parse_records(text)? {
         map.insert(p, b?);
     }
@@ -631,6 +664,7 @@ fn parse_records(text: &str) -> Option<Vec<(String, Option<BaseEntry>)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn entry(kind: EntryKind) -> BaseEntry {
         BaseEntry {
@@ -644,8 +678,10 @@ mod tests {
 
     #[test]
     fn round_trips_odd_paths_and_targets() {
+        // Through the index, and through the text records of undo's
+        // saved priors.
         let d = tempfile::tempdir().unwrap();
-        let mut b = Base::load(Some(d.path()));
+        let mut b = Base::load(Some(d.path()), None);
         let mut link = entry(EntryKind::Link);
         link.mode = None;
         link.stored = None;
@@ -656,29 +692,52 @@ mod tests {
         let mut enc = entry(EntryKind::File);
         enc.content = Some(Hash::of(b"plain"));
         b.settle("~/secret", enc.clone());
-        b.flush().unwrap();
-        let again = Base::load(Some(d.path()));
+        let file = b.index().unwrap();
+        index::write(file, None, b.map(), &PathMap::default()).unwrap();
+        let mut found = index::read(file);
+        let again = Base::load(Some(d.path()), Some(&mut found));
         assert!(!again.damaged());
         assert_eq!(again.get("~/x y\n\\z"), Some(&entry(EntryKind::File)));
         assert_eq!(again.get("~/l"), Some(&link));
         assert_eq!(again.get("~/secret"), Some(&enc));
+        let prior = d.path().join("prior");
+        b.save_prior(&prior, &["~/x y\n\\z", "~/l", "~/secret", "~/none"])
+            .unwrap();
+        let back: HashMap<String, Option<BaseEntry>> =
+            load_prior(&prior).unwrap().into_iter().collect();
+        assert_eq!(back["~/l"], Some(link));
+        assert_eq!(back["~/secret"], Some(enc));
+        assert_eq!(back["~/none"], None);
     }
 
     #[test]
     fn damage_is_detected_and_treated_as_empty() {
+        // The text file of older builds: read when there is no index,
+        // refused when damaged.
         let d = tempfile::tempdir().unwrap();
-        let mut b = Base::load(Some(d.path()));
-        b.settle("~/f", entry(EntryKind::File));
-        b.flush().unwrap();
+        let e = entry(EntryKind::File);
+        let body = render(std::iter::once(("~/f", Some(&e))));
+        let good = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
         let p = d.path().join("base");
-        let mut t = std::fs::read_to_string(&p).unwrap();
-        t = t.replace("~/f", "~/g");
-        std::fs::write(&p, t).unwrap();
-        let again = Base::load(Some(d.path()));
+        std::fs::write(&p, &good).unwrap();
+        let b = Base::load(Some(d.path()), None);
+        assert!(
+            !b.damaged() && b.dirty(),
+            "an old file is moved into the index"
+        );
+        assert_eq!(b.get("~/f"), Some(&e));
+        std::fs::write(&p, good.replace("~/f", "~/g")).unwrap();
+        let again = Base::load(Some(d.path()), None);
         assert!(again.damaged());
         assert!(again.get("~/f").is_none() && again.get("~/g").is_none());
         std::fs::write(&p, "garbage").unwrap();
-        assert!(Base::load(Some(d.path())).damaged());
+        assert!(Base::load(Some(d.path()), None).damaged());
+        // An index that cannot be used is damage too, even with no file.
+        std::fs::remove_file(&p).unwrap();
+        let mut found = index::Found::Unusable;
+        let b = Base::load(Some(d.path()), Some(&mut found));
+        assert!(b.damaged() && !b.is_new());
+        assert!(Base::load(Some(d.path()), None).is_new());
     }
 
     #[test]

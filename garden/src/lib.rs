@@ -33,6 +33,11 @@ pub mod fsx;
 mod history;
 mod home;
 pub mod identity;
+mod index;
+
+/// A map keyed by entry path, with a fast hasher (the keys are the
+/// user's own paths; there is no one to flood it).
+pub(crate) type PathMap<V> = std::collections::HashMap<String, V, rustc_hash::FxBuildHasher>;
 mod info;
 mod keyring;
 pub mod lock;
@@ -91,6 +96,93 @@ pub use sgard_store as store;
 pub const GITIGNORE: &str =
     "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n";
 
+/// What a Garden keeps of its index between reading and writing it.
+#[derive(Debug, Default)]
+struct IndexState {
+    /// The manifest section as it is to be written: the manifest as it is
+    /// in `manifest.yaml` (none: the index is written without one).
+    section: Option<Vec<u8>>,
+    /// The file must be written even if the base and stat cache did not
+    /// change (a new or refreshed manifest section, a first index).
+    dirty: bool,
+}
+
+/// Where this machine keeps its state for one repository.
+struct Place {
+    /// The repository key (see `base::key_for`).
+    key: String,
+    /// Something to tell the user about it.
+    note: Option<String>,
+    /// `<state>/sgard/repos/<key>` (none without a state folder).
+    dir: Option<PathBuf>,
+}
+
+impl Place {
+    fn find(root: &Path, env: &Env, exclusive: bool, history: &History) -> Self {
+        let (key, note) = base::key_for(root, env.state_dir.as_deref(), exclusive, history);
+        let dir = base::state_dir(env.state_dir.as_deref(), &key);
+        Place { key, note, dir }
+    }
+
+    fn read_index(&self) -> Option<index::Found> {
+        self.dir.as_ref().map(|d| index::read(&d.join(index::FILE)))
+    }
+}
+
+/// The head manifest and its hash: from the index where it vouches for
+/// `manifest.yaml`, else read (and hashed, and parsed) from the file.
+fn load_head(
+    path: &Path,
+    found: Option<&mut index::Found>,
+) -> Result<(Manifest, sgard_store::Hash, IndexState)> {
+    let observed = index::now_ns();
+    let md = fs::symlink_metadata(path).map_err(|e| Error::io("reading", path, e))?;
+    let keep = found.is_some();
+    let section = match found {
+        Some(index::Found::Usable(l)) => l.manifest.take(),
+        _ => None,
+    };
+    let mut text = None;
+    if let Some(mut sec) = section {
+        let read_hash = || {
+            let t = Manifest::read_text(path).ok()?;
+            let h = sgard_store::Hash::of(t.as_bytes());
+            text = Some(t);
+            Some(h)
+        };
+        if let Some((m, h, fresh)) = index::cached_manifest(&sec, &md, read_hash) {
+            let dirty = fresh == index::Freshness::Hashed;
+            if dirty {
+                index::restamp(&mut sec, index::Fingerprint::of(&md), observed);
+            }
+            return Ok((
+                m,
+                h,
+                IndexState {
+                    section: Some(sec),
+                    dirty,
+                },
+            ));
+        }
+    }
+    let text = match text {
+        Some(t) => t,
+        None => Manifest::read_text(path)?,
+    };
+    let h = sgard_store::Hash::of(text.as_bytes());
+    let m = Manifest::from_yaml_at(&text, path)?;
+    let section =
+        keep.then(|| index::manifest_section(index::Fingerprint::of(&md), observed, &h, &m));
+    Ok((
+        m,
+        h,
+        IndexState {
+            section,
+            dirty: keep,
+        },
+    ))
+}
+
 /// Where a Garden's notes go as they happen.
 struct NoteSink(Box<dyn Fn(&str) + Send>);
 
@@ -146,12 +238,14 @@ pub struct Garden {
     /// ([`Garden::set_note_sink`]); until then they wait in `notes`.
     note_sink: Option<NoteSink>,
     statcache: std::cell::RefCell<statcache::StatCache>,
+    /// The manifest section of this machine's index, and whether the index
+    /// must be written (see [`index`]).
+    index: std::cell::RefCell<IndexState>,
     /// Hashes computed ahead, in parallel, for this run (path → hash and the
     /// metadata it was computed under).
-    prehashed:
-        std::cell::RefCell<std::collections::HashMap<String, (sgard_store::Hash, fs::Metadata)>>,
+    prehashed: std::cell::RefCell<PathMap<(sgard_store::Hash, fs::Metadata)>>,
     /// `lstat` results taken by `prehash`, used once by the pass after it.
-    lstat_memo: std::cell::RefCell<std::collections::HashMap<String, Option<fs::Metadata>>>,
+    lstat_memo: std::cell::RefCell<PathMap<Option<fs::Metadata>>>,
     /// Files copied into the store ahead, in parallel, by `prespool`
     /// (absolute path → the copy and the metadata of the opened file).
     prespooled: std::cell::RefCell<
@@ -234,8 +328,7 @@ fn merged(a: &History, b: Option<&LocalLog>) -> History {
 impl Drop for Garden {
     fn drop(&mut self) {
         self.fingerprints.get_mut().flush();
-        self.statcache.get_mut().flush();
-        let _ = self.base.get_mut().flush();
+        let _ = self.save_index();
         // What this command added to the log, for `base::key_for`.
         if let (Some(state), Some(key)) = (self.env.state_dir.as_deref(), self.key.as_deref()) {
             base::remember(
@@ -272,13 +365,20 @@ impl Garden {
         let text = manifest.to_yaml();
         durable::write_atomic(&manifest_path, text.as_bytes(), 0o600)?;
         let head_hash = sgard_store::Hash::of(text.as_bytes());
+        let history = History::default();
+        let place = Place::find(root, &env, true, &history);
+        let index = IndexState {
+            section: None,
+            dirty: place.dir.is_some(),
+        };
         Garden::assemble(
             root,
             env,
             (manifest, head_hash),
-            History::default(),
+            history,
             store,
             lock,
+            (place, None, index),
         )
     }
 
@@ -294,13 +394,15 @@ impl Garden {
             return Err(Error::NotARepo(root.to_path_buf()));
         }
         let lock = RepoLock::acquire(root, mode, on_wait)?;
-        let (manifest, head_hash) = Manifest::load_with_hash(&manifest_path)?;
         // A damaged log must not stop what does not need it (status, list,
         // diff, a restore of the head); what does need it refuses.
         let (history, history_error) = match History::load(&root.join(HISTORY_FILE)) {
             Ok(h) => (h, None),
             Err(e) => (History::default(), Some(error_chain(&e))),
         };
+        let place = Place::find(root, &env, mode == LockMode::Exclusive, &history);
+        let mut found = place.read_index();
+        let (manifest, head_hash, mut index) = load_head(&manifest_path, found.as_mut())?;
         let store = Store::open(root);
         let mut head = (manifest, head_hash);
         let mut from_log = false;
@@ -318,8 +420,11 @@ impl Garden {
                 from_log = true;
             }
             head = (m, id);
+            // The section describes what manifest.yaml held, not this.
+            index.section = None;
+            index.dirty = true;
         }
-        let mut g = Garden::assemble(root, env, head, history, store, lock)?;
+        let mut g = Garden::assemble(root, env, head, history, store, lock, (place, found, index))?;
         g.head_from_log = from_log;
         if mode == LockMode::Exclusive {
             g.sweep_repo_temps();
@@ -344,14 +449,13 @@ impl Garden {
         history: History,
         store: Store,
         lock: RepoLock,
+        (place, mut found, index): (Place, Option<index::Found>, IndexState),
     ) -> Result<Garden> {
-        let (key, key_note) = base::key_for(
-            root,
-            env.state_dir.as_deref(),
-            lock.mode() == LockMode::Exclusive,
-            &history,
-        );
-        let local_dir = base::state_dir(env.state_dir.as_deref(), &key);
+        let Place {
+            key,
+            note: key_note,
+            dir: local_dir,
+        } = place;
         let (tags, tag_note) = tags::load(root, local_dir.as_deref())?;
         let labels = identity::labels(&env.hostname, &tags);
         let repo_id = fs::metadata(root).ok().map(|m| (m.dev(), m.ino()));
@@ -360,8 +464,12 @@ impl Garden {
             .as_ref()
             .map(|d| LocalLog::load(d.join("undo"), &mut notes));
         let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
-        let statcache = statcache::StatCache::load(env.cache_dir.as_deref(), root);
-        let mut base = base::Base::load(local_dir.as_deref());
+        let stat = match &mut found {
+            Some(index::Found::Usable(l)) => std::mem::take(&mut l.stat),
+            _ => PathMap::default(),
+        };
+        let statcache = statcache::StatCache::new(stat, env.cache_dir.is_some());
+        let mut base = base::Base::load(local_dir.as_deref(), found.as_mut());
         base.resolve_pending(|p| manifest.get(p).cloned());
         if base.damaged() {
             notes.push(format!(
@@ -390,6 +498,7 @@ impl Garden {
             keys: std::cell::RefCell::default(),
             fingerprints: std::cell::RefCell::new(fingerprints),
             statcache: std::cell::RefCell::new(statcache),
+            index: std::cell::RefCell::new(index),
             batch: std::cell::RefCell::new(None),
             prehashed: std::cell::RefCell::default(),
             prespooled: std::cell::RefCell::default(),
@@ -594,8 +703,53 @@ impl Garden {
         self.base.borrow().prepare()?;
         self.write_manifest_file(&text)?;
         self.head_hash = sgard_store::Hash::of(text.as_bytes());
+        self.index_manifest_written();
         self.env.crash_point("manifest-before-base");
         self.flush_base()
+    }
+
+    /// `manifest.yaml` now holds `self.manifest` (just written): the index's
+    /// manifest section follows it. Its fingerprint is taken after the
+    /// write, and is not yet settled, so the next command hashes the file
+    /// once before trusting it.
+    fn index_manifest_written(&self) {
+        let mut idx = self.index.borrow_mut();
+        idx.dirty = true;
+        idx.section = None;
+        if self.local_dir.is_none() {
+            return;
+        }
+        let observed = index::now_ns();
+        if let Ok(md) = fs::symlink_metadata(self.manifest_path()) {
+            idx.section = Some(index::manifest_section(
+                index::Fingerprint::of(&md),
+                observed,
+                &self.head_hash,
+                &self.manifest,
+            ));
+        }
+    }
+
+    /// Writes this machine's index if anything in it changed: the base,
+    /// the stat cache, the manifest section (durably; see [`index`]).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(crate) fn save_index(&self) -> Result<()> {
+        let mut base = self.base.borrow_mut();
+        let Some(file) = base.index().map(Path::to_path_buf) else {
+            return Ok(());
+        };
+        let mut idx = self.index.borrow_mut();
+        let mut stat = self.statcache.borrow_mut();
+        if !(idx.dirty || base.dirty() || stat.dirty()) {
+            return Ok(());
+        }
+        index::write(&file, idx.section.as_deref(), base.map(), stat.map())?;
+        idx.dirty = false;
+        base.saved();
+        stat.saved();
+        Ok(())
     }
 
     /// Writes `manifest.yaml` (the current manifest's `text`), its retired

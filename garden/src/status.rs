@@ -448,7 +448,7 @@ impl Garden {
     /// Writes the base if it changed, ignoring failure (for read-only
     /// commands: a base that could not be saved is found again next time).
     pub(crate) fn flush_base_quietly(&self) {
-        let _ = self.base.borrow_mut().flush();
+        let _ = self.save_index();
     }
 
     /// Writes the base if it changed. Records of paths no longer tracked
@@ -458,7 +458,7 @@ impl Garden {
     /// # Errors
     /// [`crate::Error::Io`] naming the file.
     pub(crate) fn flush_base(&self) -> Result<()> {
-        self.base.borrow_mut().flush()
+        self.save_index()
     }
 
     /// Whether the untracked path `tilde` holds what this machine last

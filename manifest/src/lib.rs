@@ -326,6 +326,26 @@ impl Manifest {
         Self::parse(text, Path::new("<input>"))
     }
 
+    /// Parses and validates manifest text read from `origin` (named in
+    /// errors).
+    ///
+    /// # Errors
+    /// [`Error::Syntax`] or a validation error, naming `origin`.
+    pub fn from_yaml_at(text: &str, origin: &Path) -> Result<Self> {
+        Self::parse(text, origin)
+    }
+
+    /// Reads a manifest file's text (a regular file only).
+    ///
+    /// # Errors
+    /// [`Error::Read`] naming the file.
+    pub fn read_text(path: &Path) -> Result<String> {
+        sgard_store::durable::read_regular_to_string(path).map_err(|e| Error::Read {
+            path: path.to_path_buf(),
+            source: e,
+        })
+    }
+
     /// Loads a manifest file and the SHA-256 of its exact bytes.
     ///
     /// # Errors

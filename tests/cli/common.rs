@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
@@ -192,6 +192,11 @@ impl TestEnv {
         self.home.join(".state/sgard/repos").join(id.trim())
     }
 
+    /// This machine's index of the default repository.
+    pub fn index(&self) -> PathBuf {
+        self.state().join("index")
+    }
+
     /// [`TestEnv::state_of`] the default repository.
     pub fn state(&self) -> PathBuf {
         self.state_of(&self.repo())
@@ -348,4 +353,126 @@ pub fn with_faults(
         *m = (*m).max(n);
     }
     (out.into(), calls)
+}
+
+/// This machine's index of a repository (`<state>/index`), taken apart as
+/// far as the tests need: everything before the stat cache, and the stat
+/// cache's entries (path, the 44 bytes of stat data, the 32-byte hash).
+/// The layout is the one ARCHITECTURE.md describes; a test reading it
+/// fails if it changes unnoticed.
+pub struct IndexFile {
+    pub path: PathBuf,
+    /// From the start of the body up to the stat cache's count.
+    pub head: Vec<u8>,
+    pub stat: Vec<(String, [u8; 44], [u8; 32])>,
+}
+
+impl IndexFile {
+    pub const MAGIC: &'static [u8] = b"sgard-index\n";
+
+    pub fn read(path: &Path) -> IndexFile {
+        let buf = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(&buf[..12], Self::MAGIC, "not an index");
+        assert_eq!(u32::from_le_bytes(buf[12..16].try_into().unwrap()), 1);
+        let sum = u32::from_le_bytes(buf[16..20].try_into().unwrap());
+        let body = &buf[20..];
+        assert_eq!(crc32fast::hash(body), sum, "the index's checksum");
+        let mut pos = 0;
+        let u32_at = |pos: &mut usize| {
+            let v = u32::from_le_bytes(body[*pos..*pos + 4].try_into().unwrap());
+            *pos += 4;
+            v as usize
+        };
+        // The manifest section: a flag, then a u64 length and the bytes.
+        if body[pos] == 1 {
+            let n = u64::from_le_bytes(body[pos + 1..pos + 9].try_into().unwrap()) as usize;
+            pos += 9 + n;
+        } else {
+            pos += 1;
+        }
+        // The base: path, kind, flags, then what the flags say.
+        for _ in 0..u32_at(&mut pos) {
+            let n = u32_at(&mut pos);
+            pos += n + 1;
+            let flags = body[pos];
+            pos += 1;
+            if flags & 1 != 0 {
+                pos += 4;
+            }
+            if flags & 2 != 0 {
+                let n = u32_at(&mut pos);
+                pos += n;
+            }
+            if flags & 4 != 0 {
+                pos += 32;
+            }
+            if flags & 8 != 0 {
+                pos += 32;
+            }
+        }
+        let head = body[..pos].to_vec();
+        let mut stat = Vec::new();
+        for _ in 0..u32_at(&mut pos) {
+            let n = u32_at(&mut pos);
+            let p = String::from_utf8(body[pos..pos + n].to_vec()).unwrap();
+            pos += n;
+            let st: [u8; 44] = body[pos..pos + 44].try_into().unwrap();
+            let h: [u8; 32] = body[pos + 44..pos + 76].try_into().unwrap();
+            pos += 76;
+            stat.push((p, st, h));
+        }
+        assert_eq!(pos, body.len(), "bytes after the stat cache");
+        IndexFile {
+            path: path.to_path_buf(),
+            head,
+            stat,
+        }
+    }
+
+    /// The stat data the index records for `md`.
+    pub fn stat_of(md: &fs::Metadata) -> [u8; 44] {
+        let mut v = Vec::with_capacity(44);
+        v.extend_from_slice(&md.dev().to_le_bytes());
+        v.extend_from_slice(&md.ino().to_le_bytes());
+        v.extend_from_slice(&md.size().to_le_bytes());
+        v.extend_from_slice(&md.mode().to_le_bytes());
+        let ns = |s: i64, n: i64| s * 1_000_000_000 + n;
+        v.extend_from_slice(&ns(md.mtime(), md.mtime_nsec()).to_le_bytes());
+        v.extend_from_slice(&ns(md.ctime(), md.ctime_nsec()).to_le_bytes());
+        v.try_into().unwrap()
+    }
+
+    /// Claims that `path` (a `~/…` path) with `disk`'s current stat data
+    /// hashes to `hash_hex`, replacing any entry for it; writes the file
+    /// back with a correct checksum.
+    pub fn plant(&mut self, path: &str, disk: &Path, hash_hex: &str) {
+        let md = fs::symlink_metadata(disk).unwrap();
+        let mut h = [0u8; 32];
+        for (i, b) in h.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&hash_hex[2 * i..2 * i + 2], 16).unwrap();
+        }
+        self.stat.retain(|(p, _, _)| p != path);
+        self.stat.push((path.to_owned(), Self::stat_of(&md), h));
+        self.write();
+    }
+
+    pub fn has_stat(&self, path: &str) -> bool {
+        self.stat.iter().any(|(p, _, _)| p == path)
+    }
+
+    pub fn write(&self) {
+        let mut body = self.head.clone();
+        body.extend_from_slice(&(self.stat.len() as u32).to_le_bytes());
+        for (p, st, h) in &self.stat {
+            body.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            body.extend_from_slice(p.as_bytes());
+            body.extend_from_slice(st);
+            body.extend_from_slice(h);
+        }
+        let mut out = Self::MAGIC.to_vec();
+        out.extend_from_slice(&1u32.to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        out.extend_from_slice(&body);
+        fs::write(&self.path, out).unwrap();
+    }
 }

@@ -375,7 +375,8 @@ fn the_base_is_machine_local_and_follows_the_repository_when_it_moves() {
             "unexpected {n:?} in the repository"
         );
     }
-    assert!(lap.t.state_of(&repo).join("base").is_file());
+    assert!(lap.t.state_of(&repo).join("index").is_file());
+    assert!(!lap.t.state_of(&repo).join("base").exists());
     // The stick mounted at another path is the same repository.
     let moved = shared.path().join("mounted-elsewhere");
     fs::rename(&repo, &moved).unwrap();
@@ -392,10 +393,14 @@ fn a_damaged_base_makes_differences_questions() {
     let (shared, desk, lap) = desk_and_laptop();
     desk.write(".bashrc", "base\nnew\n");
     desk.sg(&["checkpoint"]).ok();
-    let base = lap.t.state_of(&shared.path().join("dotfiles")).join("base");
-    let mut text = fs::read_to_string(&base).unwrap();
-    text.push_str("f 0644 - - ~/x\n");
-    fs::write(&base, text).unwrap();
+    let index = lap
+        .t
+        .state_of(&shared.path().join("dotfiles"))
+        .join("index");
+    let mut bytes = fs::read(&index).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    fs::write(&index, bytes).unwrap();
     let r = lap.sg(&["status"]);
     r.ok().stderr_has("was damaged and is rebuilt");
     r.stdout_has("conflict   ~/.bashrc");
@@ -710,7 +715,7 @@ fn an_upgraded_machine_gets_its_base_from_its_own_history() {
     // As an older sgard kept them: restores in the shared log, no base.
     for m in [&desk, &lap] {
         let state = m.t.state_of(&repo);
-        fs::remove_file(state.join("base")).unwrap();
+        fs::remove_file(state.join("index")).unwrap();
         let local = fs::read_to_string(state.join("undo/history.yaml")).unwrap_or_default();
         let shared_log = fs::read_to_string(repo.join("history.yaml")).unwrap();
         let moved: String = local.lines().skip(2).map(|l| format!("{l}\n")).collect();
@@ -831,7 +836,7 @@ fn a_base_lost_after_the_upgrade_is_not_rebuilt_from_checkpoints() {
     desk.sg(&["add", "~/.vimrc"]).ok();
     desk.sg(&["checkpoint"]).ok();
     assert_eq!(desk.state("~/.bashrc"), "behind");
-    fs::remove_file(desk.t.state_of(&repo).join("base")).unwrap();
+    fs::remove_file(desk.t.state_of(&repo).join("index")).unwrap();
     assert_eq!(desk.state("~/.bashrc"), "conflict");
     desk.sg(&["checkpoint"]).code(4);
     assert_eq!(stored_hash(&repo, "~/.bashrc"), sha("base\nlaptop\n"));
@@ -1411,4 +1416,30 @@ fn a_waiting_writer_goes_before_readers_that_come_after_it() {
     );
     rb.answer("n\n");
     assert_eq!(rb.finished_within(long), Some(0));
+}
+
+/// A machine an older sgard kept its base for in the text file `base`:
+/// the first run of this one moves it into the index (and removes the
+/// file), and what it said still counts: the desktop's change is `behind`
+/// on the laptop, not a conflict.
+#[test]
+fn a_base_kept_by_an_older_build_moves_into_the_index() {
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    let state = lap.t.state_of(&repo);
+    // What the older build wrote: one checksummed line per entry.
+    let h = sha("base\n");
+    let body = format!("f 0644 {h} = ~/.bashrc\n");
+    fs::write(
+        state.join("base"),
+        format!("sgard-base 1 {}\n{body}", sha(&body)),
+    )
+    .unwrap();
+    fs::remove_file(state.join("index")).unwrap();
+    desk.write(".bashrc", "base\ndesk\n");
+    desk.sg(&["checkpoint"]).ok();
+    assert_eq!(lap.state("~/.bashrc"), "behind");
+    assert!(!state.join("base").exists(), "the old file stayed");
+    assert!(state.join("index").is_file());
+    assert_eq!(lap.state("~/.bashrc"), "behind");
 }

@@ -10,6 +10,7 @@ mod encryption;
 mod evil;
 mod history;
 mod hostile;
+mod index;
 mod local;
 mod machines;
 mod scenarios;

@@ -2,36 +2,13 @@
 //! never trusted when damaged, and never trusted for racily-clean files.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
 
 use crate::common::*;
 
-/// The cache file of the test's repository (named after its path).
-fn cache_path(t: &TestEnv) -> PathBuf {
-    let key = &sha(t.repo().to_str().unwrap())[..16];
-    t.home.join(".cache/sgard").join(format!("statcache-{key}"))
-}
-
-fn cache_file(t: &TestEnv) -> Option<PathBuf> {
-    let p = cache_path(t);
-    p.exists().then_some(p)
-}
-
-/// Writes a well-formed cache claiming `path` (with its current stat) hashes
-/// to `hash`, for the repository whose cache file is `file`.
-fn plant(file: &PathBuf, path: &str, disk: &PathBuf, hash: &str) {
-    let md = fs::symlink_metadata(disk).unwrap();
-    let mt = i128::from(md.mtime()) * 1_000_000_000 + i128::from(md.mtime_nsec());
-    let ct = i128::from(md.ctime()) * 1_000_000_000 + i128::from(md.ctime_nsec());
-    let body = format!(
-        "{hash} {} {} {} {} {mt} {ct} {path}\n",
-        md.dev(),
-        md.ino(),
-        md.size(),
-        md.mode()
-    );
-    fs::write(file, format!("sgard-statcache 1 {}\n{body}", sha(&body))).unwrap();
+/// Claims in the index that `path` with `disk`'s current stat data hashes
+/// to `hash`.
+fn plant(t: &TestEnv, path: &str, disk: &std::path::Path, hash: &str) {
+    IndexFile::read(&t.index()).plant(path, disk, hash);
 }
 
 #[test]
@@ -39,11 +16,9 @@ fn the_cache_is_consulted_and_no_cache_bypasses_it() {
     let t = TestEnv::init();
     t.write("f", "content\n");
     t.sgard(["add", "f"]).ok();
-    let file = cache_path(&t);
-    fs::create_dir_all(file.parent().unwrap()).unwrap();
     // A cache entry matching the file's exact stat is trusted without
     // reading the file: plant one that lies about the content.
-    plant(&file, "~/f", &t.path("f"), &sha("something else\n"));
+    plant(&t, "~/f", &t.path("f"), &sha("something else\n"));
     let r = t.sgard(["status"]);
     r.ok();
     assert_eq!(
@@ -54,7 +29,7 @@ fn the_cache_is_consulted_and_no_cache_bypasses_it() {
     let r = t.sgard(["--no-cache", "status"]);
     assert_eq!(r.stdout, "ok         ~/f\n");
     // A correct entry gives ok without reading.
-    plant(&file, "~/f", &t.path("f"), &sha("content\n"));
+    plant(&t, "~/f", &t.path("f"), &sha("content\n"));
     assert_eq!(t.sgard(["status"]).stdout, "ok         ~/f\n");
 }
 
@@ -63,18 +38,33 @@ fn a_damaged_cache_is_ignored() {
     let t = TestEnv::init();
     t.write("f", "content\n");
     t.sgard(["add", "f"]).ok();
-    let file = cache_path(&t);
-    fs::create_dir_all(file.parent().unwrap()).unwrap();
-    plant(&file, "~/f", &t.path("f"), &sha("lie\n"));
+    plant(&t, "~/f", &t.path("f"), &sha("lie\n"));
     assert_eq!(t.sgard(["status"]).stdout, "modified   ~/f  (content)\n");
-    // Damage one byte of the body: the checksum no longer matches.
-    let mut text = fs::read_to_string(&file).unwrap();
-    text.push('x');
-    fs::write(&file, text).unwrap();
+    // Damage one byte (the last, inside the planted hash): the checksum no
+    // longer matches, and nothing in the file is used.
+    let file = t.index();
+    let good = fs::read(&file).unwrap();
+    let mut bad = good.clone();
+    *bad.last_mut().unwrap() ^= 1;
+    fs::write(&file, &bad).unwrap();
+    let r = t.sgard(["status"]);
+    assert_eq!(r.stdout, "ok         ~/f\n");
+    r.stderr_has("was damaged and is rebuilt");
+    // Cut short, garbage, or an index of another version, too.
+    for bytes in [
+        good[..good.len() - 1].to_vec(),
+        b"not an index at all\n".to_vec(),
+        [&good[..12], &2u32.to_le_bytes()[..], &good[16..]].concat(),
+    ] {
+        fs::write(&file, &bytes).unwrap();
+        plant_ok_after(&t);
+    }
+}
+
+/// After an unusable index: status is right, and writes a usable one.
+fn plant_ok_after(t: &TestEnv) {
     assert_eq!(t.sgard(["status"]).stdout, "ok         ~/f\n");
-    // Garbage, or a cache of another format, too.
-    fs::write(&file, "not a cache at all\n").unwrap();
-    assert_eq!(t.sgard(["status"]).stdout, "ok         ~/f\n");
+    IndexFile::read(&t.index());
 }
 
 #[test]
@@ -88,10 +78,10 @@ fn a_same_size_rewrite_with_the_old_mtime_is_seen() {
     // Let the file settle past the 2-second racy window, then cache it.
     std::thread::sleep(std::time::Duration::from_millis(2300));
     t.sgard(["status"]).ok();
-    let file = cache_file(&t).expect("no stat cache written");
+    let file = t.index();
     assert_eq!(mode_of(&file) & 0o777, 0o600);
     assert!(
-        fs::read_to_string(&file).unwrap().contains("~/f"),
+        IndexFile::read(&file).has_stat("~/f"),
         "a settled file was not cached"
     );
     // Rewrite in place: same size, mtime put back by hand.
@@ -108,12 +98,9 @@ fn files_inside_the_racy_window_are_never_cached() {
     t.write("f", "fresh\n");
     t.sgard(["add", "f"]).ok();
     t.sgard(["status"]).ok();
-    let text = cache_file(&t)
-        .map(|f| fs::read_to_string(f).unwrap())
-        .unwrap_or_default();
     assert!(
-        !text.contains("~/f"),
-        "a file changed just now was cached: {text}"
+        !IndexFile::read(&t.index()).has_stat("~/f"),
+        "a file changed just now was cached"
     );
 }
 
@@ -131,9 +118,7 @@ fn checkpoint_restores_a_lost_blob_unless_the_cache_vouches_for_the_file() {
     // With a settled cache entry the blob is not looked up (that is the
     // point of the cache); verify says it is missing, and `--no-cache
     // checkpoint` stores it again.
-    let file = cache_path(&t);
-    fs::create_dir_all(file.parent().unwrap()).unwrap();
-    plant(&file, "~/f", &t.path("f"), &sha("kept\n"));
+    plant(&t, "~/f", &t.path("f"), &sha("kept\n"));
     fs::remove_file(&blob).unwrap();
     t.sgard(["checkpoint"]).ok();
     let r = t.sgard(["verify"]);
@@ -162,9 +147,7 @@ fn a_lost_blob_is_restored_when_many_files_are_hashed_in_parallel() {
     t.sgard(["checkpoint"]).ok();
     assert_eq!(fs::read(&blob).unwrap(), b"content 41\n");
     assert!(
-        fs::read_to_string(cache_path(&t))
-            .unwrap()
-            .contains("~/many/f41"),
+        IndexFile::read(&t.index()).has_stat("~/many/f41"),
         "the run did not cache the settled files"
     );
     t.sgard(["verify"]).ok();

@@ -2153,7 +2153,7 @@ fn a_file_deleted_here_is_not_brought_back_by_pull() {
         .ok()
         .stdout_has("Already up to date.");
     assert!(!b.path("f").exists());
-    fs::remove_file(b.state().join("base")).unwrap();
+    fs::remove_file(b.index()).unwrap();
     sg(&b, kb, &["pull", "-r", addr])
         .ok()
         .stdout_has("Already up to date.");

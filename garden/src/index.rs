@@ -1,0 +1,501 @@
+//! The index: one machine-local binary file per repository holding what
+//! this machine knows about it, so that a command whose manifest did not
+//! change never parses YAML and never reads a text cache.
+//!
+//! `$XDG_STATE_HOME/sgard/repos/<key>/index` (beside the undo log), in
+//! three sections:
+//!
+//! - **manifest**: the parsed `manifest.yaml`, keyed by the SHA-256 of its
+//!   bytes (the head hash) and by the file's stat fingerprint (device,
+//!   inode, size, mtime and ctime in nanoseconds) as it was when read;
+//! - **base**: this machine's three-way base ([`crate::base`]);
+//! - **stat cache**: per tracked path, the `lstat` data a content hash was
+//!   computed under ([`crate::statcache`]).
+//!
+//! Trust, as git trusts its index:
+//! - The file starts with a magic, a version and a CRC-32 of the rest. A
+//!   missing, damaged, truncated, foreign (another format) or newer file is
+//!   not used at all: the manifest is parsed, the stat cache starts empty
+//!   and the base is treated as damaged (rebuilt the safe way, see
+//!   [`crate::base`]), and the next write replaces it. The folder it is in
+//!   names the repository (it moves when the repository's id changes); an
+//!   index put in another repository's folder supplies no manifest (the
+//!   section is bound to that folder's `manifest.yaml` by fingerprint and
+//!   hash) and no stat-cache hit (bound to device and inode).
+//! - The manifest section is used without reading `manifest.yaml` only if
+//!   the file's fingerprint is unchanged **and** its mtime and ctime were
+//!   more than [`RACY_WINDOW`] older than the moment the fingerprint was
+//!   taken (the racy-clean rule: a rewrite in the same timestamp tick as
+//!   the last one could leave the fingerprint as it was, but any write
+//!   after that moment moves the ctime, which userland cannot set back).
+//!   Otherwise `manifest.yaml` is read and hashed, and the section is used
+//!   only if the hash is the section's; else the YAML is parsed.
+//! - Stat-cache entries follow the same rule per file ([`crate::statcache`]).
+//!
+//! The file is written whole, atomically and durably (temp file in the same
+//! folder, `sync_all`, rename, fsync of the folder), at the points the base
+//! must be durable and at the end of a command that learned something.
+
+use std::fs::Metadata;
+use std::io::Read as _;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sgard_manifest::Manifest;
+use sgard_store::{Hash, durable};
+
+use crate::base::BaseEntry;
+use crate::statcache::Stat;
+use crate::{Error, PathMap, Result};
+
+pub(crate) mod codec;
+
+use codec::{Reader, Writer};
+
+/// The file's name in the repository's state folder.
+pub const FILE: &str = "index";
+
+const MAGIC: &[u8; 12] = b"sgard-index\n";
+/// Bump on any change of the layout; an index of another version is
+/// rebuilt.
+const VERSION: u32 = 1;
+/// Far above any real index (100,000 entries take ~40 MB).
+const MAX_BYTES: u64 = 4 << 30;
+
+/// How much older than the moment it was looked at a file must be for its
+/// fingerprint alone to vouch for its content.
+pub const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+/// Nanoseconds since the epoch, now.
+pub(crate) fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_nanos()).ok())
+        .unwrap_or(0)
+}
+
+/// What identifies one version of a file without reading it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Fingerprint {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+}
+
+impl Fingerprint {
+    pub fn of(md: &Metadata) -> Self {
+        Fingerprint {
+            dev: md.dev(),
+            ino: md.ino(),
+            size: md.size(),
+            mtime_ns: md.mtime().saturating_mul(1_000_000_000) + md.mtime_nsec(),
+            ctime_ns: md.ctime().saturating_mul(1_000_000_000) + md.ctime_nsec(),
+        }
+    }
+
+    /// Whether a file with this fingerprint, looked at `observed_ns`, was
+    /// settled then (see the module's racy-clean rule).
+    fn settled_at(&self, observed_ns: i64) -> bool {
+        let window = i64::try_from(RACY_WINDOW.as_nanos()).unwrap_or(i64::MAX);
+        self.mtime_ns.max(self.ctime_ns) < observed_ns.saturating_sub(window)
+    }
+
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.dev);
+        w.u64(self.ino);
+        w.u64(self.size);
+        w.i64(self.mtime_ns);
+        w.i64(self.ctime_ns);
+    }
+
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        Some(Fingerprint {
+            dev: r.u64()?,
+            ino: r.u64()?,
+            size: r.u64()?,
+            mtime_ns: r.i64()?,
+            ctime_ns: r.i64()?,
+        })
+    }
+}
+
+/// The encoded manifest section: the manifest file's fingerprint, when it
+/// was taken, the head hash, and the manifest.
+pub(crate) fn manifest_section(
+    fp: Fingerprint,
+    observed_ns: i64,
+    head: &Hash,
+    m: &Manifest,
+) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.buf.reserve(m.files.len() * 96 + 256);
+    fp.put(&mut w);
+    w.i64(observed_ns);
+    w.hash(head);
+    codec::put_manifest(&mut w, m);
+    w.buf
+}
+
+/// Stamps `section` with a new fingerprint of the manifest file (the same
+/// bytes, seen again at `observed_ns`).
+pub(crate) fn restamp(section: &mut [u8], fp: Fingerprint, observed_ns: i64) {
+    let mut w = Writer::default();
+    fp.put(&mut w);
+    w.i64(observed_ns);
+    if let Some(head) = section.get_mut(..w.buf.len()) {
+        head.copy_from_slice(&w.buf);
+    }
+}
+
+/// How [`cached_manifest`] found the section.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Freshness {
+    /// The fingerprint vouched for it; `manifest.yaml` was not read.
+    Vouched,
+    /// `manifest.yaml` was read and hashed and matched; the section should
+    /// be rewritten with the new fingerprint.
+    Hashed,
+}
+
+/// The manifest and head hash a section holds, if it describes the file
+/// whose metadata is `md` now. `read_hash` reads and hashes the file (only
+/// called when the fingerprint cannot vouch for it).
+pub(crate) fn cached_manifest(
+    section: &[u8],
+    md: &Metadata,
+    read_hash: impl FnOnce() -> Option<Hash>,
+) -> Option<(Manifest, Hash, Freshness)> {
+    let mut r = Reader::new(section);
+    let fp = Fingerprint::get(&mut r)?;
+    let then = r.i64()?;
+    let head = r.hash()?;
+    let now = Fingerprint::of(md);
+    let freshness = if fp == now && fp.settled_at(then) {
+        Freshness::Vouched
+    } else if read_hash()? == head {
+        Freshness::Hashed
+    } else {
+        return None;
+    };
+    let m = codec::get_manifest(&mut r)?;
+    r.is_empty().then_some(())?;
+    Some((m, head, freshness))
+}
+
+/// What an index file held.
+#[derive(Debug, Default)]
+pub(crate) struct Loaded {
+    /// The manifest section, encoded (see [`cached_manifest`]).
+    pub manifest: Option<Vec<u8>>,
+    pub base: PathMap<BaseEntry>,
+    pub stat: PathMap<(Stat, Hash)>,
+}
+
+/// What reading an index found.
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// No index: a first run here, or one after an older sgard.
+    Missing,
+    /// There was one but it cannot be used (damaged, foreign, newer).
+    Unusable,
+    Usable(Loaded),
+}
+
+/// Reads the index at `path`.
+pub(crate) fn read(path: &Path) -> Found {
+    let f = match durable::open_regular_file(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Missing,
+        Err(_) => return Found::Unusable,
+    };
+    let mut buf = Vec::new();
+    if f.take(MAX_BYTES).read_to_end(&mut buf).is_err() {
+        return Found::Unusable;
+    }
+    match parse(&buf) {
+        Some(l) => Found::Usable(l),
+        None => Found::Unusable,
+    }
+}
+
+fn parse(buf: &[u8]) -> Option<Loaded> {
+    let mut r = Reader::new(buf);
+    if r.take(MAGIC.len())? != MAGIC || r.u32()? != VERSION {
+        return None;
+    }
+    let sum = r.u32()?;
+    let body = r.take(buf.len() - MAGIC.len() - 8)?;
+    if crc32fast::hash(body) != sum {
+        return None;
+    }
+    let mut r = Reader::new(body);
+    let manifest = match r.u8()? {
+        0 => None,
+        1 => {
+            let n = usize::try_from(r.u64()?).ok()?;
+            Some(r.take(n)?.to_vec())
+        }
+        _ => return None,
+    };
+    let n = r.count(4 + 2)?;
+    let mut base = PathMap::with_capacity_and_hasher(n, Default::default());
+    for _ in 0..n {
+        let path = r.str()?;
+        base.insert(path, get_base(&mut r)?);
+    }
+    let n = r.count(4 + 44 + 32)?;
+    let mut stat = PathMap::with_capacity_and_hasher(n, Default::default());
+    for _ in 0..n {
+        let path = r.str()?;
+        let st = Stat::get(&mut r)?;
+        stat.insert(path, (st, r.hash()?));
+    }
+    r.is_empty().then_some(Loaded {
+        manifest,
+        base,
+        stat,
+    })
+}
+
+/// Writes the index at `path`, durably.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub(crate) fn write(
+    path: &Path,
+    manifest: Option<&[u8]>,
+    base: &PathMap<BaseEntry>,
+    stat: &PathMap<(Stat, Hash)>,
+) -> Result<()> {
+    let mut w = Writer::default();
+    w.buf
+        .reserve(manifest.map_or(0, <[u8]>::len) + base.len() * 110 + stat.len() * 130 + 1024);
+    match manifest {
+        Some(m) => {
+            w.u8(1);
+            w.u64(m.len() as u64);
+            w.buf.extend_from_slice(m);
+        }
+        None => w.u8(0),
+    }
+    let mut keys: Vec<&String> = base.keys().collect();
+    keys.sort_unstable();
+    w.count(keys.len());
+    for k in keys {
+        w.str(k);
+        put_base(&mut w, &base[k]);
+    }
+    let mut keys: Vec<&String> = stat.keys().collect();
+    keys.sort_unstable();
+    w.count(keys.len());
+    for k in keys {
+        let (st, h) = &stat[k];
+        w.str(k);
+        st.put(&mut w);
+        w.hash(h);
+    }
+    let body = w.buf;
+    let mut out = Vec::with_capacity(body.len() + MAGIC.len() + 8);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    durable::create_private_dir_all(&durable::parent_of(path))?;
+    durable::write_atomic(path, &out, 0o600).map_err(Error::from)
+}
+
+const B_MODE: u8 = 1;
+const B_TARGET: u8 = 2;
+const B_STORED: u8 = 4;
+const B_CONTENT: u8 = 8;
+/// The content hash is the stored one (the common case: not encrypted).
+const B_CONTENT_IS_STORED: u8 = 16;
+
+fn put_base(w: &mut Writer, b: &BaseEntry) {
+    let same = b.content.is_some() && b.content == b.stored;
+    let mut flags = 0;
+    for (on, bit) in [
+        (b.mode.is_some(), B_MODE),
+        (b.target.is_some(), B_TARGET),
+        (b.stored.is_some(), B_STORED),
+        (b.content.is_some() && !same, B_CONTENT),
+        (same, B_CONTENT_IS_STORED),
+    ] {
+        if on {
+            flags |= bit;
+        }
+    }
+    w.u8(codec::kind_code(b.kind));
+    w.u8(flags);
+    if let Some(m) = b.mode {
+        w.u32(m.bits());
+    }
+    if let Some(t) = &b.target {
+        w.str(t);
+    }
+    if let Some(h) = &b.stored {
+        w.hash(h);
+    }
+    if let Some(h) = b.content.filter(|_| !same) {
+        w.hash(&h);
+    }
+}
+
+fn get_base(r: &mut Reader<'_>) -> Option<BaseEntry> {
+    let kind = codec::kind_of(r.u8()?)?;
+    let flags = r.u8()?;
+    let mode = if flags & B_MODE != 0 {
+        Some(codec::mode_of(r.u32()?)?)
+    } else {
+        None
+    };
+    let target = if flags & B_TARGET != 0 {
+        Some(r.str()?)
+    } else {
+        None
+    };
+    let stored = if flags & B_STORED != 0 {
+        Some(r.hash()?)
+    } else {
+        None
+    };
+    let content = if flags & B_CONTENT != 0 {
+        Some(r.hash()?)
+    } else if flags & B_CONTENT_IS_STORED != 0 {
+        Some(stored?)
+    } else {
+        None
+    };
+    Some(BaseEntry {
+        kind,
+        mode,
+        target,
+        stored,
+        content,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sgard_manifest::{EntryKind, Mode};
+
+    fn base() -> PathMap<BaseEntry> {
+        let h = Hash::of(b"x");
+        let mut m = PathMap::default();
+        m.insert(
+            "~/a b".to_owned(),
+            BaseEntry {
+                kind: EntryKind::File,
+                mode: Some(Mode::from_st_mode(0o644)),
+                target: None,
+                stored: Some(h),
+                content: Some(h),
+            },
+        );
+        m.insert(
+            "~/enc".to_owned(),
+            BaseEntry {
+                kind: EntryKind::File,
+                mode: Some(Mode::from_st_mode(0o600)),
+                target: None,
+                stored: Some(h),
+                content: Some(Hash::of(b"plain")),
+            },
+        );
+        m.insert(
+            "~/l\nnk".to_owned(),
+            BaseEntry {
+                kind: EntryKind::Link,
+                mode: None,
+                target: Some("../t a".to_owned()),
+                stored: None,
+                content: None,
+            },
+        );
+        m
+    }
+
+    #[test]
+    fn round_trips_and_refuses_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(FILE);
+        let section = b"manifest bytes".to_vec();
+        write(&p, Some(&section), &base(), &PathMap::default()).unwrap();
+        match read(&p) {
+            Found::Usable(l) => {
+                assert_eq!(l.manifest.as_deref(), Some(&section[..]));
+                assert_eq!(l.base, base());
+            }
+            other => panic!("{other:?}"),
+        }
+        let good = std::fs::read(&p).unwrap();
+        for i in [0, 12, 20, good.len() / 2, good.len() - 1] {
+            let mut b = good.clone();
+            b[i] ^= 1;
+            std::fs::write(&p, &b).unwrap();
+            assert!(matches!(read(&p), Found::Unusable), "byte {i}");
+        }
+        std::fs::write(&p, &good[..good.len() - 3]).unwrap();
+        assert!(matches!(read(&p), Found::Unusable));
+        std::fs::remove_file(&p).unwrap();
+        assert!(matches!(read(&p), Found::Missing));
+    }
+
+    #[test]
+    fn stat_entries_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(FILE);
+        let md = std::fs::symlink_metadata(dir.path()).unwrap();
+        let mut stat = PathMap::default();
+        stat.insert("~/f".to_owned(), (Stat::of(&md), Hash::of(b"f")));
+        stat.insert("~/a\nb".to_owned(), (Stat::of(&md), Hash::of(b"g")));
+        write(&p, None, &PathMap::default(), &stat).unwrap();
+        match read(&p) {
+            Found::Usable(l) => assert_eq!(l.stat, stat),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The racy-clean rule: a fingerprint taken within the window of the
+    /// file's last change does not vouch; the file is hashed instead, and a
+    /// different hash means the section is not used.
+    #[test]
+    fn the_manifest_section_vouches_only_when_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("manifest.yaml");
+        std::fs::write(&f, "version: 1\nfiles: []\n").unwrap();
+        let md = std::fs::symlink_metadata(&f).unwrap();
+        let m = Manifest::from_yaml("version: 1\nfiles: []\n").unwrap();
+        let head = Hash::of(b"version: 1\nfiles: []\n");
+        let fp = Fingerprint::of(&md);
+        let late = now_ns() + 10_000_000_000;
+        // Looked at long after the change: vouched, the file is not read.
+        let sec = manifest_section(fp, late, &head, &m);
+        let (got, h, fresh) =
+            cached_manifest(&sec, &md, || panic!("read a vouched-for file")).unwrap();
+        assert_eq!((got, h, fresh), (m.clone(), head, Freshness::Vouched));
+        // Looked at right after the change: hashed, and used if the same.
+        let sec = manifest_section(fp, now_ns(), &head, &m);
+        let mut read = false;
+        let r = cached_manifest(&sec, &md, || {
+            read = true;
+            Some(head)
+        });
+        assert!(read);
+        assert_eq!(r.unwrap().2, Freshness::Hashed);
+        assert!(cached_manifest(&sec, &md, || Some(Hash::of(b"other"))).is_none());
+        // Another fingerprint: hashed, whatever the times.
+        let mut moved = manifest_section(fp, late, &head, &m);
+        moved[8] ^= 1;
+        assert!(cached_manifest(&moved, &md, || Some(Hash::of(b"other"))).is_none());
+        // Restamping keeps the manifest and changes only the stamp.
+        let mut sec = manifest_section(fp, 0, &head, &m);
+        restamp(&mut sec, fp, late);
+        assert_eq!(sec, manifest_section(fp, late, &head, &m));
+    }
+}

@@ -1,0 +1,388 @@
+//! The index's binary encoding: little-endian integers, length-prefixed
+//! byte strings, and the manifest written field by field.
+//!
+//! Decoding never panics and never trusts a length: every count is checked
+//! against the bytes left, so a damaged file fails with `None` (the index
+//! is then rebuilt), whatever its bytes.
+
+use std::collections::BTreeMap;
+
+use chrono::DateTime;
+use sgard_manifest::{Encryption, Entry, EntryKind, KekSlot, Manifest, Mode, Timestamp};
+use sgard_store::Hash;
+
+/// Appends values to a buffer.
+#[derive(Default)]
+pub(crate) struct Writer {
+    pub buf: Vec<u8>,
+}
+
+impl Writer {
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    pub fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn i64(&mut self, v: i64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// A length (u32) then the bytes. Longer than 4 GiB is cut to nothing
+    /// (never the case: paths and keys are short).
+    pub fn bytes(&mut self, b: &[u8]) {
+        let b = if u32::try_from(b.len()).is_ok() {
+            b
+        } else {
+            &[]
+        };
+        self.u32(b.len() as u32);
+        self.buf.extend_from_slice(b);
+    }
+    pub fn str(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+    pub fn hash(&mut self, h: &Hash) {
+        self.buf.extend_from_slice(h.as_bytes());
+    }
+    pub fn count(&mut self, n: usize) {
+        self.u32(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    pub fn strs(&mut self, v: &[String]) {
+        self.count(v.len());
+        for s in v {
+            self.str(s);
+        }
+    }
+    pub fn opt_str(&mut self, s: Option<&str>) {
+        match s {
+            Some(s) => {
+                self.u8(1);
+                self.str(s);
+            }
+            None => self.u8(0),
+        }
+    }
+    pub fn opt_u64(&mut self, v: Option<u64>) {
+        match v {
+            Some(v) => {
+                self.u8(1);
+                self.u64(v);
+            }
+            None => self.u8(0),
+        }
+    }
+    pub fn time(&mut self, t: &Timestamp) {
+        let d = t.datetime();
+        self.i64(d.timestamp());
+        self.u32(d.timestamp_subsec_nanos());
+    }
+}
+
+/// Reads values back; every read is bounds-checked.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.buf.len() {
+            return None;
+        }
+        let (a, b) = self.buf.split_at(n);
+        self.buf = b;
+        Some(a)
+    }
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+    pub fn u8(&mut self) -> Option<u8> {
+        Some(self.array::<1>()?[0])
+    }
+    pub fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.array()?))
+    }
+    pub fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.array()?))
+    }
+    pub fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_le_bytes(self.array()?))
+    }
+    pub fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    pub fn str(&mut self) -> Option<String> {
+        std::str::from_utf8(self.bytes()?).ok().map(str::to_owned)
+    }
+    pub fn hash(&mut self) -> Option<Hash> {
+        Some(Hash::from_bytes(self.array()?))
+    }
+    /// A count of items each at least `min` bytes long: never more than
+    /// the bytes left could hold.
+    pub fn count(&mut self, min: usize) -> Option<usize> {
+        let n = self.u32()? as usize;
+        (n.saturating_mul(min.max(1)) <= self.buf.len()).then_some(n)
+    }
+    pub fn strs(&mut self) -> Option<Vec<String>> {
+        let n = self.count(4)?;
+        (0..n).map(|_| self.str()).collect()
+    }
+    pub fn opt_str(&mut self) -> Option<Option<String>> {
+        match self.u8()? {
+            0 => Some(None),
+            1 => self.str().map(Some),
+            _ => None,
+        }
+    }
+    pub fn opt_u64(&mut self) -> Option<Option<u64>> {
+        match self.u8()? {
+            0 => Some(None),
+            1 => self.u64().map(Some),
+            _ => None,
+        }
+    }
+    pub fn time(&mut self) -> Option<Timestamp> {
+        let secs = self.i64()?;
+        let nanos = self.u32()?;
+        DateTime::from_timestamp(secs, nanos).map(Timestamp::from_datetime)
+    }
+}
+
+pub(crate) fn kind_code(k: EntryKind) -> u8 {
+    match k {
+        EntryKind::File => 0,
+        EntryKind::Directory => 1,
+        EntryKind::Link => 2,
+    }
+}
+
+pub(crate) fn kind_of(c: u8) -> Option<EntryKind> {
+    Some(match c {
+        0 => EntryKind::File,
+        1 => EntryKind::Directory,
+        2 => EntryKind::Link,
+        _ => return None,
+    })
+}
+
+pub(crate) fn mode_of(bits: u32) -> Option<Mode> {
+    (bits <= Mode::MAX).then(|| Mode::from_st_mode(bits))
+}
+
+const ENCRYPTED: u8 = 1;
+const LOCKED: u8 = 2;
+const HASH: u8 = 4;
+const PLAINTEXT_HASH: u8 = 8;
+const PLAINTEXT_MAC: u8 = 16;
+const MODE: u8 = 32;
+const TARGET: u8 = 64;
+
+/// Writes a whole manifest.
+pub(crate) fn put_manifest(w: &mut Writer, m: &Manifest) {
+    w.u32(m.version);
+    w.time(&m.created);
+    w.time(&m.updated);
+    w.opt_str(m.message.as_deref());
+    w.count(m.files.len());
+    for e in &m.files {
+        put_entry(w, e);
+    }
+    w.strs(&m.exclude);
+    match &m.encryption {
+        None => w.u8(0),
+        Some(enc) => {
+            w.u8(1);
+            w.str(&enc.algorithm);
+            w.count(enc.kek_slots.len());
+            for (name, s) in &enc.kek_slots {
+                w.str(name);
+                w.str(&s.kind);
+                w.opt_u64(s.argon2_time);
+                w.opt_u64(s.argon2_memory);
+                w.opt_u64(s.argon2_threads);
+                w.opt_str(s.credential_id.as_deref());
+                w.opt_str(s.salt.as_deref());
+                w.opt_str(s.wrapped_dek.as_deref());
+            }
+            w.strs(&enc.retired_deks);
+        }
+    }
+    w.strs(&m.absent);
+}
+
+fn put_entry(w: &mut Writer, e: &Entry) {
+    w.str(&e.path);
+    w.u8(kind_code(e.kind));
+    let mut flags = 0;
+    for (on, bit) in [
+        (e.encrypted, ENCRYPTED),
+        (e.locked, LOCKED),
+        (e.hash.is_some(), HASH),
+        (e.plaintext_hash.is_some(), PLAINTEXT_HASH),
+        (e.plaintext_mac.is_some(), PLAINTEXT_MAC),
+        (e.mode.is_some(), MODE),
+        (e.target.is_some(), TARGET),
+    ] {
+        if on {
+            flags |= bit;
+        }
+    }
+    w.u8(flags);
+    for h in [&e.hash, &e.plaintext_hash, &e.plaintext_mac]
+        .into_iter()
+        .flatten()
+    {
+        w.hash(h);
+    }
+    if let Some(m) = e.mode {
+        w.u32(m.bits());
+    }
+    if let Some(t) = &e.target {
+        w.str(t);
+    }
+    w.time(&e.updated);
+    w.strs(&e.only);
+    w.strs(&e.never);
+}
+
+/// Reads back what [`put_manifest`] wrote.
+pub(crate) fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
+    let version = r.u32()?;
+    let created = r.time()?;
+    let updated = r.time()?;
+    let message = r.opt_str()?;
+    // An entry is at least its path length, kind, flags, time and lists.
+    let n = r.count(4 + 2 + 12 + 8)?;
+    let mut files = Vec::with_capacity(n);
+    for _ in 0..n {
+        files.push(get_entry(r)?);
+    }
+    let exclude = r.strs()?;
+    let encryption = match r.u8()? {
+        0 => None,
+        1 => {
+            let algorithm = r.str()?;
+            let n = r.count(8)?;
+            let mut kek_slots = BTreeMap::new();
+            for _ in 0..n {
+                let name = r.str()?;
+                let slot = KekSlot {
+                    kind: r.str()?,
+                    argon2_time: r.opt_u64()?,
+                    argon2_memory: r.opt_u64()?,
+                    argon2_threads: r.opt_u64()?,
+                    credential_id: r.opt_str()?,
+                    salt: r.opt_str()?,
+                    wrapped_dek: r.opt_str()?,
+                };
+                kek_slots.insert(name, slot);
+            }
+            Some(Encryption {
+                algorithm,
+                kek_slots,
+                retired_deks: r.strs()?,
+            })
+        }
+        _ => return None,
+    };
+    let absent = r.strs()?;
+    Some(Manifest {
+        version,
+        created,
+        updated,
+        message,
+        files,
+        exclude,
+        encryption,
+        absent,
+    })
+}
+
+fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
+    let path = r.str()?;
+    let kind = kind_of(r.u8()?)?;
+    let flags = r.u8()?;
+    let mut opt_hash = |bit: u8| -> Option<Option<Hash>> {
+        if flags & bit != 0 {
+            r.hash().map(Some)
+        } else {
+            Some(None)
+        }
+    };
+    let hash = opt_hash(HASH)?;
+    let plaintext_hash = opt_hash(PLAINTEXT_HASH)?;
+    let plaintext_mac = opt_hash(PLAINTEXT_MAC)?;
+    let mode = if flags & MODE != 0 {
+        Some(mode_of(r.u32()?)?)
+    } else {
+        None
+    };
+    let target = if flags & TARGET != 0 {
+        Some(r.str()?)
+    } else {
+        None
+    };
+    Some(Entry {
+        path,
+        kind,
+        hash,
+        plaintext_hash,
+        plaintext_mac,
+        encrypted: flags & ENCRYPTED != 0,
+        locked: flags & LOCKED != 0,
+        mode,
+        target,
+        updated: r.time()?,
+        only: r.strs()?,
+        never: r.strs()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        let text = "version: 1\ncreated: 2026-03-23T12:00:00Z\nupdated: 2026-03-23T12:00:00.123456789Z\n\
+            message: \"hi\\nthere\"\nfiles:\n\
+            - path: ~/.bashrc\n  hash: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n  \
+              type: file\n  mode: \"0644\"\n  updated: 2026-03-23T12:00:00Z\n  only: [linux, work]\n\
+            - path: ~/.config\n  type: directory\n  mode: \"0700\"\n  updated: 2026-03-23T12:00:00Z\n\
+            - path: ~/l ink\n  type: link\n  target: ../x y\n  locked: true\n  updated: 2026-03-23T12:00:00Z\n  never: [mac]\n\
+            exclude: [~/.cache]\n";
+        Manifest::from_yaml(text).unwrap()
+    }
+
+    #[test]
+    fn a_manifest_round_trips() {
+        let m = sample();
+        let mut w = Writer::default();
+        put_manifest(&mut w, &m);
+        let back = get_manifest(&mut Reader::new(&w.buf)).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.to_yaml(), m.to_yaml());
+    }
+
+    #[test]
+    fn every_truncation_and_flipped_byte_fails_without_panicking() {
+        let mut w = Writer::default();
+        put_manifest(&mut w, &sample());
+        for n in 0..w.buf.len() {
+            assert!(get_manifest(&mut Reader::new(&w.buf[..n])).is_none(), "{n}");
+        }
+        for i in 0..w.buf.len() {
+            let mut b = w.buf.clone();
+            b[i] ^= 0xff;
+            let _ = get_manifest(&mut Reader::new(&b));
+        }
+    }
+}
