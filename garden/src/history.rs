@@ -208,7 +208,9 @@ impl Garden {
         self.require_history()?;
         let mut h = self.repo_history.clone();
         h.records.extend(recs);
-        h.save(&self.root.join(HISTORY_FILE))?;
+        let path = self.root.join(HISTORY_FILE);
+        let hash = h.save(&path)?;
+        self.index_history_written(&path, &h, &hash, false);
         self.set_repo_history(h);
         Ok(())
     }
@@ -228,8 +230,12 @@ impl Garden {
         let mut h = l.history.clone();
         h.records.extend(recs);
         sgard_store::durable::create_private_dir_all(&l.dir)?;
-        h.save(&l.dir.join(HISTORY_FILE))?;
-        l.history = h;
+        let path = l.dir.join(HISTORY_FILE);
+        let hash = h.save(&path)?;
+        self.index_history_written(&path, &h, &hash, true);
+        if let Some(l) = self.local.as_mut() {
+            l.history = h;
+        }
         self.history = crate::merged(&self.repo_history, self.local.as_ref());
         Ok(())
     }

@@ -3,11 +3,13 @@
 //! change never parses YAML and never reads a text cache.
 //!
 //! `$XDG_STATE_HOME/sgard/repos/<key>/index` (beside the undo log), in
-//! three sections:
+//! these sections:
 //!
 //! - **manifest**: the parsed `manifest.yaml`, keyed by the SHA-256 of its
 //!   bytes (the head hash) and by the file's stat fingerprint (device,
 //!   inode, size, mtime and ctime in nanoseconds) as it was when read;
+//! - **history** and **local history**: the parsed `history.yaml` and this
+//!   home's `undo/history.yaml`, keyed the same way;
 //! - **base**: this machine's three-way base ([`crate::base`]);
 //! - **stat cache**: per tracked path, the `lstat` data a content hash was
 //!   computed under ([`crate::statcache`]).
@@ -22,7 +24,7 @@
 //!   index put in another repository's folder supplies no manifest (the
 //!   section is bound to that folder's `manifest.yaml` by fingerprint and
 //!   hash) and no stat-cache hit (bound to device and inode).
-//! - The manifest section is used without reading `manifest.yaml` only if
+//! - A file's section (manifest, history) is used without reading it only if
 //!   the file's fingerprint is unchanged **and** its mtime and ctime were
 //!   more than [`RACY_WINDOW`] older than the moment the fingerprint was
 //!   taken (the racy-clean rule: a rewrite in the same timestamp tick as
@@ -43,6 +45,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sgard_manifest::Manifest;
+use sgard_manifest::history::History;
 use sgard_store::{Hash, durable};
 
 use crate::base::BaseEntry;
@@ -123,25 +126,50 @@ impl Fingerprint {
     }
 }
 
-/// The encoded manifest section: the manifest file's fingerprint, when it
-/// was taken, the head hash, and the manifest.
+/// An encoded section caching a file: its fingerprint, when that was
+/// taken, the SHA-256 of its bytes, and what `put` writes of its contents.
+pub(crate) fn file_section(
+    fp: Fingerprint,
+    observed_ns: i64,
+    hash: &Hash,
+    size_hint: usize,
+    put: impl FnOnce(&mut Writer),
+) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.buf.reserve(size_hint + 128);
+    fp.put(&mut w);
+    w.i64(observed_ns);
+    w.hash(hash);
+    put(&mut w);
+    w.buf
+}
+
+/// The encoded manifest section (see [`file_section`]).
 pub(crate) fn manifest_section(
     fp: Fingerprint,
     observed_ns: i64,
     head: &Hash,
     m: &Manifest,
 ) -> Vec<u8> {
-    let mut w = Writer::default();
-    w.buf.reserve(m.files.len() * 96 + 256);
-    fp.put(&mut w);
-    w.i64(observed_ns);
-    w.hash(head);
-    codec::put_manifest(&mut w, m);
-    w.buf
+    file_section(fp, observed_ns, head, m.files.len() * 96, |w| {
+        codec::put_manifest(w, m);
+    })
 }
 
-/// Stamps `section` with a new fingerprint of the manifest file (the same
-/// bytes, seen again at `observed_ns`).
+/// The encoded section of a history log (see [`file_section`]).
+pub(crate) fn history_section(
+    fp: Fingerprint,
+    observed_ns: i64,
+    hash: &Hash,
+    h: &History,
+) -> Vec<u8> {
+    file_section(fp, observed_ns, hash, h.records.len() * 160, |w| {
+        codec::put_history(w, h);
+    })
+}
+
+/// Stamps `section` with a new fingerprint of its file (the same bytes,
+/// seen again at `observed_ns`).
 pub(crate) fn restamp(section: &mut [u8], fp: Fingerprint, observed_ns: i64) {
     let mut w = Writer::default();
     fp.put(&mut w);
@@ -151,39 +179,60 @@ pub(crate) fn restamp(section: &mut [u8], fp: Fingerprint, observed_ns: i64) {
     }
 }
 
-/// How [`cached_manifest`] found the section.
+/// How [`cached_file`] found the section.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Freshness {
-    /// The fingerprint vouched for it; `manifest.yaml` was not read.
+    /// The fingerprint vouched for it; the file was not read.
     Vouched,
-    /// `manifest.yaml` was read and hashed and matched; the section should
-    /// be rewritten with the new fingerprint.
+    /// The file was read and hashed and matched; the section should be
+    /// restamped with the new fingerprint.
     Hashed,
 }
 
-/// The manifest and head hash a section holds, if it describes the file
-/// whose metadata is `md` now. `read_hash` reads and hashes the file (only
-/// called when the fingerprint cannot vouch for it).
+/// The contents a section holds (to decode) and the file's hash, if it
+/// describes the file whose metadata is `md` now. `read_hash` reads and
+/// hashes the file (only called when the fingerprint cannot vouch for it).
+pub(crate) fn cached_file<'a>(
+    section: &'a [u8],
+    md: &Metadata,
+    read_hash: impl FnOnce() -> Option<Hash>,
+) -> Option<(Reader<'a>, Hash, Freshness)> {
+    let mut r = Reader::new(section);
+    let fp = Fingerprint::get(&mut r)?;
+    let then = r.i64()?;
+    let hash = r.hash()?;
+    let freshness = if fp == Fingerprint::of(md) && fp.settled_at(then) {
+        Freshness::Vouched
+    } else if read_hash()? == hash {
+        Freshness::Hashed
+    } else {
+        return None;
+    };
+    Some((r, hash, freshness))
+}
+
+/// The manifest a section holds, if it describes the file now (see
+/// [`cached_file`]).
 pub(crate) fn cached_manifest(
     section: &[u8],
     md: &Metadata,
     read_hash: impl FnOnce() -> Option<Hash>,
 ) -> Option<(Manifest, Hash, Freshness)> {
-    let mut r = Reader::new(section);
-    let fp = Fingerprint::get(&mut r)?;
-    let then = r.i64()?;
-    let head = r.hash()?;
-    let now = Fingerprint::of(md);
-    let freshness = if fp == now && fp.settled_at(then) {
-        Freshness::Vouched
-    } else if read_hash()? == head {
-        Freshness::Hashed
-    } else {
-        return None;
-    };
+    let (mut r, hash, fresh) = cached_file(section, md, read_hash)?;
     let m = codec::get_manifest(&mut r)?;
-    r.is_empty().then_some(())?;
-    Some((m, head, freshness))
+    r.is_empty().then_some((m, hash, fresh))
+}
+
+/// The log a section holds, if it describes the file now (see
+/// [`cached_file`]).
+pub(crate) fn cached_history(
+    section: &[u8],
+    md: &Metadata,
+    read_hash: impl FnOnce() -> Option<Hash>,
+) -> Option<(History, Hash, Freshness)> {
+    let (mut r, hash, fresh) = cached_file(section, md, read_hash)?;
+    let h = codec::get_history(&mut r)?;
+    r.is_empty().then_some((h, hash, fresh))
 }
 
 /// What an index file held.
@@ -191,6 +240,10 @@ pub(crate) fn cached_manifest(
 pub(crate) struct Loaded {
     /// The manifest section, encoded (see [`cached_manifest`]).
     pub manifest: Option<Vec<u8>>,
+    /// The repository's `history.yaml` (see [`cached_history`]).
+    pub history: Option<Vec<u8>>,
+    /// This home's own log, `undo/history.yaml`.
+    pub local: Option<Vec<u8>>,
     pub base: PathMap<BaseEntry>,
     pub stat: PathMap<(Stat, Hash)>,
 }
@@ -233,14 +286,19 @@ fn parse(buf: &[u8]) -> Option<Loaded> {
         return None;
     }
     let mut r = Reader::new(body);
-    let manifest = match r.u8()? {
-        0 => None,
-        1 => {
-            let n = usize::try_from(r.u64()?).ok()?;
-            Some(r.take(n)?.to_vec())
+    let mut section = || -> Option<Option<Vec<u8>>> {
+        match r.u8()? {
+            0 => Some(None),
+            1 => {
+                let n = usize::try_from(r.u64()?).ok()?;
+                Some(Some(r.take(n)?.to_vec()))
+            }
+            _ => None,
         }
-        _ => return None,
     };
+    let manifest = section()?;
+    let history = section()?;
+    let local = section()?;
     let n = r.count(4 + 2)?;
     let mut base = PathMap::with_capacity_and_hasher(n, Default::default());
     for _ in 0..n {
@@ -256,6 +314,8 @@ fn parse(buf: &[u8]) -> Option<Loaded> {
     }
     r.is_empty().then_some(Loaded {
         manifest,
+        history,
+        local,
         base,
         stat,
     })
@@ -267,20 +327,26 @@ fn parse(buf: &[u8]) -> Option<Loaded> {
 /// [`Error::Io`] naming the file.
 pub(crate) fn write(
     path: &Path,
-    manifest: Option<&[u8]>,
+    sections: [Option<&[u8]>; 3],
     base: &PathMap<BaseEntry>,
     stat: &PathMap<(Stat, Hash)>,
 ) -> Result<()> {
     let mut w = Writer::default();
-    w.buf
-        .reserve(manifest.map_or(0, <[u8]>::len) + base.len() * 110 + stat.len() * 130 + 1024);
-    match manifest {
-        Some(m) => {
-            w.u8(1);
-            w.u64(m.len() as u64);
-            w.buf.extend_from_slice(m);
+    w.buf.reserve(
+        sections.iter().flatten().map(|s| s.len()).sum::<usize>()
+            + base.len() * 110
+            + stat.len() * 130
+            + 1024,
+    );
+    for s in sections {
+        match s {
+            Some(m) => {
+                w.u8(1);
+                w.u64(m.len() as u64);
+                w.buf.extend_from_slice(m);
+            }
+            None => w.u8(0),
         }
-        None => w.u8(0),
     }
     let mut keys: Vec<&String> = base.keys().collect();
     keys.sort_unstable();
@@ -425,10 +491,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join(FILE);
         let section = b"manifest bytes".to_vec();
-        write(&p, Some(&section), &base(), &PathMap::default()).unwrap();
+        write(
+            &p,
+            [Some(&section), None, Some(b"h")],
+            &base(),
+            &PathMap::default(),
+        )
+        .unwrap();
         match read(&p) {
             Found::Usable(l) => {
                 assert_eq!(l.manifest.as_deref(), Some(&section[..]));
+                assert_eq!(l.history, None);
+                assert_eq!(l.local.as_deref(), Some(&b"h"[..]));
                 assert_eq!(l.base, base());
             }
             other => panic!("{other:?}"),
@@ -454,7 +528,7 @@ mod tests {
         let mut stat = PathMap::default();
         stat.insert("~/f".to_owned(), (Stat::of(&md), Hash::of(b"f")));
         stat.insert("~/a\nb".to_owned(), (Stat::of(&md), Hash::of(b"g")));
-        write(&p, None, &PathMap::default(), &stat).unwrap();
+        write(&p, [None; 3], &PathMap::default(), &stat).unwrap();
         match read(&p) {
             Found::Usable(l) => assert_eq!(l.stat, stat),
             other => panic!("{other:?}"),

@@ -102,6 +102,9 @@ struct IndexState {
     /// The manifest section as it is to be written: the manifest as it is
     /// in `manifest.yaml` (none: the index is written without one).
     section: Option<Vec<u8>>,
+    /// The sections of the repository's log and of this home's own log.
+    history: Option<Vec<u8>>,
+    local: Option<Vec<u8>>,
     /// The file must be written even if the base and stat cache did not
     /// change (a new or refreshed manifest section, a first index).
     dirty: bool,
@@ -161,6 +164,7 @@ fn load_head(
                 IndexState {
                     section: Some(sec),
                     dirty,
+                    ..IndexState::default()
                 },
             ));
         }
@@ -179,8 +183,56 @@ fn load_head(
         IndexState {
             section,
             dirty: keep,
+            ..IndexState::default()
         },
     ))
+}
+
+/// A history log from `path`, through its index `section` where that
+/// vouches for the file; returns the section to keep (`keep`: there is an
+/// index) and whether it changed.
+fn load_history(
+    path: &Path,
+    section: Option<Vec<u8>>,
+    keep: bool,
+) -> (Result<History>, Option<Vec<u8>>, bool) {
+    let observed = index::now_ns();
+    let Ok(md) = fs::symlink_metadata(path) else {
+        // Missing (an empty log) or unreadable: as the loader says.
+        return (History::load(path).map_err(Error::from), None, false);
+    };
+    let mut text = None;
+    if let Some(mut sec) = section {
+        let read_hash = || {
+            let t = sgard_store::durable::read_regular_to_string(path).ok()?;
+            let h = sgard_store::Hash::of(t.as_bytes());
+            text = Some(t);
+            Some(h)
+        };
+        if let Some((h, _, fresh)) = index::cached_history(&sec, &md, read_hash) {
+            let dirty = fresh == index::Freshness::Hashed;
+            if dirty {
+                index::restamp(&mut sec, index::Fingerprint::of(&md), observed);
+            }
+            return (Ok(h), Some(sec), dirty);
+        }
+    }
+    let text = match text {
+        Some(t) => t,
+        None => match sgard_store::durable::read_regular_to_string(path) {
+            Ok(t) => t,
+            Err(_) => return (History::load(path).map_err(Error::from), None, false),
+        },
+    };
+    match History::from_yaml_at(&text, path) {
+        Ok(h) => {
+            let hash = sgard_store::Hash::of(text.as_bytes());
+            let sec = keep
+                .then(|| index::history_section(index::Fingerprint::of(&md), observed, &hash, &h));
+            (Ok(h), sec, keep)
+        }
+        Err(e) => (Err(e.into()), None, false),
+    }
 }
 
 /// Where a Garden's notes go as they happen.
@@ -275,8 +327,14 @@ pub(crate) struct LocalLog {
 }
 
 impl LocalLog {
-    fn load(dir: PathBuf, notes: &mut Vec<String>) -> Self {
-        let history = match History::load(&dir.join(HISTORY_FILE)) {
+    /// Loads the local log in `dir`, through the index's `index` section
+    /// (updated in place).
+    fn load(dir: PathBuf, notes: &mut Vec<String>, index: &mut IndexState) -> Self {
+        let (loaded, section, dirty) =
+            load_history(&dir.join(HISTORY_FILE), index.local.take(), true);
+        index.local = section;
+        index.dirty |= dirty;
+        let history = match loaded {
             Ok(h) => h,
             Err(e) => {
                 notes.push(format!(
@@ -368,8 +426,8 @@ impl Garden {
         let history = History::default();
         let place = Place::find(root, &env, true, &history);
         let index = IndexState {
-            section: None,
             dirty: place.dir.is_some(),
+            ..IndexState::default()
         };
         Garden::assemble(
             root,
@@ -394,15 +452,36 @@ impl Garden {
             return Err(Error::NotARepo(root.to_path_buf()));
         }
         let lock = RepoLock::acquire(root, mode, on_wait)?;
+        let exclusive = mode == LockMode::Exclusive;
+        // The index is found by the repository's id; finding the state of a
+        // repository whose id changed needs the log, which the index holds.
+        let first_dir = base::state_dir(env.state_dir.as_deref(), &base::repo_key(root, exclusive));
+        let mut found = first_dir
+            .as_ref()
+            .map(|d| index::read(&d.join(index::FILE)));
+        let history_section = match &mut found {
+            Some(index::Found::Usable(l)) => l.history.take(),
+            _ => None,
+        };
+        let (loaded, history_section, history_dirty) =
+            load_history(&root.join(HISTORY_FILE), history_section, found.is_some());
         // A damaged log must not stop what does not need it (status, list,
         // diff, a restore of the head); what does need it refuses.
-        let (history, history_error) = match History::load(&root.join(HISTORY_FILE)) {
+        let (history, history_error) = match loaded {
             Ok(h) => (h, None),
             Err(e) => (History::default(), Some(error_chain(&e))),
         };
-        let place = Place::find(root, &env, mode == LockMode::Exclusive, &history);
-        let mut found = place.read_index();
+        let place = Place::find(root, &env, exclusive, &history);
+        if place.note.is_some() || place.dir != first_dir {
+            // Carried over from an older id: its state is where it moved.
+            found = place.read_index();
+        }
         let (manifest, head_hash, mut index) = load_head(&manifest_path, found.as_mut())?;
+        index.history = history_section;
+        index.dirty |= history_dirty;
+        if let Some(index::Found::Usable(l)) = &mut found {
+            index.local = l.local.take();
+        }
         let store = Store::open(root);
         let mut head = (manifest, head_hash);
         let mut from_log = false;
@@ -449,7 +528,7 @@ impl Garden {
         history: History,
         store: Store,
         lock: RepoLock,
-        (place, mut found, index): (Place, Option<index::Found>, IndexState),
+        (place, mut found, mut index): (Place, Option<index::Found>, IndexState),
     ) -> Result<Garden> {
         let Place {
             key,
@@ -462,7 +541,7 @@ impl Garden {
         let mut notes: Vec<String> = key_note.into_iter().chain(tag_note).collect();
         let local = local_dir
             .as_ref()
-            .map(|d| LocalLog::load(d.join("undo"), &mut notes));
+            .map(|d| LocalLog::load(d.join("undo"), &mut notes, &mut index));
         let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
         let stat = match &mut found {
             Some(index::Found::Usable(l)) => std::mem::take(&mut l.stat),
@@ -730,6 +809,31 @@ impl Garden {
         }
     }
 
+    /// A log was just written to `path` (SHA-256 `hash`): the index's
+    /// section for it (`local`: this home's own log) follows.
+    pub(crate) fn index_history_written(
+        &self,
+        path: &Path,
+        h: &History,
+        hash: &sgard_store::Hash,
+        local: bool,
+    ) {
+        if self.local_dir.is_none() {
+            return;
+        }
+        let observed = index::now_ns();
+        let section = fs::symlink_metadata(path)
+            .ok()
+            .map(|md| index::history_section(index::Fingerprint::of(&md), observed, hash, h));
+        let mut idx = self.index.borrow_mut();
+        idx.dirty = true;
+        if local {
+            idx.local = section;
+        } else {
+            idx.history = section;
+        }
+    }
+
     /// Writes this machine's index if anything in it changed: the base,
     /// the stat cache, the manifest section (durably; see [`index`]).
     ///
@@ -745,7 +849,16 @@ impl Garden {
         if !(idx.dirty || base.dirty() || stat.dirty()) {
             return Ok(());
         }
-        index::write(&file, idx.section.as_deref(), base.map(), stat.map())?;
+        index::write(
+            &file,
+            [
+                idx.section.as_deref(),
+                idx.history.as_deref(),
+                idx.local.as_deref(),
+            ],
+            base.map(),
+            stat.map(),
+        )?;
         idx.dirty = false;
         base.saved();
         stat.saved();

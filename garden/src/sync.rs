@@ -355,7 +355,9 @@ impl Garden {
         let mut h = self.repo_history.clone();
         h.records.append(&mut new);
         h.records.sort_by_key(|r| r.time);
-        h.save(&self.root.join(HISTORY_FILE))?;
+        let path = self.root.join(HISTORY_FILE);
+        let hash = h.save(&path)?;
+        self.index_history_written(&path, &h, &hash, false);
         self.set_repo_history(h);
         Ok(())
     }

@@ -191,6 +191,14 @@ impl History {
         Self::parse(text, Path::new("<input>"))
     }
 
+    /// Parses log text read from `origin` (named in errors).
+    ///
+    /// # Errors
+    /// As [`History::load`].
+    pub fn from_yaml_at(text: &str, origin: &Path) -> Result<Self> {
+        Self::parse(text, origin)
+    }
+
     fn parse(text: &str, origin: &Path) -> Result<Self> {
         if text.trim().is_empty() {
             return Ok(History::default());
@@ -258,17 +266,20 @@ impl History {
         e.finish()
     }
 
-    /// Writes the log atomically and durably.
+    /// Writes the log atomically and durably; returns the SHA-256 of the
+    /// bytes written.
     ///
     /// # Errors
-    /// [`Error::Write`]; the previous log is then intact.
-    pub fn save(&self, path: &Path) -> Result<()> {
-        sgard_store::durable::write_atomic(path, self.to_yaml().as_bytes(), 0o644).map_err(|e| {
+    /// [`Error::Write`] naming the file.
+    pub fn save(&self, path: &Path) -> Result<Hash> {
+        let text = self.to_yaml();
+        sgard_store::durable::write_atomic(path, text.as_bytes(), 0o644).map_err(|e| {
             Error::Write {
                 path: path.to_path_buf(),
                 source: e,
             }
-        })
+        })?;
+        Ok(Hash::of(text.as_bytes()))
     }
 
     /// The record with this id.

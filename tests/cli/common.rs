@@ -383,12 +383,15 @@ impl IndexFile {
             *pos += 4;
             v as usize
         };
-        // The manifest section: a flag, then a u64 length and the bytes.
-        if body[pos] == 1 {
-            let n = u64::from_le_bytes(body[pos + 1..pos + 9].try_into().unwrap()) as usize;
-            pos += 9 + n;
-        } else {
-            pos += 1;
+        // The sections caching the manifest, the log and the local log: a
+        // flag, then a u64 length and the bytes.
+        for _ in 0..3 {
+            if body[pos] == 1 {
+                let n = u64::from_le_bytes(body[pos + 1..pos + 9].try_into().unwrap()) as usize;
+                pos += 9 + n;
+            } else {
+                pos += 1;
+            }
         }
         // The base: path, kind, flags, then what the flags say.
         for _ in 0..u32_at(&mut pos) {

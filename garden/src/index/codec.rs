@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use chrono::DateTime;
+use sgard_manifest::history::{History, Reason, Record};
 use sgard_manifest::{Encryption, Entry, EntryKind, KekSlot, Manifest, Mode, Timestamp};
 use sgard_store::Hash;
 
@@ -347,6 +348,66 @@ fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
     })
 }
 
+/// Writes a whole log.
+pub(crate) fn put_history(w: &mut Writer, h: &History) {
+    w.count(h.records.len());
+    for r in &h.records {
+        w.hash(&r.id);
+        match &r.parent {
+            Some(p) => {
+                w.u8(1);
+                w.hash(p);
+            }
+            None => w.u8(0),
+        }
+        w.time(&r.time);
+        w.str(&r.host);
+        w.opt_str(r.machine.as_deref());
+        w.str(r.reason.as_str());
+        w.opt_str(r.message.as_deref());
+        w.u64(r.entries);
+        w.u64(r.bytes);
+        w.u64(r.new_blobs);
+        match &r.head_before {
+            Some(p) => {
+                w.u8(1);
+                w.hash(p);
+            }
+            None => w.u8(0),
+        }
+    }
+}
+
+fn opt_hash(r: &mut Reader<'_>) -> Option<Option<Hash>> {
+    match r.u8()? {
+        0 => Some(None),
+        1 => r.hash().map(Some),
+        _ => None,
+    }
+}
+
+/// Reads back what [`put_history`] wrote.
+pub(crate) fn get_history(r: &mut Reader<'_>) -> Option<History> {
+    let n = r.count(32 + 1 + 12 + 4 + 1 + 4 + 1 + 24 + 1)?;
+    let mut records = Vec::with_capacity(n);
+    for _ in 0..n {
+        records.push(Record {
+            id: r.hash()?,
+            parent: opt_hash(r)?,
+            time: r.time()?,
+            host: r.str()?,
+            machine: r.opt_str()?,
+            reason: Reason::parse(&r.str()?),
+            message: r.opt_str()?,
+            entries: r.u64()?,
+            bytes: r.u64()?,
+            new_blobs: r.u64()?,
+            head_before: opt_hash(r)?,
+        });
+    }
+    Some(History { records })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +431,28 @@ mod tests {
         let back = get_manifest(&mut Reader::new(&w.buf)).unwrap();
         assert_eq!(back, m);
         assert_eq!(back.to_yaml(), m.to_yaml());
+    }
+
+    #[test]
+    fn a_history_round_trips() {
+        let text = "version: 1\nsnapshots:\n\
+            - id: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n  \
+              time: 2026-03-23T12:00:00.5Z\n  host: desk\n  reason: checkpoint\n  \
+              message: \"one\\ntwo\"\n  entries: 3\n  bytes: 10\n  new_blobs: 2\n\
+            - id: 3cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n  \
+              parent: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n  \
+              time: 2026-03-23T12:00:01Z\n  host: lap\n  reason: from-the-future\n  \
+              machine: 0123456789abcdef0123456789abcdef\n";
+        let h = History::from_yaml(text).unwrap();
+        assert_eq!(h.records.len(), 2);
+        let mut w = Writer::default();
+        put_history(&mut w, &h);
+        let mut r = Reader::new(&w.buf);
+        assert_eq!(get_history(&mut r).unwrap(), h);
+        assert!(r.is_empty());
+        for n in 0..w.buf.len() {
+            assert!(get_history(&mut Reader::new(&w.buf[..n])).is_none(), "{n}");
+        }
     }
 
     #[test]
