@@ -102,7 +102,7 @@ impl Fingerprint {
 
     /// Whether a file with this fingerprint, looked at `observed_ns`, was
     /// settled then (see the module's racy-clean rule).
-    fn settled_at(&self, observed_ns: i64) -> bool {
+    pub fn settled_at(&self, observed_ns: i64) -> bool {
         let window = i64::try_from(RACY_WINDOW.as_nanos()).unwrap_or(i64::MAX);
         self.mtime_ns.max(self.ctime_ns) < observed_ns.saturating_sub(window)
     }

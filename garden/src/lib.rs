@@ -154,7 +154,7 @@ fn load_head(
             Some(h)
         };
         if let Some((m, h, fresh)) = index::cached_manifest(&sec, &md, read_hash) {
-            let dirty = fresh == index::Freshness::Hashed;
+            let dirty = restamp_pays(&fresh, &md, observed);
             if dirty {
                 index::restamp(&mut sec, index::Fingerprint::of(&md), observed);
             }
@@ -188,6 +188,15 @@ fn load_head(
     ))
 }
 
+/// Whether a section found by hashing its file should be stamped with the
+/// fingerprint seen now: only if that fingerprint is settled, so the next
+/// command can skip reading the file. A file still inside the racy window
+/// is hashed again next time anyway, and rewriting the index for nothing
+/// costs more than the hash.
+fn restamp_pays(fresh: &index::Freshness, md: &fs::Metadata, observed: i64) -> bool {
+    *fresh == index::Freshness::Hashed && index::Fingerprint::of(md).settled_at(observed)
+}
+
 /// A history log from `path`, through its index `section` where that
 /// vouches for the file; returns the section to keep (`keep`: there is an
 /// index) and whether it changed.
@@ -210,7 +219,7 @@ fn load_history(
             Some(h)
         };
         if let Some((h, _, fresh)) = index::cached_history(&sec, &md, read_hash) {
-            let dirty = fresh == index::Freshness::Hashed;
+            let dirty = restamp_pays(&fresh, &md, observed);
             if dirty {
                 index::restamp(&mut sec, index::Fingerprint::of(&md), observed);
             }
@@ -1080,6 +1089,9 @@ impl Garden {
         let mut work = Vec::new();
         {
             let mut memo = self.lstat_memo.borrow_mut();
+            // One allocation: growing a map of 10,000 `Metadata` moved
+            // every value at each doubling.
+            memo.reserve(files.len());
             for ((path, abs, expected), r) in files.iter().zip(found) {
                 let Some(Some((md, vouched))) = r else {
                     continue;
@@ -1107,6 +1119,7 @@ impl Garden {
         });
         let mut cache = self.statcache.borrow_mut();
         let mut ahead = self.prehashed.borrow_mut();
+        ahead.reserve(work.len());
         let mut spooled = self.prespooled.borrow_mut();
         for ((p, abs, _), r) in work.iter().zip(results) {
             if let Some(Some((h, opened, after, copy))) = r {
