@@ -556,38 +556,28 @@ fn produce(
     tx: &tokio::sync::mpsc::Sender<v1::PushBlobsRequest>,
     pb: &Progress,
 ) -> Result<()> {
-    use std::io::Read;
     for h in hashes {
-        let mut f = sgard_store::durable::open_regular_file(&store.path_of(h))
-            .with_context(|| format!("blob {h} is missing locally"))?;
-        let mut hasher = sgard_store::Hasher::new();
         let mut first = true;
-        let mut buf = vec![0u8; CHUNK_SIZE];
-        loop {
-            let n = f
-                .read(&mut buf)
-                .with_context(|| format!("reading blob {h}"))?;
-            if n == 0 && !first {
-                break;
-            }
-            hasher.update(&buf[..n]);
+        let mut gone = false;
+        let sent = store.read_chunks(h, CHUNK_SIZE, &mut |data| {
             let chunk = BlobChunk {
                 hash: if first { h.to_hex() } else { String::new() },
-                data: buf[..n].to_vec(),
+                data: data.to_vec(),
             };
             first = false;
-            if tx
+            gone = tx
                 .blocking_send(v1::PushBlobsRequest { chunk: Some(chunk) })
-                .is_err()
-            {
-                return Ok(());
+                .is_err();
+            Ok(!gone)
+        });
+        match sent {
+            Ok(_) if gone => return Ok(()),
+            Ok(_) => {}
+            Err(sgard_store::Error::Missing(_)) => bail!("blob {h} is missing locally"),
+            Err(sgard_store::Error::Corrupt { .. }) => {
+                bail!("local blob {h} is corrupt; run `sgard verify`")
             }
-            if n == 0 {
-                break;
-            }
-        }
-        if hasher.finish() != *h {
-            bail!("local blob {h} is corrupt; run `sgard verify`");
+            Err(e) => return Err(e).with_context(|| format!("reading blob {h}")),
         }
         pb.inc(1);
     }

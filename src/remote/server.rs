@@ -482,42 +482,28 @@ fn send_blob(
     h: &Hash,
     tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
 ) -> Result<(), Status> {
-    use std::io::Read;
-    let path = store.path_of(h);
-    let mut f = sgard_store::durable::open_regular_file(&path)
-        .map_err(|_| Status::not_found(format!("blob {h} not found")))?;
-    let mut hasher = sgard_store::Hasher::new();
     let mut first = true;
-    let mut buf = vec![0u8; CHUNK_SIZE];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(|e| Status::internal(format!("reading blob {h}: {e}")))?;
-        if n == 0 && !first {
-            break;
-        }
-        hasher.update(&buf[..n]);
+    let sent = store.read_chunks(h, CHUNK_SIZE, &mut |data| {
         let chunk = BlobChunk {
             hash: if first { h.to_hex() } else { String::new() },
-            data: buf[..n].to_vec(),
+            data: data.to_vec(),
         };
         first = false;
-        if tx
+        // A client that went away ends the stream; nothing more to do.
+        Ok(tx
             .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
-            .is_err()
-        {
-            return Ok(());
+            .is_ok())
+    });
+    match sent {
+        Ok(_) => Ok(()),
+        Err(sgard_store::Error::Missing(_)) => {
+            Err(Status::not_found(format!("blob {h} not found")))
         }
-        if n == 0 {
-            break;
-        }
-    }
-    if hasher.finish() != *h {
-        return Err(Status::data_loss(format!(
+        Err(sgard_store::Error::Corrupt { .. }) => Err(Status::data_loss(format!(
             "blob {h} is corrupt on the server"
-        )));
+        ))),
+        Err(e) => Err(Status::internal(format!("reading blob {h}: {}", chain(&e)))),
     }
-    Ok(())
 }
 
 /// Serves until `shutdown` resolves; in-flight calls finish first.

@@ -408,9 +408,30 @@ impl Store {
     /// # Errors
     /// [`Error::Missing`], [`Error::Corrupt`], or [`Error::Io`].
     pub fn read_to(&self, hash: &Hash, out: &mut dyn Write) -> Result<u64> {
+        self.read_chunks(hash, BUF_SIZE, &mut |c| out.write_all(c).map(|()| true))
+    }
+
+    /// Reads blob `hash` in chunks of at most `chunk` bytes, re-hashing it:
+    /// `each` gets every chunk in order (an empty blob: one empty chunk)
+    /// and returns `Ok(false)` to stop early (nothing is verified then).
+    /// The one read-and-hash loop of every reader of a whole blob (restore,
+    /// the server sending a blob, the client pushing one).
+    ///
+    /// When the bytes do not match the name, the error is [`Error::Corrupt`],
+    /// after every chunk was given: whatever `each` did with them must be
+    /// undone. A blob that is not a regular file (a FIFO planted in the
+    /// store, a folder) counts as missing; opening never blocks.
+    ///
+    /// # Errors
+    /// [`Error::Missing`], [`Error::Corrupt`], [`Error::Io`],
+    /// [`Error::Source`] from `each`, or the cancellation error on Ctrl-C.
+    pub fn read_chunks(
+        &self,
+        hash: &Hash,
+        chunk: usize,
+        each: &mut dyn FnMut(&[u8]) -> io::Result<bool>,
+    ) -> Result<u64> {
         let p = self.path_of(hash);
-        // A blob that is not a regular file (a FIFO planted in the store, a
-        // folder) counts as missing; opening never blocks.
         let mut f = match durable::open_regular_file(&p) {
             Ok(f) => f,
             Err(e)
@@ -424,19 +445,26 @@ impl Store {
             Err(e) => return Err(Error::io("opening blob", p, e)),
         };
         let mut hasher = Hasher::new();
-        let mut buf = vec![0u8; BUF_SIZE];
+        let mut buf = vec![0u8; chunk.max(1)];
         let mut size = 0u64;
         loop {
             let n = match f.read(&mut buf) {
-                Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(Error::io("reading blob", p, e)),
             };
+            if n == 0 && size > 0 {
+                break;
+            }
             hasher.update(&buf[..n]);
             crate::cancel::check()?;
-            out.write_all(&buf[..n]).map_err(Error::Source)?;
+            if !each(&buf[..n]).map_err(Error::Source)? {
+                return Ok(size);
+            }
             size += n as u64;
+            if n == 0 {
+                break;
+            }
         }
         let actual = hasher.finish();
         if actual != *hash {
@@ -659,6 +687,44 @@ mod tests {
             s.verify(&w.hash).unwrap(),
             BlobState::Corrupt(Hash::of(b"tampered"))
         );
+    }
+
+    #[test]
+    fn chunks_come_in_order_once_and_are_verified() {
+        let (_d, s) = store();
+        let chunks = |h: &Hash, n: usize| {
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            let r = s.read_chunks(h, n, &mut |c| {
+                got.push(c.to_vec());
+                Ok(true)
+            });
+            (r, got)
+        };
+        // An empty blob: one empty chunk (a stream always says which blob).
+        let e = s.write_bytes(b"").unwrap();
+        let (r, got) = chunks(&e.hash, 4);
+        assert_eq!(r.unwrap(), 0);
+        assert_eq!(got, vec![Vec::<u8>::new()]);
+        let w = s.write_bytes(b"0123456789").unwrap();
+        let (r, got) = chunks(&w.hash, 4);
+        assert_eq!(r.unwrap(), 10);
+        assert_eq!(got.concat(), b"0123456789");
+        assert!(got.iter().all(|c| !c.is_empty() && c.len() <= 4), "{got:?}");
+        // Stopping early is not an error and verifies nothing.
+        let mut n = 0;
+        let r = s.read_chunks(&w.hash, 4, &mut |_| {
+            n += 1;
+            Ok(false)
+        });
+        assert_eq!((r.unwrap(), n), (0, 1));
+        // Tampered: every chunk is given, then the read fails.
+        fs::write(s.path_of(&w.hash), b"0123456780").unwrap();
+        let (r, got) = chunks(&w.hash, 4);
+        assert!(matches!(r, Err(Error::Corrupt { .. })));
+        assert_eq!(got.concat(), b"0123456780");
+        // An error from the consumer is passed on.
+        let r = s.read_chunks(&e.hash, 4, &mut |_| Err(io::Error::other("full")));
+        assert!(matches!(r, Err(Error::Source(_))));
     }
 
     #[test]
