@@ -90,6 +90,15 @@ impl TestEnv {
         t
     }
 
+    /// A repository tracking one file, `rel` under HOME, written with
+    /// `content` and added (the start of most single-file tests).
+    pub fn tracking(rel: &str, content: impl AsRef<[u8]>) -> Self {
+        let t = Self::init();
+        t.write(rel, content);
+        t.sgard(["add", rel]).ok();
+        t
+    }
+
     /// A scratch folder outside HOME (same temp dir).
     pub fn outside(&self) -> PathBuf {
         let p = self.dir.path().join("outside");

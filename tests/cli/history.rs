@@ -529,9 +529,7 @@ fn restore_at_safety_snapshot_names_created_paths_absent() {
 /// 2b. Nothing to undo without a restore; a dry run then also refuses.
 #[test]
 fn undo_without_a_restore_is_refused() {
-    let t = TestEnv::init();
-    t.write("f", b"x\n");
-    t.sgard(["add", "~/f"]).ok();
+    let t = TestEnv::tracking("f", b"x\n");
     t.sgard(["checkpoint"]).ok();
     let r = t.sgard(["undo"]);
     assert_ne!(r.code, 0, "{r:#?}");
@@ -584,9 +582,7 @@ fn undo_reports_conflicts_and_undoes_the_rest() {
 /// undo does not recreate over the user's deletion).
 #[test]
 fn undo_conflict_on_deleted_overwritten_file() {
-    let t = TestEnv::init();
-    t.write("f", b"stored f\n");
-    t.sgard(["add", "~/f"]).ok();
+    let t = TestEnv::tracking("f", b"stored f\n");
     t.sgard(["checkpoint"]).ok();
     t.write("f", b"local f\n");
     t.sgard(["restore", "-f"]).ok();
@@ -1279,9 +1275,7 @@ fn kill_9_during_restore_keeps_log_consistent_and_undoable() {
 /// command writes manifest.yaml as the snapshot's exact bytes.
 #[test]
 fn checkpoint_interrupted_before_manifest_write_is_finished() {
-    let mut t = TestEnv::init();
-    t.write("f", b"first\n");
-    t.sgard(["add", "~/f"]).ok();
+    let mut t = TestEnv::tracking("f", b"first\n");
     t.sgard(["checkpoint", "-m", "one"]).ok();
     at(&mut t, 60);
     t.write("f", b"second\n");
@@ -1339,9 +1333,7 @@ fn checkpoint_interrupted_before_manifest_write_is_finished() {
 /// (`restore`), which then works from the new head.
 #[test]
 fn interrupted_checkpoint_is_finished_by_restore() {
-    let mut t = TestEnv::init();
-    t.write("f", b"first\n");
-    t.sgard(["add", "~/f"]).ok();
+    let mut t = TestEnv::tracking("f", b"first\n");
     t.sgard(["checkpoint"]).ok();
     at(&mut t, 60);
     t.write("f", b"second\n");
@@ -1565,9 +1557,7 @@ fn show_lists_added_modified_and_mode_changes() {
 /// compares two snapshots, both ids in the headers.
 #[test]
 fn diff_at_a_snapshot_and_between_snapshots() {
-    let mut t = TestEnv::init();
-    t.write("f", b"alpha\nbeta\ngamma\n");
-    t.sgard(["add", "~/f"]).ok();
+    let mut t = TestEnv::tracking("f", b"alpha\nbeta\ngamma\n");
     t.sgard(["checkpoint"]).ok();
     at(&mut t, 60);
     t.write("f", b"alpha\nBETA\ngamma\n");
@@ -1661,9 +1651,7 @@ fn mirror_down_deletion_is_undone() {
 /// only overwritten after a yes.
 #[test]
 fn restore_at_asks_before_overwriting_local_changes() {
-    let mut t = TestEnv::init();
-    t.write("f", b"v1\n");
-    t.sgard(["add", "~/f"]).ok();
+    let mut t = TestEnv::tracking("f", b"v1\n");
     t.sgard(["checkpoint"]).ok();
     at(&mut t, 3600);
     t.write("f", b"v2\n");

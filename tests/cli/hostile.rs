@@ -1176,9 +1176,7 @@ fn closed_stdout_is_not_a_panic() {
 /// (`sgard … | true`).
 #[test]
 fn no_command_panics_on_a_closed_stdout() {
-    let t = TestEnv::init();
-    t.write("a", "a\n");
-    t.sgard(["add", "~/a"]).ok();
+    let t = TestEnv::tracking("a", "a\n");
     t.write("a", "b\n");
     for args in [
         &["list"][..],
@@ -1392,9 +1390,7 @@ fn control_characters_in_untrusted_text_are_escaped() {
 /// still works; what would rewrite it refuses (exit 3) and leaves it as it is.
 #[test]
 fn a_damaged_history_stops_only_what_needs_it() {
-    let t = TestEnv::init();
-    t.write(".bashrc", "x\n");
-    t.sgard(["add", "~/.bashrc"]).ok();
+    let t = TestEnv::tracking(".bashrc", "x\n");
     t.sgard(["checkpoint"]).ok();
     let hist = t.repo().join("history.yaml");
     fs::write(&hist, "version: 1\nsnapshots: [ {{{ damaged\n").unwrap();
@@ -1534,9 +1530,7 @@ fn noise_bytes(len: usize, seed: u64) -> Vec<u8> {
 /// repository, is removed by the next restore, or by prune.
 #[test]
 fn debris_of_killed_commands_is_swept() {
-    let t = TestEnv::init();
-    t.write("d/f", "x\n");
-    t.sgard(["add", "~/d/f"]).ok();
+    let t = TestEnv::tracking("d/f", "x\n");
     // As a process that is gone would leave them (pid 1 is never ours, and
     // a pid beyond the kernel's maximum is nobody's).
     let dead = 4_194_305u32;

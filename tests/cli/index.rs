@@ -10,9 +10,7 @@ use crate::common::*;
 /// (the ctime and inode moved), so the new manifest is what counts.
 #[test]
 fn a_manifest_changed_behind_sgards_back_is_read_again() {
-    let t = TestEnv::init();
-    t.write("f", "one\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "one\n");
     // Settle it, so the index would vouch for the manifest on its own.
     set_mtime(&t.repo().join("manifest.yaml"), now_secs() - 3600);
     std::thread::sleep(std::time::Duration::from_millis(2300));
@@ -55,9 +53,7 @@ fn an_index_from_another_repository_supplies_nothing() {
 /// into it and removed, keeping what it said.
 #[test]
 fn the_index_replaces_the_older_files() {
-    let t = TestEnv::init();
-    t.write("f", "one\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "one\n");
     let idx = IndexFile::read(&t.index());
     assert!(!idx.head.is_empty());
     assert!(!t.state().join("base").exists());

@@ -443,9 +443,7 @@ fn status_shows_file_replaced_by_folder_as_typechange() {
 
 #[test]
 fn checkpoint_records_new_content_and_keeps_old_blob() {
-    let mut t = TestEnv::init();
-    t.write("f", "old\n");
-    t.sgard(["add", "f"]).ok();
+    let mut t = TestEnv::tracking("f", "old\n");
     t.write("f", "new\n");
     t.now = "2026-03-24T09:00:00Z".to_owned();
     let r = t.sgard(["checkpoint", "-m", "m1"]);
@@ -503,9 +501,7 @@ fn checkpoint_of_unchanged_files_keeps_entry_updated() {
 
 #[test]
 fn checkpoint_of_deleted_file_keeps_entry() {
-    let mut t = TestEnv::init();
-    t.write("f", "f\n");
-    t.sgard(["add", "f"]).ok();
+    let mut t = TestEnv::tracking("f", "f\n");
     let before = entry_block(&t.manifest(), "~/f").unwrap();
     fs::remove_file(t.path("f")).unwrap();
     t.now = "2026-03-24T00:00:00Z".to_owned();
@@ -585,9 +581,7 @@ fn restore_keeps_mode_0600() {
 
 #[test]
 fn restore_creates_parent_folders() {
-    let t = TestEnv::init();
-    t.write("a/b/c", "deep\n");
-    t.sgard(["add", "a/b/c"]).ok();
+    let t = TestEnv::tracking("a/b/c", "deep\n");
     fs::remove_dir_all(t.path("a")).unwrap();
     t.sgard(["restore", "-f"]).ok();
     assert!(t.path("a/b").is_dir());
@@ -611,9 +605,7 @@ fn restore_recreates_symlink_with_raw_target() {
 
 #[test]
 fn restore_asks_about_a_local_change() {
-    let t = TestEnv::init();
-    t.write("f", "original\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "original\n");
     t.write("f", "changed\n");
     make_newer(&t, "f");
     let question = "~/f: changed here since the last sync (content). Overwrite it? [y,n,d,a,q,?]";
@@ -642,9 +634,7 @@ fn restore_asks_about_a_local_change_even_when_the_disk_is_older() {
     // `updated` without asking, losing an edit made with an old mtime (an
     // extracted archive, a copied file, a clock behind). Only the base
     // decides now: this is a local change, so it is asked about.
-    let t = TestEnv::init();
-    t.write("f", "original\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "original\n");
     t.write("f", "changed\n");
     make_old(&t, "f");
     let r = t.sgard(["restore"]);
@@ -655,9 +645,7 @@ fn restore_asks_about_a_local_change_even_when_the_disk_is_older() {
 
 #[test]
 fn restore_force_does_not_ask() {
-    let t = TestEnv::init();
-    t.write("f", "original\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "original\n");
     t.write("f", "changed\n");
     make_newer(&t, "f");
     let r = t.sgard(["restore", "--force"]);
@@ -764,9 +752,7 @@ fn restore_over_existing_file_gives_exactly_the_stored_mode() {
 
 #[test]
 fn restore_replaces_a_symlink_at_the_destination() {
-    let t = TestEnv::init();
-    t.write("f", "stored\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "stored\n");
     fs::remove_file(t.path("f")).unwrap();
     t.write("target", "target content\n");
     symlink(t.path("target"), t.path("f")).unwrap();
@@ -851,9 +837,7 @@ fn restore_of_folder_restores_entries_under_it() {
 
 #[test]
 fn restore_of_untracked_path_fails() {
-    let t = TestEnv::init();
-    t.write("f", "f\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "f\n");
     let r = t.sgard(["restore", &s(&t.path("untracked"))]);
     assert_ne!(r.code, 0, "{r:#?}");
     r.stderr_has("no matching tracked entries");
@@ -888,9 +872,7 @@ fn restore_failure_of_one_entry_does_not_stop_the_others() {
 
 #[test]
 fn remove_untracks_entry() {
-    let t = TestEnv::init();
-    t.write(".bashrc", "hi\n");
-    t.sgard(["add", ".bashrc"]).ok();
+    let t = TestEnv::tracking(".bashrc", "hi\n");
     let r = t.sgard(["remove", &s(&t.path(".bashrc"))]);
     r.ok();
     assert_eq!(r.stdout, "Removed 1 path(s)\n");
@@ -918,9 +900,7 @@ fn remove_of_folder_untracks_entries_under_it() {
 
 #[test]
 fn remove_of_untracked_path_fails() {
-    let t = TestEnv::init();
-    t.write("f", "f\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "f\n");
     let before = t.manifest();
     let r = t.sgard(["remove", &s(&t.path("f")), &s(&t.path("nope"))]);
     assert_ne!(r.code, 0, "{r:#?}");
@@ -947,9 +927,7 @@ fn prune_deletes_orphaned_blobs() {
 
 #[test]
 fn prune_removes_stale_temp_files() {
-    let t = TestEnv::init();
-    t.write("f", "f\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "f\n");
     let tmp = t.repo().join("blobs").join("tmp");
     fs::create_dir_all(&tmp).unwrap();
     fs::write(tmp.join("blob-stale"), "half").unwrap();
@@ -994,9 +972,7 @@ fn verify_reports_corrupt_blob() {
 
 #[test]
 fn verify_reports_missing_blob() {
-    let t = TestEnv::init();
-    t.write("f", "f\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "f\n");
     fs::remove_file(t.blob_path(&sha("f\n"))).unwrap();
     let r = t.sgard(["verify"]);
     r.code(3);
@@ -1026,9 +1002,7 @@ fn list_prints_files_and_links() {
 
 #[test]
 fn diff_of_unchanged_file_says_no_changes() {
-    let t = TestEnv::init();
-    t.write("f", "original\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "original\n");
     let r = t.sgard(["diff", "f"]);
     r.ok();
     assert_eq!(r.stdout, "No changes.\n");
@@ -1036,9 +1010,7 @@ fn diff_of_unchanged_file_says_no_changes() {
 
 #[test]
 fn diff_after_edit_is_unified() {
-    let t = TestEnv::init();
-    t.write("f", "original\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "original\n");
     t.write("f", "modified\n");
     let r = t.sgard(["diff", &s(&t.path("f"))]);
     r.ok();
@@ -1079,9 +1051,7 @@ fn diff_limits_context_around_changes() {
 
 #[test]
 fn diff_exit_code_reports_difference() {
-    let t = TestEnv::init();
-    t.write("f", "original\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "original\n");
     t.sgard(["diff", "--exit-code", "f"]).ok();
     t.write("f", "modified\n");
     t.sgard(["diff", "--exit-code", "f"])
@@ -1092,9 +1062,7 @@ fn diff_exit_code_reports_difference() {
 
 #[test]
 fn diff_of_binary_file_says_binary_files_differ() {
-    let t = TestEnv::init();
-    t.write("b", b"\x00\x01bin");
-    t.sgard(["add", "b"]).ok();
+    let t = TestEnv::tracking("b", b"\x00\x01bin");
     t.write("b", b"\x00\x02bin");
     let r = t.sgard(["diff", "b"]);
     r.ok();

@@ -13,9 +13,7 @@ fn plant(t: &TestEnv, path: &str, disk: &std::path::Path, hash: &str) {
 
 #[test]
 fn the_cache_is_consulted_and_no_cache_bypasses_it() {
-    let t = TestEnv::init();
-    t.write("f", "content\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "content\n");
     // A cache entry matching the file's exact stat is trusted without
     // reading the file: plant one that lies about the content.
     plant(&t, "~/f", &t.path("f"), &sha("something else\n"));
@@ -35,9 +33,7 @@ fn the_cache_is_consulted_and_no_cache_bypasses_it() {
 
 #[test]
 fn a_damaged_cache_is_ignored() {
-    let t = TestEnv::init();
-    t.write("f", "content\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "content\n");
     plant(&t, "~/f", &t.path("f"), &sha("lie\n"));
     assert_eq!(t.sgard(["status"]).stdout, "modified   ~/f  (content)\n");
     // Damage one byte (the last, inside the planted hash): the checksum no
@@ -94,9 +90,7 @@ fn a_same_size_rewrite_with_the_old_mtime_is_seen() {
 
 #[test]
 fn files_inside_the_racy_window_are_never_cached() {
-    let t = TestEnv::init();
-    t.write("f", "fresh\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "fresh\n");
     t.sgard(["status"]).ok();
     assert!(
         !IndexFile::read(&t.index()).has_stat("~/f"),
@@ -106,9 +100,7 @@ fn files_inside_the_racy_window_are_never_cached() {
 
 #[test]
 fn checkpoint_restores_a_lost_blob_unless_the_cache_vouches_for_the_file() {
-    let t = TestEnv::init();
-    t.write("f", "kept\n");
-    t.sgard(["add", "f"]).ok();
+    let t = TestEnv::tracking("f", "kept\n");
     let blob = t.blob_path(&sha("kept\n"));
     // A file the cache cannot vouch for is hashed, and its lost blob is
     // stored again from it.

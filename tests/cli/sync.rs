@@ -375,6 +375,18 @@ macro_rules! world_or_skip {
     };
 }
 
+/// The usual start of a sync test: a world with two keys (`ka`, `kb`) and
+/// a plain server (`srv`, listening at `addr`), as `let` bindings named by
+/// the caller. Skips the test when ssh-keygen is missing.
+macro_rules! two_machines_one_server {
+    ($w:ident, $srv:ident, $addr:ident, $ka:ident, $kb:ident) => {
+        let $w = world_or_skip!(2);
+        let ($ka, $kb) = ($w.key(0), $w.key(1));
+        let $srv = $w.serve(&[]);
+        let $addr = $srv.addr.as_str();
+    };
+}
+
 /// Every regular file under `dir`, as paths relative to it.
 fn files_under(dir: &Path) -> BTreeSet<String> {
     fn walk(root: &Path, d: &Path, out: &mut BTreeSet<String>) {
@@ -791,10 +803,7 @@ fn reauth_challenge(s: &Status) -> Option<v1::ReauthChallenge> {
 /// into a HOME without a repository creates it; tokens are cached 0600.
 #[test]
 fn two_homes_sync_both_ways() {
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
 
     let a = TestEnv::init();
     a.write(".bashrc", "export A=1\n");
@@ -862,10 +871,7 @@ fn two_homes_sync_both_ways() {
 /// that writes nothing, settled by `--theirs` or `--ours`.
 #[test]
 fn concurrent_edits_merge_conflict_theirs_ours() {
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
     let mut a = TestEnv::init();
     let mut b = TestEnv::new();
     a.write("f1", "one\n");
@@ -951,10 +957,7 @@ fn concurrent_edits_merge_conflict_theirs_ours() {
 /// at its checkpointed version, and (with `pull --force`) unsaved edits.
 #[test]
 fn undo_reverts_a_pull() {
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
     let mut a = TestEnv::init();
     let b = TestEnv::new();
     let c = TestEnv::new();
@@ -1888,10 +1891,7 @@ fn assert_no_temp_blobs_or_report(repo: &Path) {
 /// plaintext; another HOME with the passphrase restores it.
 #[test]
 fn encrypted_entries_travel_encrypted() {
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
     let pw = [
         ("SGARD_PASSPHRASE", "correct horse battery staple"),
         ("SGARD_TEST_ARGON2", "1"),
@@ -1930,10 +1930,7 @@ fn encrypted_entries_travel_encrypted() {
 /// local unless given `--remote`.
 #[test]
 fn remote_config_and_remote_list_prune() {
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
     let a = TestEnv::init();
     a.write("f", "shared\n");
     track(&a, &["f"]);
@@ -2037,10 +2034,7 @@ fn remote_config_and_remote_list_prune() {
 /// History travels: B's log has A's checkpoints (same ids, times, messages).
 #[test]
 fn history_travels_with_push_and_pull() {
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
     let mut a = TestEnv::init();
     a.write("f", "first\n");
     local(&a, &["add", "f"]).ok();
@@ -2095,10 +2089,7 @@ fn cp_short(v: &Value) -> String {
 /// never overwritten; the others come in without a question.
 #[test]
 fn pull_asks_before_overwriting_a_local_edit() {
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
     let mut a = TestEnv::init();
     let b = TestEnv::new();
     a.write("f", "v1\n");
@@ -2137,10 +2128,7 @@ fn pull_asks_before_overwriting_a_local_edit() {
 /// the file).
 #[test]
 fn a_file_deleted_here_is_not_brought_back_by_pull() {
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
     let a = TestEnv::init();
     a.write("f", "v1\n");
     a.write("g", "v1\n");
@@ -2224,10 +2212,7 @@ fn a_killed_pull_is_finished_by_the_next_one() {
 /// it wrote and the user then deleted is not brought back by the next pull.
 #[test]
 fn a_restore_settles_what_a_killed_pull_left() {
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
     let a = TestEnv::init();
     let b = TestEnv::new();
     a.write("f", "v1\n");
@@ -2395,10 +2380,7 @@ fn io_errors_inside_pull_lose_nothing_and_the_next_pull_finishes() {
         eprintln!("skipping: strace cannot trace here");
         return;
     }
-    let w = world_or_skip!(2);
-    let (ka, kb) = (w.key(0), w.key(1));
-    let srv = w.serve(&[]);
-    let addr = srv.addr.as_str();
+    two_machines_one_server!(w, srv, addr, ka, kb);
     let a = TestEnv::init();
     let files: Vec<(String, Vec<u8>)> = (0..4u64)
         .map(|i| {
