@@ -276,25 +276,36 @@ impl Base {
             index: Some(dir.join(index::FILE)),
             ..Base::default()
         };
+        let path = dir.join("base");
         match found {
             Some(index::Found::Usable(l)) => {
-                b.map = std::mem::take(&mut l.base);
+                match l.base.take() {
+                    Some(m) => b.map = m,
+                    None => b.new = true,
+                }
+                // The index is the base; a text file beside it is an older
+                // build's, older than it.
+                if std::fs::remove_file(&path).is_ok() {
+                    let _ = durable::fsync_dir(dir);
+                }
                 return b;
             }
-            Some(index::Found::Unusable) => b.damaged = true,
+            // Never the older text file instead: it is older than the index.
+            Some(index::Found::Unusable) => {
+                b.damaged = true;
+                return b;
+            }
             _ => {}
         }
-        let path = dir.join("base");
         match durable::read_regular_to_string(&path) {
             Ok(t) => match parse(&t) {
                 Some(m) => {
                     b.map = m;
-                    b.damaged = false;
                     b.legacy = true;
                 }
                 None => b.damaged = true,
             },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => b.new = !b.damaged,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => b.new = true,
             Err(_) => b.damaged = true,
         }
         b
@@ -476,9 +487,10 @@ impl Base {
         self.index.as_deref()
     }
 
-    /// What to save.
-    pub fn map(&self) -> &PathMap<BaseEntry> {
-        &self.map
+    /// What to save: none while this machine keeps no base at all (so the
+    /// next command still seeds one, see `Garden::seed_base`).
+    pub fn to_write(&self) -> Option<&PathMap<BaseEntry>> {
+        (!self.new || self.dirty()).then_some(&self.map)
     }
 
     /// It was saved durably in the index: the pending journal and an older
@@ -486,6 +498,7 @@ impl Base {
     pub fn saved(&mut self) {
         self.dirty = false;
         self.damaged = false;
+        self.new = false;
         self.drop_pending();
         if self.legacy {
             if let Some(p) = &self.path
@@ -693,7 +706,7 @@ mod tests {
         enc.content = Some(Hash::of(b"plain"));
         b.settle("~/secret", enc.clone());
         let file = b.index().unwrap();
-        index::write(file, [None; 3], b.map(), &PathMap::default()).unwrap();
+        index::write(file, [None; 3], b.to_write(), &PathMap::default()).unwrap();
         let mut found = index::read(file);
         let again = Base::load(Some(d.path()), Some(&mut found));
         assert!(!again.damaged());
@@ -732,8 +745,17 @@ mod tests {
         assert!(again.get("~/f").is_none() && again.get("~/g").is_none());
         std::fs::write(&p, "garbage").unwrap();
         assert!(Base::load(Some(d.path()), None).damaged());
-        // An index that cannot be used is damage too, even with no file.
-        std::fs::remove_file(&p).unwrap();
+        // An index that cannot be used is damage, even with an older file
+        // beside it (older than the index, so never taken instead).
+        std::fs::write(&p, &good).unwrap();
+        let mut found = index::Found::Unusable;
+        let b = Base::load(Some(d.path()), Some(&mut found));
+        assert!(b.damaged() && b.get("~/f").is_none());
+        // A usable index is the base; the older file goes.
+        let mut found = index::Found::Usable(index::Loaded::default());
+        let b = Base::load(Some(d.path()), Some(&mut found));
+        assert!(b.is_new() && b.to_write().is_none(), "no base kept yet");
+        assert!(!p.exists());
         let mut found = index::Found::Unusable;
         let b = Base::load(Some(d.path()), Some(&mut found));
         assert!(b.damaged() && !b.is_new());

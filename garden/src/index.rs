@@ -63,8 +63,11 @@ const MAGIC: &[u8; 12] = b"sgard-index\n";
 /// Bump on any change of the layout; an index of another version is
 /// rebuilt.
 const VERSION: u32 = 1;
-/// Far above any real index (100,000 entries take ~40 MB).
-const MAX_BYTES: u64 = 4 << 30;
+/// Far above any real index (100,000 entries take ~30 MB).
+const MAX_BYTES: u64 = 1 << 30;
+/// Decoded counts never reserve more than this many items up front (a
+/// damaged count that passed the checksum grows the map as it fills).
+pub(crate) const MAX_RESERVE: usize = 1 << 16;
 
 /// How much older than the moment it was looked at a file must be for its
 /// fingerprint alone to vouch for its content.
@@ -95,8 +98,14 @@ impl Fingerprint {
             dev: md.dev(),
             ino: md.ino(),
             size: md.size(),
-            mtime_ns: md.mtime().saturating_mul(1_000_000_000) + md.mtime_nsec(),
-            ctime_ns: md.ctime().saturating_mul(1_000_000_000) + md.ctime_nsec(),
+            mtime_ns: md
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(md.mtime_nsec()),
+            ctime_ns: md
+                .ctime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(md.ctime_nsec()),
         }
     }
 
@@ -244,7 +253,8 @@ pub(crate) struct Loaded {
     pub history: Option<Vec<u8>>,
     /// This home's own log, `undo/history.yaml`.
     pub local: Option<Vec<u8>>,
-    pub base: PathMap<BaseEntry>,
+    /// None: this machine keeps no base for the repository yet.
+    pub base: Option<PathMap<BaseEntry>>,
     pub stat: PathMap<(Stat, Hash)>,
 }
 
@@ -299,14 +309,22 @@ fn parse(buf: &[u8]) -> Option<Loaded> {
     let manifest = section()?;
     let history = section()?;
     let local = section()?;
-    let n = r.count(4 + 2)?;
-    let mut base = PathMap::with_capacity_and_hasher(n, Default::default());
-    for _ in 0..n {
-        let path = r.str()?;
-        base.insert(path, get_base(&mut r)?);
-    }
+    let base = match r.u8()? {
+        0 => None,
+        1 => {
+            let n = r.count(4 + 2)?;
+            let mut base =
+                PathMap::with_capacity_and_hasher(n.min(MAX_RESERVE), Default::default());
+            for _ in 0..n {
+                let path = r.str()?;
+                base.insert(path, get_base(&mut r)?);
+            }
+            Some(base)
+        }
+        _ => return None,
+    };
     let n = r.count(4 + 44 + 32)?;
-    let mut stat = PathMap::with_capacity_and_hasher(n, Default::default());
+    let mut stat = PathMap::with_capacity_and_hasher(n.min(MAX_RESERVE), Default::default());
     for _ in 0..n {
         let path = r.str()?;
         let st = Stat::get(&mut r)?;
@@ -328,13 +346,13 @@ fn parse(buf: &[u8]) -> Option<Loaded> {
 pub(crate) fn write(
     path: &Path,
     sections: [Option<&[u8]>; 3],
-    base: &PathMap<BaseEntry>,
+    base: Option<&PathMap<BaseEntry>>,
     stat: &PathMap<(Stat, Hash)>,
 ) -> Result<()> {
     let mut w = Writer::default();
     w.buf.reserve(
         sections.iter().flatten().map(|s| s.len()).sum::<usize>()
-            + base.len() * 110
+            + base.map_or(0, PathMap::len) * 110
             + stat.len() * 130
             + 1024,
     );
@@ -348,12 +366,18 @@ pub(crate) fn write(
             None => w.u8(0),
         }
     }
-    let mut keys: Vec<&String> = base.keys().collect();
-    keys.sort_unstable();
-    w.count(keys.len());
-    for k in keys {
-        w.str(k);
-        put_base(&mut w, &base[k]);
+    match base {
+        None => w.u8(0),
+        Some(base) => {
+            w.u8(1);
+            let mut keys: Vec<&String> = base.keys().collect();
+            keys.sort_unstable();
+            w.count(keys.len());
+            for k in keys {
+                w.str(k);
+                put_base(&mut w, &base[k]);
+            }
+        }
     }
     let mut keys: Vec<&String> = stat.keys().collect();
     keys.sort_unstable();
@@ -372,6 +396,33 @@ pub(crate) fn write(
     out.extend_from_slice(&body);
     durable::create_private_dir_all(&durable::parent_of(path))?;
     durable::write_atomic(path, &out, 0o600).map_err(Error::from)
+}
+
+/// Held while an index is read back and rewritten: `<index>.lock`, an
+/// advisory `flock` beside it (two commands saving at once must not write
+/// one's base over the other's).
+pub(crate) struct WriteLock {
+    _file: std::fs::File,
+}
+
+impl WriteLock {
+    /// Takes the lock for the index at `path` (waiting for another writer).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the lock file.
+    pub fn take(path: &Path) -> Result<Self> {
+        let lock = path.with_extension("lock");
+        durable::create_private_dir_all(&durable::parent_of(&lock))?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock)
+            .map_err(|e| Error::io("opening lock file", &lock, e))?;
+        f.lock().map_err(|e| Error::io("locking", &lock, e))?;
+        Ok(WriteLock { _file: f })
+    }
 }
 
 const B_MODE: u8 = 1;
@@ -494,7 +545,7 @@ mod tests {
         write(
             &p,
             [Some(&section), None, Some(b"h")],
-            &base(),
+            Some(&base()),
             &PathMap::default(),
         )
         .unwrap();
@@ -503,7 +554,7 @@ mod tests {
                 assert_eq!(l.manifest.as_deref(), Some(&section[..]));
                 assert_eq!(l.history, None);
                 assert_eq!(l.local.as_deref(), Some(&b"h"[..]));
-                assert_eq!(l.base, base());
+                assert_eq!(l.base, Some(base()));
             }
             other => panic!("{other:?}"),
         }
@@ -521,6 +572,21 @@ mod tests {
     }
 
     #[test]
+    fn a_file_dated_past_2262_does_not_overflow() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("m");
+        std::fs::write(&f, "x").unwrap();
+        let far = UNIX_EPOCH + Duration::new(10_413_792_000, 500); // 2300
+        let file = std::fs::File::options().write(true).open(&f).unwrap();
+        if file.set_modified(far).is_err() {
+            return; // a filesystem that cannot hold the date
+        }
+        let md = std::fs::symlink_metadata(&f).unwrap();
+        let fp = Fingerprint::of(&md);
+        assert!(!fp.settled_at(now_ns()), "a future file is never settled");
+    }
+
+    #[test]
     fn stat_entries_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join(FILE);
@@ -528,9 +594,12 @@ mod tests {
         let mut stat = PathMap::default();
         stat.insert("~/f".to_owned(), (Stat::of(&md), Hash::of(b"f")));
         stat.insert("~/a\nb".to_owned(), (Stat::of(&md), Hash::of(b"g")));
-        write(&p, [None; 3], &PathMap::default(), &stat).unwrap();
+        write(&p, [None; 3], None, &stat).unwrap();
         match read(&p) {
-            Found::Usable(l) => assert_eq!(l.stat, stat),
+            Found::Usable(l) => {
+                assert_eq!(l.stat, stat);
+                assert_eq!(l.base, None, "no base is not an empty base");
+            }
             other => panic!("{other:?}"),
         }
     }

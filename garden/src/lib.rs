@@ -514,6 +514,11 @@ impl Garden {
         }
         let mut g = Garden::assemble(root, env, head, history, store, lock, (place, found, index))?;
         g.head_from_log = from_log;
+        // Agreements taken from `base.pending` (a crash between a manifest
+        // write and the base's) are made durable now, as they were made.
+        if g.base.get_mut().dirty() {
+            let _ = g.save_index();
+        }
         if mode == LockMode::Exclusive {
             g.sweep_repo_temps();
         }
@@ -791,7 +796,6 @@ impl Garden {
         self.base.borrow().prepare()?;
         self.write_manifest_file(&text)?;
         self.head_hash = sgard_store::Hash::of(text.as_bytes());
-        self.index_manifest_written();
         self.env.crash_point("manifest-before-base");
         self.flush_base()
     }
@@ -800,7 +804,7 @@ impl Garden {
     /// manifest section follows it. Its fingerprint is taken after the
     /// write, and is not yet settled, so the next command hashes the file
     /// once before trusting it.
-    fn index_manifest_written(&self) {
+    fn index_manifest_written(&self, hash: &sgard_store::Hash) {
         let mut idx = self.index.borrow_mut();
         idx.dirty = true;
         idx.section = None;
@@ -812,7 +816,7 @@ impl Garden {
             idx.section = Some(index::manifest_section(
                 index::Fingerprint::of(&md),
                 observed,
-                &self.head_hash,
+                hash,
                 &self.manifest,
             ));
         }
@@ -855,9 +859,27 @@ impl Garden {
         };
         let mut idx = self.index.borrow_mut();
         let mut stat = self.statcache.borrow_mut();
-        if !(idx.dirty || base.dirty() || stat.dirty()) {
+        let base_changed = base.dirty();
+        if !(idx.dirty || base_changed || stat.dirty()) {
             return Ok(());
         }
+        // One writer at a time per index; a command that did not change
+        // the base keeps the one on disk (another command may have saved
+        // agreements since this one read it).
+        let _turn = index::WriteLock::take(&file)?;
+        let on_disk;
+        let base_to_write = if base_changed {
+            base.to_write()
+        } else {
+            on_disk = match index::read(&file) {
+                index::Found::Usable(l) => Some(l.base),
+                _ => None,
+            };
+            match &on_disk {
+                Some(b) => b.as_ref(),
+                None => base.to_write(),
+            }
+        };
         index::write(
             &file,
             [
@@ -865,11 +887,13 @@ impl Garden {
                 idx.history.as_deref(),
                 idx.local.as_deref(),
             ],
-            base.map(),
+            base_to_write,
             stat.map(),
         )?;
         idx.dirty = false;
-        base.saved();
+        if base_changed {
+            base.saved();
+        }
         stat.saved();
         Ok(())
     }
@@ -888,6 +912,8 @@ impl Garden {
             ));
         }
         durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+        // Every caller writes the rendering of `self.manifest`.
+        self.index_manifest_written(&sgard_store::Hash::of(text.as_bytes()));
         Ok(())
     }
 

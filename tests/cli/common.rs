@@ -402,8 +402,11 @@ impl IndexFile {
                 pos += 1;
             }
         }
-        // The base: path, kind, flags, then what the flags say.
-        for _ in 0..u32_at(&mut pos) {
+        // The base (a flag: none kept yet, or a count), each record a
+        // path, kind, flags, then what the flags say.
+        let kept = body[pos] == 1;
+        pos += 1;
+        for _ in 0..if kept { u32_at(&mut pos) } else { 0 } {
             let n = u32_at(&mut pos);
             pos += n + 1;
             let flags = body[pos];

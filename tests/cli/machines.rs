@@ -1443,3 +1443,31 @@ fn a_base_kept_by_an_older_build_moves_into_the_index() {
     assert!(state.join("index").is_file());
     assert_eq!(lap.state("~/.bashrc"), "behind");
 }
+
+/// The agreements journalled in `base.pending` before a crash survive a
+/// later command that fails and rolls its own base changes back: the
+/// index written at its end must not drop the journal (nor lose what the
+/// next open took from it).
+#[test]
+fn journalled_agreements_survive_a_failed_command() {
+    let (shared, desk, lap) = desk_and_laptop();
+    lap.write(".vimrc", "v\n");
+    let r: Run = lap
+        .command(&["add", "~/.vimrc"])
+        .env("SGARD_TEST_CRASH_AT", "manifest-before-base")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, -1, "not killed; {r:#?}");
+    assert!(
+        lap.t
+            .state_of(&shared.path().join("dotfiles"))
+            .join("base.pending")
+            .exists()
+    );
+    lap.sg(&["add", "~/does-not-exist"]).code(1);
+    lap.write(".vimrc", "v2\n");
+    assert_eq!(lap.state("~/.vimrc"), "modified", "the laptop's own add");
+    assert_eq!(desk.state("~/.vimrc"), "missing");
+}

@@ -263,7 +263,7 @@ pub(crate) fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
     let message = r.opt_str()?;
     // An entry is at least its path length, kind, flags, time and lists.
     let n = r.count(4 + 2 + 12 + 8)?;
-    let mut files = Vec::with_capacity(n);
+    let mut files = Vec::with_capacity(n.min(super::MAX_RESERVE));
     for _ in 0..n {
         files.push(get_entry(r)?);
     }
@@ -389,7 +389,7 @@ fn opt_hash(r: &mut Reader<'_>) -> Option<Option<Hash>> {
 /// Reads back what [`put_history`] wrote.
 pub(crate) fn get_history(r: &mut Reader<'_>) -> Option<History> {
     let n = r.count(32 + 1 + 12 + 4 + 1 + 4 + 1 + 24 + 1)?;
-    let mut records = Vec::with_capacity(n);
+    let mut records = Vec::with_capacity(n.min(super::MAX_RESERVE));
     for _ in 0..n {
         records.push(Record {
             id: r.hash()?,
