@@ -43,6 +43,10 @@ pub fn env() -> Result<Env> {
     let hook = |name| std::env::var(name).ok().filter(|s: &String| !s.is_empty());
     let crash_at = hook("SGARD_TEST_CRASH_AT");
     let interrupt_at = hook("SGARD_TEST_INTERRUPT_AT");
+    let wait_at = hook("SGARD_TEST_WAIT_AT").and_then(|s| {
+        let (point, file) = s.split_once(':')?;
+        Some((point.to_owned(), PathBuf::from(file)))
+    });
     Ok(Env {
         home: clean(&home),
         cwd: clean(&cwd),
@@ -52,6 +56,7 @@ pub fn env() -> Result<Env> {
         cache_dir,
         crash_at,
         interrupt_at,
+        wait_at,
     })
 }
 

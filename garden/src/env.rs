@@ -31,6 +31,10 @@ pub struct Env {
     /// Test hook (`SGARD_TEST_INTERRUPT_AT`): the name of a point at which
     /// the command acts as if Ctrl-C had just been pressed.
     pub interrupt_at: Option<String>,
+    /// Test hook (`SGARD_TEST_WAIT_AT=POINT:FILE`): at the named point the
+    /// process creates `FILE.reached` and waits (up to a minute) until
+    /// `FILE` exists, so a test can run another command in between.
+    pub wait_at: Option<(String, PathBuf)>,
 }
 
 impl Env {
@@ -42,6 +46,17 @@ impl Env {
         }
         if self.interrupt_at.as_deref() == Some(name) {
             sgard_store::cancel::request();
+        }
+        if let Some((point, file)) = &self.wait_at
+            && point == name
+        {
+            let mut reached = file.as_os_str().to_owned();
+            reached.push(".reached");
+            let _ = std::fs::write(&reached, name);
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !file.exists() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
     }
 }

@@ -863,6 +863,7 @@ impl Garden {
         if !(idx.dirty || base_changed || stat.dirty()) {
             return Ok(());
         }
+        self.env.crash_point("index-save");
         // One writer at a time per index; a command that did not change
         // the base keeps the one on disk (another command may have saved
         // agreements since this one read it).

@@ -105,6 +105,7 @@ mod tests {
             cache_dir: None,
             crash_at: None,
             interrupt_at: None,
+            wait_at: None,
         }
     }
 

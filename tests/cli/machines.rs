@@ -3,7 +3,7 @@
 //! own machine-local state, all pointed at one `--repo`.
 
 use std::fs;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -1470,4 +1470,54 @@ fn journalled_agreements_survive_a_failed_command() {
     lap.write(".vimrc", "v2\n");
     assert_eq!(lap.state("~/.vimrc"), "modified", "the laptop's own add");
     assert_eq!(desk.state("~/.vimrc"), "missing");
+}
+
+/// A command that did not change the base (a `status` that only re-hashed
+/// a file) must not write the base it read at open over one a `restore`
+/// saved meanwhile: the laptop's edit after that restore is its own change
+/// (`modified`), not a conflict. The status is held at the moment it saves
+/// its index while the restore runs.
+#[test]
+fn a_reader_does_not_write_its_old_base_over_a_newer_one() {
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    lap.write("other", "o\n");
+    lap.sg(&["add", "~/other"]).ok();
+    desk.write(".bashrc", "base\ndesk\n");
+    desk.sg(&["checkpoint", "-m", "desk"]).ok();
+    assert_eq!(lap.state("~/.bashrc"), "behind");
+    // A stale stat entry for `other`, settled past the racy window: the
+    // status re-hashes it, so it has an index to write but no base change.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    lap.sg(&["status"]).ok();
+    fs::set_permissions(lap.path("other"), fs::Permissions::from_mode(0o640)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    let gate = lap.t.outside().join("go");
+    let reached = lap.t.outside().join("go.reached");
+    let held = lap
+        .command(&["status", "~/other"])
+        .env(
+            "SGARD_TEST_WAIT_AT",
+            format!("index-save:{}", gate.display()),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !reached.exists() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the status never got there"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    lap.sg(&["restore", "~/.bashrc"]).ok();
+    fs::write(&gate, "").unwrap();
+    let out = held.wait_with_output().unwrap();
+    assert!(out.status.success());
+    lap.write(".bashrc", "base\ndesk\nlaptop\n");
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+    assert!(lap.t.state_of(&repo).join("index").is_file());
 }
