@@ -132,6 +132,70 @@ impl Place {
     }
 }
 
+/// What [`load_cached`] gave: the file's parsed contents, the SHA-256 of
+/// its bytes, its section to keep, and whether the index must be written.
+struct Cached<T> {
+    value: T,
+    hash: sgard_store::Hash,
+    section: Option<Vec<u8>>,
+    dirty: bool,
+}
+
+/// A file's contents through its index `section` where that vouches for
+/// the file (whose metadata, taken at `observed`, is `md`), else `read`,
+/// hashed and `parse`d, with a new section `encode`d when `keep` (there is
+/// an index). The file is read at most once.
+#[allow(clippy::too_many_arguments)]
+fn load_cached<T>(
+    md: &fs::Metadata,
+    observed: i64,
+    section: Option<Vec<u8>>,
+    keep: bool,
+    read: impl Fn() -> Result<String>,
+    decode: impl FnOnce(
+        &[u8],
+        &fs::Metadata,
+        &mut dyn FnMut() -> Option<sgard_store::Hash>,
+    ) -> Option<(T, sgard_store::Hash, index::Freshness)>,
+    parse: impl FnOnce(&str) -> Result<T>,
+    encode: impl FnOnce(index::Fingerprint, i64, &sgard_store::Hash, &T) -> Vec<u8>,
+) -> Result<Cached<T>> {
+    let mut text = None;
+    if let Some(mut sec) = section {
+        let mut read_hash = || {
+            let t = read().ok()?;
+            let h = sgard_store::Hash::of(t.as_bytes());
+            text = Some(t);
+            Some(h)
+        };
+        if let Some((value, hash, fresh)) = decode(&sec, md, &mut read_hash) {
+            let dirty = restamp_pays(&fresh, md, observed);
+            if dirty {
+                index::restamp(&mut sec, index::Fingerprint::of(md), observed);
+            }
+            return Ok(Cached {
+                value,
+                hash,
+                section: Some(sec),
+                dirty,
+            });
+        }
+    }
+    let text = match text {
+        Some(t) => t,
+        None => read()?,
+    };
+    let hash = sgard_store::Hash::of(text.as_bytes());
+    let value = parse(&text)?;
+    let section = keep.then(|| encode(index::Fingerprint::of(md), observed, &hash, &value));
+    Ok(Cached {
+        value,
+        hash,
+        section,
+        dirty: keep,
+    })
+}
+
 /// The head manifest and its hash: from the index where it vouches for
 /// `manifest.yaml`, else read (and hashed, and parsed) from the file.
 fn load_head(
@@ -145,44 +209,22 @@ fn load_head(
         Some(index::Found::Usable(l)) => l.manifest.take(),
         _ => None,
     };
-    let mut text = None;
-    if let Some(mut sec) = section {
-        let read_hash = || {
-            let t = Manifest::read_text(path).ok()?;
-            let h = sgard_store::Hash::of(t.as_bytes());
-            text = Some(t);
-            Some(h)
-        };
-        if let Some((m, h, fresh)) = index::cached_manifest(&sec, &md, read_hash) {
-            let dirty = restamp_pays(&fresh, &md, observed);
-            if dirty {
-                index::restamp(&mut sec, index::Fingerprint::of(&md), observed);
-            }
-            return Ok((
-                m,
-                h,
-                IndexState {
-                    section: Some(sec),
-                    dirty,
-                    ..IndexState::default()
-                },
-            ));
-        }
-    }
-    let text = match text {
-        Some(t) => t,
-        None => Manifest::read_text(path)?,
-    };
-    let h = sgard_store::Hash::of(text.as_bytes());
-    let m = Manifest::from_yaml_at(&text, path)?;
-    let section =
-        keep.then(|| index::manifest_section(index::Fingerprint::of(&md), observed, &h, &m));
+    let c = load_cached(
+        &md,
+        observed,
+        section,
+        keep,
+        || Ok(Manifest::read_text(path)?),
+        |sec, md, read_hash| index::cached_manifest(sec, md, read_hash),
+        |text| Ok(Manifest::from_yaml_at(text, path)?),
+        index::manifest_section,
+    )?;
     Ok((
-        m,
-        h,
+        c.value,
+        c.hash,
         IndexState {
-            section,
-            dirty: keep,
+            section: c.section,
+            dirty: c.dirty,
             ..IndexState::default()
         },
     ))
@@ -210,37 +252,27 @@ fn load_history(
         // Missing (an empty log) or unreadable: as the loader says.
         return (History::load(path).map_err(Error::from), None, false);
     };
-    let mut text = None;
-    if let Some(mut sec) = section {
-        let read_hash = || {
-            let t = sgard_store::durable::read_regular_to_string(path).ok()?;
-            let h = sgard_store::Hash::of(t.as_bytes());
-            text = Some(t);
-            Some(h)
-        };
-        if let Some((h, _, fresh)) = index::cached_history(&sec, &md, read_hash) {
-            let dirty = restamp_pays(&fresh, &md, observed);
-            if dirty {
-                index::restamp(&mut sec, index::Fingerprint::of(&md), observed);
-            }
-            return (Ok(h), Some(sec), dirty);
-        }
-    }
-    let text = match text {
-        Some(t) => t,
-        None => match sgard_store::durable::read_regular_to_string(path) {
-            Ok(t) => t,
-            Err(_) => return (History::load(path).map_err(Error::from), None, false),
+    let loaded = load_cached(
+        &md,
+        observed,
+        section,
+        keep,
+        || {
+            sgard_store::durable::read_regular_to_string(path).map_err(|source| {
+                sgard_manifest::Error::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+                .into()
+            })
         },
-    };
-    match History::from_yaml_at(&text, path) {
-        Ok(h) => {
-            let hash = sgard_store::Hash::of(text.as_bytes());
-            let sec = keep
-                .then(|| index::history_section(index::Fingerprint::of(&md), observed, &hash, &h));
-            (Ok(h), sec, keep)
-        }
-        Err(e) => (Err(e.into()), None, false),
+        |sec, md, read_hash| index::cached_history(sec, md, read_hash),
+        |text| Ok(History::from_yaml_at(text, path)?),
+        index::history_section,
+    );
+    match loaded {
+        Ok(c) => (Ok(c.value), c.section, c.dirty),
+        Err(e) => (Err(e), None, false),
     }
 }
 
