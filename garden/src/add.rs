@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use sgard_manifest::{Entry, EntryKind};
 
 use crate::fsx::{self, DiskKind};
+use crate::scan::Found;
 use crate::{Error, Garden, Result};
 
 /// Flags of `add`.
@@ -104,9 +105,11 @@ impl Garden {
         self.begin_batch();
         for (abs, kind) in roots {
             match kind {
-                DiskKind::Dir if opts.dir => self.add_one(&abs, kind, opts, false, &mut report)?,
+                DiskKind::Dir if opts.dir => {
+                    self.add_one(&abs, kind, opts, false, None, &mut report)?;
+                }
                 DiskKind::Dir => self.add_tree(&abs, opts, false, &mut report)?,
-                _ => self.add_one(&abs, kind, opts, false, &mut report)?,
+                _ => self.add_one(&abs, kind, opts, false, None, &mut report)?,
             }
         }
         self.commit_batch()?;
@@ -169,9 +172,10 @@ impl Garden {
             .filter(|(_, _, plain)| *plain)
             .map(|(p, _, _)| p.as_path())
             .collect();
-        self.prespool(&plain);
+        let mut ahead = self.prespool(&plain).into_iter();
         self.env.crash_point("add-copied");
-        for (path, kind, _) in &found {
+        for (path, kind, plain) in &found {
+            let copy = if *plain { ahead.next().flatten() } else { None };
             sgard_store::cancel::check()?;
             // An untracked file that holds what this machine last synced was
             // untracked by another machine: mirror up leaves it untracked.
@@ -195,7 +199,7 @@ impl Garden {
             if !new_only
                 && let Ok(tilde) = self.env.to_tilde(path)
                 && let Some(e) = self.manifest.get(&tilde)
-                && let Ok(j) = self.judge(e, false)
+                && let Ok(j) = self.judge(e, false, &Found::Unknown)
                 && matches!(j.state, crate::State::Behind | crate::State::Conflict)
             {
                 report.skipped.push((
@@ -208,9 +212,8 @@ impl Garden {
                 ));
                 continue;
             }
-            self.add_one(path, *kind, opts, new_only, report)?;
+            self.add_one(path, *kind, opts, new_only, copy, report)?;
         }
-        self.prespooled.get_mut().clear();
         Ok(())
     }
 
@@ -220,6 +223,7 @@ impl Garden {
         kind: DiskKind,
         opts: &AddOptions,
         new_only: bool,
+        ahead: Option<(sgard_store::Spooled, std::fs::Metadata)>,
         report: &mut AddReport,
     ) -> Result<()> {
         let tilde = self.env.to_tilde(abs)?;
@@ -237,7 +241,7 @@ impl Garden {
                     content = Some(sha);
                     e
                 } else {
-                    let (w, md) = self.store_file(abs)?;
+                    let (w, md) = self.store_file(abs, ahead)?;
                     let mut e = Entry::new(tilde.clone(), EntryKind::File, self.env.now);
                     e.hash = Some(w.hash);
                     e.mode = Some(fsx::mode_of(&md));
@@ -261,6 +265,7 @@ impl Garden {
                         ..opts.clone()
                     },
                     new_only,
+                    None,
                     report,
                 );
             }

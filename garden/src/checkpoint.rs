@@ -6,6 +6,7 @@ use sgard_manifest::history::Reason;
 use sgard_manifest::{Entry, EntryKind};
 
 use crate::fsx::{self, DiskKind};
+use crate::scan::Found;
 use crate::status::Judged;
 use crate::{Garden, Result, State};
 
@@ -103,7 +104,7 @@ impl Garden {
         if !opts.dry_run {
             self.begin_batch();
         }
-        self.prehash(!opts.dry_run);
+        let mut scan = self.scan(&picked, !opts.dry_run);
         let mut recorded = Vec::new();
         for i in picked {
             sgard_store::cancel::check()?;
@@ -113,7 +114,8 @@ impl Garden {
             }
             // With the key where a secret needs it (a checkpoint of a changed
             // secret needs it anyway).
-            let judged = match self.judge(entry, entry.encrypted) {
+            let mut found = scan.take(i);
+            let judged = match self.judge(entry, entry.encrypted, &found) {
                 Ok(j) => j,
                 Err(e) => {
                     report
@@ -149,7 +151,7 @@ impl Garden {
                         EntryChange::Content
                     }
                 }
-                State::Modified => match self.checkpoint_entry(entry, &mut report) {
+                State::Modified => match self.checkpoint_entry(entry, &mut found, &mut report) {
                     Ok(Some((u, change))) => {
                         if matches!(change, EntryChange::Content | EntryChange::Mode) {
                             recorded.push((i, judged.seen.and_then(|s| s.content)));
@@ -166,8 +168,6 @@ impl Garden {
                 self.manifest.files[i] = u;
             }
         }
-        self.prespooled.get_mut().clear();
-        self.end_pass();
         if opts.dry_run {
             return Ok(report);
         }
@@ -225,7 +225,7 @@ impl Garden {
         // The file holds exactly the blob's bytes.
         self.known_size(hash, md.len());
         if !judged.vouched && !self.store.contains(&hash).unwrap_or(true) {
-            let (w, _) = self.store_file(&self.env.expand(&entry.path))?;
+            let (w, _) = self.store_file(&self.env.expand(&entry.path), None)?;
             if w.new {
                 report.new_blobs += 1;
             }
@@ -236,10 +236,11 @@ impl Garden {
     pub(crate) fn checkpoint_entry(
         &self,
         entry: &Entry,
+        found: &mut Found,
         report: &mut CheckpointReport,
     ) -> Result<Option<(Entry, EntryChange)>> {
         let abs = self.env.expand(&entry.path);
-        let Some(md) = self.lstat_tracked(&entry.path, &abs)? else {
+        let Some(md) = found.lstat(&abs)? else {
             return Ok(Some((entry.clone(), EntryChange::Missing)));
         };
         let disk = DiskKind::of(&md);
@@ -257,7 +258,7 @@ impl Garden {
         let mode_changed = entry.kind != EntryKind::Link && entry.mode != Some(mode);
         match entry.kind {
             EntryKind::File if entry.encrypted => {
-                let (sha, _) = self.hash_tracked(&entry.path, &abs, &md)?;
+                let (sha, _, _) = self.hash_tracked(&entry.path, &abs, &md, found)?;
                 let same = match self.known_match(entry, sha) {
                     Some(b) => b,
                     None => self.plain_matches(entry, &abs, sha)?,
@@ -283,7 +284,7 @@ impl Garden {
                 }
             }
             EntryKind::File => {
-                let (hash, _, vouched) = self.hash_tracked_vouched(&entry.path, &abs, &md)?;
+                let (hash, _, vouched) = self.hash_tracked(&entry.path, &abs, &md, found)?;
                 let content_changed = entry.hash != Some(hash);
                 if entry.locked {
                     return Ok((content_changed || mode_changed)
@@ -301,7 +302,7 @@ impl Garden {
                         .hash
                         .is_some_and(|h| !self.store.contains(&h).unwrap_or(true));
                 if heal {
-                    let (w, _) = self.store_file(&abs)?;
+                    let (w, _) = self.store_file(&abs, None)?;
                     if w.new {
                         report.new_blobs += 1;
                     }
@@ -311,7 +312,7 @@ impl Garden {
                     self.known_size(h, md.len());
                 }
                 if content_changed {
-                    let (w, fmd) = self.store_file(&abs)?;
+                    let (w, fmd) = self.store_file(&abs, found.take_spooled())?;
                     if w.new {
                         report.new_blobs += 1;
                     }

@@ -270,7 +270,7 @@ impl Garden {
     ) -> Result<Record> {
         self.require_exclusive("checkpoint")?;
         let text = self.manifest.to_yaml();
-        let w = if self.batch.borrow().is_some() {
+        let w = if self.batch_open() {
             let w = self.put(&mut text.as_bytes())?;
             self.commit_batch()?;
             w

@@ -8,6 +8,7 @@ use sgard_manifest::{Entry, EntryKind, Timestamp};
 use sgard_store::Hash;
 
 use crate::fsx;
+use crate::scan::Found;
 use crate::{Error, Garden, Result, State};
 
 /// The result of [`Garden::info`].
@@ -42,7 +43,7 @@ impl Garden {
             .ok_or_else(|| Error::NotTracked(path.clone()))?
             .clone();
         let applies = self.applies(&e)?;
-        let state = self.status_of(&e)?.state;
+        let state = self.status_of(&e, &Found::Unknown)?.state;
         let abs = self.env.expand(&e.path);
         let md = if applies { fsx::lstat(&abs)? } else { None };
         let disk_mtime = md.as_ref().and_then(|m| {

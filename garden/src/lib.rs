@@ -48,6 +48,7 @@ mod paths;
 mod prune;
 mod remove;
 mod restore;
+mod scan;
 mod statcache;
 mod status;
 mod sync;
@@ -334,23 +335,20 @@ pub struct Garden {
     /// The manifest section of this machine's index, and whether the index
     /// must be written (see [`index`]).
     index: std::cell::RefCell<IndexState>,
-    /// Hashes computed ahead, in parallel, for this run (path → hash and the
-    /// metadata it was computed under).
-    prehashed: std::cell::RefCell<PathMap<(sgard_store::Hash, fs::Metadata)>>,
-    /// `lstat` results taken by `prehash`, used once by the pass after it.
-    lstat_memo: std::cell::RefCell<PathMap<Option<fs::Metadata>>>,
-    /// Files copied into the store ahead, in parallel, by `prespool`
-    /// (absolute path → the copy and the metadata of the opened file).
-    prespooled: std::cell::RefCell<
-        std::collections::HashMap<PathBuf, (sgard_store::Spooled, fs::Metadata)>,
-    >,
-    /// Sizes of blobs this run wrote or matched against a file on disk, so
-    /// a history record's byte count needs no `stat` per blob (a plain list:
-    /// it is only looked at when a record is written).
-    known_sizes: std::cell::RefCell<Vec<(sgard_store::Hash, u64)>>,
-    /// Blobs being written as one batch (one flush for all; see `Batch`).
-    batch: std::cell::RefCell<Option<sgard_store::Batch>>,
+    /// The repository's open write transaction (see [`Writes`]).
+    writes: std::cell::RefCell<Writes>,
     _lock: RepoLock,
+}
+
+/// The repository side of one run's work: the blobs being written as one
+/// batch (one flush for all; see `Batch`), and the size of every blob the
+/// run wrote or matched against a file on disk, so a history record's byte
+/// count needs no `stat` per blob (a plain list: it is only looked at when
+/// a record is written).
+#[derive(Debug, Default)]
+struct Writes {
+    batch: Option<sgard_store::Batch>,
+    sizes: Vec<(sgard_store::Hash, u64)>,
 }
 
 /// The machine-local log of this home's changes to its home folder: the
@@ -624,11 +622,7 @@ impl Garden {
             fingerprints: std::cell::RefCell::new(fingerprints),
             statcache: std::cell::RefCell::new(statcache),
             index: std::cell::RefCell::new(index),
-            batch: std::cell::RefCell::new(None),
-            prehashed: std::cell::RefCell::default(),
-            prespooled: std::cell::RefCell::default(),
-            known_sizes: std::cell::RefCell::default(),
-            lstat_memo: std::cell::RefCell::default(),
+            writes: std::cell::RefCell::default(),
             root: root.to_path_buf(),
             env,
             manifest,
@@ -976,55 +970,71 @@ impl Garden {
         &self,
         r: &mut dyn std::io::Read,
     ) -> sgard_store::Result<sgard_store::Written> {
-        let w = match self.batch.borrow_mut().as_mut() {
+        let mut writes = self.writes.borrow_mut();
+        let w = match writes.batch.as_mut() {
             Some(b) => b.write(r),
             None => self.store.write(r),
         }?;
-        self.known_size(w.hash, w.size);
+        writes.sizes.push((w.hash, w.size));
         Ok(w)
     }
 
-    /// Notes the size of blob `hash` (see `known_sizes`).
+    /// Notes the size of blob `hash` (see [`Writes`]).
     pub(crate) fn known_size(&self, hash: sgard_store::Hash, size: u64) {
-        self.known_sizes.borrow_mut().push((hash, size));
+        self.writes.borrow_mut().sizes.push((hash, size));
     }
 
     /// Every blob size this run noted.
     pub(crate) fn known_sizes(&self) -> std::collections::HashMap<sgard_store::Hash, u64> {
-        self.known_sizes.borrow().iter().copied().collect()
+        self.writes.borrow().sizes.iter().copied().collect()
     }
 
-    /// Starts batching blob writes (until [`Garden::commit_batch`]).
+    /// Starts batching blob writes into `store` (until
+    /// [`Garden::commit_batch`]).
+    pub(crate) fn begin_batch_in(&self, store: &Store) {
+        self.writes.borrow_mut().batch = Some(store.batch());
+    }
+
+    /// Starts batching blob writes into the repository's store.
     pub(crate) fn begin_batch(&self) {
-        *self.batch.borrow_mut() = Some(self.store.batch());
+        self.begin_batch_in(&self.store);
+    }
+
+    /// Whether blob writes are being batched.
+    pub(crate) fn batch_open(&self) -> bool {
+        self.writes.borrow().batch.is_some()
     }
 
     /// Copies the regular files `paths` into the store on all cores, for
-    /// the batch to adopt later (see [`Garden::adopt`]). Only while a batch
-    /// is open. A file that fails here is left out: the in-order pass that
-    /// follows reads it again and reports its error where it belongs.
-    pub(crate) fn prespool(&self, paths: &[&Path]) {
-        if self.batch.borrow().is_none() {
-            return;
+    /// [`Garden::store_file`] to adopt: one copy per path, in order. Only
+    /// while a batch is open (else none). A file that fails here gets none:
+    /// the in-order pass that follows reads it again and reports its error
+    /// where it belongs.
+    pub(crate) fn prespool(
+        &self,
+        paths: &[&Path],
+    ) -> Vec<Option<(sgard_store::Spooled, fs::Metadata)>> {
+        if !self.batch_open() {
+            return paths.iter().map(|_| None).collect();
         }
         let store = &self.store;
-        let copies = par::map(paths, 64, |abs| {
+        par::map(paths, 64, |abs| {
             let (mut f, md) = fsx::open_regular(abs).ok()?;
             Some((store.spool_blob(&mut f).ok()?, md))
-        });
-        let mut ahead = self.prespooled.borrow_mut();
-        for (abs, copy) in paths.iter().zip(copies) {
-            if let Some(Some(c)) = copy {
-                ahead.insert(abs.to_path_buf(), c);
-            }
-        }
+        })
+        .into_iter()
+        .map(Option::flatten)
+        .collect()
     }
 
-    /// Stores the regular file `abs`: the copy `prespool` or `prehash` made
-    /// ahead if there is one, else by reading it now. Returns what was
-    /// written and the metadata of the file as opened.
-    pub(crate) fn store_file(&self, abs: &Path) -> Result<(sgard_store::Written, fs::Metadata)> {
-        let ahead = self.prespooled.borrow_mut().remove(abs);
+    /// Stores the regular file `abs`: the copy made `ahead` of time if
+    /// there is one, else by reading it now. Returns what was written and
+    /// the metadata of the file as opened.
+    pub(crate) fn store_file(
+        &self,
+        abs: &Path,
+        ahead: Option<(sgard_store::Spooled, fs::Metadata)>,
+    ) -> Result<(sgard_store::Written, fs::Metadata)> {
         if let Some((spooled, md)) = ahead {
             return Ok((self.adopt(spooled)?, md));
         }
@@ -1037,11 +1047,12 @@ impl Garden {
     }
 
     /// Names a prespooled blob through the open batch.
-    pub(crate) fn adopt(&self, spooled: sgard_store::Spooled) -> Result<sgard_store::Written> {
-        match self.batch.borrow_mut().as_mut() {
+    fn adopt(&self, spooled: sgard_store::Spooled) -> Result<sgard_store::Written> {
+        let mut writes = self.writes.borrow_mut();
+        match writes.batch.as_mut() {
             Some(b) => {
                 let w = b.adopt(spooled);
-                self.known_size(w.hash, w.size);
+                writes.sizes.push((w.hash, w.size));
                 Ok(w)
             }
             None => Err(Error::Invalid(
@@ -1053,156 +1064,11 @@ impl Garden {
     /// Makes every batched blob durable under its name. Call before anything
     /// that names them (a manifest, a history record) is written.
     pub(crate) fn commit_batch(&self) -> Result<()> {
-        let b = self.batch.borrow_mut().take();
+        let b = self.writes.borrow_mut().batch.take();
         if let Some(b) = b {
             b.commit()?;
         }
         Ok(())
-    }
-
-    /// SHA-256 of a tracked file's content, from the stat cache when its
-    /// metadata did not change, else by reading it (and caching the result).
-    pub(crate) fn hash_tracked(
-        &self,
-        path: &str,
-        abs: &Path,
-        md: &fs::Metadata,
-    ) -> Result<(sgard_store::Hash, fs::Metadata)> {
-        self.hash_tracked_vouched(path, abs, md)
-            .map(|(h, opened, _)| (h, opened))
-    }
-
-    /// As [`Garden::hash_tracked`], also saying whether the hash came from
-    /// the stat cache (the file was not read).
-    pub(crate) fn hash_tracked_vouched(
-        &self,
-        path: &str,
-        abs: &Path,
-        md: &fs::Metadata,
-    ) -> Result<(sgard_store::Hash, fs::Metadata, bool)> {
-        // A hash computed this run comes first: prehash also records it in
-        // the cache, and the cache vouches only for what an earlier run saw.
-        let ahead = {
-            let m = self.prehashed.borrow();
-            if m.is_empty() {
-                None
-            } else {
-                m.get(path).cloned()
-            }
-        };
-        if let Some((h, opened)) = ahead
-            && statcache::Stat::of(&opened) == statcache::Stat::of(md)
-        {
-            return Ok((h, opened, false));
-        }
-        if let Some(h) = self.statcache.borrow().lookup(path, md) {
-            return Ok((h, md.clone(), true));
-        }
-        let (h, opened) = fsx::hash_file(abs)?;
-        if let Ok(after) = fs::symlink_metadata(abs) {
-            self.statcache.borrow_mut().record(path, &opened, &after, h);
-        }
-        Ok((h, opened, false))
-    }
-
-    /// `lstat`s every tracked regular file and hashes the ones the stat
-    /// cache cannot vouch for, on all cores, so the per-entry pass that
-    /// follows (in manifest order, single-threaded) finds both ready. The
-    /// kernel's path walk is most of a cached `status`, and git splits its
-    /// `lstat`s across threads the same way. Memory: one stat and at most
-    /// one hash per file.
-    ///
-    /// With `spool` (a checkpoint, with a batch open), a file whose hash
-    /// differs from its entry's is also copied into the store right away,
-    /// on the same core, for `checkpoint_entry` to adopt: a changed file is
-    /// then read twice in parallel (once to hash it, once to store it, the
-    /// second time from the page cache) instead of twice in a row, and an
-    /// unchanged one is still read once.
-    pub(crate) fn prehash(&self, spool: bool) {
-        let spool = spool && self.batch.borrow().is_some();
-        let files: Vec<(&str, PathBuf, Option<sgard_store::Hash>)> = self
-            .manifest
-            .files
-            .iter()
-            .filter(|e| {
-                e.kind == sgard_manifest::EntryKind::File && self.applies(e).unwrap_or(false)
-            })
-            .map(|e| {
-                let storable = spool && !e.encrypted && !e.locked;
-                let expected = e.hash.filter(|_| storable);
-                (e.path.as_str(), self.env.expand(&e.path), expected)
-            })
-            .collect();
-        let found = {
-            let cache = self.statcache.borrow();
-            let cache = &*cache;
-            par::map(&files, 512, |(path, abs, _)| {
-                let found = fsx::lstat(abs).ok()?;
-                let vouched = match &found {
-                    Some(md) => !md.is_file() || cache.lookup(path, md).is_some(),
-                    None => true,
-                };
-                Some((found, vouched))
-            })
-        };
-        let mut work = Vec::new();
-        {
-            let mut memo = self.lstat_memo.borrow_mut();
-            // One allocation: growing a map of 10,000 `Metadata` moved
-            // every value at each doubling.
-            memo.reserve(files.len());
-            for ((path, abs, expected), r) in files.iter().zip(found) {
-                let Some(Some((md, vouched))) = r else {
-                    continue;
-                };
-                if !vouched {
-                    work.push((*path, abs.as_path(), *expected));
-                }
-                memo.insert((*path).to_owned(), md);
-            }
-        }
-        if work.len() < 64 {
-            return;
-        }
-        let store = &self.store;
-        let results = par::map(&work, 64, |(_, abs, expected)| {
-            let (h, opened) = fsx::hash_file(abs).ok()?;
-            let after = fs::symlink_metadata(abs).ok()?;
-            let copy = match expected {
-                Some(e) if *e != h => fsx::open_regular(abs)
-                    .ok()
-                    .and_then(|(mut f, md)| Some((store.spool_blob(&mut f).ok()?, md))),
-                _ => None,
-            };
-            Some((h, opened, after, copy))
-        });
-        let mut cache = self.statcache.borrow_mut();
-        let mut ahead = self.prehashed.borrow_mut();
-        ahead.reserve(work.len());
-        let mut spooled = self.prespooled.borrow_mut();
-        for ((p, abs, _), r) in work.iter().zip(results) {
-            if let Some(Some((h, opened, after, copy))) = r {
-                cache.record(p, &opened, &after, h);
-                ahead.insert((*p).to_owned(), (h, opened));
-                if let Some(c) = copy {
-                    spooled.insert(abs.to_path_buf(), c);
-                }
-            }
-        }
-    }
-
-    /// Forgets what `prehash` found: it holds for one pass only.
-    pub(crate) fn end_pass(&self) {
-        self.prehashed.borrow_mut().clear();
-        self.lstat_memo.borrow_mut().clear();
-    }
-
-    /// `lstat` of a tracked path, reusing the one `prehash` just took.
-    pub(crate) fn lstat_tracked(&self, path: &str, abs: &Path) -> Result<Option<fs::Metadata>> {
-        if let Some(md) = self.lstat_memo.borrow().get(path) {
-            return Ok(md.clone());
-        }
-        fsx::lstat(abs)
     }
 
     fn applies(&self, e: &sgard_manifest::Entry) -> Result<bool> {

@@ -16,6 +16,7 @@ use sgard_manifest::{Entry, EntryKind};
 use crate::diff::MAX_DIFF_BYTES;
 use crate::fsx;
 use crate::restore::{Op, Step};
+use crate::scan::Found;
 use crate::{Error, Garden, RestoreAction, RestoreReport, Result, State};
 
 /// What `merge` did with one file.
@@ -68,7 +69,7 @@ impl Garden {
         if e.kind != EntryKind::File {
             return refuse(format!("is a {}; only files can be merged", e.kind));
         }
-        let j = self.judge(e, true)?;
+        let j = self.judge(e, true, &Found::Unknown)?;
         match j.state {
             State::Conflict => {}
             State::Ok => return Ok(MergeOutcome::NotNeeded("it matches the repository".into())),
@@ -166,7 +167,7 @@ impl Garden {
         if let Some(l) = &self.local {
             sgard_store::durable::create_private_dir_all(&l.dir)?;
         }
-        *self.batch.borrow_mut() = Some(self.local_store().batch());
+        self.begin_batch_in(self.local_store());
         if e.encrypted {
             let (h, mac, _) = self.store_encrypted(merged.as_bytes())?;
             result.hash = Some(h);

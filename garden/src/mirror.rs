@@ -10,6 +10,7 @@ use sgard_manifest::{EntryKind, path_is_under};
 
 use crate::checkpoint::{EntryChange, error_chain};
 use crate::fsx::{self, DiskKind};
+use crate::scan::Found;
 use sgard_manifest::history::Reason;
 
 use crate::restore::{Op, Step};
@@ -123,7 +124,7 @@ impl Garden {
             // conflict) is never reverted, and an entry missing here is
             // dropped only if this machine had it as the repository has it
             // (it was deleted here, not added or changed elsewhere).
-            match self.judge(&e, true) {
+            match self.judge(&e, true, &Found::Unknown) {
                 Ok(j) if j.state == State::Ok => {
                     i += 1;
                     continue;
@@ -160,7 +161,7 @@ impl Garden {
                 _ => {}
             }
             let mut scratch = crate::CheckpointReport::default();
-            match self.checkpoint_entry(&e, &mut scratch) {
+            match self.checkpoint_entry(&e, &mut Found::Unknown, &mut scratch) {
                 Ok(Some((_, EntryChange::Missing))) => {
                     self.manifest.files.remove(i);
                     report.removed.push(e.path);

@@ -12,6 +12,7 @@ use sgard_manifest::{Entry, EntryKind, Manifest, Mode, Timestamp};
 
 use crate::fsx::{self, DiskKind};
 use crate::par;
+use crate::scan::Found;
 use crate::{Error, Garden, Result, State};
 
 /// An answer to a question about overwriting a local change.
@@ -418,7 +419,7 @@ impl Garden {
     /// asking; a local change (`modified`), a `conflict` or a type change is
     /// asked about, unless the entry is locked or `force` is set.
     fn plan(&self, e: &Entry, opts: RestoreOptions) -> Result<(Plan, Option<String>, Expect)> {
-        let j = self.judge(e, true)?;
+        let j = self.judge(e, true, &Found::Unknown)?;
         // A type change has no content to check again before the write.
         let seen = match j.state {
             State::Missing => Some(None),
@@ -465,7 +466,7 @@ impl Garden {
             j
         } else {
             match self.manifest.get(&e.path) {
-                Some(h) => self.judge(h, true)?,
+                Some(h) => self.judge(h, true, &Found::Unknown)?,
                 None => j,
             }
         };
@@ -588,7 +589,7 @@ impl Garden {
         if let Some(l) = &self.local {
             sgard_store::durable::create_private_dir_all(&l.dir)?;
         }
-        *self.batch.borrow_mut() = Some(self.local_store().batch());
+        self.begin_batch_in(self.local_store());
         let mut captures = Vec::new();
         for s in steps {
             sgard_store::cancel::check()?;

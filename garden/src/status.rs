@@ -8,6 +8,7 @@ use sgard_store::Hash;
 
 use crate::base::{BaseEntry, Seen};
 use crate::fsx::{self, DiskKind};
+use crate::scan::Found;
 use crate::{Garden, Result};
 
 /// The state of one entry.
@@ -118,17 +119,16 @@ impl Garden {
     /// [`Garden::status`].
     pub fn status_of_args(&self, args: &[std::ffi::OsString]) -> Result<Vec<StatusLine>> {
         let picked = self.select(args)?;
-        self.prehash(false);
+        let mut scan = self.scan(&picked, false);
         let mut out = Vec::with_capacity(picked.len());
         for i in picked {
-            out.push(self.status_of(&self.manifest.files[i])?);
+            out.push(self.status_of(&self.manifest.files[i], &scan.take(i))?);
         }
-        self.end_pass();
         self.flush_base_quietly();
         Ok(out)
     }
 
-    pub(crate) fn status_of(&self, e: &Entry) -> Result<StatusLine> {
+    pub(crate) fn status_of(&self, e: &Entry, found: &Found) -> Result<StatusLine> {
         let line = |state, detail: Option<String>| StatusLine {
             path: e.path.clone(),
             state,
@@ -138,7 +138,7 @@ impl Garden {
         if !self.applies(e)? {
             return Ok(line(State::Skipped, None));
         }
-        let j = match self.judge(e, false) {
+        let j = match self.judge(e, false, found) {
             Ok(j) => j,
             Err(err) => {
                 return Ok(line(
@@ -173,9 +173,9 @@ impl Garden {
     /// base. With `unlock`, an encrypted entry that cannot be compared
     /// otherwise is decrypted (status never asks for the passphrase).
     /// An entry found in agreement is recorded in the base.
-    pub(crate) fn judge(&self, e: &Entry, unlock: bool) -> Result<Judged> {
+    pub(crate) fn judge(&self, e: &Entry, unlock: bool, found: &Found) -> Result<Judged> {
         let abs = self.env.expand(&e.path);
-        let Some(md) = self.lstat_tracked(&e.path, &abs)? else {
+        let Some(md) = found.lstat(&abs)? else {
             return Ok(Judged::new(State::Missing, None));
         };
         let disk = DiskKind::of(&md);
@@ -196,7 +196,7 @@ impl Garden {
         };
         match e.kind {
             EntryKind::File => {
-                let (h, _, v) = self.hash_tracked_vouched(&e.path, &abs, &md)?;
+                let (h, _, v) = self.hash_tracked(&e.path, &abs, &md, found)?;
                 seen.content = Some(h);
                 vouched = v;
             }

@@ -106,20 +106,20 @@ impl Garden {
     /// # Errors
     /// Only for inconsistent targeting.
     pub(crate) fn incoming_paths(&self) -> Result<Vec<String>> {
-        self.prehash(false);
+        let all: Vec<usize> = (0..self.manifest.files.len()).collect();
+        let mut scan = self.scan(&all, false);
         let mut out = Vec::new();
-        for e in &self.manifest.files {
+        for (i, e) in self.manifest.files.iter().enumerate() {
             if !self.applies(e)? {
                 continue;
             }
             if self
-                .judge(e, false)
+                .judge(e, false, &scan.take(i))
                 .is_ok_and(|j| matches!(j.state, crate::State::Behind | crate::State::Conflict))
             {
                 out.push(e.path.clone());
             }
         }
-        self.end_pass();
         Ok(out)
     }
 }

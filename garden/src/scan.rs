@@ -1,0 +1,223 @@
+//! One look at the disk for one run.
+//!
+//! `status`, `checkpoint` and the incoming check of `pull` first call
+//! [`Garden::scan`]: it `lstat`s every selected entry on all cores, hashes
+//! the regular files the stat cache cannot vouch for (also on all cores),
+//! and, for a checkpoint, copies the files whose hash moved into the store
+//! right away. What it found is a [`Scan`], indexed like the manifest's
+//! entries; the per-entry pass that follows (in manifest order, one thread)
+//! takes each entry's [`Found`] and consumes it. An entry the scan did not
+//! look at ([`Found::Unknown`]) is looked at when it is judged, so every
+//! other caller (restore, merge, mirror, add) passes `&Found::Unknown`.
+//!
+//! Garden keeps the repository; the scan keeps the disk. Nothing here
+//! outlives the pass it was made for.
+
+use std::fs::{self, Metadata};
+use std::path::{Path, PathBuf};
+
+use sgard_manifest::EntryKind;
+use sgard_store::{Hash, Spooled};
+
+use crate::{Garden, Result, fsx, par, statcache};
+
+/// What the scan found for one entry.
+#[derive(Debug, Default)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "nearly every entry is Present: one Vec of them beats a box each"
+)]
+pub(crate) enum Found {
+    /// Not looked at ahead: look when judging.
+    #[default]
+    Unknown,
+    /// Nothing at the path.
+    Missing,
+    /// Something at the path.
+    Present(Present),
+}
+
+/// An entry's path as the scan found it.
+#[derive(Debug)]
+pub(crate) struct Present {
+    /// `lstat` of the path.
+    md: Metadata,
+    /// The content's SHA-256 and the metadata of the file it was read from,
+    /// when the scan had to read it.
+    hashed: Option<Box<(Hash, Metadata)>>,
+    /// A copy of the file already in the store (a checkpoint of a file
+    /// whose hash moved) and the metadata of the file as copied.
+    spooled: Option<Box<(Spooled, Metadata)>>,
+}
+
+/// What the scan found, one [`Found`] per manifest entry.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    found: Vec<Found>,
+}
+
+impl Scan {
+    /// What was found for entry `i` ([`Found::Unknown`] once taken or when
+    /// `i` was not scanned).
+    pub(crate) fn take(&mut self, i: usize) -> Found {
+        self.found
+            .get_mut(i)
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+}
+
+impl Found {
+    /// `lstat` of the entry's path: the scan's, else taken now.
+    pub(crate) fn lstat(&self, abs: &Path) -> Result<Option<Metadata>> {
+        match self {
+            Found::Unknown => fsx::lstat(abs),
+            Found::Missing => Ok(None),
+            Found::Present(p) => Ok(Some(p.md.clone())),
+        }
+    }
+
+    /// The scan's hash of the file, if it read one that `md` still
+    /// describes.
+    fn hashed(&self, md: &Metadata) -> Option<(Hash, Metadata)> {
+        match self {
+            Found::Present(Present {
+                hashed: Some(hashed),
+                ..
+            }) if statcache::Stat::of(&hashed.1) == statcache::Stat::of(md) => {
+                Some((hashed.0, hashed.1.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The scan's copy of the file in the store, taken out of it.
+    pub(crate) fn take_spooled(&mut self) -> Option<(Spooled, Metadata)> {
+        match self {
+            Found::Present(p) => p.spooled.take().map(|b| *b),
+            _ => None,
+        }
+    }
+}
+
+impl Garden {
+    /// Looks at every entry of `picked` that applies to this machine (see
+    /// the module documentation). With `spool` (a checkpoint, with a batch
+    /// open), a file whose hash differs from its plain entry's is also
+    /// copied into the store, on the same core: a changed file is then read
+    /// twice in parallel (once to hash it, once to store it, the second time
+    /// from the page cache) instead of twice in a row, and an unchanged one
+    /// is still read once.
+    ///
+    /// The kernel's path walk is most of a cached `status`; git splits its
+    /// `lstat`s across threads the same way. A path that cannot be looked at
+    /// is left [`Found::Unknown`]: the pass looks again and reports its
+    /// error where it belongs.
+    pub(crate) fn scan(&self, picked: &[usize], spool: bool) -> Scan {
+        let spool = spool && self.batch_open();
+        let files = &self.manifest.files;
+        let looks: Vec<(usize, PathBuf)> = picked
+            .iter()
+            .filter_map(|&i| {
+                let e = files.get(i)?;
+                self.applies(e)
+                    .unwrap_or(false)
+                    .then(|| (i, self.env.expand(&e.path)))
+            })
+            .collect();
+        // lstat, and whether the stat cache vouches for a file's hash.
+        let borrowed = self.statcache.borrow();
+        let cache = &*borrowed;
+        let stats = par::map(&looks, 512, |(i, abs)| {
+            let md = fsx::lstat(abs).ok()?;
+            let vouched = match &md {
+                Some(md) if md.is_file() && files[*i].kind == EntryKind::File => {
+                    cache.lookup(&files[*i].path, md).is_some()
+                }
+                _ => true,
+            };
+            Some((md, vouched))
+        });
+        drop(borrowed);
+        let mut scan = Scan {
+            found: std::iter::repeat_with(Found::default)
+                .take(files.len())
+                .collect(),
+        };
+        let mut work = Vec::new();
+        for ((i, abs), r) in looks.iter().zip(stats) {
+            let Some(Some((md, vouched))) = r else {
+                continue;
+            };
+            scan.found[*i] = match md {
+                None => Found::Missing,
+                Some(md) => {
+                    if !vouched {
+                        work.push((*i, abs.as_path()));
+                    }
+                    Found::Present(Present {
+                        md,
+                        hashed: None,
+                        spooled: None,
+                    })
+                }
+            };
+        }
+        // A few files are hashed as they are judged: threads would cost more.
+        if work.len() < 64 {
+            return scan;
+        }
+        let store = &self.store;
+        let results = par::map(&work, 64, |&(i, abs)| {
+            let (h, opened) = fsx::hash_file(abs).ok()?;
+            let after = fs::symlink_metadata(abs).ok()?;
+            let e = &files[i];
+            let storable = spool && !e.encrypted && !e.locked;
+            let copy = match e.hash {
+                Some(expected) if storable && expected != h => fsx::open_regular(abs)
+                    .ok()
+                    .and_then(|(mut f, md)| Some((store.spool_blob(&mut f).ok()?, md))),
+                _ => None,
+            };
+            Some((h, opened, after, copy))
+        });
+        let mut cache = self.statcache.borrow_mut();
+        for (&(i, _), r) in work.iter().zip(results) {
+            let Some(Some((h, opened, after, copy))) = r else {
+                continue;
+            };
+            cache.record(&files[i].path, &opened, &after, h);
+            if let Found::Present(p) = &mut scan.found[i] {
+                p.hashed = Some(Box::new((h, opened)));
+                p.spooled = copy.map(Box::new);
+            }
+        }
+        scan
+    }
+
+    /// SHA-256 of a tracked file's content: the scan's when it read the
+    /// file, else from the stat cache when its metadata did not change, else
+    /// by reading it now (and caching the result). Also says whether the
+    /// hash came from the stat cache (the file was not read this run).
+    pub(crate) fn hash_tracked(
+        &self,
+        path: &str,
+        abs: &Path,
+        md: &Metadata,
+        found: &Found,
+    ) -> Result<(Hash, Metadata, bool)> {
+        // A hash computed this run comes first: the scan also recorded it in
+        // the cache, and the cache vouches only for what an earlier run saw.
+        if let Some((h, opened)) = found.hashed(md) {
+            return Ok((h, opened, false));
+        }
+        if let Some(h) = self.statcache.borrow().lookup(path, md) {
+            return Ok((h, md.clone(), true));
+        }
+        let (h, opened) = fsx::hash_file(abs)?;
+        if let Ok(after) = fs::symlink_metadata(abs) {
+            self.statcache.borrow_mut().record(path, &opened, &after, h);
+        }
+        Ok((h, opened, false))
+    }
+}
