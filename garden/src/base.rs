@@ -706,7 +706,7 @@ mod tests {
         enc.content = Some(Hash::of(b"plain"));
         b.settle("~/secret", enc.clone());
         let file = b.index().unwrap();
-        index::write(file, [None; 3], b.to_write(), &PathMap::default()).unwrap();
+        index::write(file, [None; 3], b.to_write(), &[]).unwrap();
         let mut found = index::read(file);
         let again = Base::load(Some(d.path()), Some(&mut found));
         assert!(!again.damaged());

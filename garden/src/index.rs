@@ -255,7 +255,7 @@ pub(crate) struct Loaded {
     pub local: Option<Vec<u8>>,
     /// None: this machine keeps no base for the repository yet.
     pub base: Option<PathMap<BaseEntry>>,
-    pub stat: PathMap<(Stat, Hash)>,
+    pub stat: crate::statcache::Table,
 }
 
 /// What reading an index found.
@@ -324,11 +324,14 @@ fn parse(buf: &[u8]) -> Option<Loaded> {
         _ => return None,
     };
     let n = r.count(4 + 44 + 32)?;
-    let mut stat = PathMap::with_capacity_and_hasher(n.min(MAX_RESERVE), Default::default());
+    let mut stat = crate::statcache::Table::with_capacity(n.min(MAX_RESERVE));
     for _ in 0..n {
-        let path = r.str()?;
+        let path = std::str::from_utf8(r.bytes()?).ok()?;
         let st = Stat::get(&mut r)?;
-        stat.insert(path, (st, r.hash()?));
+        // Written in path order: anything else is not an index of ours.
+        if !stat.push(path, st, r.hash()?) {
+            return None;
+        }
     }
     r.is_empty().then_some(Loaded {
         manifest,
@@ -347,7 +350,7 @@ pub(crate) fn write(
     path: &Path,
     sections: [Option<&[u8]>; 3],
     base: Option<&PathMap<BaseEntry>>,
-    stat: &PathMap<(Stat, Hash)>,
+    stat: &[(&str, &(Stat, Hash))],
 ) -> Result<()> {
     let mut w = Writer::default();
     w.buf.reserve(
@@ -379,11 +382,8 @@ pub(crate) fn write(
             }
         }
     }
-    let mut keys: Vec<&String> = stat.keys().collect();
-    keys.sort_unstable();
-    w.count(keys.len());
-    for k in keys {
-        let (st, h) = &stat[k];
+    w.count(stat.len());
+    for (k, (st, h)) in stat {
         w.str(k);
         st.put(&mut w);
         w.hash(h);
@@ -546,7 +546,7 @@ mod tests {
             &p,
             [Some(&section), None, Some(b"h")],
             Some(&base()),
-            &PathMap::default(),
+            &[],
         )
         .unwrap();
         match read(&p) {
@@ -591,13 +591,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join(FILE);
         let md = std::fs::symlink_metadata(dir.path()).unwrap();
-        let mut stat = PathMap::default();
-        stat.insert("~/f".to_owned(), (Stat::of(&md), Hash::of(b"f")));
-        stat.insert("~/a\nb".to_owned(), (Stat::of(&md), Hash::of(b"g")));
-        write(&p, [None; 3], None, &stat).unwrap();
+        let (f, g) = (
+            (Stat::of(&md), Hash::of(b"f")),
+            (Stat::of(&md), Hash::of(b"g")),
+        );
+        write(&p, [None; 3], None, &[("~/a\nb", &g), ("~/f", &f)]).unwrap();
+        let mut want = crate::statcache::Table::default();
+        assert!(want.push("~/a\nb", g.0, g.1) && want.push("~/f", f.0, f.1));
         match read(&p) {
             Found::Usable(l) => {
-                assert_eq!(l.stat, stat);
+                assert_eq!(l.stat, want);
                 assert_eq!(l.base, None, "no base is not an empty base");
             }
             other => panic!("{other:?}"),

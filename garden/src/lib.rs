@@ -589,7 +589,7 @@ impl Garden {
         let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
         let stat = match &mut found {
             Some(index::Found::Usable(l)) => std::mem::take(&mut l.stat),
-            _ => PathMap::default(),
+            _ => statcache::Table::default(),
         };
         let statcache = statcache::StatCache::new(stat, env.cache_dir.is_some());
         let mut base = base::Base::load(local_dir.as_deref(), found.as_mut());
@@ -915,7 +915,7 @@ impl Garden {
                 idx.local.as_deref(),
             ],
             base_to_write,
-            stat.map(),
+            &stat.entries(),
         )?;
         idx.dirty = false;
         if base_changed {

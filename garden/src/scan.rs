@@ -42,6 +42,8 @@ pub(crate) enum Found {
 pub(crate) struct Present {
     /// `lstat` of the path.
     md: Metadata,
+    /// The stat cache's hash of the file, if it vouched for `md`.
+    cached: Option<Hash>,
     /// The content's SHA-256 and the metadata of the file it was read from,
     /// when the scan had to read it.
     hashed: Option<Box<(Hash, Metadata)>>,
@@ -74,6 +76,19 @@ impl Found {
             Found::Unknown => fsx::lstat(abs),
             Found::Missing => Ok(None),
             Found::Present(p) => Ok(Some(p.md.clone())),
+        }
+    }
+
+    /// The hash the stat cache vouched for when the scan looked, if `md`
+    /// is still what it looked at.
+    fn cached(&self, md: &Metadata) -> Option<Hash> {
+        match self {
+            Found::Present(p)
+                if p.cached.is_some() && statcache::Stat::of(&p.md) == statcache::Stat::of(md) =>
+            {
+                p.cached
+            }
+            _ => None,
         }
     }
 
@@ -125,18 +140,18 @@ impl Garden {
                     .then(|| (i, self.env.expand(&e.path)))
             })
             .collect();
-        // lstat, and whether the stat cache vouches for a file's hash.
+        // lstat, and the stat cache's hash if it vouches for the file.
         let borrowed = self.statcache.borrow();
         let cache = &*borrowed;
         let stats = par::map(&looks, 512, |(i, abs)| {
             let md = fsx::lstat(abs).ok()?;
-            let vouched = match &md {
+            let cached = match &md {
                 Some(md) if md.is_file() && files[*i].kind == EntryKind::File => {
-                    cache.lookup(&files[*i].path, md).is_some()
+                    Some(cache.lookup(&files[*i].path, md))
                 }
-                _ => true,
+                _ => None,
             };
-            Some((md, vouched))
+            Some((md, cached))
         });
         drop(borrowed);
         let mut scan = Scan {
@@ -146,17 +161,19 @@ impl Garden {
         };
         let mut work = Vec::new();
         for ((i, abs), r) in looks.iter().zip(stats) {
-            let Some(Some((md, vouched))) = r else {
+            let Some(Some((md, cached))) = r else {
                 continue;
             };
             scan.found[*i] = match md {
                 None => Found::Missing,
                 Some(md) => {
-                    if !vouched {
+                    // A file the cache cannot vouch for is read.
+                    if cached == Some(None) {
                         work.push((*i, abs.as_path()));
                     }
                     Found::Present(Present {
                         md,
+                        cached: cached.flatten(),
                         hashed: None,
                         spooled: None,
                     })
@@ -210,6 +227,9 @@ impl Garden {
         // the cache, and the cache vouches only for what an earlier run saw.
         if let Some((h, opened)) = found.hashed(md) {
             return Ok((h, opened, false));
+        }
+        if let Some(h) = found.cached(md) {
+            return Ok((h, md.clone(), true));
         }
         if let Some(h) = self.statcache.borrow().lookup(path, md) {
             return Ok((h, md.clone(), true));
