@@ -28,7 +28,8 @@ use std::path::{Path, PathBuf};
 use sgard_manifest::{Entry, EntryKind, Mode};
 use sgard_store::{Hash, durable};
 
-use crate::{Error, PathMap, Result, index};
+use crate::pathtable::PathTable;
+use crate::{Error, Result, index};
 
 /// The file in a repository holding its identity.
 pub const ID_FILE: &str = "repo-id";
@@ -251,7 +252,7 @@ pub(crate) struct Base {
     path: Option<PathBuf>,
     /// The index file that holds it.
     index: Option<PathBuf>,
-    map: PathMap<BaseEntry>,
+    map: PathTable<BaseEntry>,
     /// The file was there but could not be trusted.
     damaged: bool,
     /// There was no file: this machine never kept a base for this
@@ -333,9 +334,7 @@ impl Base {
         if !self.dirty {
             return Ok(());
         }
-        let mut keys: Vec<&String> = self.map.keys().collect();
-        keys.sort();
-        let body = render(keys.into_iter().map(|k| (k.as_str(), self.map.get(k))));
+        let body = render(self.map.sorted().into_iter().map(|(k, v)| (k, Some(v))));
         let text = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
         durable::create_private_dir_all(&durable::parent_of(&p))?;
         durable::write_atomic(&p, text.as_bytes(), 0o600)?;
@@ -355,7 +354,7 @@ impl Base {
             if self.map.get(&path) != Some(&b)
                 && head(&path).is_some_and(|e| b.matches_repo(&e, None))
             {
-                self.map.insert(path, b);
+                self.map.insert(&path, b);
                 self.dirty = true;
             }
         }
@@ -447,7 +446,7 @@ impl Base {
     /// Records that disk and repository agree on `b` for `path`.
     pub fn settle(&mut self, path: &str, b: BaseEntry) {
         if self.map.get(path) != Some(&b) {
-            self.map.insert(path.to_owned(), b);
+            self.map.insert(path, b);
             self.dirty = true;
         }
     }
@@ -470,7 +469,7 @@ impl Base {
     /// puts back the base an operation replaced).
     pub fn put(&mut self, path: &str, b: Option<BaseEntry>) {
         let changed = match b {
-            Some(b) => self.map.insert(path.to_owned(), b.clone()) != Some(b),
+            Some(b) => self.map.insert(path, b.clone()) != Some(b),
             None => self.map.remove(path).is_some(),
         };
         self.dirty |= changed;
@@ -489,7 +488,7 @@ impl Base {
 
     /// What to save: none while this machine keeps no base at all (so the
     /// next command still seeds one, see `Garden::seed_base`).
-    pub fn to_write(&self) -> Option<&PathMap<BaseEntry>> {
+    pub fn to_write(&self) -> Option<&PathTable<BaseEntry>> {
         (!self.new || self.dirty()).then_some(&self.map)
     }
 
@@ -517,7 +516,7 @@ impl Base {
     /// # Errors
     /// [`Error::Io`] naming the file.
     pub fn save_prior(&self, file: &Path, paths: &[&str]) -> Result<()> {
-        let body = render(paths.iter().map(|p| (*p, self.map.get(*p))));
+        let body = render(paths.iter().map(|p| (*p, self.map.get(p))));
         let text = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
         durable::create_private_dir_all(&durable::parent_of(file))?;
         durable::write_atomic(file, text.as_bytes(), 0o600)?;
@@ -606,10 +605,10 @@ fn unescape(s: &str) -> Option<String> {
 }
 
 /// Parses a base file; `None` when anything is off.
-fn parse(text: &str) -> Option<PathMap<BaseEntry>> {
-    let mut map = PathMap::default();
+fn parse(text: &str) -> Option<PathTable<BaseEntry>> {
+    let mut map = PathTable::default();
     for (p, b) in parse_records(text)? {
-        map.insert(p, b?);
+        map.insert(&p, b?);
     }
     Some(map)
 }
@@ -752,7 +751,7 @@ mod tests {
         let b = Base::load(Some(d.path()), Some(&mut found));
         assert!(b.damaged() && b.get("~/f").is_none());
         // A usable index is the base; the older file goes.
-        let mut found = index::Found::Usable(index::Loaded::default());
+        let mut found = index::Found::Usable(Box::default());
         let b = Base::load(Some(d.path()), Some(&mut found));
         assert!(b.is_new() && b.to_write().is_none(), "no base kept yet");
         assert!(!p.exists());

@@ -19,7 +19,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sgard_store::Hash;
 
-use crate::PathMap;
 pub use crate::index::RACY_WINDOW;
 use crate::index::codec::{Reader, Writer};
 
@@ -34,66 +33,8 @@ pub(crate) struct Stat {
     ctime_ns: i128,
 }
 
-/// The entries loaded from the index, sorted by path, without a `String`
-/// per path: the paths lie end to end in one buffer. Looked up by binary
-/// search; the scan looks entries up in manifest order (sorted too), so
-/// consecutive searches walk the same cached steps. Entries are changed in
-/// place and dropped by emptying their slot; new paths go elsewhere (see
-/// [`StatCache`]).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Table {
-    names: String,
-    /// Per entry: where its path ends in `names` (it starts where the
-    /// previous one ends), and its value (`None`: dropped).
-    slots: Vec<(usize, Option<(Stat, Hash)>)>,
-}
-
-impl Table {
-    /// An empty table with room for `n` entries.
-    pub fn with_capacity(n: usize) -> Self {
-        Table {
-            names: String::with_capacity(n.saturating_mul(32)),
-            slots: Vec::with_capacity(n),
-        }
-    }
-
-    /// Appends an entry; `false` (and nothing added) unless `path` sorts
-    /// after every path already there.
-    pub fn push(&mut self, path: &str, st: Stat, h: Hash) -> bool {
-        if let Some(last) = self.slots.len().checked_sub(1)
-            && self.name(last) >= path
-        {
-            return false;
-        }
-        self.names.push_str(path);
-        self.slots.push((self.names.len(), Some((st, h))));
-        true
-    }
-
-    fn name(&self, i: usize) -> &str {
-        let start = i.checked_sub(1).map_or(0, |p| self.slots[p].0);
-        self.names.get(start..self.slots[i].0).unwrap_or("")
-    }
-
-    fn find(&self, path: &str) -> Option<usize> {
-        let mut lo = 0;
-        let mut hi = self.slots.len();
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.name(mid).cmp(path) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(mid),
-            }
-        }
-        None
-    }
-
-    /// The live entries, in path order.
-    fn iter(&self) -> impl Iterator<Item = (&str, &(Stat, Hash))> {
-        (0..self.slots.len()).filter_map(|i| Some((self.name(i), self.slots[i].1.as_ref()?)))
-    }
-}
+/// The stat cache's records, by path.
+pub(crate) type Table = crate::pathtable::PathTable<(Stat, Hash)>;
 
 impl Stat {
     pub fn of(md: &Metadata) -> Self {
@@ -137,10 +78,7 @@ impl Stat {
 /// The cache of one repository on this machine.
 #[derive(Debug, Default)]
 pub(crate) struct StatCache {
-    /// As loaded from the index.
     table: Table,
-    /// Paths recorded this run that the table does not hold.
-    fresh: PathMap<(Stat, Hash)>,
     /// Off (`--no-cache`): nothing is looked up or recorded, and what was
     /// loaded is written back as it was.
     enabled: bool,
@@ -158,7 +96,6 @@ impl StatCache {
             .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0));
         StatCache {
             table,
-            fresh: PathMap::default(),
             enabled,
             trust_before_ns: started,
             dirty: false,
@@ -170,32 +107,8 @@ impl StatCache {
         if !self.enabled {
             return None;
         }
-        let (st, h) = self.get(path)?;
+        let (st, h) = self.table.get(path)?;
         (*st == Stat::of(md)).then_some(*h)
-    }
-
-    fn get(&self, path: &str) -> Option<&(Stat, Hash)> {
-        match self.table.find(path) {
-            Some(i) => self.table.slots[i].1.as_ref(),
-            None => self.fresh.get(path),
-        }
-    }
-
-    /// Sets (`Some`) or drops (`None`) the entry of `path`; whether that
-    /// changed anything.
-    fn set(&mut self, path: &str, v: Option<(Stat, Hash)>) -> bool {
-        let slot = match self.table.find(path) {
-            Some(i) => &mut self.table.slots[i].1,
-            None => {
-                return match v {
-                    Some(v) => self.fresh.insert(path.to_owned(), v) != Some(v),
-                    None => self.fresh.remove(path).is_some(),
-                };
-            }
-        };
-        let changed = *slot != v;
-        *slot = v;
-        changed
     }
 
     /// Records a hash computed from a file whose metadata was `before` when
@@ -208,10 +121,10 @@ impl StatCache {
         let (b, a) = (Stat::of(before), Stat::of(after));
         let settled = b == a && b.mtime_ns.max(b.ctime_ns) < self.trust_before_ns;
         if settled && b.encodable() {
-            if self.set(path, Some((b, hash))) {
+            if self.table.insert(path, (b, hash)) != Some((b, hash)) {
                 self.dirty = true;
             }
-        } else if b != a && self.set(path, None) {
+        } else if b != a && self.table.remove(path).is_some() {
             // Changed while it was read: forget it.
             self.dirty = true;
         }
@@ -228,22 +141,7 @@ impl StatCache {
 
     /// What to save: every entry, in path order.
     pub fn entries(&self) -> Vec<(&str, &(Stat, Hash))> {
-        let mut fresh: Vec<(&str, &(Stat, Hash))> =
-            self.fresh.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        fresh.sort_unstable_by_key(|(k, _)| *k);
-        let mut out = Vec::with_capacity(self.table.slots.len() + fresh.len());
-        let mut old = self.table.iter().peekable();
-        let mut new = fresh.into_iter().peekable();
-        loop {
-            let take_old = match (old.peek(), new.peek()) {
-                (Some(a), Some(b)) => a.0 < b.0,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            out.extend(if take_old { old.next() } else { new.next() });
-        }
-        out
+        self.table.sorted()
     }
 
     /// It was saved.
@@ -308,7 +206,7 @@ mod tests {
         let mut old = Stat::of(&md);
         old.ctime_ns -= 60_000_000_000;
         old.mtime_ns -= 60_000_000_000;
-        c.fresh.insert("~/f".into(), (old, Hash::of(b"one")));
+        c.table.insert("~/f", (old, Hash::of(b"one")));
         std::fs::write(&f, b"two").unwrap();
         let md = std::fs::symlink_metadata(&f).unwrap();
         assert_eq!(c.lookup("~/f", &md), None);
@@ -337,7 +235,7 @@ mod tests {
         let (_d, f) = setup();
         let md = std::fs::symlink_metadata(&f).unwrap();
         let mut table = Table::default();
-        assert!(table.push("~/f", Stat::of(&md), Hash::of(b"one")));
+        assert!(table.push_sorted("~/f", (Stat::of(&md), Hash::of(b"one"))));
         let mut c = StatCache::new(table, false);
         assert_eq!(c.lookup("~/f", &md), None);
         c.trust_before_ns = i128::MAX;
@@ -347,39 +245,5 @@ mod tests {
             c.entries(),
             vec![("~/f", &(Stat::of(&md), Hash::of(b"one")))]
         );
-    }
-
-    #[test]
-    fn loaded_and_new_entries_are_found_changed_and_saved_in_order() {
-        let (d, f) = setup();
-        let md = std::fs::symlink_metadata(&f).unwrap();
-        let other = std::fs::symlink_metadata(d.path()).unwrap();
-        let (st, h) = (Stat::of(&md), Hash::of(b"one"));
-        let mut table = Table::with_capacity(3);
-        for p in ["~/b", "~/d", "~/f"] {
-            assert!(table.push(p, st, h));
-        }
-        assert!(!table.push("~/c", st, h), "out of order is refused");
-        assert!(!table.push("~/f", st, h), "a repeated path is refused");
-        let mut c = StatCache::new(table, true);
-        c.trust_before_ns = i128::MAX;
-        for p in ["~/b", "~/d", "~/f"] {
-            assert_eq!(c.lookup(p, &md), Some(h), "{p}");
-        }
-        assert_eq!(c.lookup("~/a", &md), None);
-        assert_eq!(c.lookup("~/e", &md), None);
-        // Recorded again as it was: nothing to save.
-        c.record("~/d", &md, &md, h);
-        assert!(!c.dirty());
-        // A new path, a changed one, a dropped one.
-        c.record("~/c", &md, &md, h);
-        c.record("~/f", &md, &md, Hash::of(b"two"));
-        c.record("~/b", &md, &other, h);
-        assert!(c.dirty());
-        assert_eq!(c.lookup("~/b", &md), None);
-        assert_eq!(c.lookup("~/c", &md), Some(h));
-        assert_eq!(c.lookup("~/f", &md), Some(Hash::of(b"two")));
-        let saved: Vec<&str> = c.entries().into_iter().map(|(p, _)| p).collect();
-        assert_eq!(saved, ["~/c", "~/d", "~/f"]);
     }
 }

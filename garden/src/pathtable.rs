@@ -1,0 +1,174 @@
+//! A map keyed by entry path, built for what the index loads: tens of
+//! thousands of records, read in path order, few of them changed per run.
+//!
+//! The records loaded from the index lie in one sorted table without a
+//! `String` per path (the paths end to end in one buffer), found by binary
+//! search. Callers look entries up in manifest order, which is sorted too,
+//! so consecutive searches walk the same, cached, steps. A record is changed
+//! in place and dropped by emptying its slot; paths the table does not hold
+//! go into a small hash map beside it. [`PathTable::sorted`] merges both.
+
+use crate::PathMap;
+
+/// See the module documentation.
+#[derive(Debug, Clone)]
+pub(crate) struct PathTable<V> {
+    names: String,
+    /// Per loaded record: where its path ends in `names` (it starts where
+    /// the previous one ends), and its value (`None`: dropped since).
+    slots: Vec<(usize, Option<V>)>,
+    /// Paths added since loading.
+    fresh: PathMap<V>,
+}
+
+impl<V> Default for PathTable<V> {
+    fn default() -> Self {
+        PathTable {
+            names: String::new(),
+            slots: Vec::new(),
+            fresh: PathMap::default(),
+        }
+    }
+}
+
+impl<V: PartialEq> PartialEq for PathTable<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.sorted() == other.sorted()
+    }
+}
+
+impl<V> PathTable<V> {
+    /// An empty table with room for `n` loaded records.
+    pub fn with_capacity(n: usize) -> Self {
+        PathTable {
+            names: String::with_capacity(n.saturating_mul(32)),
+            slots: Vec::with_capacity(n),
+            fresh: PathMap::default(),
+        }
+    }
+
+    /// Appends a loaded record; `false` (and nothing added) unless `path`
+    /// sorts after every path loaded so far.
+    pub fn push_sorted(&mut self, path: &str, v: V) -> bool {
+        if let Some(last) = self.slots.len().checked_sub(1)
+            && self.name(last) >= path
+        {
+            return false;
+        }
+        self.names.push_str(path);
+        self.slots.push((self.names.len(), Some(v)));
+        true
+    }
+
+    fn name(&self, i: usize) -> &str {
+        let start = i.checked_sub(1).map_or(0, |p| self.slots[p].0);
+        self.names.get(start..self.slots[i].0).unwrap_or("")
+    }
+
+    fn find(&self, path: &str) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.slots.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.name(mid).cmp(path) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+
+    /// The value of `path`.
+    pub fn get(&self, path: &str) -> Option<&V> {
+        match self.find(path) {
+            Some(i) => self.slots[i].1.as_ref(),
+            None => self.fresh.get(path),
+        }
+    }
+
+    /// Sets the value of `path`; returns the one it replaces.
+    pub fn insert(&mut self, path: &str, v: V) -> Option<V> {
+        match self.find(path) {
+            Some(i) => self.slots[i].1.replace(v),
+            None => self.fresh.insert(path.to_owned(), v),
+        }
+    }
+
+    /// Drops the value of `path`; returns it.
+    pub fn remove(&mut self, path: &str) -> Option<V> {
+        match self.find(path) {
+            Some(i) => self.slots[i].1.take(),
+            None => self.fresh.remove(path),
+        }
+    }
+
+    /// Every record, in path order.
+    pub fn sorted(&self) -> Vec<(&str, &V)> {
+        let mut fresh: Vec<(&str, &V)> = self.fresh.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        fresh.sort_unstable_by_key(|(k, _)| *k);
+        let mut out = Vec::with_capacity(self.slots.len() + fresh.len());
+        let mut old = (0..self.slots.len())
+            .filter_map(|i| Some((self.name(i), self.slots[i].1.as_ref()?)))
+            .peekable();
+        let mut new = fresh.into_iter().peekable();
+        loop {
+            let take_old = match (old.peek(), new.peek()) {
+                (Some(a), Some(b)) => a.0 < b.0,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            out.extend(if take_old { old.next() } else { new.next() });
+        }
+        out
+    }
+}
+
+impl<V> FromIterator<(String, V)> for PathTable<V> {
+    fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> Self {
+        let mut t = PathTable::default();
+        for (k, v) in iter {
+            t.insert(&k, v);
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loaded_and_added_records_are_found_changed_and_listed_in_order() {
+        let mut t = PathTable::with_capacity(3);
+        for (i, p) in ["~/b", "~/d", "~/f"].into_iter().enumerate() {
+            assert!(t.push_sorted(p, i));
+        }
+        assert!(!t.push_sorted("~/c", 9), "out of order is refused");
+        assert!(!t.push_sorted("~/f", 9), "a repeated path is refused");
+        assert_eq!(
+            (t.get("~/b"), t.get("~/d"), t.get("~/f")),
+            (Some(&0), Some(&1), Some(&2))
+        );
+        assert_eq!(
+            (t.get("~/a"), t.get("~/e"), t.get("~/g")),
+            (None, None, None)
+        );
+        assert_eq!(t.insert("~/c", 7), None);
+        assert_eq!(t.insert("~/f", 8), Some(2));
+        assert_eq!(t.remove("~/b"), Some(0));
+        assert_eq!(t.remove("~/b"), None);
+        assert_eq!(t.insert("~/b", 5), None, "a dropped record comes back");
+        assert_eq!(t.remove("~/c"), Some(7));
+        t.insert("~/a", 4);
+        assert_eq!(
+            t.sorted(),
+            [("~/a", &4), ("~/b", &5), ("~/d", &1), ("~/f", &8)]
+        );
+        let same: PathTable<usize> = [("~/f", 8), ("~/a", 4), ("~/d", 1), ("~/b", 5)]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        assert_eq!(t, same);
+    }
+}
