@@ -76,7 +76,16 @@ impl Env {
         if tilde == "~" {
             self.home.clone()
         } else if let Some(rest) = tilde.strip_prefix("~/") {
-            self.home.join(rest)
+            // One allocation of the right size (`join` grew it twice); the
+            // scan expands every tracked path.
+            let home = self.home.as_os_str();
+            let mut p = std::ffi::OsString::with_capacity(home.len() + 1 + rest.len());
+            p.push(home);
+            if !home.as_encoded_bytes().ends_with(b"/") {
+                p.push("/");
+            }
+            p.push(rest);
+            PathBuf::from(p)
         } else {
             PathBuf::from(tilde)
         }

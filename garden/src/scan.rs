@@ -55,7 +55,8 @@ pub(crate) struct Present {
 /// What the scan found, one [`Found`] per manifest entry.
 #[derive(Debug, Default)]
 pub(crate) struct Scan {
-    found: Vec<Found>,
+    /// `None`: the scan's thread for it failed (looked at again later).
+    found: Vec<Option<Found>>,
 }
 
 impl Scan {
@@ -64,7 +65,7 @@ impl Scan {
     pub(crate) fn take(&mut self, i: usize) -> Found {
         self.found
             .get_mut(i)
-            .map(std::mem::take)
+            .and_then(Option::take)
             .unwrap_or_default()
     }
 }
@@ -131,61 +132,61 @@ impl Garden {
     pub(crate) fn scan(&self, picked: &[usize], spool: bool) -> Scan {
         let spool = spool && self.batch_open();
         let files = &self.manifest.files;
-        let looks: Vec<(usize, PathBuf)> = picked
-            .iter()
-            .filter_map(|&i| {
-                let e = files.get(i)?;
-                self.applies(e)
-                    .unwrap_or(false)
-                    .then(|| (i, self.env.expand(&e.path)))
-            })
-            .collect();
-        // lstat, and the stat cache's hash if it vouches for the file.
+        let mut wanted = vec![false; files.len()];
+        for &i in picked {
+            if let Some(e) = files.get(i) {
+                wanted[i] = self.applies(e).unwrap_or(false);
+            }
+        }
+        // lstat, and the stat cache's hash if it vouches for the file; each
+        // result straight into its entry's slot.
         let borrowed = self.statcache.borrow();
         let cache = &*borrowed;
-        let stats = par::map(&looks, 512, |(i, abs)| {
-            let md = fsx::lstat(abs).ok()?;
-            let cached = match &md {
-                Some(md) if md.is_file() && files[*i].kind == EntryKind::File => {
-                    Some(cache.lookup(&files[*i].path, md))
-                }
-                _ => None,
-            };
-            Some((md, cached))
-        });
-        drop(borrowed);
-        let mut scan = Scan {
-            found: std::iter::repeat_with(Found::default)
-                .take(files.len())
-                .collect(),
-        };
-        let mut work = Vec::new();
-        for ((i, abs), r) in looks.iter().zip(stats) {
-            let Some(Some((md, cached))) = r else {
-                continue;
-            };
-            scan.found[*i] = match md {
-                None => Found::Missing,
-                Some(md) => {
-                    // A file the cache cannot vouch for is read.
-                    if cached == Some(None) {
-                        work.push((*i, abs.as_path()));
-                    }
+        let env = &self.env;
+        let found = par::map_indices(files.len(), 512, |i| {
+            if !wanted[i] {
+                return Found::Unknown;
+            }
+            let e = &files[i];
+            match fsx::lstat(&env.expand(&e.path)) {
+                Err(_) => Found::Unknown,
+                Ok(None) => Found::Missing,
+                Ok(Some(md)) => {
+                    let cached = (md.is_file() && e.kind == EntryKind::File)
+                        .then(|| cache.lookup(&e.path, &md))
+                        .flatten();
                     Found::Present(Present {
                         md,
-                        cached: cached.flatten(),
+                        cached,
                         hashed: None,
                         spooled: None,
                     })
                 }
-            };
-        }
+            }
+        });
+        drop(borrowed);
+        let mut scan = Scan { found };
+        // The files the cache cannot vouch for are read.
+        let work: Vec<(usize, PathBuf)> = scan
+            .found
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| match f {
+                Some(Found::Present(p))
+                    if p.cached.is_none() && p.md.is_file() && files[i].kind == EntryKind::File =>
+                {
+                    Some((i, self.env.expand(&files[i].path)))
+                }
+                _ => None,
+            })
+            .collect();
         // A few files are hashed as they are judged: threads would cost more.
         if work.len() < 64 {
             return scan;
         }
         let store = &self.store;
-        let results = par::map(&work, 64, |&(i, abs)| {
+        let results = par::map(&work, 64, |(i, abs)| {
+            let i = *i;
             let (h, opened) = fsx::hash_file(abs).ok()?;
             let after = fs::symlink_metadata(abs).ok()?;
             let e = &files[i];
@@ -204,7 +205,7 @@ impl Garden {
                 continue;
             };
             cache.record(&files[i].path, &opened, &after, h);
-            if let Found::Present(p) = &mut scan.found[i] {
+            if let Some(Found::Present(p)) = &mut scan.found[i] {
                 p.hashed = Some(Box::new((h, opened)));
                 p.spooled = copy.map(Box::new);
             }
