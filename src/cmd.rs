@@ -123,6 +123,7 @@ impl Ctx {
 
     fn ready(&self, mut g: Garden) -> Garden {
         g.set_note_sink(Box::new(ui::note));
+        g.set_process_ends();
         g.set_passphrase_source(Box::new(|| context::passphrase("Passphrase: ")));
         g
     }
