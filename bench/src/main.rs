@@ -77,6 +77,15 @@ struct Args {
     /// compare: skip the 1 GiB file (also skipped when the disk is low)
     #[arg(long)]
     no_big: bool,
+
+    /// compare: skip T100k (100,000 files)
+    #[arg(long)]
+    no_t100k: bool,
+
+    /// compare: how many times to run everything; every run is printed,
+    /// then each target's best
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    runs: usize,
 }
 
 /// The scenarios.
@@ -90,8 +99,8 @@ enum Scenario {
     Big,
     /// All three, in that order
     All,
-    /// sgard against git, restic, cp -a and openssl on T10k and BIG, checked
-    /// against the performance targets
+    /// sgard against git, restic, cp -a and openssl on T10k, T100k and BIG,
+    /// checked against the performance targets
     Compare,
 }
 
@@ -144,7 +153,14 @@ fn run(args: &Args) -> Result<()> {
 
     print_header(&ctx)?;
     if args.scenario == Scenario::Compare {
-        return compare::run(&ctx, args.no_big);
+        return compare::run(
+            &ctx,
+            &compare::Parts {
+                big: !args.no_big,
+                t100k: !args.no_t100k,
+                runs: args.runs.max(1),
+            },
+        );
     }
 
     let scenarios = match args.scenario {

@@ -261,6 +261,29 @@ pub fn t10k() -> TreeSpec {
     }
 }
 
+/// T100k: 100,000 small files (50 B to 1.5 KiB, ~80 MB) in 5 levels, the
+/// size of a home with a few package caches or a large source checkout.
+pub fn t100k() -> TreeSpec {
+    const SEED: u64 = 0x7E11_1000;
+    let mut files = Vec::with_capacity(100_000);
+    for i in 0..100_000u64 {
+        let (a, b, c, d) = (i / 10_000, i / 1000 % 10, i / 100 % 10, i / 10 % 10);
+        let rel = PathBuf::from(format!("tree/a{a}/b{b}/c{c}/d{d}/f{i:05}.bin"));
+        let seed = Rng::new(SEED, i).next_u64();
+        files.push(FileSpec {
+            rel,
+            size: Rng::new(seed, 1).range(50, 1536),
+            mode: 0o644,
+            content: Content::Binary,
+            seed,
+        });
+    }
+    TreeSpec {
+        files,
+        roots: vec![PathBuf::from("tree")],
+    }
+}
+
 /// One 1 GiB binary file, `big.img`.
 pub fn big() -> TreeSpec {
     TreeSpec {
@@ -305,6 +328,9 @@ mod tests {
         let total = t.total_bytes();
         assert!((180_000_000..=230_000_000).contains(&total), "{total}");
         assert_eq!(big().total_bytes(), 1 << 30);
+        let h = t100k();
+        assert_eq!(h.files.len(), 100_000);
+        assert!(h.files.iter().all(|f| (50..=1536).contains(&f.size)));
     }
 
     #[test]
