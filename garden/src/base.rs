@@ -262,6 +262,9 @@ pub(crate) struct Base {
     /// into the index and removes that file.
     legacy: bool,
     dirty: bool,
+    /// The index file this base was read from or last saved to: while it is
+    /// still there unchanged, the base on disk is this one.
+    file: Option<index::Fingerprint>,
 }
 
 impl Base {
@@ -280,6 +283,7 @@ impl Base {
         let path = dir.join("base");
         match found {
             Some(index::Found::Usable(l)) => {
+                b.file = l.file;
                 match l.base.take() {
                     Some(m) => b.map = m,
                     None => b.new = true,
@@ -490,6 +494,22 @@ impl Base {
     /// next command still seeds one, see `Garden::seed_base`).
     pub fn to_write(&self) -> Option<&PathTable<BaseEntry>> {
         (!self.new || self.dirty()).then_some(&self.map)
+    }
+
+    /// Whether the index on disk still holds this base: the file is the one
+    /// it was read from or saved to.
+    pub fn is_on_disk(&self) -> bool {
+        self.file.is_some() && self.index.as_deref().and_then(index::fingerprint_of) == self.file
+    }
+
+    /// The index now on disk holds this base (it was just written with it).
+    pub fn written(&mut self) {
+        self.file = self.index.as_deref().and_then(index::fingerprint_of);
+    }
+
+    /// The index on disk holds another base than this one.
+    pub fn not_on_disk(&mut self) {
+        self.file = None;
     }
 
     /// It was saved durably in the index: the pending journal and an older

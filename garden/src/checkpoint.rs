@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use sgard_manifest::history::Reason;
 use sgard_manifest::{Entry, EntryKind};
 
-use crate::fsx::{self, DiskKind};
+use crate::fsx;
 use crate::scan::Found;
 use crate::status::Judged;
 use crate::{Garden, Result, State};
@@ -243,7 +243,7 @@ impl Garden {
         let Some(md) = found.lstat(&abs)? else {
             return Ok(Some((entry.clone(), EntryChange::Missing)));
         };
-        let disk = DiskKind::of(&md);
+        let disk = md.kind();
         if !disk.matches(entry.kind) {
             return Ok(Some((
                 entry.clone(),
@@ -254,11 +254,11 @@ impl Garden {
                 )),
             )));
         }
-        let mode = fsx::mode_of(&md);
+        let mode = md.perm();
         let mode_changed = entry.kind != EntryKind::Link && entry.mode != Some(mode);
         match entry.kind {
             EntryKind::File if entry.encrypted => {
-                let (sha, _, _) = self.hash_tracked(&entry.path, &abs, &md, found)?;
+                let (sha, _) = self.hash_tracked(&entry.path, &abs, &md, found)?;
                 let same = match self.known_match(entry, sha) {
                     Some(b) => b,
                     None => self.plain_matches(entry, &abs, sha)?,
@@ -284,7 +284,7 @@ impl Garden {
                 }
             }
             EntryKind::File => {
-                let (hash, _, vouched) = self.hash_tracked(&entry.path, &abs, &md, found)?;
+                let (hash, vouched) = self.hash_tracked(&entry.path, &abs, &md, found)?;
                 let content_changed = entry.hash != Some(hash);
                 if entry.locked {
                     return Ok((content_changed || mode_changed)

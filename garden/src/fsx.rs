@@ -28,6 +28,28 @@ pub enum DiskKind {
 }
 
 impl DiskKind {
+    /// The kind a `st_mode` says.
+    #[allow(
+        clippy::useless_conversion,
+        reason = "the S_IF constants are u16 on macOS"
+    )]
+    pub fn of_mode(mode: u32) -> Self {
+        let fmt = mode & u32::from(libc::S_IFMT);
+        if fmt == u32::from(libc::S_IFLNK) {
+            DiskKind::Link
+        } else if fmt == u32::from(libc::S_IFDIR) {
+            DiskKind::Dir
+        } else if fmt == u32::from(libc::S_IFIFO) {
+            DiskKind::Fifo
+        } else if fmt == u32::from(libc::S_IFSOCK) {
+            DiskKind::Socket
+        } else if fmt == u32::from(libc::S_IFBLK) || fmt == u32::from(libc::S_IFCHR) {
+            DiskKind::Device
+        } else {
+            DiskKind::File
+        }
+    }
+
     /// Classifies lstat metadata.
     pub fn of(md: &Metadata) -> Self {
         let ft = md.file_type();

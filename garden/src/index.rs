@@ -248,6 +248,8 @@ pub(crate) fn cached_history(
 /// What an index file held.
 #[derive(Debug, Default)]
 pub(crate) struct Loaded {
+    /// The index file as it was read (see [`fingerprint_of`]).
+    pub file: Option<Fingerprint>,
     /// The manifest section, encoded (see [`cached_manifest`]).
     pub manifest: Option<Vec<u8>>,
     /// The repository's `history.yaml` (see [`cached_history`]).
@@ -271,6 +273,24 @@ pub(crate) enum Found {
 
 /// Reads the index at `path`.
 pub(crate) fn read(path: &Path) -> Found {
+    read_parts(path, Parts::All)
+}
+
+/// Reads only the base of the index at `path` (the sections and the stat
+/// cache are checked, skipped, not decoded): what a save that keeps the
+/// base on disk needs.
+pub(crate) fn read_base(path: &Path) -> Found {
+    read_parts(path, Parts::Base)
+}
+
+/// Which parts of an index to decode.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parts {
+    All,
+    Base,
+}
+
+fn read_parts(path: &Path, parts: Parts) -> Found {
     let f = match durable::open_regular_file(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Missing,
@@ -278,18 +298,29 @@ pub(crate) fn read(path: &Path) -> Found {
     };
     // One allocation of the right size: growing by doubling copied a
     // 27 MB index twice and faulted in twice its pages.
-    let len = f.metadata().map_or(0, |m| m.len()).min(MAX_BYTES);
+    let meta = f.metadata().ok();
+    let len = meta.as_ref().map_or(0, Metadata::len).min(MAX_BYTES);
     let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
     if f.take(MAX_BYTES).read_to_end(&mut buf).is_err() {
         return Found::Unusable;
     }
-    match parse(&buf) {
-        Some(l) => Found::Usable(Box::new(l)),
+    let file = meta.as_ref().map(Fingerprint::of);
+    match parse(&buf, parts) {
+        Some(l) => Found::Usable(Box::new(Loaded { file, ..l })),
         None => Found::Unusable,
     }
 }
 
-fn parse(buf: &[u8]) -> Option<Loaded> {
+/// The fingerprint of the index file at `path` now. Every write of an index
+/// is a new file renamed over the old one (a new inode), so an unchanged
+/// fingerprint means nobody wrote it since.
+pub(crate) fn fingerprint_of(path: &Path) -> Option<Fingerprint> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| Fingerprint::of(&m))
+}
+
+fn parse(buf: &[u8], parts: Parts) -> Option<Loaded> {
     let mut r = Reader::new(buf);
     if r.take(MAGIC.len())? != MAGIC || r.u32()? != VERSION {
         return None;
@@ -300,12 +331,14 @@ fn parse(buf: &[u8]) -> Option<Loaded> {
         return None;
     }
     let mut r = Reader::new(body);
+    let all = parts == Parts::All;
     let mut section = || -> Option<Option<Vec<u8>>> {
         match r.u8()? {
             0 => Some(None),
             1 => {
                 let n = usize::try_from(r.u64()?).ok()?;
-                Some(Some(r.take(n)?.to_vec()))
+                let bytes = r.take(n)?;
+                Some(all.then(|| bytes.to_vec()))
             }
             _ => None,
         }
@@ -329,6 +362,12 @@ fn parse(buf: &[u8]) -> Option<Loaded> {
         }
         _ => return None,
     };
+    if !all {
+        return Some(Loaded {
+            base,
+            ..Loaded::default()
+        });
+    }
     let n = r.count(4 + 44 + 32)?;
     let mut stat = crate::statcache::Table::with_capacity(n.min(MAX_RESERVE));
     for _ in 0..n {
@@ -340,6 +379,7 @@ fn parse(buf: &[u8]) -> Option<Loaded> {
         }
     }
     r.is_empty().then_some(Loaded {
+        file: None,
         manifest,
         history,
         local,
@@ -366,6 +406,9 @@ pub(crate) fn write(
             + stat.len() * 130
             + 1024,
     );
+    w.buf.extend_from_slice(MAGIC);
+    w.u32(VERSION);
+    w.u32(0);
     for s in sections {
         match s {
             Some(m) => {
@@ -393,12 +436,14 @@ pub(crate) fn write(
         st.put(&mut w);
         w.hash(h);
     }
-    let body = w.buf;
-    let mut out = Vec::with_capacity(body.len() + MAGIC.len() + 8);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&body);
+    // The header went first with a zero checksum: fill it in (one buffer,
+    // not the body copied behind a header).
+    let mut out = w.buf;
+    let head = MAGIC.len() + 8;
+    let sum = crc32fast::hash(out.get(head..).unwrap_or_default());
+    if let Some(h) = out.get_mut(MAGIC.len() + 4..head) {
+        h.copy_from_slice(&sum.to_le_bytes());
+    }
     durable::create_private_dir_all(&durable::parent_of(path))?;
     durable::write_atomic(path, &out, 0o600).map_err(Error::from)
 }

@@ -915,10 +915,13 @@ impl Garden {
         // agreements since this one read it).
         let _turn = index::WriteLock::take(&file)?;
         let on_disk;
-        let base_to_write = if base_changed {
+        // Unchanged on disk since this command read it (the common case):
+        // that base is this one, no need to read it again.
+        let keep_ours = base_changed || base.is_on_disk();
+        let base_to_write = if keep_ours {
             base.to_write()
         } else {
-            on_disk = match index::read(&file) {
+            on_disk = match index::read_base(&file) {
                 index::Found::Usable(l) => Some(l.base),
                 _ => None,
             };
@@ -938,6 +941,12 @@ impl Garden {
             &stat.entries(),
         )?;
         idx.dirty = false;
+        if keep_ours {
+            base.written();
+        } else {
+            // It holds another command's base now, not this one.
+            base.not_on_disk();
+        }
         if base_changed {
             base.saved();
         }

@@ -31,21 +31,35 @@ pub(crate) fn map_indices<R: Send>(
     min: usize,
     f: impl Fn(usize) -> R + Sync,
 ) -> Vec<Option<R>> {
+    map_indices_with(n, min, || (), |(), i| f(i))
+}
+
+/// As [`map_indices`], each thread with its own state (made by `init`,
+/// passed to every `f` it runs): one open folder reused across the files
+/// in it, say.
+pub(crate) fn map_indices_with<S, R: Send>(
+    n: usize,
+    min: usize,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize) -> R + Sync,
+) -> Vec<Option<R>> {
     let threads = threads();
     if n < min.max(2) || threads < 2 {
-        return (0..n).map(|i| Some(f(i))).collect();
+        let mut state = init();
+        return (0..n).map(|i| Some(f(&mut state, i))).collect();
     }
     let mut out: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
     let chunk = n.div_ceil(threads);
-    let f = &f;
+    let (f, init) = (&f, &init);
     let failed: Vec<usize> = std::thread::scope(|s| {
         let handles: Vec<_> = out
             .chunks_mut(chunk)
             .enumerate()
             .map(|(c, part)| {
                 s.spawn(move || {
+                    let mut state = init();
                     for (k, slot) in part.iter_mut().enumerate() {
-                        *slot = Some(f(c * chunk + k));
+                        *slot = Some(f(&mut state, c * chunk + k));
                     }
                 })
             })

@@ -430,7 +430,9 @@ impl Garden {
             State::Ok => return Ok((Plan::Nothing, None, seen)),
             State::Missing => return Ok((Plan::Write { existed: false }, None, seen)),
             State::TypeChange => {
-                let disk = j.md.as_ref().map_or(DiskKind::File, DiskKind::of);
+                let disk =
+                    j.md.as_ref()
+                        .map_or(DiskKind::File, crate::statcache::Stat::kind);
                 if disk == DiskKind::Dir {
                     return Err(Error::Unsupported {
                         path: e.path.clone(),

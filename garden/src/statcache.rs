@@ -37,6 +37,39 @@ pub(crate) struct Stat {
 pub(crate) type Table = crate::pathtable::PathTable<(Stat, Hash)>;
 
 impl Stat {
+    /// The stat of `st`, as `fstatat` returns it (the same values as
+    /// [`Stat::of`] the metadata of the same file).
+    pub fn of_stat(st: &rustix::fs::Stat) -> Self {
+        Stat {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mode: st.st_mode,
+            mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
+            ctime_ns: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
+        }
+    }
+
+    /// What kind of file it is.
+    pub fn kind(&self) -> crate::fsx::DiskKind {
+        crate::fsx::DiskKind::of_mode(self.mode)
+    }
+
+    /// Whether it is a regular file.
+    pub fn is_file(&self) -> bool {
+        self.kind() == crate::fsx::DiskKind::File
+    }
+
+    /// Its permission bits.
+    pub fn perm(&self) -> sgard_manifest::Mode {
+        sgard_manifest::Mode::from_st_mode(self.mode)
+    }
+
+    /// Its size in bytes.
+    pub fn len(&self) -> u64 {
+        self.size
+    }
+
     pub fn of(md: &Metadata) -> Self {
         Stat {
             dev: md.dev(),
@@ -103,12 +136,18 @@ impl StatCache {
     }
 
     /// The cached hash of `path`, if its metadata still matches.
+    #[cfg(test)]
     pub fn lookup(&self, path: &str, md: &Metadata) -> Option<Hash> {
+        self.lookup_stat(path, &Stat::of(md))
+    }
+
+    /// The cached hash of `path`, if it was cached under `now`.
+    pub fn lookup_stat(&self, path: &str, now: &Stat) -> Option<Hash> {
         if !self.enabled {
             return None;
         }
         let (st, h) = self.table.get(path)?;
-        (*st == Stat::of(md)).then_some(*h)
+        (st == now).then_some(*h)
     }
 
     /// Records a hash computed from a file whose metadata was `before` when
@@ -194,6 +233,19 @@ mod tests {
         let other = std::fs::symlink_metadata(d.path()).unwrap();
         c.record("~/f", &md, &other, Hash::of(b"one"));
         assert_eq!(c.lookup("~/f", &md), None);
+    }
+
+    #[test]
+    fn fstatat_and_metadata_give_the_same_stat() {
+        let (d, f) = setup();
+        for p in [f.as_path(), d.path()] {
+            let md = std::fs::symlink_metadata(p).unwrap();
+            let st = rustix::fs::statat(rustix::fs::CWD, p, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .unwrap();
+            assert_eq!(Stat::of_stat(&st), Stat::of(&md));
+            assert_eq!(Stat::of(&md).kind(), crate::fsx::DiskKind::of(&md));
+            assert_eq!(Stat::of(&md).perm(), crate::fsx::mode_of(&md));
+        }
     }
 
     #[test]

@@ -1,14 +1,13 @@
 //! `status`: how each tracked path on disk compares with the repository,
 //! judged against this machine's base (see `base.rs`).
 
-use std::fs::Metadata;
-
 use sgard_manifest::{Entry, EntryKind, Mode};
 use sgard_store::Hash;
 
 use crate::base::{BaseEntry, Seen};
 use crate::fsx::{self, DiskKind};
 use crate::scan::Found;
+use crate::statcache::Stat;
 use crate::{Garden, Result};
 
 /// The state of one entry.
@@ -80,7 +79,7 @@ pub(crate) struct Judged {
     /// What is on disk, when it is of the entry's kind.
     pub seen: Option<Seen>,
     /// The lstat of the path, when something is there.
-    pub md: Option<Metadata>,
+    pub md: Option<Stat>,
     /// Whether disk and repository hold the same content and target (mode
     /// aside); `None` when that cannot be told without the key.
     pub content_same: Option<bool>,
@@ -178,7 +177,7 @@ impl Garden {
         let Some(md) = found.lstat(&abs)? else {
             return Ok(Judged::new(State::Missing, None));
         };
-        let disk = DiskKind::of(&md);
+        let disk = md.kind();
         if !disk.matches(e.kind) {
             let mut j = Judged::new(
                 State::TypeChange,
@@ -190,13 +189,13 @@ impl Garden {
         let mut vouched = false;
         let mut seen = Seen {
             kind: e.kind,
-            mode: fsx::mode_of(&md),
+            mode: md.perm(),
             content: None,
             target: None,
         };
         match e.kind {
             EntryKind::File => {
-                let (h, _, v) = self.hash_tracked(&e.path, &abs, &md, found)?;
+                let (h, v) = self.hash_tracked(&e.path, &abs, &md, found)?;
                 seen.content = Some(h);
                 vouched = v;
             }
