@@ -39,7 +39,7 @@
 //! must be durable and at the end of a command that learned something.
 
 use std::fs::Metadata;
-use std::io::Read as _;
+use std::io::{Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -296,19 +296,86 @@ fn read_parts(path: &Path, parts: Parts) -> Found {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Missing,
         Err(_) => return Found::Unusable,
     };
-    // One allocation of the right size: growing by doubling copied a
-    // 27 MB index twice and faulted in twice its pages.
     let meta = f.metadata().ok();
     let len = meta.as_ref().map_or(0, Metadata::len).min(MAX_BYTES);
-    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
-    if f.take(MAX_BYTES).read_to_end(&mut buf).is_err() {
-        return Found::Unusable;
-    }
     let file = meta.as_ref().map(Fingerprint::of);
-    match parse(&buf, parts) {
+    match read_from(f.take(MAX_BYTES), len, parts) {
         Some(l) => Found::Usable(Box::new(Loaded { file, ..l })),
         None => Found::Unusable,
     }
+}
+
+/// Reads an index of `len` bytes from `r`: each file section straight into
+/// its own buffer (read whole, they were copied out of it: at 100,000
+/// entries the file and its copies were 36 MB at once), the rest into one,
+/// the checksum computed on the way.
+fn read_from(r: impl Read, len: u64, parts: Parts) -> Option<Loaded> {
+    let mut r = std::io::BufReader::with_capacity(1 << 16, r);
+    let mut head = [0u8; MAGIC.len() + 8];
+    r.read_exact(&mut head).ok()?;
+    let (magic, rest) = head.split_at(MAGIC.len());
+    let (version, sum) = rest.split_at(4);
+    if magic != MAGIC || version != VERSION.to_le_bytes() {
+        return None;
+    }
+    let sum = u32::from_le_bytes(sum.try_into().ok()?);
+    let mut crc = crc32fast::Hasher::new();
+    let mut left = len.checked_sub(head.len() as u64)?;
+    // `n` bytes (`None`: all that are left), kept or only checksummed.
+    let mut take = |r: &mut std::io::BufReader<_>, n: Option<u64>, keep: bool| {
+        let n = n.unwrap_or(left);
+        left = left.checked_sub(n)?;
+        let mut buf = Vec::with_capacity(if keep { usize::try_from(n).ok()? } else { 0 });
+        let mut part = r.by_ref().take(n);
+        if keep {
+            part.read_to_end(&mut buf).ok()?;
+            crc.update(&buf);
+            (buf.len() as u64 == n).then_some(())?;
+        } else {
+            let mut chunk = [0u8; 1 << 14];
+            let mut got = 0;
+            loop {
+                match part.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(k) => {
+                        crc.update(chunk.get(..k)?);
+                        got += k as u64;
+                    }
+                    Err(_) => return None,
+                }
+            }
+            (got == n).then_some(())?;
+        }
+        Some::<Vec<u8>>(buf)
+    };
+    let all = parts == Parts::All;
+    let mut sections: [Option<Vec<u8>>; 3] = [None, None, None];
+    for slot in &mut sections {
+        let flag = take(&mut r, Some(1), true)?;
+        match flag.first()? {
+            0 => {}
+            1 => {
+                let n = take(&mut r, Some(8), true)?;
+                let n = u64::from_le_bytes(n.as_slice().try_into().ok()?);
+                let bytes = take(&mut r, Some(n), all)?;
+                if all {
+                    *slot = Some(bytes);
+                }
+            }
+            _ => return None,
+        }
+    }
+    let rest = take(&mut r, None, true)?;
+    // Nothing may follow what the size said.
+    if r.read(&mut [0u8; 1]).ok()? != 0 || crc.finalize() != sum {
+        return None;
+    }
+    let [manifest, history, local] = sections;
+    let mut l = parse_rest(&rest, parts)?;
+    l.manifest = manifest;
+    l.history = history;
+    l.local = local;
+    Some(l)
 }
 
 /// The fingerprint of the index file at `path` now. Every write of an index
@@ -320,32 +387,10 @@ pub(crate) fn fingerprint_of(path: &Path) -> Option<Fingerprint> {
         .map(|m| Fingerprint::of(&m))
 }
 
-fn parse(buf: &[u8], parts: Parts) -> Option<Loaded> {
+/// Decodes what follows the file sections: the base and the stat cache.
+fn parse_rest(buf: &[u8], parts: Parts) -> Option<Loaded> {
     let mut r = Reader::new(buf);
-    if r.take(MAGIC.len())? != MAGIC || r.u32()? != VERSION {
-        return None;
-    }
-    let sum = r.u32()?;
-    let body = r.take(buf.len() - MAGIC.len() - 8)?;
-    if crc32fast::hash(body) != sum {
-        return None;
-    }
-    let mut r = Reader::new(body);
     let all = parts == Parts::All;
-    let mut section = || -> Option<Option<Vec<u8>>> {
-        match r.u8()? {
-            0 => Some(None),
-            1 => {
-                let n = usize::try_from(r.u64()?).ok()?;
-                let bytes = r.take(n)?;
-                Some(all.then(|| bytes.to_vec()))
-            }
-            _ => None,
-        }
-    };
-    let manifest = section()?;
-    let history = section()?;
-    let local = section()?;
     let base = match r.u8()? {
         0 => None,
         1 => {
@@ -379,12 +424,9 @@ fn parse(buf: &[u8], parts: Parts) -> Option<Loaded> {
         }
     }
     r.is_empty().then_some(Loaded {
-        file: None,
-        manifest,
-        history,
-        local,
         base,
         stat,
+        ..Loaded::default()
     })
 }
 
@@ -399,53 +441,98 @@ pub(crate) fn write(
     stat: &[(&str, &(Stat, Hash))],
 ) -> Result<()> {
     let base = base.map(PathTable::sorted);
-    let mut w = Writer::default();
-    w.buf.reserve(
-        sections.iter().flatten().map(|s| s.len()).sum::<usize>()
-            + base.as_ref().map_or(0, Vec::len) * 110
-            + stat.len() * 130
-            + 1024,
-    );
-    w.buf.extend_from_slice(MAGIC);
-    w.u32(VERSION);
-    w.u32(0);
-    for s in sections {
-        match s {
-            Some(m) => {
-                w.u8(1);
-                w.u64(m.len() as u64);
-                w.buf.extend_from_slice(m);
-            }
-            None => w.u8(0),
-        }
-    }
-    match base {
-        None => w.u8(0),
-        Some(base) => {
-            w.u8(1);
-            w.count(base.len());
-            for (k, b) in base {
-                w.str(k);
-                put_base(&mut w, b);
-            }
-        }
-    }
-    w.count(stat.len());
-    for (k, (st, h)) in stat {
-        w.str(k);
-        st.put(&mut w);
-        w.hash(h);
-    }
-    // The header went first with a zero checksum: fill it in (one buffer,
-    // not the body copied behind a header).
-    let mut out = w.buf;
-    let head = MAGIC.len() + 8;
-    let sum = crc32fast::hash(out.get(head..).unwrap_or_default());
-    if let Some(h) = out.get_mut(MAGIC.len() + 4..head) {
-        h.copy_from_slice(&sum.to_le_bytes());
-    }
     durable::create_private_dir_all(&durable::parent_of(path))?;
-    durable::write_atomic(path, &out, 0o600).map_err(Error::from)
+    durable::write_atomic_with(path, 0o600, |f| {
+        // Streamed: the header with a zero checksum, the body through the
+        // checksum in pieces of at most 64 KiB (the sections as they are),
+        // then the checksum into the header. Building the file in memory
+        // first was its whole size again (27 MB at 100,000 entries).
+        let sum = write_body(&mut *f, sections, base.as_deref(), stat)?;
+        f.seek(std::io::SeekFrom::Start(MAGIC.len() as u64 + 4))?;
+        f.write_all(&sum.to_le_bytes())
+    })
+    .map_err(Error::from)
+}
+
+/// Writes the index (its checksum left zero) to `f`; returns the checksum.
+fn write_body(
+    f: &mut std::fs::File,
+    sections: [Option<&[u8]>; 3],
+    base: Option<&[(&str, &BaseEntry)]>,
+    stat: &[(&str, &(Stat, Hash))],
+) -> std::io::Result<u32> {
+    {
+        let mut out = Body {
+            file: std::io::BufWriter::with_capacity(1 << 16, f),
+            crc: crc32fast::Hasher::new(),
+        };
+        out.file.write_all(MAGIC)?;
+        out.file.write_all(&VERSION.to_le_bytes())?;
+        out.file.write_all(&0u32.to_le_bytes())?;
+        let mut w = Writer::default();
+        for s in sections {
+            match s {
+                Some(m) => {
+                    w.u8(1);
+                    w.u64(m.len() as u64);
+                    out.put(&mut w)?;
+                    out.body(m)?;
+                }
+                None => w.u8(0),
+            }
+        }
+        match base {
+            None => w.u8(0),
+            Some(base) => {
+                w.u8(1);
+                w.count(base.len());
+                for (k, b) in base {
+                    w.str(k);
+                    put_base(&mut w, b);
+                    out.put_some(&mut w)?;
+                }
+            }
+        }
+        w.count(stat.len());
+        for (k, (st, h)) in stat {
+            w.str(k);
+            st.put(&mut w);
+            w.hash(h);
+            out.put_some(&mut w)?;
+        }
+        out.put(&mut w)?;
+        let Body { mut file, crc } = out;
+        file.flush()?;
+        Ok(crc.finalize())
+    }
+}
+
+/// The body of an index being written: to the file and the checksum.
+struct Body<W: Write> {
+    file: W,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Body<W> {
+    fn body(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.crc.update(bytes);
+        self.file.write_all(bytes)
+    }
+
+    /// Writes what `w` holds and empties it.
+    fn put(&mut self, w: &mut Writer) -> std::io::Result<()> {
+        self.body(&w.buf)?;
+        w.buf.clear();
+        Ok(())
+    }
+
+    /// As `put`, once `w` holds 64 KiB or more.
+    fn put_some(&mut self, w: &mut Writer) -> std::io::Result<()> {
+        if w.buf.len() >= 1 << 16 {
+            self.put(w)?;
+        }
+        Ok(())
+    }
 }
 
 /// Held while an index is read back and rewritten: `<index>.lock`, an
@@ -603,14 +690,30 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let good = std::fs::read(&p).unwrap();
-        for i in [0, 12, 20, good.len() / 2, good.len() - 1] {
-            let mut b = good.clone();
-            b[i] ^= 1;
-            std::fs::write(&p, &b).unwrap();
-            assert!(matches!(read(&p), Found::Unusable), "byte {i}");
+        // Every flipped byte, every truncation and a byte too many: read
+        // whole or for its base only, nothing is used.
+        let mut damaged: Vec<Vec<u8>> = (0..good.len())
+            .map(|i| {
+                let mut b = good.clone();
+                b[i] ^= 1;
+                b
+            })
+            .collect();
+        damaged.extend((0..good.len()).map(|n| good[..n].to_vec()));
+        damaged.push([&good[..], b"x"].concat());
+        for (i, b) in damaged.iter().enumerate() {
+            std::fs::write(&p, b).unwrap();
+            assert!(matches!(read(&p), Found::Unusable), "case {i}");
+            assert!(matches!(read_base(&p), Found::Unusable), "case {i}");
         }
-        std::fs::write(&p, &good[..good.len() - 3]).unwrap();
-        assert!(matches!(read(&p), Found::Unusable));
+        std::fs::write(&p, &good).unwrap();
+        match read_base(&p) {
+            Found::Usable(l) => {
+                assert_eq!(l.base, Some(base()));
+                assert_eq!(l.manifest, None, "only the base is decoded");
+            }
+            other => panic!("{other:?}"),
+        }
         std::fs::remove_file(&p).unwrap();
         assert!(matches!(read(&p), Found::Missing));
     }

@@ -47,7 +47,21 @@ pub fn parent_of(path: &Path) -> PathBuf {
 /// # Errors
 /// [`Error::Io`] naming the path on any failure; the old file is then untouched.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
-    write_via_temp(path, data, mode, true)
+    write_via_temp(path, mode, true, |f| f.write_all(data))
+}
+
+/// As [`write_atomic`], the content written by `fill` into the temp file
+/// (which it may seek in): for a file too big to build in memory first.
+///
+/// # Errors
+/// [`Error::Io`] naming the path on any failure (`fill`'s too); the old file
+/// is then untouched.
+pub fn write_atomic_with(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> Result<()> {
+    write_via_temp(path, mode, true, fill)
 }
 
 /// As [`write_atomic`] but without the fsyncs: readers see the old file or
@@ -58,24 +72,24 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
 /// # Errors
 /// [`Error::Io`] naming the path on any failure; the old file is then untouched.
 pub fn write_replace(path: &Path, data: &[u8], mode: u32) -> Result<()> {
-    write_via_temp(path, data, mode, false)
+    write_via_temp(path, mode, false, |f| f.write_all(data))
 }
 
-/// A temp file beside `path` holding `data` with mode `mode` (synced with
-/// `durable`), and the folder it is in.
+/// A temp file beside `path` holding what `fill` wrote, with mode `mode`
+/// (synced with `durable`), and the folder it is in.
 fn filled_temp(
     path: &Path,
-    data: &[u8],
     mode: u32,
     durable: bool,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> Result<(tempfile::NamedTempFile, PathBuf)> {
     let dir = parent_of(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(".sgard-tmp-")
         .tempfile_in(&dir)
         .map_err(|e| Error::io("creating temp file in", &dir, e))?;
-    tmp.write_all(data)
-        .map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
+    let written = fill(tmp.as_file_mut());
+    written.map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
     set_mode(tmp.as_file(), mode).map_err(|e| Error::io("setting mode of", path, e))?;
     if durable {
         tmp.as_file()
@@ -85,8 +99,13 @@ fn filled_temp(
     Ok((tmp, dir))
 }
 
-fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
-    let (tmp, dir) = filled_temp(path, data, mode, durable)?;
+fn write_via_temp(
+    path: &Path,
+    mode: u32,
+    durable: bool,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> Result<()> {
+    let (tmp, dir) = filled_temp(path, mode, durable, fill)?;
     tmp.persist(path)
         .map_err(|e| Error::io("renaming temp file to", path, e.error))?;
     if durable { fsync_dir(&dir) } else { Ok(()) }
@@ -99,7 +118,7 @@ fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<
 /// # Errors
 /// [`Error::Io`] naming the path.
 pub fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<()> {
-    let (tmp, dir) = filled_temp(path, data, mode, true)?;
+    let (tmp, dir) = filled_temp(path, mode, true, |f| f.write_all(data))?;
     match tmp.persist_noclobber(path) {
         Ok(_) => fsync_dir(&dir),
         Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(()),
