@@ -292,8 +292,7 @@ impl Garden {
         };
         self.base.borrow().prepare()?;
         self.push_records(vec![rec.clone()])?;
-        self.write_manifest_file(&text)?;
-        self.head_hash = w.hash;
+        self.write_manifest_file(&text, w.hash)?;
         self.env.crash_point("head-before-base");
         self.flush_base()?;
         Ok(rec)

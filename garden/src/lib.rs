@@ -149,6 +149,7 @@ struct Cached<T> {
 /// an index). The file is read at most once.
 #[allow(clippy::too_many_arguments)]
 fn load_cached<T>(
+    path: &Path,
     md: &fs::Metadata,
     observed: i64,
     section: Option<Vec<u8>>,
@@ -162,14 +163,12 @@ fn load_cached<T>(
     parse: impl FnOnce(&str) -> Result<T>,
     encode: impl FnOnce(index::Fingerprint, i64, &sgard_store::Hash, &T) -> Vec<u8>,
 ) -> Result<Cached<T>> {
-    let mut text = None;
     if let Some(mut sec) = section {
-        let mut read_hash = || {
-            let t = read().ok()?;
-            let h = sgard_store::Hash::of(t.as_bytes());
-            text = Some(t);
-            Some(h)
-        };
+        // The file is hashed as a stream: when the section vouches for
+        // it (the common case: only the fingerprint was too fresh to trust)
+        // its text is never held, and when it does not, the parse below
+        // costs far more than reading the file a second time.
+        let mut read_hash = || fsx::hash_file(path).ok().map(|(h, _)| h);
         if let Some((value, hash, fresh)) = decode(&sec, md, &mut read_hash) {
             let dirty = restamp_pays(&fresh, md, observed);
             if dirty {
@@ -183,10 +182,7 @@ fn load_cached<T>(
             });
         }
     }
-    let text = match text {
-        Some(t) => t,
-        None => read()?,
-    };
+    let text = read()?;
     let hash = sgard_store::Hash::of(text.as_bytes());
     let value = parse(&text)?;
     let section = keep.then(|| encode(index::Fingerprint::of(md), observed, &hash, &value));
@@ -212,6 +208,7 @@ fn load_head(
         _ => None,
     };
     let c = load_cached(
+        path,
         &md,
         observed,
         section,
@@ -255,6 +252,7 @@ fn load_history(
         return (History::load(path).map_err(Error::from), None, false);
     };
     let loaded = load_cached(
+        path,
         &md,
         observed,
         section,
@@ -840,8 +838,7 @@ impl Garden {
         self.require_exclusive("manifest save")?;
         let text = self.manifest.to_yaml();
         self.base.borrow().prepare()?;
-        self.write_manifest_file(&text)?;
-        self.head_hash = sgard_store::Hash::of(text.as_bytes());
+        self.write_manifest_file(&text, sgard_store::Hash::of(text.as_bytes()))?;
         self.env.crash_point("manifest-before-base");
         self.flush_base()
     }
@@ -954,9 +951,16 @@ impl Garden {
         Ok(())
     }
 
-    /// Writes `manifest.yaml` (the current manifest's `text`), its retired
-    /// data keys first into `retired-keys`, where a Go write cannot drop them.
-    pub(crate) fn write_manifest_file(&self, text: &str) -> Result<()> {
+    /// Writes `manifest.yaml` (the current manifest's `text`, whose SHA-256
+    /// the caller has already computed: a 100k-entry manifest is tens of MB,
+    /// and hashing it twice was a tenth of a `lock`), its retired data keys
+    /// first into `retired-keys`, where a Go write cannot drop them; the
+    /// head hash follows.
+    pub(crate) fn write_manifest_file(
+        &mut self,
+        text: &str,
+        hash: sgard_store::Hash,
+    ) -> Result<()> {
         // The manifest still holds the keys; the copy is a safeguard against
         // Go writes, not a reason to refuse this one.
         if let Some(enc) = &self.manifest.encryption
@@ -967,9 +971,11 @@ impl Garden {
                 "{e}; the retired data keys are kept only in the manifest"
             ));
         }
+        debug_assert_eq!(hash, sgard_store::Hash::of(text.as_bytes()));
         durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+        self.head_hash = hash;
         // Every caller writes the rendering of `self.manifest`.
-        self.index_manifest_written(&sgard_store::Hash::of(text.as_bytes()));
+        self.index_manifest_written(&hash);
         Ok(())
     }
 

@@ -268,8 +268,7 @@ impl Garden {
         if self.history.records.iter().any(|r| r.id == id) {
             // The client's own checkpoint: its snapshot is already the head.
             let text = self.manifest.to_yaml();
-            self.write_manifest_file(&text)?;
-            self.head_hash = id;
+            self.write_manifest_file(&text, id)?;
         } else {
             self.commit_head(
                 Reason::Other("push".into()),
