@@ -276,6 +276,24 @@ fn load_history(
     }
 }
 
+/// A file being written that hashes what goes into it.
+struct HashingWriter<'a> {
+    file: &'a mut fs::File,
+    hasher: sgard_store::Hasher,
+}
+
+impl std::io::Write for HashingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
 /// Where a Garden's notes go as they happen.
 struct NoteSink(Box<dyn Fn(&str) + Send>);
 
@@ -836,9 +854,8 @@ impl Garden {
     /// base (pending first, so a crash between the two is resolved).
     fn save(&mut self) -> Result<()> {
         self.require_exclusive("manifest save")?;
-        let text = self.manifest.to_yaml();
         self.base.borrow().prepare()?;
-        self.write_manifest_file(&text, sgard_store::Hash::of(text.as_bytes()))?;
+        self.write_manifest()?;
         self.env.crash_point("manifest-before-base");
         self.flush_base()
     }
@@ -961,6 +978,45 @@ impl Garden {
         text: &str,
         hash: sgard_store::Hash,
     ) -> Result<()> {
+        self.keep_retired_keys();
+        debug_assert_eq!(hash, sgard_store::Hash::of(text.as_bytes()));
+        durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
+        self.manifest_written(hash);
+        Ok(())
+    }
+
+    /// As [`Garden::write_manifest_file`], the text rendered straight into
+    /// the temp file and hashed on the way, never held whole (a `lock` on a
+    /// 100,000-entry manifest held a 20 MB string for it).
+    pub(crate) fn write_manifest(&mut self) -> Result<()> {
+        self.keep_retired_keys();
+        let mut hash = None;
+        durable::write_atomic_with(&self.manifest_path(), 0o600, |f| {
+            let mut w = HashingWriter {
+                file: f,
+                hasher: sgard_store::Hasher::new(),
+            };
+            self.manifest.write_yaml(&mut w)?;
+            hash = Some(w.hasher.finish());
+            Ok(())
+        })?;
+        let hash =
+            hash.ok_or_else(|| Error::Invalid("internal error: manifest not hashed".into()))?;
+        self.manifest_written(hash);
+        Ok(())
+    }
+
+    /// The head hash and the index's manifest section follow a manifest
+    /// file just written (every caller writes the rendering of
+    /// `self.manifest`).
+    fn manifest_written(&mut self, hash: sgard_store::Hash) {
+        self.head_hash = hash;
+        self.index_manifest_written(&hash);
+    }
+
+    /// Copies the retired data keys into `retired-keys`, where a Go write of
+    /// the manifest cannot drop them.
+    fn keep_retired_keys(&self) {
         // The manifest still holds the keys; the copy is a safeguard against
         // Go writes, not a reason to refuse this one.
         if let Some(enc) = &self.manifest.encryption
@@ -971,12 +1027,6 @@ impl Garden {
                 "{e}; the retired data keys are kept only in the manifest"
             ));
         }
-        debug_assert_eq!(hash, sgard_store::Hash::of(text.as_bytes()));
-        durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
-        self.head_hash = hash;
-        // Every caller writes the rendering of `self.manifest`.
-        self.index_manifest_written(&hash);
-        Ok(())
     }
 
     /// Whether `abs` is the repository folder or inside it.

@@ -267,8 +267,8 @@ impl Garden {
         self.manifest = m;
         if self.history.records.iter().any(|r| r.id == id) {
             // The client's own checkpoint: its snapshot is already the head.
-            let text = self.manifest.to_yaml();
-            self.write_manifest_file(&text, id)?;
+            self.write_manifest()?;
+            debug_assert_eq!(self.head_hash, id);
         } else {
             self.commit_head(
                 Reason::Other("push".into()),

@@ -390,9 +390,26 @@ impl Manifest {
 
     /// Renders the manifest as YAML, entries sorted by path.
     pub fn to_yaml(&self) -> String {
+        let mut e = Emitter::new();
+        self.emit(&mut e);
+        e.finish()
+    }
+
+    /// Writes the text of [`Manifest::to_yaml`] to `out` in pieces of about
+    /// 64 KiB, never holding all of it (a 100,000-entry manifest is 20 MB).
+    ///
+    /// # Errors
+    /// The first error `out` returned; what was written before it is a
+    /// prefix of the text.
+    pub fn write_yaml(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let mut e = Emitter::to_sink(out);
+        self.emit(&mut e);
+        e.finish_to_sink()
+    }
+
+    fn emit(&self, e: &mut Emitter<'_>) {
         let mut files: Vec<&Entry> = self.files.iter().collect();
         files.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut e = Emitter::new();
         e.raw(0, "version", &self.version.to_string());
         e.display(0, "created", &self.created);
         e.display(0, "updated", &self.updated);
@@ -405,6 +422,7 @@ impl Manifest {
             e.open(0, "files");
         }
         for f in files {
+            e.spill();
             e.item(4, "path", &f.path);
             if let Some(h) = &f.hash {
                 e.display(6, "hash", h);
@@ -478,7 +496,6 @@ impl Manifest {
                 e.list(4, "retired_deks", &enc.retired_deks);
             }
         }
-        e.finish()
     }
 
     /// Writes the manifest atomically and durably (temp file, fsync, rename,
@@ -487,7 +504,7 @@ impl Manifest {
     /// # Errors
     /// [`Error::Write`]; the previous file is then intact.
     pub fn save(&self, path: &Path) -> Result<()> {
-        sgard_store::durable::write_atomic(path, self.to_yaml().as_bytes(), 0o600).map_err(|e| {
+        sgard_store::durable::write_atomic_with(path, 0o600, |f| self.write_yaml(f)).map_err(|e| {
             Error::Write {
                 path: path.to_path_buf(),
                 source: e,

@@ -202,6 +202,44 @@ fn save_is_atomic_and_loads_back() {
     assert!(err.contains("nope"), "{err}");
 }
 
+/// The streamed rendering is the string rendering, byte for byte, past
+/// many spills (entries and an `absent` list each far over 64 KiB), and a
+/// failing writer's error comes back instead of being lost.
+#[test]
+fn streamed_yaml_is_the_same_text_and_reports_write_errors() {
+    let now = Timestamp::zero();
+    let mut m = Manifest::from_yaml(&go_manifest()).unwrap();
+    for i in 0..3000 {
+        let mut e = Entry::new(format!("~/d{}/f {i}: x", i % 7), EntryKind::File, now);
+        e.hash = Some(Hash::of(format!("{i}").as_bytes()));
+        e.mode = Some(Mode::from_st_mode(0o100644));
+        e.only = vec![format!("host-{i}")];
+        m.upsert(e);
+        m.absent.push(format!("~/gone/{i}"));
+    }
+    let text = m.to_yaml();
+    assert!(text.len() > 4 * 64 * 1024);
+    let mut out = Vec::new();
+    m.write_yaml(&mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), text);
+
+    struct Full(usize);
+    impl std::io::Write for Full {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0 < buf.len() {
+                return Err(std::io::Error::other("disk full"));
+            }
+            self.0 -= buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let err = m.write_yaml(&mut Full(100_000)).unwrap_err();
+    assert_eq!(err.to_string(), "disk full");
+}
+
 #[test]
 fn upsert_keeps_order_and_replaces() {
     let now = Timestamp::zero();

@@ -63,18 +63,66 @@ pub(crate) struct RawSlot {
     pub wrapped_dek: Option<String>,
 }
 
-/// Builds YAML text line by line.
-pub(crate) struct Emitter {
+/// Builds YAML text line by line: into one string, or (with a sink) in
+/// pieces of about [`SPILL_AT`] bytes handed to the sink as they fill.
+pub(crate) struct Emitter<'a> {
     out: String,
+    sink: Option<&'a mut dyn std::io::Write>,
+    /// The first error of the sink; nothing more is written after it.
+    failed: Option<std::io::Error>,
 }
 
-impl Emitter {
+/// How much text an emitter with a sink holds before handing it on.
+const SPILL_AT: usize = 64 * 1024;
+
+impl<'a> Emitter<'a> {
     pub fn new() -> Self {
-        Emitter { out: String::new() }
+        Emitter {
+            out: String::new(),
+            sink: None,
+            failed: None,
+        }
+    }
+
+    /// An emitter writing to `sink` as it goes (see [`Emitter::spill`]).
+    pub fn to_sink(sink: &'a mut dyn std::io::Write) -> Self {
+        Emitter {
+            out: String::with_capacity(SPILL_AT * 2),
+            sink: Some(sink),
+            failed: None,
+        }
+    }
+
+    /// With a sink: hands it the text so far once there is enough of it
+    /// (called between items, so memory stays bounded whatever the size).
+    pub fn spill(&mut self) {
+        if self.out.len() >= SPILL_AT {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(sink) = self.sink.as_mut() {
+            if self.failed.is_none()
+                && let Err(e) = sink.write_all(self.out.as_bytes())
+            {
+                self.failed = Some(e);
+            }
+            self.out.clear();
+        }
     }
 
     pub fn finish(self) -> String {
         self.out
+    }
+
+    /// With a sink: writes what is left; the sink's first error, if any.
+    pub fn finish_to_sink(mut self) -> std::io::Result<()> {
+        self.flush();
+        match self.failed {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// `key: value` with the value rendered as a safe scalar.
@@ -118,6 +166,7 @@ impl Emitter {
         }
         self.open(indent, key);
         for it in items {
+            self.spill();
             self.pad(indent + 4);
             self.out.push_str("- ");
             self.out.push_str(&scalar(it));
