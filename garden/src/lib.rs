@@ -146,7 +146,8 @@ struct Cached<T> {
 /// A file's contents through its index `section` where that vouches for
 /// the file (whose metadata, taken at `observed`, is `md`), else `read`,
 /// hashed and `parse`d, with a new section `encode`d when `keep` (there is
-/// an index). The file is read at most once.
+/// an index). A section whose fingerprint is too fresh costs a streamed
+/// hash of `path`; the text is read (once more) only to be parsed.
 #[allow(clippy::too_many_arguments)]
 fn load_cached<T>(
     path: &Path,

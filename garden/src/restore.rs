@@ -593,9 +593,8 @@ impl Garden {
         }
         self.begin_batch_in(self.local_store());
         // Sized once and holding a captured entry boxed (most restores
-        // capture nothing: the path is missing): on 100,000 files the
-        // doubling growth and an inline `Option<Entry>` per step were tens
-        // of MiB of the peak.
+        // capture nothing: the path is missing): an inline `Option<Entry>`
+        // per step was over 100 bytes of peak RSS per restored file.
         let mut captures: Vec<(Step, Option<Box<Entry>>, bool)> = Vec::with_capacity(steps.len());
         for s in steps {
             sgard_store::cancel::check()?;
