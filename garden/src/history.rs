@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{Duration, Utc};
 use sgard_manifest::history::{HISTORY_FILE, History, Reason, Record};
-use sgard_manifest::{Entry, Manifest};
+use sgard_manifest::{DocRef, Entry, Manifest};
 use sgard_store::{BlobState, Hash};
 
 use crate::{Error, Garden, Result, identity};
@@ -183,8 +183,8 @@ impl Garden {
         Ok(Manifest::from_yaml(&text)?)
     }
 
-    fn content_bytes(&self, doc: &Manifest) -> u64 {
-        let unique: HashSet<Hash> = doc.referenced_blobs().collect();
+    fn content_bytes(&self, blobs: impl Iterator<Item = Hash>) -> u64 {
+        let unique: HashSet<Hash> = blobs.collect();
         let known = self.known_sizes();
         let mut total = 0;
         let mut unknown = Vec::new();
@@ -286,7 +286,7 @@ impl Garden {
             reason,
             message,
             entries: self.manifest.files.len() as u64,
-            bytes: self.content_bytes(&self.manifest),
+            bytes: self.content_bytes(self.manifest.referenced_blobs()),
             new_blobs: new_blobs + u64::from(w.new),
             head_before: Some(self.head_hash),
         };
@@ -303,17 +303,15 @@ impl Garden {
     /// made. Returns the before snapshot's id.
     pub(crate) fn record_pair(
         &mut self,
-        before: &Manifest,
-        after: &Manifest,
+        (before, b): (&DocRef<'_>, sgard_store::Written),
+        after: &DocRef<'_>,
         reason: Reason,
         what: &str,
         new_blobs: u64,
     ) -> Result<Hash> {
-        let local = self.local_store();
-        let b = local.write_bytes(before.to_yaml().as_bytes())?;
-        let a = local.write_bytes(after.to_yaml().as_bytes())?;
+        let a = self.store_doc(after)?;
         let host = identity::short_hostname(&self.env.hostname);
-        let rec = |id, parent, reason, doc: &Manifest, new| Record {
+        let rec = |id, parent, reason, doc: &DocRef<'_>, new| Record {
             id,
             parent,
             time: self.env.now,
@@ -321,8 +319,8 @@ impl Garden {
             machine: self.machine.clone(),
             reason,
             message: Some(what.to_owned()),
-            entries: (doc.files.len() + doc.absent.len()) as u64,
-            bytes: self.content_bytes(doc),
+            entries: (doc.files().len() + doc.absent().len()) as u64,
+            bytes: self.content_bytes(doc.files().iter().filter_map(|e| e.hash)),
             new_blobs: new,
             head_before: None,
         };
@@ -336,6 +334,14 @@ impl Garden {
         let ra = rec(a.hash, Some(b.hash), reason, after, u64::from(a.new));
         self.push_local_records(vec![rb, ra])?;
         Ok(b.hash)
+    }
+
+    /// Stores a snapshot document in this home's store, rendered straight
+    /// into its blob (a 100,000-entry document is 20 MB of text).
+    pub(crate) fn store_doc(&self, doc: &DocRef<'_>) -> Result<sgard_store::Written> {
+        Ok(self
+            .local_store()
+            .write_from(&mut |out| doc.write_yaml(out))?)
     }
 
     /// What changed in the snapshot `name` against its parent.

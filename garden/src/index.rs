@@ -66,9 +66,13 @@ const MAGIC: &[u8; 12] = b"sgard-index\n";
 const VERSION: u32 = 1;
 /// Far above any real index (100,000 entries take ~30 MB).
 const MAX_BYTES: u64 = 1 << 30;
-/// Decoded counts never reserve more than this many items up front (a
-/// damaged count that passed the checksum grows the map as it fills).
-pub(crate) const MAX_RESERVE: usize = 1 << 16;
+/// Decoded counts never reserve more than this many items up front. A count
+/// is already bounded by the bytes left (each item takes at least a few), so
+/// a damaged one reserves at most a small multiple of what was read; the
+/// cap keeps that multiple from mattering. Real counts get exactly their
+/// room: a table grown by doubling held up to twice its records (at 100,000
+/// entries, 16 MB of the peak of every command).
+pub(crate) const MAX_RESERVE: usize = 1 << 21;
 
 /// How much older than the moment it was looked at a file must be for its
 /// fingerprint alone to vouch for its content.

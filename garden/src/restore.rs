@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::DateTime;
 use sgard_manifest::history::Reason;
-use sgard_manifest::{Entry, EntryKind, Manifest, Mode, Timestamp};
+use sgard_manifest::{DocRef, Entry, EntryKind, Manifest, Mode, Timestamp};
 
 use crate::fsx::{self, DiskKind};
 use crate::par;
@@ -193,6 +193,19 @@ impl Step {
     }
 }
 
+/// What carrying out one step gathered (see [`Garden::execute_with`]).
+#[derive(Default)]
+struct Slot {
+    /// Still going ahead (not failed, not changed meanwhile).
+    live: bool,
+    /// What the disk held, for the safety snapshot (`None`: nothing).
+    captured: Option<Box<Entry>>,
+    /// Capturing stored a new blob.
+    new: bool,
+    /// The file, staged beside its destination.
+    tmp: Option<crate::home::Staged>,
+}
+
 enum Plan {
     Write { existed: bool },
     FixMode(Mode),
@@ -223,8 +236,10 @@ impl Garden {
         opts: RestoreOptions,
         prompt: &mut dyn Prompt,
     ) -> Result<RestoreReport> {
-        let files = self.manifest.files.clone();
-        let report = self.restore_entries(&files, args, opts, prompt, "restore")?;
+        // Planned from the head in place: a copy of it was the biggest
+        // single cost of a restore's memory.
+        let (report, steps) = self.plan_restore(&self.manifest.files, args, opts, prompt)?;
+        let report = self.carry_out(report, steps, opts, "restore")?;
         // A path a cut-off pull left to write is settled once a restore of
         // the head dealt with it (wrote it, found it equal, was told no).
         let unfinished = self.base.borrow().unfinished();
@@ -284,7 +299,19 @@ impl Garden {
         prompt: &mut dyn Prompt,
         what: &str,
     ) -> Result<RestoreReport> {
-        let (mut report, steps) = self.plan_restore(files, args, opts, prompt)?;
+        let (report, steps) = self.plan_restore(files, args, opts, prompt)?;
+        self.carry_out(report, steps, opts, what)
+    }
+
+    /// Carries out planned `steps` (or, in a dry run, says what they would
+    /// do), completing `report`.
+    fn carry_out(
+        &mut self,
+        mut report: RestoreReport,
+        steps: Vec<Step>,
+        opts: RestoreOptions,
+        what: &str,
+    ) -> Result<RestoreReport> {
         if !opts.dry_run {
             self.execute(steps, Reason::Restore, what, &mut report)?;
         } else {
@@ -587,38 +614,44 @@ impl Garden {
         }
         // 1. What the disk holds now is captured into this home's local log,
         // and each path is checked against what was seen when its step was
-        // decided (a file edited meanwhile is left alone).
+        // decided (a file edited meanwhile is left alone). The steps stay
+        // where they are; what each one gathers lies beside it (moving them
+        // from vector to vector held two copies at once).
         if let Some(l) = &self.local {
             sgard_store::durable::create_private_dir_all(&l.dir)?;
         }
         self.begin_batch_in(self.local_store());
-        // Sized once and holding a captured entry boxed (most restores
-        // capture nothing: the path is missing): an inline `Option<Entry>`
-        // per step was over 100 bytes of peak RSS per restored file.
-        let mut captures: Vec<(Step, Option<Box<Entry>>, bool)> = Vec::with_capacity(steps.len());
-        for s in steps {
+        let mut slots: Vec<Slot> = Vec::with_capacity(steps.len());
+        for s in &steps {
             sgard_store::cancel::check()?;
             let secret = matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
                 || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
-            let (captured, new, content) = match self.capture(&s.path, &s.abs, secret) {
-                Ok(c) => c,
-                Err(e) => {
-                    report.fail(s.path.clone(), e);
-                    continue;
+            let mut slot = Slot::default();
+            match self.capture(&s.path, &s.abs, secret) {
+                Err(e) => report.fail(s.path.clone(), e),
+                Ok((captured, new, content)) => {
+                    if let Some(expect) = &s.expect
+                        && !still_as_seen(expect.as_ref(), captured.as_ref(), content)
+                    {
+                        report.actions.push((
+                            s.path.clone(),
+                            RestoreAction::Conflict(
+                                "changed on disk while sgard was deciding; left as it is".into(),
+                            ),
+                        ));
+                    } else {
+                        // Boxed: most restores capture nothing (the path is
+                        // missing), and an inline entry is 200-odd bytes.
+                        slot = Slot {
+                            live: true,
+                            captured: captured.map(Box::new),
+                            new,
+                            tmp: None,
+                        };
+                    }
                 }
-            };
-            if let Some(expect) = &s.expect
-                && !still_as_seen(expect.as_ref(), captured.as_ref(), content)
-            {
-                report.actions.push((
-                    s.path.clone(),
-                    RestoreAction::Conflict(
-                        "changed on disk while sgard was deciding; left as it is".into(),
-                    ),
-                ));
-                continue;
             }
-            captures.push((s, captured.map(Box::new), new));
+            slots.push(slot);
         }
         // 2. Every file is staged: its content verified (and decrypted) into
         // a temp file beside its destination before anything is recorded, so
@@ -627,22 +660,24 @@ impl Garden {
         // Plain files are staged on all cores.
         let (repo, local) = self.stores();
         let confine = &self.confine;
-        let staged = par::map(&captures, 64, |(s, _, _)| match &s.op {
-            Op::Write { entry, .. } if entry.kind == EntryKind::File && !entry.encrypted => {
+        let staged = par::map_indices(steps.len(), 64, |i| match &steps[i].op {
+            Op::Write { entry, .. }
+                if slots[i].live && entry.kind == EntryKind::File && !entry.encrypted =>
+            {
                 let store = entry
                     .hash
                     .as_ref()
                     .map_or(repo, |h| crate::history::pick_store(repo, local, h));
-                Some(stage_plain(confine, store, entry, &s.abs))
+                Some(stage_plain(confine, store, entry, &steps[i].abs))
             }
             _ => None,
         });
-        // 3. The before/after documents of what will be done.
-        let mut before = Manifest::new(self.env.now);
-        let mut after = Manifest::new(self.env.now);
-        let mut ready = Vec::with_capacity(captures.len());
         let mut new_blobs = 0;
-        for ((s, captured, new), plain) in captures.into_iter().zip(staged) {
+        let mut any = false;
+        for ((s, slot), plain) in steps.iter().zip(&mut slots).zip(staged) {
+            if !slot.live {
+                continue;
+            }
             let tmp = match (plain, &s.op) {
                 (Some(Some(r)), _) => Some(r),
                 (_, Op::Write { entry, .. }) if entry.kind == EntryKind::File => {
@@ -650,51 +685,79 @@ impl Garden {
                 }
                 _ => None,
             };
-            let tmp = match tmp.transpose() {
-                Ok(t) => t,
+            match tmp.transpose() {
+                Ok(t) => slot.tmp = t,
                 Err(e) => {
                     report.fail(s.path.clone(), e);
+                    slot.live = false;
                     continue;
                 }
-            };
-            new_blobs += u64::from(new);
-            match &captured {
-                Some(e) => {
-                    before.upsert(e.as_ref().clone());
-                }
-                None => before.absent.push(s.path.clone()),
             }
-            match &s.op {
-                Op::Write { entry, .. } => {
-                    after.upsert(entry.as_ref().clone());
-                }
-                Op::FixMode { mode, .. } => {
-                    if let Some(mut e) = captured {
-                        e.mode = Some(*mode);
-                        after.upsert(*e);
-                    }
-                }
-                Op::Delete => after.absent.push(s.path.clone()),
-            }
-            ready.push((s, tmp));
+            new_blobs += u64::from(slot.new);
+            any = true;
         }
         self.commit_batch()?;
-        if ready.is_empty() {
+        if !any {
             return Ok(());
         }
+        // 3. The before/after documents of what will be done, over the
+        // entries the steps hold (a mode fix records the captured entry
+        // with its new mode).
+        let fixed: Vec<Entry> = steps
+            .iter()
+            .zip(&slots)
+            .filter(|(_, slot)| slot.live)
+            .filter_map(|(s, slot)| match (&s.op, &slot.captured) {
+                (Op::FixMode { mode, .. }, Some(c)) => {
+                    let mut e = c.as_ref().clone();
+                    e.mode = Some(*mode);
+                    Some(e)
+                }
+                _ => None,
+            })
+            .collect();
+        let header = Manifest::new(self.env.now);
+        let live = || steps.iter().zip(&slots).filter(|(_, slot)| slot.live);
+        let before = DocRef::new(
+            &header,
+            live()
+                .filter_map(|(_, slot)| slot.captured.as_deref())
+                .collect(),
+            live()
+                .filter(|(_, slot)| slot.captured.is_none())
+                .map(|(s, _)| s.path.as_str())
+                .collect(),
+        );
+        let after = DocRef::new(
+            &header,
+            live()
+                .filter_map(|(s, _)| match &s.op {
+                    Op::Write { entry, .. } => Some(entry.as_ref()),
+                    _ => None,
+                })
+                .chain(&fixed)
+                .collect(),
+            live()
+                .filter(|(s, _)| matches!(s.op, Op::Delete))
+                .map(|(s, _)| s.path.as_str())
+                .collect(),
+        );
+        let b = self.store_doc(&before)?;
         // What the base said of these paths, so an undo can say it again.
         if let Some(l) = &self.local {
-            let paths: Vec<&str> = ready.iter().map(|(s, _)| s.path.as_str()).collect();
-            let id = sgard_store::Hash::of(before.to_yaml().as_bytes());
+            let paths: Vec<&str> = live().map(|(s, _)| s.path.as_str()).collect();
             self.base
                 .borrow()
-                .save_prior(&l.dir.join("bases").join(id.to_hex()), &paths)?;
+                .save_prior(&l.dir.join("bases").join(b.hash.to_hex()), &paths)?;
         }
-        report.before = Some(self.record_pair(&before, &after, reason, what, new_blobs)?);
+        let id = self.record_pair((&before, b), &after, reason, what, new_blobs)?;
+        drop((before, after));
+        drop(fixed);
+        report.before = Some(id);
         if let Some(prior) = prior {
             {
                 let mut base = self.base.borrow_mut();
-                for (s, _) in &ready {
+                for (s, _) in live() {
                     base.put(&s.path, prior.get(&s.path).cloned().flatten());
                 }
             }
@@ -706,15 +769,18 @@ impl Garden {
         // flushes.
         let mut staged = Vec::new();
         let mut staged_steps = Vec::new();
-        for (s, tmp) in ready {
-            if let Some(tmp) = tmp {
+        for (s, slot) in steps.iter().zip(slots) {
+            if !slot.live {
+                continue;
+            }
+            if let Some(tmp) = slot.tmp {
                 staged.push(tmp);
                 staged_steps.push(s);
                 continue;
             }
-            match self.perform(&s) {
+            match self.perform(s) {
                 Ok(()) => {
-                    self.settle_step(&s);
+                    self.settle_step(s);
                     report.actions.push((s.path.clone(), s.action()));
                 }
                 Err(e) => report.fail(s.path.clone(), e),
@@ -725,7 +791,7 @@ impl Garden {
         for (s, r) in staged_steps.into_iter().zip(self.confine.commit(staged)) {
             match r {
                 Ok(()) => {
-                    self.settle_step(&s);
+                    self.settle_step(s);
                     report.actions.push((s.path.clone(), s.action()));
                 }
                 Err(e) => report.fail(s.path.clone(), e),

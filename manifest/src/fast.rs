@@ -22,9 +22,34 @@ use crate::history::{RawHistory, RawRecord};
 use crate::yaml::{RawEntry, RawManifest};
 
 /// Reads manifest text, or `None` when it is not in the subset.
+#[cfg(test)]
 pub(crate) fn manifest(text: &str) -> Option<RawManifest> {
+    let (mut m, files) = manifest_with(text, Some)?;
+    m.files = files;
+    Some(m)
+}
+
+/// Reads manifest text with each entry converted as soon as it is read
+/// (see [`crate::validate_entry`]), or `None` when it is not in the subset
+/// or an entry does not convert (the caller's serde-saphyr path then
+/// reports that entry as it always did). `raw.files` stays unset.
+pub(crate) fn manifest_checked(text: &str) -> Option<(RawManifest, Vec<crate::Entry>)> {
+    let (m, files) = manifest_with(text, |r| crate::validate_entry(r).ok())?;
+    let mut files = files.unwrap_or_default();
+    files.shrink_to_fit();
+    Some((m, files))
+}
+
+/// Reads manifest text, turning each entry into a `T` with `item` as it
+/// goes (so no list of raw entries is held); the list, if the text has a
+/// `files` key, is returned beside the rest.
+fn manifest_with<T>(
+    text: &str,
+    mut item: impl FnMut(RawEntry) -> Option<T>,
+) -> Option<(RawManifest, Option<Vec<T>>)> {
     let mut p = Parser::new(text)?;
     let mut m = RawManifest::default();
+    let mut files = None;
     while let Some(line) = p.next() {
         if line.indent != 0 {
             return None;
@@ -36,8 +61,8 @@ pub(crate) fn manifest(text: &str) -> Option<RawManifest> {
             "updated" => set(&mut m.updated, string(value?)?)?,
             "message" => set(&mut m.message, string(value?)?)?,
             "files" => {
-                let files = p.seq(0, value, Parser::entry)?;
-                set(&mut m.files, files)?;
+                let v = p.seq(0, value, |p, first, col| item(p.entry(first, col)?))?;
+                set(&mut files, v)?;
             }
             "exclude" => {
                 let v = p.seq(0, value, string_item)?;
@@ -51,7 +76,7 @@ pub(crate) fn manifest(text: &str) -> Option<RawManifest> {
             _ => return None,
         }
     }
-    Some(m)
+    Some((m, files))
 }
 
 /// Reads history text, or `None` when it is not in the subset.
@@ -82,15 +107,19 @@ struct Line<'a> {
     text: &'a str,
 }
 
+/// Reads lines one at a time (a list of every line of a 100,000-entry
+/// manifest was as big as its text).
 struct Parser<'a> {
-    lines: Vec<Line<'a>>,
-    pos: usize,
+    /// The line under the cursor.
+    cur: Option<Line<'a>>,
+    /// What follows it.
+    rest: Option<&'a str>,
 }
 
 impl<'a> Parser<'a> {
-    /// Splits `text` into lines, refusing characters and layouts the subset
-    /// never has: control characters (tab, CR, …), DEL, C1 controls, BOM and
-    /// the Unicode line separators anywhere; blank lines; trailing spaces.
+    /// Checks `text` for characters and layouts the subset never has:
+    /// control characters (tab, CR, …), DEL, C1 controls, BOM and the
+    /// Unicode line separators anywhere; blank lines; trailing spaces.
     fn new(text: &'a str) -> Option<Self> {
         if !text.bytes().all(|b| (b >= 0x20 && b != 0x7f) || b == b'\n') {
             return None;
@@ -99,27 +128,45 @@ impl<'a> Parser<'a> {
             return None;
         }
         let body = text.strip_suffix('\n').unwrap_or(text);
-        let mut lines = Vec::with_capacity(body.len() / 24 + 1);
         for raw in body.split('\n') {
             let rest = raw.trim_start_matches(' ');
             if rest.is_empty() || rest.ends_with(' ') {
                 return None;
             }
-            lines.push(Line {
-                indent: raw.len() - rest.len(),
-                text: rest,
-            });
         }
-        Some(Parser { lines, pos: 0 })
+        let mut p = Parser {
+            cur: None,
+            rest: Some(body),
+        };
+        p.advance();
+        Some(p)
+    }
+
+    /// Moves the cursor to the next line.
+    fn advance(&mut self) {
+        let Some(r) = self.rest else {
+            self.cur = None;
+            return;
+        };
+        let (raw, more) = match r.split_once('\n') {
+            Some((l, m)) => (l, Some(m)),
+            None => (r, None),
+        };
+        self.rest = more;
+        let text = raw.trim_start_matches(' ');
+        self.cur = Some(Line {
+            indent: raw.len() - text.len(),
+            text,
+        });
     }
 
     fn peek(&self) -> Option<Line<'a>> {
-        self.lines.get(self.pos).copied()
+        self.cur
     }
 
     fn next(&mut self) -> Option<Line<'a>> {
-        let line = self.peek()?;
-        self.pos += 1;
+        let line = self.cur?;
+        self.advance();
         Some(line)
     }
 
@@ -153,7 +200,7 @@ impl<'a> Parser<'a> {
                 return None;
             }
             let rest = line.text.strip_prefix("- ")?;
-            self.pos += 1;
+            self.advance();
             out.push(item(self, rest, dash + 2)?);
         }
         Some(out)
@@ -177,7 +224,7 @@ impl<'a> Parser<'a> {
             if line.indent > col {
                 return None;
             }
-            self.pos += 1;
+            self.advance();
             let (key, value) = key_value(line.text)?;
             field(self, &mut t, key, value, col)?;
         }
@@ -533,6 +580,9 @@ mod tests {
         let a = validate(fast, origin).map_err(|e| e.to_string());
         let b = validate(slow, origin).map_err(|e| e.to_string());
         assert_eq!(a, b, "validated manifests differ for:\n{text}");
+        // The real reader converts entries as it reads them.
+        let c = Manifest::from_yaml_at(text, origin).map_err(|e| e.to_string());
+        assert_eq!(c, b, "the entry-by-entry reader differs for:\n{text}");
         true
     }
 

@@ -36,6 +36,7 @@
 //! # Ok::<(), sgard_manifest::Error>(())
 //! ```
 
+mod doc;
 mod error;
 pub mod exclude;
 mod fast;
@@ -47,6 +48,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use doc::DocRef;
 pub use error::{Error, Result};
 pub use sgard_store::Hash;
 pub use time::Timestamp;
@@ -377,8 +379,8 @@ impl Manifest {
                 origin: origin.to_path_buf(),
                 message: "the manifest is empty".into(),
             });
-        } else if let Some(raw) = fast::manifest(text) {
-            raw
+        } else if let Some((raw, files)) = fast::manifest_checked(text) {
+            return validate_with(raw, Some(files), origin);
         } else {
             serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
                 origin: origin.to_path_buf(),
@@ -402,100 +404,20 @@ impl Manifest {
     /// The first error `out` returned; what was written before it is a
     /// prefix of the text.
     pub fn write_yaml(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        let mut e = Emitter::to_sink(out);
-        self.emit(&mut e);
-        e.finish_to_sink()
+        self.view().write_yaml(out)
     }
 
     fn emit(&self, e: &mut Emitter<'_>) {
-        let mut files: Vec<&Entry> = self.files.iter().collect();
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        e.raw(0, "version", &self.version.to_string());
-        e.display(0, "created", &self.created);
-        e.display(0, "updated", &self.updated);
-        if let Some(m) = self.message.as_deref().filter(|m| !m.is_empty()) {
-            e.str(0, "message", m);
-        }
-        if files.is_empty() {
-            e.raw(0, "files", "[]");
-        } else {
-            e.open(0, "files");
-        }
-        for f in files {
-            e.spill();
-            e.item(4, "path", &f.path);
-            if let Some(h) = &f.hash {
-                e.display(6, "hash", h);
-            }
-            if let Some(h) = &f.plaintext_hash {
-                e.display(6, "plaintext_hash", h);
-            }
-            if let Some(h) = &f.plaintext_mac {
-                e.display(6, "plaintext_mac", h);
-            }
-            if f.encrypted {
-                e.raw(6, "encrypted", "true");
-            }
-            if f.locked {
-                e.raw(6, "locked", "true");
-            }
-            e.raw(6, "type", f.kind.as_str());
-            if let Some(m) = &f.mode {
-                e.raw(6, "mode", &format!("\"{m}\""));
-            }
-            if let Some(t) = &f.target {
-                e.str(6, "target", t);
-            }
-            e.display(6, "updated", &f.updated);
-            if !f.only.is_empty() {
-                e.list(6, "only", &f.only);
-            }
-            if !f.never.is_empty() {
-                e.list(6, "never", &f.never);
-            }
-        }
-        if !self.exclude.is_empty() {
-            e.list(0, "exclude", &self.exclude);
-        }
-        if !self.absent.is_empty() {
-            let mut absent = self.absent.clone();
-            absent.sort();
-            e.list(0, "absent", &absent);
-        }
-        if let Some(enc) = &self.encryption {
-            e.open(0, "encryption");
-            e.str(4, "algorithm", &enc.algorithm);
-            if enc.kek_slots.is_empty() {
-                e.raw(4, "kek_slots", "{}");
-            } else {
-                e.open(4, "kek_slots");
-            }
-            for (name, s) in &enc.kek_slots {
-                e.open(8, &yaml::scalar(name));
-                e.str(12, "type", &s.kind);
-                for (k, v) in [
-                    ("argon2_time", s.argon2_time),
-                    ("argon2_memory", s.argon2_memory),
-                    ("argon2_threads", s.argon2_threads),
-                ] {
-                    if let Some(v) = v.filter(|v| *v != 0) {
-                        e.raw(12, k, &v.to_string());
-                    }
-                }
-                for (k, v) in [
-                    ("credential_id", &s.credential_id),
-                    ("salt", &s.salt),
-                    ("wrapped_dek", &s.wrapped_dek),
-                ] {
-                    if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
-                        e.str(12, k, v);
-                    }
-                }
-            }
-            if !enc.retired_deks.is_empty() {
-                e.list(4, "retired_deks", &enc.retired_deks);
-            }
-        }
+        self.view().emit(e);
+    }
+
+    /// This manifest as a [`DocRef`].
+    pub fn view(&self) -> DocRef<'_> {
+        DocRef::new(
+            self,
+            self.files.iter().collect(),
+            self.absent.iter().map(String::as_str).collect(),
+        )
     }
 
     /// Writes the manifest atomically and durably (temp file, fsync, rename,
@@ -549,6 +471,13 @@ fn parse_hash(s: &str, what: &str) -> Result<Hash, String> {
 }
 
 fn validate(raw: RawManifest, origin: &Path) -> Result<Manifest> {
+    validate_with(raw, None, origin)
+}
+
+/// As [`validate`], with the entries already converted one by one as they
+/// were read (`checked`; `raw.files` is then unused), so a big manifest
+/// never holds its raw, all-`String` form of every entry at once.
+fn validate_with(raw: RawManifest, checked: Option<Vec<Entry>>, origin: &Path) -> Result<Manifest> {
     let origin_buf = || PathBuf::from(origin);
     let field = |field: &'static str, reason: String| Error::Field {
         origin: origin_buf(),
@@ -577,55 +506,24 @@ fn validate(raw: RawManifest, origin: &Path) -> Result<Manifest> {
     };
     let created = ts("created", raw.created)?;
     let updated = ts("updated", raw.updated)?;
-    let mut files = Vec::new();
-    for (i, r) in raw.files.unwrap_or_default().into_iter().enumerate() {
-        let shown = r.path.clone().unwrap_or_else(|| "<no path>".into());
-        let entry = validate_entry(r).map_err(|reason| Error::Entry {
-            origin: origin_buf(),
-            index: i + 1,
-            path: shown,
-            reason,
-        })?;
-        files.push((i + 1, entry));
-    }
-    files.sort_by(|a, b| a.1.path.cmp(&b.1.path));
-    for w in files.windows(2) {
-        if w[0].1.path == w[1].1.path {
-            return Err(Error::Entry {
-                origin: origin_buf(),
-                index: w[1].0,
-                path: w[1].1.path.clone(),
-                reason: format!("duplicate of entry {}", w[0].0),
-            });
+    let files = match checked {
+        Some(files) => files,
+        None => {
+            let raw_files = raw.files.unwrap_or_default();
+            let mut files = Vec::with_capacity(raw_files.len());
+            for (i, r) in raw_files.into_iter().enumerate() {
+                let shown = r.path.clone().unwrap_or_else(|| "<no path>".into());
+                files.push(validate_entry(r).map_err(|reason| Error::Entry {
+                    origin: origin_buf(),
+                    index: i + 1,
+                    path: shown,
+                    reason,
+                })?);
+            }
+            files
         }
-    }
-    // Nothing is tracked below a file or a symlink: restoring such a pair
-    // would write through the symlink (outside the home), or fail.
-    for (i, (idx, e)) in files.iter().enumerate() {
-        if e.kind == EntryKind::Directory {
-            continue;
-        }
-        let prefix = format!("{}/", e.path);
-        let rest = &files[i + 1..];
-        let at = rest.partition_point(|(_, x)| x.path.as_str() < prefix.as_str());
-        if let Some((j, below)) = rest.get(at).filter(|(_, x)| x.path.starts_with(&prefix)) {
-            return Err(Error::Entry {
-                origin: origin_buf(),
-                index: *j,
-                path: below.path.clone(),
-                reason: format!(
-                    "is below entry {idx} ({}), a {}: nothing can be tracked below a {}",
-                    e.path,
-                    e.kind,
-                    if e.kind == EntryKind::Link {
-                        "symlink (it would be written through it)"
-                    } else {
-                        "file"
-                    }
-                ),
-            });
-        }
-    }
+    };
+    let files = check_files(files, origin)?;
     let mut absent = raw.absent.unwrap_or_default();
     for x in &absent {
         validate_path(x).map_err(|r| field("absent", format!("{x:?}: {r}")))?;
@@ -650,11 +548,65 @@ fn validate(raw: RawManifest, origin: &Path) -> Result<Manifest> {
         created,
         updated,
         message: raw.message.filter(|m| !m.is_empty()),
-        files: files.into_iter().map(|(_, e)| e).collect(),
+        files,
         exclude,
         encryption,
         absent,
     })
+}
+
+/// Puts `files` (in the order read) in path order and refuses duplicates
+/// and anything tracked below a file or a symlink; messages number entries
+/// as they were read. What sgard and the Go tool write is sorted already,
+/// and is checked where it lies.
+fn check_files(mut files: Vec<Entry>, origin: &Path) -> Result<Vec<Entry>> {
+    // Where each sorted entry was read (empty: where it lies).
+    let mut order: Vec<usize> = Vec::new();
+    if !files.windows(2).all(|w| w[0].path < w[1].path) {
+        order = (0..files.len()).collect();
+        // Stable: of two duplicates the one read first comes first.
+        order.sort_by(|&a, &b| files[a].path.cmp(&files[b].path));
+        let mut slots: Vec<Option<Entry>> = files.into_iter().map(Some).collect();
+        files = order.iter().filter_map(|&i| slots[i].take()).collect();
+    }
+    let index = |k: usize| order.get(k).copied().unwrap_or(k) + 1;
+    let err = |k: usize, reason: String| Error::Entry {
+        origin: PathBuf::from(origin),
+        index: index(k),
+        path: files[k].path.clone(),
+        reason,
+    };
+    for k in 1..files.len() {
+        if files[k - 1].path == files[k].path {
+            return Err(err(k, format!("duplicate of entry {}", index(k - 1))));
+        }
+    }
+    // Nothing is tracked below a file or a symlink: restoring such a pair
+    // would write through the symlink (outside the home), or fail.
+    for (i, e) in files.iter().enumerate() {
+        if e.kind == EntryKind::Directory {
+            continue;
+        }
+        let prefix = format!("{}/", e.path);
+        let at = i + 1 + files[i + 1..].partition_point(|x| x.path.as_str() < prefix.as_str());
+        if files.get(at).is_some_and(|x| x.path.starts_with(&prefix)) {
+            return Err(err(
+                at,
+                format!(
+                    "is below entry {} ({}), a {}: nothing can be tracked below a {}",
+                    index(i),
+                    e.path,
+                    e.kind,
+                    if e.kind == EntryKind::Link {
+                        "symlink (it would be written through it)"
+                    } else {
+                        "file"
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(files)
 }
 
 fn slot(s: RawSlot) -> KekSlot {
@@ -669,7 +621,7 @@ fn slot(s: RawSlot) -> KekSlot {
     }
 }
 
-fn validate_entry(r: RawEntry) -> Result<Entry, String> {
+pub(crate) fn validate_entry(r: RawEntry) -> Result<Entry, String> {
     let path = r.path.ok_or("entry has no `path`")?;
     validate_path(&path)?;
     let kind_text = r.kind.ok_or("entry has no `type`")?;

@@ -167,6 +167,27 @@ fn refuses_duplicates_newer_versions_and_bad_yaml() {
         "version: 1\nfiles:\n  - {path: ~/d, type: directory}\n  - {path: ~/d, type: directory}\n";
     let err = Manifest::from_yaml(dup).unwrap_err().to_string();
     assert!(err.contains("duplicate of entry 1"), "{err}");
+    // Out of order, entries are still numbered as they were read, in
+    // either reader (block style is the fast one's).
+    for text in [
+        "version: 1\nfiles:\n  - {path: ~/d, type: directory}\n  - {path: ~/a, type: directory}\n  - {path: ~/d, type: directory}\n",
+        "version: 1\nfiles:\n  - path: ~/d\n    type: directory\n  - path: ~/a\n    type: directory\n  - path: ~/d\n    type: directory\n",
+    ] {
+        let err = Manifest::from_yaml(text).unwrap_err().to_string();
+        assert!(
+            err.contains("entry 3") && err.contains("duplicate of entry 1"),
+            "{err}"
+        );
+    }
+    let unsorted = "version: 1\nfiles:\n  - path: ~/z\n    type: directory\n  - path: ~/f/x\n    type: directory\n  - path: ~/f\n    type: link\n    target: t\n";
+    let err = Manifest::from_yaml(unsorted).unwrap_err().to_string();
+    assert!(
+        err.contains("entry 2") && err.contains("below entry 3 (~/f)"),
+        "{err}"
+    );
+    let m = Manifest::from_yaml(&unsorted.replace("~/f/x", "~/e")).unwrap();
+    let paths: Vec<&str> = m.files.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["~/e", "~/f", "~/z"]);
 
     let err = Manifest::from_yaml("version: 2\nfiles: []\n").unwrap_err();
     assert!(

@@ -159,7 +159,7 @@ impl<'a> Emitter<'a> {
     }
 
     /// A list of strings under `key`, items indented 4 deeper than the key.
-    pub fn list(&mut self, indent: usize, key: &str, items: &[String]) {
+    pub fn list<S: AsRef<str>>(&mut self, indent: usize, key: &str, items: &[S]) {
         if items.is_empty() {
             self.raw(indent, key, "[]");
             return;
@@ -169,7 +169,7 @@ impl<'a> Emitter<'a> {
             self.spill();
             self.pad(indent + 4);
             self.out.push_str("- ");
-            self.out.push_str(&scalar(it));
+            self.out.push_str(&scalar(it.as_ref()));
             self.out.push('\n');
         }
     }

@@ -250,6 +250,16 @@ impl Store {
         })
     }
 
+    /// A new temp file in the store's temp folder.
+    fn temp_file(&self) -> Result<tempfile::NamedTempFile> {
+        let tmp_dir = self.blobs.join(TMP_DIR);
+        durable::create_dir_all_durable(&tmp_dir)?;
+        tempfile::Builder::new()
+            .prefix("blob-")
+            .tempfile_in(&tmp_dir)
+            .map_err(|e| Error::io("creating temp file in", &tmp_dir, e))
+    }
+
     /// Copies `reader` into a temp file, hashing; checks `expected`/`max`.
     fn spool(
         &self,
@@ -257,12 +267,7 @@ impl Store {
         expected: Option<&Hash>,
         max: Option<u64>,
     ) -> Result<(tempfile::NamedTempFile, Hash, u64)> {
-        let tmp_dir = self.blobs.join(TMP_DIR);
-        durable::create_dir_all_durable(&tmp_dir)?;
-        let tmp = tempfile::Builder::new()
-            .prefix("blob-")
-            .tempfile_in(&tmp_dir)
-            .map_err(|e| Error::io("creating temp file in", &tmp_dir, e))?;
+        let tmp = self.temp_file()?;
         let path = tmp.path().to_path_buf();
         let (hash, size) = spool::copy_hashing(reader, tmp.as_file(), &path, max)?;
         if let Some(want) = expected
@@ -357,6 +362,12 @@ impl Store {
         max: Option<u64>,
     ) -> Result<Written> {
         let (tmp, hash, size) = self.spool(reader, expected, max)?;
+        self.settle(tmp, hash, size)
+    }
+
+    /// Makes a spooled temp file the blob `hash` (unless one of that size is
+    /// there already).
+    fn settle(&self, tmp: tempfile::NamedTempFile, hash: Hash, size: u64) -> Result<Written> {
         if self.size_of(&hash)? == Some(size) {
             return Ok(Written {
                 hash,
@@ -389,6 +400,36 @@ impl Store {
             size,
             new: true,
         })
+    }
+
+    /// Stores what `fill` writes, hashing on the way (see [`Store::write`]):
+    /// for content rendered piece by piece, such as a snapshot document,
+    /// which is then never held whole.
+    ///
+    /// # Errors
+    /// [`Error::Source`] with the error `fill` returned, [`Error::Io`]
+    /// naming the temp file when writing it failed; or as [`Store::write`].
+    pub fn write_from(
+        &self,
+        fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<Written> {
+        let tmp = self.temp_file()?;
+        let mut sink = HashingFile {
+            file: tmp.as_file(),
+            hasher: Hasher::new(),
+            size: 0,
+            failed: None,
+        };
+        let filled = {
+            let mut buf = io::BufWriter::with_capacity(1 << 16, &mut sink);
+            fill(&mut buf).and_then(|()| buf.flush())
+        };
+        if let Some(e) = sink.failed.take() {
+            return Err(Error::io("writing", tmp.path().to_path_buf(), e));
+        }
+        filled.map_err(Error::Source)?;
+        let (hash, size) = (sink.hasher.finish(), sink.size);
+        self.settle(tmp, hash, size)
     }
 
     /// Stores a byte slice (see [`Store::write`]).
@@ -628,6 +669,37 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// A temp file being filled by [`Store::write_from`]: hashes and counts
+/// what reaches it, and keeps its own write error apart from the filler's.
+struct HashingFile<'a> {
+    file: &'a File,
+    hasher: Hasher,
+    size: u64,
+    failed: Option<io::Error>,
+}
+
+impl Write for HashingFile<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self.file.write(buf) {
+            Ok(n) => {
+                self.hasher.update(buf.get(..n).unwrap_or_default());
+                self.size += n as u64;
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                let kind = e.kind();
+                self.failed = Some(e);
+                Err(io::Error::new(kind, "writing the blob's temp file failed"))
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -652,6 +724,36 @@ mod tests {
         let p = d.path().join("blobs/2c/f2").join(&hex);
         assert_eq!(fs::read(&p).unwrap(), b"hello");
         assert_eq!(s.read(&w.hash).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn write_from_stores_what_is_written_piece_by_piece() {
+        let (_d, s) = store();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let w = s
+            .write_from(&mut |out| {
+                for piece in data.chunks(7_001) {
+                    out.write_all(piece)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(w.hash, Hash::of(&data));
+        assert_eq!(w.size, data.len() as u64);
+        assert!(w.new);
+        assert_eq!(s.read(&w.hash).unwrap(), data);
+        let again = s.write_from(&mut |out| out.write_all(&data)).unwrap();
+        assert!(!again.new);
+        // A filler that fails stores nothing and leaves no temp file.
+        let err = s
+            .write_from(&mut |out| {
+                out.write_all(b"partial")?;
+                Err(io::Error::other("renderer gave up"))
+            })
+            .unwrap_err();
+        assert!(matches!(err, Error::Source(_)), "{err}");
+        assert_eq!(s.list().unwrap().len(), 1);
+        assert_eq!(fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(), 0);
     }
 
     #[test]
