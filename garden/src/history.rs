@@ -223,7 +223,7 @@ impl Garden {
 
     /// Appends records to this home's local log (the repository's when
     /// there is no local state).
-    fn push_local_records(&mut self, recs: Vec<Record>) -> Result<()> {
+    pub(crate) fn push_local_records(&mut self, recs: Vec<Record>) -> Result<()> {
         let Some(l) = self.local.as_mut() else {
             return self.push_records(recs);
         };
@@ -298,17 +298,18 @@ impl Garden {
         Ok(rec)
     }
 
-    /// Stores the before/after documents of a change to the home folder and
-    /// records them (`before-restore`, then `reason`), before the change is
-    /// made. Returns the before snapshot's id.
-    pub(crate) fn record_pair(
-        &mut self,
+    /// Stores the after document of a change to the home folder (the
+    /// before one, `b`, is stored already) and returns the two records to
+    /// push for them (`before-restore`, then `reason`), before the change
+    /// is made. Borrowing only, so the documents may borrow the head.
+    pub(crate) fn pair_records(
+        &self,
         (before, b): (&DocRef<'_>, sgard_store::Written),
         after: &DocRef<'_>,
         reason: Reason,
         what: &str,
         new_blobs: u64,
-    ) -> Result<Hash> {
+    ) -> Result<Vec<Record>> {
         let a = self.store_doc(after)?;
         let host = identity::short_hostname(&self.env.hostname);
         let rec = |id, parent, reason, doc: &DocRef<'_>, new| Record {
@@ -332,8 +333,7 @@ impl Garden {
             new_blobs + u64::from(b.new),
         );
         let ra = rec(a.hash, Some(b.hash), reason, after, u64::from(a.new));
-        self.push_local_records(vec![rb, ra])?;
-        Ok(b.hash)
+        Ok(vec![rb, ra])
     }
 
     /// Stores a snapshot document in this home's store, rendered straight

@@ -34,15 +34,19 @@ pub(crate) struct Confine {
     forbidden_paths: Vec<PathBuf>,
     /// Folders already opened this run (a bounded cache: restores of many
     /// files in few folders open each once).
-    dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
+    dirs: Mutex<HashMap<PathBuf, OpenDir>>,
 }
+
+/// An opened folder and its path, shared by every path in it.
+type OpenDir = (Arc<OwnedFd>, Arc<Path>);
 
 /// The folder holding a path, opened, and the path's last component.
 #[derive(Debug)]
 pub(crate) struct Parent {
     fd: Arc<OwnedFd>,
     name: OsString,
-    dir: PathBuf,
+    /// Shared by every path in the folder.
+    dir: Arc<Path>,
 }
 
 /// A file written next to its destination under a temp name, waiting for
@@ -51,8 +55,14 @@ pub(crate) struct Parent {
 pub(crate) struct Staged {
     parent: Parent,
     tmp: OsString,
-    dest: PathBuf,
     done: bool,
+}
+
+impl Staged {
+    /// Where the file goes (for messages).
+    fn dest(&self) -> PathBuf {
+        self.parent.dir.join(&self.parent.name)
+    }
 }
 
 impl Drop for Staged {
@@ -151,24 +161,24 @@ impl Confine {
         }
         let dir = abs
             .parent()
-            .ok_or_else(|| Self::refuse(abs, "has no folder above it"))?
-            .to_path_buf();
+            .ok_or_else(|| Self::refuse(abs, "has no folder above it"))?;
         let name = abs
             .file_name()
             .ok_or_else(|| Self::refuse(abs, "has no name"))?
             .to_os_string();
-        let cached = self.dirs.lock().ok().and_then(|m| m.get(&dir).cloned());
-        let fd = match cached {
-            Some(fd) => fd,
+        let cached = self.dirs.lock().ok().and_then(|m| m.get(dir).cloned());
+        let (fd, dir) = match cached {
+            Some(c) => c,
             None => {
-                let fd = Arc::new(self.open_dir(abs, &dir, create)?);
+                let fd = Arc::new(self.open_dir(abs, dir, create)?);
+                let dir: Arc<Path> = Arc::from(dir);
                 if let Ok(mut m) = self.dirs.lock() {
                     if m.len() >= CACHE_MAX {
                         m.clear();
                     }
-                    m.insert(dir.clone(), fd.clone());
+                    m.insert(dir.to_path_buf(), (fd.clone(), dir.clone()));
                 }
-                fd
+                (fd, dir)
             }
         };
         // The last component itself must not be one of the forbidden
@@ -266,7 +276,6 @@ impl Confine {
         let staged = Staged {
             parent,
             tmp,
-            dest: abs.to_path_buf(),
             done: false,
         };
         let mut f = File::from(fd);
@@ -280,7 +289,7 @@ impl Confine {
     /// one `syncfs` per file system (their bytes), the renames, one more
     /// `syncfs` (the names); where `syncfs` fails, each file and folder is
     /// fsynced instead. One result per file, in order.
-    pub fn commit(&self, staged: Vec<Staged>) -> Vec<Result<()>> {
+    pub fn commit(&self, mut staged: Vec<&mut Staged>) -> Vec<Result<()>> {
         let mut per_dev: HashMap<u64, Arc<OwnedFd>> = HashMap::new();
         for s in &staged {
             if let Ok(st) = rustix::fs::fstat(&*s.parent.fd) {
@@ -293,8 +302,9 @@ impl Confine {
             || !per_dev.is_empty() && per_dev.values().all(|fd| rustix::fs::syncfs(&**fd).is_ok());
         let flushed = sync_all();
         let mut out = Vec::with_capacity(staged.len());
-        let mut dirs: Vec<(Arc<OwnedFd>, PathBuf)> = Vec::new();
-        for mut s in staged {
+        let mut dirs: Vec<(Arc<OwnedFd>, Arc<Path>)> = Vec::new();
+        let mut seen: std::collections::HashSet<*const OwnedFd> = std::collections::HashSet::new();
+        for s in &mut staged {
             let r = (|| {
                 if !flushed {
                     let f = rustix::fs::openat(
@@ -303,15 +313,15 @@ impl Confine {
                         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                         RMode::empty(),
                     )
-                    .map_err(|e| io_err("syncing", &s.dest, e))?;
-                    rustix::fs::fsync(&f).map_err(|e| io_err("syncing", &s.dest, e))?;
+                    .map_err(|e| io_err("syncing", &s.dest(), e))?;
+                    rustix::fs::fsync(&f).map_err(|e| io_err("syncing", &s.dest(), e))?;
                 }
                 rustix::fs::renameat(&*s.parent.fd, &s.tmp, &*s.parent.fd, &s.parent.name)
-                    .map_err(|e| io_err("renaming into place", &s.dest, e))?;
+                    .map_err(|e| io_err("renaming into place", &s.dest(), e))?;
                 s.done = true;
                 Ok(())
             })();
-            if r.is_ok() && !dirs.iter().any(|(fd, _)| Arc::ptr_eq(fd, &s.parent.fd)) {
+            if r.is_ok() && seen.insert(Arc::as_ptr(&s.parent.fd)) {
                 dirs.push((s.parent.fd.clone(), s.parent.dir.clone()));
             }
             out.push(r);
@@ -338,8 +348,8 @@ impl Confine {
         mode: Mode,
         fill: impl FnOnce(&mut File) -> Result<()>,
     ) -> Result<()> {
-        let s = self.stage(abs, mode, fill)?;
-        self.commit(vec![s]).pop().unwrap_or(Ok(()))
+        let mut s = self.stage(abs, mode, fill)?;
+        self.commit(vec![&mut s]).pop().unwrap_or(Ok(()))
     }
 
     /// Replaces `abs` durably with a symlink to `target`.

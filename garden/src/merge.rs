@@ -182,7 +182,7 @@ impl Garden {
             path: e.path.clone(),
             abs,
             op: Op::Write {
-                entry: Box::new(result),
+                entry: result.into(),
                 existed: true,
             },
         };

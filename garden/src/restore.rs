@@ -156,13 +156,29 @@ impl RestoreReport {
     }
 }
 
+/// The entry a step writes.
+#[derive(Clone, Debug)]
+pub(crate) enum Src {
+    /// The head's entry at this index: a restore of the head planned it,
+    /// and copies none of its 100,000 entries.
+    Head(usize),
+    /// One of its own (from a snapshot, an undo, a merge).
+    Own(Box<Entry>),
+}
+
+impl From<Entry> for Src {
+    fn from(e: Entry) -> Self {
+        Src::Own(Box::new(e))
+    }
+}
+
 /// One change to the home folder.
 #[derive(Clone, Debug)]
 pub(crate) enum Op {
     /// Make the path hold this entry.
-    Write { entry: Box<Entry>, existed: bool },
+    Write { entry: Src, existed: bool },
     /// Only change the mode (the content is already `entry`'s).
-    FixMode { entry: Box<Entry>, mode: Mode },
+    FixMode { entry: Src, mode: Mode },
     /// Remove the path.
     Delete,
 }
@@ -204,6 +220,26 @@ struct Slot {
     new: bool,
     /// The file, staged beside its destination.
     tmp: Option<crate::home::Staged>,
+}
+
+/// The entry `op` writes, `head` being the head's entries (none for a
+/// deletion, or for a head entry gone since the step was planned).
+fn entry_of<'a>(head: &'a [Entry], op: &'a Op) -> Option<&'a Entry> {
+    match op {
+        Op::Write { entry, .. } | Op::FixMode { entry, .. } => match entry {
+            Src::Head(i) => head.get(*i),
+            Src::Own(e) => Some(e),
+        },
+        Op::Delete => None,
+    }
+}
+
+/// The entry a write step writes (see [`entry_of`]).
+fn written<'a>(head: &'a [Entry], op: &'a Op) -> Option<&'a Entry> {
+    match op {
+        Op::Write { .. } => entry_of(head, op),
+        _ => None,
+    }
 }
 
 enum Plan {
@@ -333,15 +369,25 @@ impl Garden {
         prompt: &mut dyn Prompt,
     ) -> Result<(RestoreReport, Vec<Step>)> {
         let mut report = RestoreReport::default();
-        let mut steps = Vec::new();
         let mut asker = Asker {
             prompt,
             all: false,
             quit: None,
         };
-        for i in self.select_in(files, args)? {
-            let e = &files[i];
-            match self.plan_entry(e, opts, &mut asker) {
+        // Planned from the head itself, a step names its entry by index.
+        let from_head = std::ptr::eq(files, self.manifest.files.as_slice());
+        let picked = self.select_in(files, args)?;
+        let mut steps = Vec::with_capacity(picked.len());
+        for i in picked {
+            let Some(e) = files.get(i) else { continue };
+            let src = || {
+                if from_head {
+                    Src::Head(i)
+                } else {
+                    Src::from(e.clone())
+                }
+            };
+            match self.plan_entry(e, src, opts, &mut asker) {
                 Ok(Ok(step)) => steps.push(step),
                 Ok(Err(action)) => report.actions.push((e.path.clone(), action)),
                 Err(err) => report.fail(e.path.clone(), err),
@@ -354,6 +400,7 @@ impl Garden {
     fn plan_entry(
         &self,
         e: &Entry,
+        src: impl FnOnce() -> Src,
         opts: RestoreOptions,
         asker: &mut Asker<'_>,
     ) -> Result<std::result::Result<Step, RestoreAction>> {
@@ -364,12 +411,9 @@ impl Garden {
         let (plan, why, seen) = self.plan(e, opts)?;
         let op = match plan {
             Plan::Nothing => return Ok(Err(RestoreAction::UpToDate)),
-            Plan::FixMode(mode) => Op::FixMode {
-                entry: Box::new(e.clone()),
-                mode,
-            },
+            Plan::FixMode(mode) => Op::FixMode { entry: src(), mode },
             Plan::Write { existed } => Op::Write {
-                entry: Box::new(e.clone()),
+                entry: src(),
                 existed,
             },
         };
@@ -597,11 +641,24 @@ impl Garden {
         self.require_home_writer("restore")?;
         // Unlock the key before recording anything: a wrong passphrase must
         // leave neither the disk nor the history changed.
+        let head = self.manifest.files.as_slice();
         let needs_key = |s: &Step| {
-            matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
+            written(head, &s.op).is_some_and(|e| e.encrypted)
                 || self.manifest.get(&s.path).is_some_and(|e| e.encrypted)
         };
         let mut steps = steps;
+        // A step naming a head entry that is gone (nothing changes the head
+        // between planning and this; checked so nothing below can miss it).
+        steps.retain(|s| {
+            let ok = matches!(s.op, Op::Delete) || entry_of(head, &s.op).is_some();
+            if !ok {
+                report.fail(
+                    s.path.clone(),
+                    Error::Invalid(format!("{}: the head changed while restoring", s.path)),
+                );
+            }
+            ok
+        });
         if steps.iter().any(needs_key)
             && let Err(e) = self.dek()
         {
@@ -624,7 +681,7 @@ impl Garden {
         let mut slots: Vec<Slot> = Vec::with_capacity(steps.len());
         for s in &steps {
             sgard_store::cancel::check()?;
-            let secret = matches!(&s.op, Op::Write { entry, .. } if entry.encrypted)
+            let secret = written(head, &s.op).is_some_and(|e| e.encrypted)
                 || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
             let mut slot = Slot::default();
             match self.capture(&s.path, &s.abs, secret) {
@@ -660,10 +717,8 @@ impl Garden {
         // Plain files are staged on all cores.
         let (repo, local) = self.stores();
         let confine = &self.confine;
-        let staged = par::map_indices(steps.len(), 64, |i| match &steps[i].op {
-            Op::Write { entry, .. }
-                if slots[i].live && entry.kind == EntryKind::File && !entry.encrypted =>
-            {
+        let staged = par::map_indices(steps.len(), 64, |i| match written(head, &steps[i].op) {
+            Some(entry) if slots[i].live && entry.kind == EntryKind::File && !entry.encrypted => {
                 let store = entry
                     .hash
                     .as_ref()
@@ -678,9 +733,9 @@ impl Garden {
             if !slot.live {
                 continue;
             }
-            let tmp = match (plain, &s.op) {
+            let tmp = match (plain, written(head, &s.op)) {
                 (Some(Some(r)), _) => Some(r),
-                (_, Op::Write { entry, .. }) if entry.kind == EntryKind::File => {
+                (_, Some(entry)) if entry.kind == EntryKind::File => {
                     Some(self.stage_entry(entry, &s.abs))
                 }
                 _ => None,
@@ -731,10 +786,7 @@ impl Garden {
         let after = DocRef::new(
             &header,
             live()
-                .filter_map(|(s, _)| match &s.op {
-                    Op::Write { entry, .. } => Some(entry.as_ref()),
-                    _ => None,
-                })
+                .filter_map(|(s, _)| written(head, &s.op))
                 .chain(&fixed)
                 .collect(),
             live()
@@ -750,9 +802,11 @@ impl Garden {
                 .borrow()
                 .save_prior(&l.dir.join("bases").join(b.hash.to_hex()), &paths)?;
         }
-        let id = self.record_pair((&before, b), &after, reason, what, new_blobs)?;
+        let id = b.hash;
+        let records = self.pair_records((&before, b), &after, reason, what, new_blobs)?;
         drop((before, after));
         drop(fixed);
+        self.push_local_records(records)?;
         report.before = Some(id);
         if let Some(prior) = prior {
             {
@@ -769,11 +823,11 @@ impl Garden {
         // flushes.
         let mut staged = Vec::new();
         let mut staged_steps = Vec::new();
-        for (s, slot) in steps.iter().zip(slots) {
+        for (s, slot) in steps.iter().zip(&mut slots) {
             if !slot.live {
                 continue;
             }
-            if let Some(tmp) = slot.tmp {
+            if let Some(tmp) = slot.tmp.as_mut() {
                 staged.push(tmp);
                 staged_steps.push(s);
                 continue;
@@ -804,11 +858,14 @@ impl Garden {
     /// Records in the base what a step just put on disk (where that is the
     /// repository's version).
     fn settle_step(&self, s: &Step) {
-        match &s.op {
-            Op::Write { entry, .. } => self.settle(entry, self.content_of(entry), entry.mode),
-            Op::FixMode { entry, mode } => self.settle(entry, self.content_of(entry), Some(*mode)),
-            Op::Delete => {}
-        }
+        let Some(entry) = entry_of(&self.manifest.files, &s.op) else {
+            return;
+        };
+        let mode = match &s.op {
+            Op::FixMode { mode, .. } => Some(*mode),
+            _ => entry.mode,
+        };
+        self.settle(entry, self.content_of(entry), mode);
     }
 
     /// A file entry's content, verified (and decrypted), in a temp file next
@@ -827,7 +884,13 @@ impl Garden {
 
     fn perform(&self, s: &Step) -> Result<()> {
         match &s.op {
-            Op::Write { entry, .. } => self.write_entry(entry, &s.abs),
+            Op::Write { .. } => match written(&self.manifest.files, &s.op) {
+                Some(entry) => self.write_entry(entry, &s.abs),
+                None => Err(Error::Invalid(format!(
+                    "{}: the head changed while restoring",
+                    s.path
+                ))),
+            },
             Op::FixMode { mode, .. } => self.confine.chmod(&s.abs, *mode),
             Op::Delete => self.confine.remove(&s.abs),
         }

@@ -108,7 +108,7 @@ impl Garden {
             let op = match was {
                 None => Op::Delete,
                 Some(e) => Op::Write {
-                    entry: Box::new(e.clone()),
+                    entry: e.clone().into(),
                     existed: disk.is_some(),
                 },
             };
