@@ -304,3 +304,32 @@ fn refuses_entries_below_a_symlink_or_a_file() {
     );
     Manifest::from_yaml(&text).unwrap();
 }
+
+#[test]
+fn a_doc_over_borrowed_entries_renders_as_the_manifest_holding_them() {
+    let now = Timestamp::parse("2026-03-23T12:00:00Z").unwrap();
+    let mut m = Manifest::from_yaml(&go_manifest()).unwrap();
+    m.absent = vec!["~/zz".into(), "~/absent".into()];
+    // Entries held elsewhere, in any order; absent paths in any order.
+    let mut held: Vec<Entry> = m.files.clone();
+    held.reverse();
+    let header = Manifest {
+        files: Vec::new(),
+        absent: Vec::new(),
+        ..m.clone()
+    };
+    let doc = DocRef::new(&header, held.iter().collect(), vec!["~/zz", "~/absent"]);
+    assert_eq!(doc.to_yaml(), m.to_yaml());
+    let mut streamed = Vec::new();
+    doc.write_yaml(&mut streamed).unwrap();
+    assert_eq!(String::from_utf8(streamed).unwrap(), m.to_yaml());
+    assert_eq!(doc.files().len(), m.files.len());
+    assert_eq!(doc.absent(), ["~/absent", "~/zz"]);
+    // Given twice, a path is rendered twice, and the reader refuses it.
+    let e = Entry::new("~/dup".into(), EntryKind::Directory, now);
+    let twice = DocRef::new(&header, vec![&e, &e], Vec::new());
+    let err = Manifest::from_yaml(&twice.to_yaml())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("duplicate of entry 1"), "{err}");
+}
