@@ -2,7 +2,8 @@
 //!
 //! `HOME`, the working folder, `SGARD_NOW` (an RFC 3339 time used as "now"),
 //! `SGARD_HOSTNAME` (overrides the host name) and the test hooks
-//! `SGARD_TEST_CRASH_AT` and `SGARD_TEST_INTERRUPT_AT` become a
+//! `SGARD_TEST_CRASH_AT`, `SGARD_TEST_INTERRUPT_AT`, `SGARD_TEST_WAIT_AT`
+//! and `SGARD_TEST_SCAN_WINDOW` become a
 //! [`sgard_garden::Env`]; nothing else in sgard reads the environment.
 
 use std::path::{Path, PathBuf};
@@ -47,6 +48,7 @@ pub fn env() -> Result<Env> {
         let (point, file) = s.split_once(':')?;
         Some((point.to_owned(), PathBuf::from(file)))
     });
+    let scan_window = hook("SGARD_TEST_SCAN_WINDOW").and_then(|s| s.parse().ok());
     Ok(Env {
         home: clean(&home),
         cwd: clean(&cwd),
@@ -57,6 +59,7 @@ pub fn env() -> Result<Env> {
         crash_at,
         interrupt_at,
         wait_at,
+        scan_window,
     })
 }
 

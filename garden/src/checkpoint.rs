@@ -114,7 +114,7 @@ impl Garden {
             }
             // With the key where a secret needs it (a checkpoint of a changed
             // secret needs it anyway).
-            let mut found = scan.take(i);
+            let mut found = scan.take(self, i);
             let judged = match self.judge(entry, entry.encrypted, &found) {
                 Ok(j) => j,
                 Err(e) => {

@@ -35,9 +35,19 @@ pub struct Env {
     /// process creates `FILE.reached` and waits (up to a minute) until
     /// `FILE` exists, so a test can run another command in between.
     pub wait_at: Option<(String, PathBuf)>,
+    /// Test hook (`SGARD_TEST_SCAN_WINDOW`): how many entries one window of
+    /// a scan or an add's copying covers (`None`: the default, 8192), so
+    /// tests cross window boundaries with a few files.
+    pub scan_window: Option<usize>,
 }
 
 impl Env {
+    /// How many entries one window of a scan covers (see
+    /// [`Env::scan_window`]).
+    pub(crate) fn window(&self) -> usize {
+        self.scan_window.unwrap_or(crate::scan::WINDOW).max(1)
+    }
+
     /// Dies here, without unwinding or flushing anything, when the test
     /// hook names this point.
     pub fn crash_point(&self, name: &str) {

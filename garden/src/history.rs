@@ -269,14 +269,14 @@ impl Garden {
         new_blobs: u64,
     ) -> Result<Record> {
         self.require_exclusive("checkpoint")?;
-        let text = self.manifest.to_yaml();
-        let w = if self.batch_open() {
-            let w = self.put(&mut text.as_bytes())?;
-            self.commit_batch()?;
-            w
-        } else {
-            self.store.write_bytes(text.as_bytes())?
-        };
+        // The blobs the batch holds first, then the document, rendered
+        // straight into its blob (and below into manifest.yaml again: at
+        // 100,000 entries holding the 20 MB text was a fifth of the peak).
+        self.commit_batch()?;
+        let w = self
+            .store
+            .write_from(&mut |out| self.manifest.write_yaml(out))?;
+        self.known_size(w.hash, w.size);
         let rec = Record {
             id: w.hash,
             parent: self.history.head().map(|r| r.id),
@@ -292,7 +292,13 @@ impl Garden {
         };
         self.base.borrow().prepare()?;
         self.push_records(vec![rec.clone()])?;
-        self.write_manifest_file(&text, w.hash)?;
+        self.write_manifest()?;
+        if self.head_hash != w.hash {
+            return Err(Error::Invalid(format!(
+                "internal error: manifest.yaml does not render as snapshot {}",
+                w.hash.short(12)
+            )));
+        }
         self.env.crash_point("head-before-base");
         self.flush_base()?;
         Ok(rec)

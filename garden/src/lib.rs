@@ -278,9 +278,9 @@ fn load_history(
 }
 
 /// A file being written that hashes what goes into it.
-struct HashingWriter<'a> {
-    file: &'a mut fs::File,
-    hasher: sgard_store::Hasher,
+pub(crate) struct HashingWriter<'a> {
+    pub(crate) file: &'a mut fs::File,
+    pub(crate) hasher: sgard_store::Hasher,
 }
 
 impl std::io::Write for HashingWriter<'_> {
@@ -969,25 +969,10 @@ impl Garden {
         Ok(())
     }
 
-    /// Writes `manifest.yaml` (the current manifest's `text`, whose SHA-256
-    /// the caller has already computed: a 100k-entry manifest is tens of MB,
-    /// and hashing it twice was a tenth of a `lock`), its retired data keys
-    /// first into `retired-keys`, where a Go write cannot drop them; the
-    /// head hash follows.
-    pub(crate) fn write_manifest_file(
-        &mut self,
-        text: &str,
-        hash: sgard_store::Hash,
-    ) -> Result<()> {
-        self.keep_retired_keys();
-        debug_assert_eq!(hash, sgard_store::Hash::of(text.as_bytes()));
-        durable::write_atomic(&self.manifest_path(), text.as_bytes(), 0o600)?;
-        self.manifest_written(hash);
-        Ok(())
-    }
-
-    /// As [`Garden::write_manifest_file`], the text rendered straight into
-    /// the temp file and hashed on the way, never held whole (a `lock` on a
+    /// Writes `manifest.yaml` from the current manifest, its retired data
+    /// keys first into `retired-keys` (where a Go write cannot drop them);
+    /// the head hash follows. The text is rendered straight into the temp
+    /// file and hashed on the way, never held whole (a `lock` on a
     /// 100,000-entry manifest held a 20 MB string for it).
     pub(crate) fn write_manifest(&mut self) -> Result<()> {
         self.keep_retired_keys();

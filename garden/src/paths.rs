@@ -115,6 +115,7 @@ mod tests {
             crash_at: None,
             interrupt_at: None,
             wait_at: None,
+            scan_window: None,
         }
     }
 

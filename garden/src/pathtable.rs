@@ -47,6 +47,14 @@ impl<V> PathTable<V> {
         }
     }
 
+    /// Makes room for `n` more records arriving after the table's last path
+    /// (a first add's), so the table does not grow by doubling.
+    pub fn reserve(&mut self, n: usize) {
+        let avg = self.names.len().checked_div(self.slots.len()).unwrap_or(32);
+        self.slots.reserve(n);
+        self.names.reserve(n.saturating_mul(avg));
+    }
+
     /// Appends a loaded record; `false` (and nothing added) unless `path`
     /// sorts after every path loaded so far.
     pub fn push_sorted(&mut self, path: &str, v: V) -> bool {

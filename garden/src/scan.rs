@@ -1,12 +1,15 @@
 //! One look at the disk for one run.
 //!
 //! `status`, `checkpoint` and the incoming check of `pull` first call
-//! [`Garden::scan`]: it `lstat`s every selected entry on all cores, hashes
-//! the regular files the stat cache cannot vouch for (also on all cores),
-//! and, for a checkpoint, copies the files whose hash moved into the store
-//! right away. What it found is a [`Scan`], indexed like the manifest's
-//! entries; the per-entry pass that follows (in manifest order, one thread)
-//! takes each entry's [`Found`] and consumes it. An entry the scan did not
+//! [`Garden::scan`]: per window of [`WINDOW`] selected entries, it
+//! `lstat`s each on all cores, hashes the regular files the stat cache
+//! cannot vouch for (also on all cores), and, for a checkpoint, copies the
+//! files whose hash moved into the store right away. What it found is a
+//! [`Scan`]; the per-entry pass that follows (in manifest order, one
+//! thread) takes each entry's [`Found`] and consumes it, and taking the
+//! first entry past a window scans the next one. So what a scan holds is
+//! bounded by the window, not by the manifest (at 100,000 entries, holding
+//! every entry's findings at once was 90 MB of a status filling the cache). An entry the scan did not
 //! look at ([`Found::Unknown`]) is looked at when it is judged, so every
 //! other caller (restore, merge, mirror, add) passes `&Found::Unknown`.
 //!
@@ -53,19 +56,39 @@ pub(crate) struct Present {
     spooled: Option<Box<(Spooled, Metadata)>>,
 }
 
-/// What the scan found, one [`Found`] per manifest entry.
-#[derive(Debug, Default)]
+/// How many selected entries one window of a scan looks at together.
+pub(crate) const WINDOW: usize = 8192;
+
+/// A scan of the selected entries, looked at one window at a time as the
+/// pass takes them (see the module documentation).
+#[derive(Debug)]
 pub(crate) struct Scan {
-    /// `None`: the scan's thread for it failed (looked at again later).
+    /// The selected manifest indices, ascending.
+    picked: Vec<usize>,
+    spool: bool,
+    /// `picked[lo..lo + found.len()]` is the window scanned.
+    lo: usize,
+    /// Per entry of the window; `None`: taken, or the scan's thread for it
+    /// failed (looked at again later).
     found: Vec<Option<Found>>,
 }
 
 impl Scan {
-    /// What was found for entry `i` ([`Found::Unknown`] once taken or when
-    /// `i` was not scanned).
-    pub(crate) fn take(&mut self, i: usize) -> Found {
+    /// What was found for manifest entry `i` ([`Found::Unknown`] once taken
+    /// or when `i` was not selected). Taking entries in ascending order
+    /// scans each window once.
+    pub(crate) fn take(&mut self, g: &Garden, i: usize) -> Found {
+        let Ok(at) = self.picked.binary_search(&i) else {
+            return Found::Unknown;
+        };
+        if at < self.lo || at >= self.lo + self.found.len() {
+            let end = at.saturating_add(g.env.window()).min(self.picked.len());
+            self.found = Vec::new();
+            self.found = g.scan_window(self.picked.get(at..end).unwrap_or(&[]), self.spool);
+            self.lo = at;
+        }
         self.found
-            .get_mut(i)
+            .get_mut(at - self.lo)
             .and_then(Option::take)
             .unwrap_or_default()
     }
@@ -125,24 +148,36 @@ impl Garden {
     /// is left [`Found::Unknown`]: the pass looks again and reports its
     /// error where it belongs.
     pub(crate) fn scan(&self, picked: &[usize], spool: bool) -> Scan {
-        let spool = spool && self.batch_open();
-        let files = &self.manifest.files;
-        let mut wanted = vec![false; files.len()];
-        for &i in picked {
-            if let Some(e) = files.get(i) {
-                wanted[i] = self.applies(e).unwrap_or(false);
-            }
+        Scan {
+            picked: picked.to_vec(),
+            spool: spool && self.batch_open(),
+            lo: 0,
+            found: Vec::new(),
         }
+    }
+
+    /// Looks at the entries `window` names (manifest indices): one
+    /// [`Found`] per index, in the same order.
+    fn scan_window(&self, window: &[usize], spool: bool) -> Vec<Option<Found>> {
+        let files = &self.manifest.files;
+        let wanted: Vec<bool> = window
+            .iter()
+            .map(|&i| {
+                files
+                    .get(i)
+                    .is_some_and(|e| self.applies(e).unwrap_or(false))
+            })
+            .collect();
         // lstat, and the stat cache's hash if it vouches for the file; each
         // result straight into its entry's slot.
         let borrowed = self.statcache.borrow();
         let cache = &*borrowed;
         let env = &self.env;
-        let found = par::map_indices_with(files.len(), 512, Folder::default, |folder, i| {
-            if !wanted[i] {
+        let mut found = par::map_indices_with(window.len(), 512, Folder::default, |folder, k| {
+            if !wanted[k] {
                 return Found::Unknown;
             }
-            let e = &files[i];
+            let e = &files[window[k]];
             match folder.lstat(&env.expand(&e.path)) {
                 Err(_) => Found::Unknown,
                 Ok(None) => Found::Missing,
@@ -160,52 +195,53 @@ impl Garden {
             }
         });
         drop(borrowed);
-        let mut scan = Scan { found };
-        // The files the cache cannot vouch for are read.
-        let work: Vec<(usize, PathBuf)> = scan
-            .found
+        // The files the cache cannot vouch for are read: (position in the
+        // window, manifest index).
+        let work: Vec<(usize, usize)> = found
             .iter()
+            .zip(window)
             .enumerate()
-            .filter_map(|(i, f)| match f {
+            .filter_map(|(k, (f, &i))| match f {
                 Some(Found::Present(p))
                     if p.cached.is_none() && p.md.is_file() && files[i].kind == EntryKind::File =>
                 {
-                    Some((i, self.env.expand(&files[i].path)))
+                    Some((k, i))
                 }
                 _ => None,
             })
             .collect();
         // A few files are hashed as they are judged: threads would cost more.
         if work.len() < 64 {
-            return scan;
+            return found;
         }
         let store = &self.store;
-        let results = par::map(&work, 64, |(i, abs)| {
-            let i = *i;
-            let (h, opened) = fsx::hash_file(abs).ok()?;
-            let after = fs::symlink_metadata(abs).ok()?;
+        let results = par::map(&work, 64, |&(_, i)| {
             let e = &files[i];
+            let abs = env.expand(&e.path);
+            let (h, opened) = fsx::hash_file(&abs).ok()?;
+            let after = fs::symlink_metadata(&abs).ok()?;
             let storable = spool && !e.encrypted && !e.locked;
             let copy = match e.hash {
-                Some(expected) if storable && expected != h => fsx::open_regular(abs)
+                Some(expected) if storable && expected != h => fsx::open_regular(&abs)
                     .ok()
-                    .and_then(|(mut f, md)| Some((store.spool_blob(&mut f).ok()?, md))),
+                    .and_then(|(mut f, md)| Some(Box::new((store.spool_blob(&mut f).ok()?, md)))),
                 _ => None,
             };
-            Some((h, opened, after, copy))
+            // Stats, not `Metadata`s (144 bytes each), wait for the pass.
+            Some((h, Stat::of(&opened), Stat::of(&after), copy))
         });
         let mut cache = self.statcache.borrow_mut();
-        for (&(i, _), r) in work.iter().zip(results) {
+        for (&(k, i), r) in work.iter().zip(results) {
             let Some(Some((h, opened, after, copy))) = r else {
                 continue;
             };
-            cache.record(&files[i].path, &opened, &after, h);
-            if let Some(Found::Present(p)) = &mut scan.found[i] {
-                p.hashed = Some(Box::new((h, Stat::of(&opened))));
-                p.spooled = copy.map(Box::new);
+            cache.record_stats(&files[i].path, opened, after, h);
+            if let Some(Some(Found::Present(p))) = found.get_mut(k) {
+                p.hashed = Some(Box::new((h, opened)));
+                p.spooled = copy;
             }
         }
-        scan
+        found
     }
 
     /// SHA-256 of a tracked file's content: the scan's when it read the

@@ -154,10 +154,14 @@ impl StatCache {
     /// opened and `after` once read; stores it only when both agree and the
     /// file is older than the racy window.
     pub fn record(&mut self, path: &str, before: &Metadata, after: &Metadata, hash: Hash) {
+        self.record_stats(path, Stat::of(before), Stat::of(after), hash);
+    }
+
+    /// As [`StatCache::record`], from the two files' [`Stat`]s.
+    pub fn record_stats(&mut self, path: &str, b: Stat, a: Stat, hash: Hash) {
         if !self.enabled {
             return;
         }
-        let (b, a) = (Stat::of(before), Stat::of(after));
         let settled = b == a && b.mtime_ns.max(b.ctime_ns) < self.trust_before_ns;
         if settled && b.encodable() {
             if self.table.insert(path, (b, hash)) != Some((b, hash)) {
@@ -171,6 +175,14 @@ impl StatCache {
         // can never match again (the file's ctime moved on, and userland
         // cannot set it back), and leaving it spares rewriting the whole
         // index after every edit.
+    }
+
+    /// Makes room for `n` more records (see
+    /// [`crate::pathtable::PathTable::reserve`]).
+    pub fn reserve(&mut self, n: usize) {
+        if self.enabled {
+            self.table.reserve(n);
+        }
     }
 
     /// Whether it changed since loaded or last saved.

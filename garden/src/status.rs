@@ -121,7 +121,7 @@ impl Garden {
         let mut scan = self.scan(&picked, false);
         let mut out = Vec::with_capacity(picked.len());
         for i in picked {
-            out.push(self.status_of(&self.manifest.files[i], &scan.take(i))?);
+            out.push(self.status_of(&self.manifest.files[i], &scan.take(self, i))?);
         }
         self.flush_base_quietly();
         Ok(out)

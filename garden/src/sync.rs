@@ -114,7 +114,7 @@ impl Garden {
                 continue;
             }
             if self
-                .judge(e, false, &scan.take(i))
+                .judge(e, false, &scan.take(self, i))
                 .is_ok_and(|j| matches!(j.state, crate::State::Behind | crate::State::Conflict))
             {
                 out.push(e.path.clone());

@@ -522,7 +522,11 @@ impl Store {
     /// # Errors
     /// As [`Store::read_to`].
     pub fn read(&self, hash: &Hash) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
+        // Room for the blob as it is on disk (a doubling vector held up to
+        // twice a 20 MB snapshot document); capped, since the size is only
+        // a hint.
+        let size = self.size_of(hash).ok().flatten().unwrap_or(0);
+        let mut out = Vec::with_capacity(usize::try_from(size.min(1 << 30)).unwrap_or(0));
         self.read_to(hash, &mut out)?;
         Ok(out)
     }

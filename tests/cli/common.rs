@@ -468,6 +468,9 @@ impl IndexFile {
         }
         self.stat.retain(|(p, _, _)| p != path);
         self.stat.push((path.to_owned(), Self::stat_of(&md), h));
+        // The index keeps its records in path order (anything else is not
+        // an index of sgard's).
+        self.stat.sort_by(|a, b| a.0.cmp(&b.0));
         self.write();
     }
 

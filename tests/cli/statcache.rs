@@ -144,3 +144,95 @@ fn a_lost_blob_is_restored_when_many_files_are_hashed_in_parallel() {
     );
     t.sgard(["verify"]).ok();
 }
+
+/// `status`, `checkpoint` and `add` look at the disk (and copy files) a
+/// window of entries at a time: across window boundaries, every entry is
+/// judged on what the scan found for it, hashes computed in a window fill
+/// the stat cache, a selection of a few far-apart paths is judged right,
+/// and a checkpoint that copied files while scanning records each one's own
+/// content. 200 files in windows of 70: two windows large enough to hash on
+/// all cores, one that hashes as it judges.
+#[test]
+fn windowed_scans_judge_every_entry_on_its_own_findings() {
+    let t = TestEnv::init();
+    let name = |i: usize| format!("tree/d{}/f{i:03}", i / 50);
+    for i in 0..200 {
+        let p = t.write(&name(i), format!("file {i}\n"));
+        set_mtime(&p, now_secs() - 3600);
+    }
+    let sg = |args: &[&str]| -> Run {
+        t.command(args)
+            .env("SGARD_TEST_SCAN_WINDOW", "70")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    };
+    sg(&["add", "tree"]).ok();
+    let manifest = t.manifest();
+    for i in 0..200 {
+        assert!(
+            manifest.contains(&format!("~/{}", name(i))),
+            "{i} not added"
+        );
+        assert!(
+            t.blob_path(&sha(format!("file {i}\n"))).is_file(),
+            "blob {i}"
+        );
+    }
+    // Settled past the racy window: this status hashes every file (the add
+    // recorded none it copied ahead) and caches them all.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    let r = sg(&["status", "--exit-code"]);
+    r.ok();
+    assert_eq!(r.stdout.lines().count(), 200);
+    let index = IndexFile::read(&t.index());
+    for i in [0, 69, 70, 139, 140, 199] {
+        assert!(index.has_stat(&format!("~/{}", name(i))), "{i} not cached");
+    }
+    // One lie planted in the last window is believed: the cache is
+    // consulted there too.
+    plant(
+        &t,
+        &format!("~/{}", name(150)),
+        &t.path(&name(150)),
+        &sha("lie\n"),
+    );
+    let r = sg(&["status"]);
+    let modified: Vec<&str> = r.stdout.lines().filter(|l| !l.starts_with("ok ")).collect();
+    assert_eq!(modified, [format!("modified   ~/{}  (content)", name(150))]);
+    plant(
+        &t,
+        &format!("~/{}", name(150)),
+        &t.path(&name(150)),
+        &sha("file 150\n"),
+    );
+    // Every file edited (a different size each): each window hashes and
+    // copies its files while scanning.
+    for i in 0..200 {
+        t.write(&name(i), format!("edited {i}{}\n", "!".repeat(i % 7)));
+    }
+    let picked = [name(3), name(71), name(198)].map(|n| t.path(&n));
+    let r = sg(&[
+        "status",
+        picked[0].to_str().unwrap(),
+        picked[1].to_str().unwrap(),
+        picked[2].to_str().unwrap(),
+    ]);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [3, 71, 198].map(|i| format!("modified   ~/{}  (content)", name(i)))
+    );
+    sg(&["checkpoint", "-m", "all edited"]).ok();
+    let manifest = t.manifest();
+    for i in 0..200 {
+        let want = sha(format!("edited {i}{}\n", "!".repeat(i % 7)));
+        assert!(
+            manifest.contains(&want),
+            "{i}: its own content not recorded"
+        );
+        assert!(t.blob_path(&want).is_file(), "{i}: blob missing");
+    }
+    sg(&["status", "--exit-code"]).ok();
+}
