@@ -178,9 +178,8 @@ impl Garden {
         }
         self.commit_batch()?;
         let step = Step {
-            expect: j.seen.clone().map(Some),
+            expect: j.seen.clone().map(|s| Some(Box::new(s))),
             path: e.path.clone(),
-            abs,
             op: Op::Write {
                 entry: result.into(),
                 existed: true,

@@ -274,7 +274,6 @@ impl Garden {
                 }
                 steps.push(Step {
                     path: tilde,
-                    abs: path.to_path_buf(),
                     op: Op::Delete,
                     expect: None,
                 });
@@ -289,7 +288,7 @@ impl Garden {
         }
         let deletions: Vec<(String, PathBuf)> = steps[restore_steps..]
             .iter()
-            .map(|s| (s.path.clone(), s.abs.clone()))
+            .map(|s| (s.path.clone(), self.env.expand(&s.path)))
             .collect();
         let what = format!(
             "mirror down {}",

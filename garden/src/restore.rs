@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::DateTime;
 use sgard_manifest::history::Reason;
@@ -187,7 +187,6 @@ pub(crate) enum Op {
 #[derive(Clone, Debug)]
 pub(crate) struct Step {
     pub path: String,
-    pub abs: PathBuf,
     pub op: Op,
     /// What the disk held when the step was decided (`None`: not checked):
     /// if it holds something else when the step is carried out (edited
@@ -196,7 +195,9 @@ pub(crate) struct Step {
 }
 
 /// What a step expects on disk (see [`Step::expect`]).
-pub(crate) type Expect = Option<Option<crate::base::Seen>>;
+/// Boxed: most steps expect nothing there (a restore into an empty home),
+/// and an inline `Seen` was half of every step.
+pub(crate) type Expect = Option<Option<Box<crate::base::Seen>>>;
 
 impl Step {
     pub(crate) fn action(&self) -> RestoreAction {
@@ -407,7 +408,6 @@ impl Garden {
         if !self.applies(e)? {
             return Ok(Err(RestoreAction::NotTargeted));
         }
-        let abs = self.env.expand(&e.path);
         let (plan, why, seen) = self.plan(e, opts)?;
         let op = match plan {
             Plan::Nothing => return Ok(Err(RestoreAction::UpToDate)),
@@ -429,7 +429,6 @@ impl Garden {
         }
         Ok(Ok(Step {
             path: e.path.clone(),
-            abs,
             op,
             expect: seen,
         }))
@@ -495,7 +494,7 @@ impl Garden {
         let seen = match j.state {
             State::Missing => Some(None),
             State::TypeChange => None,
-            _ => Some(j.seen.clone()),
+            _ => Some(j.seen.clone().map(Box::new)),
         };
         let plan = match j.state {
             State::Ok => return Ok((Plan::Nothing, None, seen)),
@@ -684,11 +683,11 @@ impl Garden {
             let secret = written(head, &s.op).is_some_and(|e| e.encrypted)
                 || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
             let mut slot = Slot::default();
-            match self.capture(&s.path, &s.abs, secret) {
+            match self.capture(&s.path, &self.env.expand(&s.path), secret) {
                 Err(e) => report.fail(s.path.clone(), e),
                 Ok((captured, new, content)) => {
                     if let Some(expect) = &s.expect
-                        && !still_as_seen(expect.as_ref(), captured.as_ref(), content)
+                        && !still_as_seen(expect.as_deref(), captured.as_ref(), content)
                     {
                         report.actions.push((
                             s.path.clone(),
@@ -716,14 +715,19 @@ impl Garden {
         // history, and a restore that can write nothing records nothing.
         // Plain files are staged on all cores.
         let (repo, local) = self.stores();
-        let confine = &self.confine;
+        let (confine, env) = (&self.confine, &self.env);
         let staged = par::map_indices(steps.len(), 64, |i| match written(head, &steps[i].op) {
             Some(entry) if slots[i].live && entry.kind == EntryKind::File && !entry.encrypted => {
                 let store = entry
                     .hash
                     .as_ref()
                     .map_or(repo, |h| crate::history::pick_store(repo, local, h));
-                Some(stage_plain(confine, store, entry, &steps[i].abs))
+                Some(stage_plain(
+                    confine,
+                    store,
+                    entry,
+                    &env.expand(&steps[i].path),
+                ))
             }
             _ => None,
         });
@@ -736,7 +740,7 @@ impl Garden {
             let tmp = match (plain, written(head, &s.op)) {
                 (Some(Some(r)), _) => Some(r),
                 (_, Some(entry)) if entry.kind == EntryKind::File => {
-                    Some(self.stage_entry(entry, &s.abs))
+                    Some(self.stage_entry(entry, &self.env.expand(&s.path)))
                 }
                 _ => None,
             };
@@ -818,6 +822,19 @@ impl Garden {
             self.flush_base()?;
         }
         self.env.crash_point("restore-after-snapshot");
+        // Room for what follows, once: an action per live step, and the
+        // base's records of paths it does not hold yet (a restore into an
+        // empty home adds one per file, in path order).
+        {
+            let mut base = self.base.borrow_mut();
+            let (mut n, mut fresh) = (0, 0);
+            for (s, _) in live() {
+                n += 1;
+                fresh += usize::from(base.get(&s.path).is_none());
+            }
+            report.actions.reserve(n);
+            base.reserve(fresh);
+        }
         // Links, folders, modes and deletions one by one, in order; then the
         // staged files are put in place together, at a constant number of
         // flushes.
@@ -842,13 +859,14 @@ impl Garden {
         }
         self.env.crash_point("restore-staged");
         sgard_store::cancel::check()?;
-        for (s, r) in staged_steps.into_iter().zip(self.confine.commit(staged)) {
-            match r {
-                Ok(()) => {
+        let mut failed = self.confine.commit(staged).into_iter().peekable();
+        for (k, s) in staged_steps.into_iter().enumerate() {
+            match failed.next_if(|(j, _)| *j == k) {
+                None => {
                     self.settle_step(s);
                     report.actions.push((s.path.clone(), s.action()));
                 }
-                Err(e) => report.fail(s.path.clone(), e),
+                Some((_, e)) => report.fail(s.path.clone(), e),
             }
         }
         self.env.crash_point("restore-before-base");
@@ -885,14 +903,14 @@ impl Garden {
     fn perform(&self, s: &Step) -> Result<()> {
         match &s.op {
             Op::Write { .. } => match written(&self.manifest.files, &s.op) {
-                Some(entry) => self.write_entry(entry, &s.abs),
+                Some(entry) => self.write_entry(entry, &self.env.expand(&s.path)),
                 None => Err(Error::Invalid(format!(
                     "{}: the head changed while restoring",
                     s.path
                 ))),
             },
-            Op::FixMode { mode, .. } => self.confine.chmod(&s.abs, *mode),
-            Op::Delete => self.confine.remove(&s.abs),
+            Op::FixMode { mode, .. } => self.confine.chmod(&self.env.expand(&s.path), *mode),
+            Op::Delete => self.confine.remove(&self.env.expand(&s.path)),
         }
     }
 

@@ -115,7 +115,6 @@ impl Garden {
             // undo compared the disk with what it expects just now.
             steps.push(Step {
                 path: p,
-                abs,
                 op,
                 expect: None,
             });

@@ -4,17 +4,20 @@
 //! staging restored files) call [`check`] between chunks and stop with
 //! [`crate::Error::Interrupted`], so the temp files they own are dropped
 //! and removed as the error travels up. Temp files a blocked process
-//! (waiting at a prompt) cannot drop itself are [`register`]ed, so the
+//! (waiting at a prompt) cannot drop itself are registered by folder and
+//! name prefix ([`register_prefix`]), so the
 //! signal thread can remove them with [`remove_registered`] before it ends
 //! the process.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
-static TEMPS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+/// Per folder, the prefixes of the temp files in it (see [`register_prefix`]).
+static TEMPS: Mutex<Option<HashMap<PathBuf, Vec<OsString>>>> = Mutex::new(None);
 
 /// Asks every loop to stop.
 pub fn request() {
@@ -38,32 +41,90 @@ pub fn check() -> crate::Result<()> {
     }
 }
 
-/// Notes a temp file that must not outlive an interrupted process.
-pub fn register(p: &Path) {
+/// Notes that files named `prefix…` in the folder `dir` are temp files
+/// that must not outlive an interrupted process. The prefix names one run
+/// of one process, so nothing else in the folder carries it; one note per
+/// folder covers every temp file there (a note per file held 100 bytes for
+/// each of a restore's 100,000 staged files).
+pub fn register_prefix(dir: &Path, prefix: &OsStr) {
     if let Ok(mut t) = TEMPS.lock() {
-        t.get_or_insert_with(HashSet::new).insert(p.to_path_buf());
+        let map = t.get_or_insert_with(HashMap::new);
+        match map.get_mut(dir) {
+            Some(prefixes) => {
+                if !prefixes.iter().any(|p| p == prefix) {
+                    prefixes.push(prefix.to_owned());
+                }
+            }
+            None => {
+                map.insert(dir.to_path_buf(), vec![prefix.to_owned()]);
+            }
+        }
     }
 }
 
-/// Forgets a temp file (renamed into place, or removed).
-pub fn unregister(p: &Path) {
-    if let Ok(mut t) = TEMPS.lock()
-        && let Some(set) = t.as_mut()
-    {
-        set.remove(p);
-    }
-}
-
-/// Removes every registered temp file (best effort).
+/// Removes every registered temp file (best effort): in each noted folder,
+/// whatever carries a noted prefix.
 pub fn remove_registered() {
-    let list: Vec<PathBuf> = match TEMPS.lock() {
+    let list: Vec<(PathBuf, Vec<OsString>)> = match TEMPS.lock() {
         Ok(mut t) => t
             .take()
             .map(|s| s.into_iter().collect())
             .unwrap_or_default(),
         Err(_) => return,
     };
-    for p in list {
-        let _ = std::fs::remove_file(p);
+    for (dir, prefixes) in list {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let bytes = name.as_encoded_bytes();
+            if prefixes
+                .iter()
+                .any(|p| bytes.starts_with(p.as_encoded_bytes()))
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interrupt removes, in each registered folder, exactly the files
+    /// that carry a registered prefix: not the folder's other files, not
+    /// another run's temp files, not files in folders never registered.
+    #[test]
+    fn removal_takes_only_the_registered_prefixes() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b, other) = (d.path().join("a"), d.path().join("b"), d.path().join("c"));
+        for dir in [&a, &b, &other] {
+            std::fs::create_dir(dir).unwrap();
+            for name in [".sgard-restore-1-aa-0-x", ".sgard-restore-2-bb-0-x", "x"] {
+                std::fs::write(dir.join(name), b"t").unwrap();
+            }
+        }
+        register_prefix(&a, OsStr::new(".sgard-restore-1-aa-"));
+        register_prefix(&a, OsStr::new(".sgard-restore-1-aa-"));
+        register_prefix(&b, OsStr::new(".sgard-restore-1-aa-"));
+        remove_registered();
+        let left = |dir: &Path| {
+            let mut v: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        for dir in [&a, &b] {
+            assert_eq!(left(dir), [".sgard-restore-2-bb-0-x", "x"]);
+        }
+        assert_eq!(left(&other).len(), 3);
+        // Once removed, the notes are gone: nothing more is removed.
+        std::fs::write(a.join(".sgard-restore-1-aa-1-y"), b"t").unwrap();
+        remove_registered();
+        assert!(a.join(".sgard-restore-1-aa-1-y").exists());
     }
 }
