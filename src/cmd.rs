@@ -107,6 +107,13 @@ impl Ctx {
         Ok(self.ready(g))
     }
 
+    /// Opens the repository to read it alone (verify, list, log, identity):
+    /// this machine's base and stat cache are neither loaded nor written.
+    pub fn open_repository_only(&self) -> Result<Garden> {
+        let g = Garden::open_repository_only(&self.repo, self.env.clone(), &ui::note)?;
+        Ok(self.ready(g))
+    }
+
     /// Opens the repository to change the home folder only (restore, undo,
     /// mirror down, merge): it may be read-only, and then says so.
     pub fn open_for_home(&self) -> Result<Garden> {

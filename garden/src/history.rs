@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use chrono::{Duration, Utc};
 use sgard_manifest::history::{HISTORY_FILE, History, Reason, Record};
 use sgard_manifest::{DocRef, Entry, Manifest};
-use sgard_store::{BlobState, Hash};
+use sgard_store::Hash;
 
-use crate::{Error, Garden, Result, identity};
+use crate::{Error, Garden, Result, VerifyState, identity};
 
 /// The store holding blob `h`: `repo`, unless only `local` has it.
 pub(crate) fn pick_store<'a>(
@@ -515,13 +515,23 @@ impl Garden {
     /// # Errors
     /// Only for store I/O failures.
     pub fn verify_history(&self) -> Result<Vec<SnapshotCheck>> {
+        self.verify_history_with(&mut HashMap::new())
+    }
+
+    /// As [`Garden::verify_history`], with the verdicts on blobs already
+    /// re-hashed this run (`seen`, added to): each blob is read once.
+    pub(crate) fn verify_history_with(
+        &self,
+        seen: &mut HashMap<Hash, VerifyState>,
+    ) -> Result<Vec<SnapshotCheck>> {
         self.require_history()?;
-        let mut seen: HashMap<Hash, BlobState> = HashMap::new();
-        let mut state = |h: &Hash, store: &sgard_store::Store| -> Result<BlobState> {
-            if let Some(s) = seen.get(h) {
+        let mut state = |h: &Hash, store: &sgard_store::Store| -> Result<VerifyState> {
+            // A blob missing from the repository may be in this home's
+            // store (what only a safety snapshot captured): asked again.
+            if let Some(s) = seen.get(h).filter(|s| **s != VerifyState::Missing) {
                 return Ok(*s);
             }
-            let s = store.verify(h)?;
+            let s = VerifyState::of(store.verify(h)?);
             seen.insert(*h, s);
             Ok(s)
         };
@@ -529,9 +539,9 @@ impl Garden {
         for (i, r) in self.history.records.iter().enumerate() {
             let mut problems = Vec::new();
             match state(&r.id, self.blobs_for(&r.id))? {
-                BlobState::Ok => {}
-                BlobState::Missing => problems.push("its snapshot blob is missing".into()),
-                BlobState::Corrupt(_) => problems.push("its snapshot blob is corrupt".into()),
+                VerifyState::Ok => {}
+                VerifyState::Missing => problems.push("its snapshot blob is missing".into()),
+                VerifyState::Corrupt => problems.push("its snapshot blob is corrupt".into()),
             }
             if r.parent.is_some() && self.parent_index(i).is_none() {
                 problems.push(format!(
@@ -540,22 +550,34 @@ impl Garden {
                 ));
             }
             if problems.is_empty() {
-                match self.snapshot_doc(&r.id) {
+                // The head's snapshot holds the bytes of manifest.yaml, read
+                // already: not parsed a second time.
+                let parsed = if r.id == self.head_hash {
+                    None
+                } else {
+                    Some(self.snapshot_doc(&r.id))
+                };
+                let doc = match &parsed {
+                    None => Ok(&self.manifest.files),
+                    Some(Ok(d)) => Ok(&d.files),
+                    Some(Err(e)) => Err(e),
+                };
+                match doc {
                     Err(e) => problems.push(format!("its document is unreadable: {e}")),
-                    Ok(doc) => {
+                    Ok(files) => {
                         let mut bad = BTreeSet::new();
-                        for e in &doc.files {
+                        for e in files {
                             if let Some(h) = e.hash {
                                 match state(&h, self.blobs_for(&h))? {
-                                    BlobState::Ok => {}
-                                    BlobState::Missing => {
+                                    VerifyState::Ok => {}
+                                    VerifyState::Missing => {
                                         bad.insert(format!(
                                             "{}: blob {} is missing",
                                             e.path,
                                             h.short(12)
                                         ));
                                     }
-                                    BlobState::Corrupt(_) => {
+                                    VerifyState::Corrupt => {
                                         bad.insert(format!(
                                             "{}: blob {} is corrupt",
                                             e.path,

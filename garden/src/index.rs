@@ -287,11 +287,19 @@ pub(crate) fn read_base(path: &Path) -> Found {
     read_parts(path, Parts::Base)
 }
 
+/// Reads only the file sections of the index at `path` (the base and the
+/// stat cache are checked, skipped, not decoded): what a command that reads
+/// the repository alone needs.
+pub(crate) fn read_sections(path: &Path) -> Found {
+    read_parts(path, Parts::Sections)
+}
+
 /// Which parts of an index to decode.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Parts {
     All,
     Base,
+    Sections,
 }
 
 fn read_parts(path: &Path, parts: Parts) -> Found {
@@ -352,7 +360,7 @@ fn read_from(r: impl Read, len: u64, parts: Parts) -> Option<Loaded> {
         }
         Some::<Vec<u8>>(buf)
     };
-    let all = parts == Parts::All;
+    let all = parts != Parts::Base;
     let mut sections: [Option<Vec<u8>>; 3] = [None, None, None];
     for slot in &mut sections {
         let flag = take(&mut r, Some(1), true)?;
@@ -369,13 +377,17 @@ fn read_from(r: impl Read, len: u64, parts: Parts) -> Option<Loaded> {
             _ => return None,
         }
     }
-    let rest = take(&mut r, None, true)?;
+    let rest = take(&mut r, None, parts != Parts::Sections)?;
     // Nothing may follow what the size said.
     if r.read(&mut [0u8; 1]).ok()? != 0 || crc.finalize() != sum {
         return None;
     }
     let [manifest, history, local] = sections;
-    let mut l = parse_rest(&rest, parts)?;
+    let mut l = if parts == Parts::Sections {
+        Loaded::default()
+    } else {
+        parse_rest(&rest, parts)?
+    };
     l.manifest = manifest;
     l.history = history;
     l.local = local;

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use sgard_store::BlobState;
 
+use crate::history::SnapshotCheck;
 use crate::{Garden, Result};
 
 /// The verdict on one entry's blob.
@@ -18,6 +19,15 @@ pub enum VerifyState {
 }
 
 impl VerifyState {
+    /// The verdict for what the store found.
+    pub(crate) fn of(s: BlobState) -> Self {
+        match s {
+            BlobState::Ok => VerifyState::Ok,
+            BlobState::Missing => VerifyState::Missing,
+            BlobState::Corrupt(_) => VerifyState::Corrupt,
+        }
+    }
+
     /// The word printed for it.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -43,18 +53,34 @@ impl Garden {
     /// # Errors
     /// [`crate::Error::Store`] when a blob exists but cannot be read at all.
     pub fn verify(&self) -> Result<Vec<VerifyLine>> {
-        let mut seen: HashMap<sgard_store::Hash, VerifyState> = HashMap::new();
-        let mut out = Vec::new();
-        for e in &self.manifest.files {
+        self.verify_with(&mut HashMap::new())
+    }
+
+    /// [`Garden::verify`] and [`Garden::verify_history`] together, each
+    /// blob read once (the head's are most of every snapshot's).
+    ///
+    /// # Errors
+    /// As the two.
+    pub fn verify_all(&self) -> Result<(Vec<VerifyLine>, Vec<SnapshotCheck>)> {
+        let mut seen = HashMap::with_capacity(self.manifest.files.len());
+        let lines = self.verify_with(&mut seen)?;
+        let snaps = self.verify_history_with(&mut seen)?;
+        Ok((lines, snaps))
+    }
+
+    /// As [`Garden::verify`], noting each verdict in `seen`.
+    fn verify_with(
+        &self,
+        seen: &mut HashMap<sgard_store::Hash, VerifyState>,
+    ) -> Result<Vec<VerifyLine>> {
+        let files = &self.manifest.files;
+        let mut out = Vec::with_capacity(files.iter().filter(|e| e.hash.is_some()).count());
+        for e in files {
             let Some(h) = e.hash else { continue };
             let state = match seen.get(&h) {
                 Some(s) => *s,
                 None => {
-                    let s = match self.store.verify(&h)? {
-                        BlobState::Ok => VerifyState::Ok,
-                        BlobState::Missing => VerifyState::Missing,
-                        BlobState::Corrupt(_) => VerifyState::Corrupt,
-                    };
+                    let s = VerifyState::of(self.store.verify(&h)?);
                     seen.insert(h, s);
                     s
                 }

@@ -5,12 +5,12 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use serde_json::json;
-use sgard_garden::{LockMode, identity};
+use sgard_garden::identity;
 
 use super::{Ctx, print_json};
 
 pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
+    let g = ctx.open_repository_only()?;
     let labels = g.labels();
     if json {
         print_json(

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use serde_json::{Value, json};
-use sgard_garden::LockMode;
 use sgard_manifest::{Entry, EntryKind};
 
 use super::Ctx;
@@ -17,7 +16,7 @@ pub fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<E
         remote_manifest = sgard::remote::client::remote_manifest(&ctx.remote_opts()?)?;
         &remote_manifest
     } else {
-        g = ctx.open(LockMode::Shared)?;
+        g = ctx.open_repository_only()?;
         g.manifest()
     };
     if json {

@@ -11,7 +11,7 @@ use sgard_manifest::history::Record;
 use super::{Ctx, print_json};
 
 pub fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
+    let g = ctx.open_repository_only()?;
     g.require_history()?;
     let recs: Vec<&Record> = g
         .history()

@@ -5,15 +5,14 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use serde_json::json;
-use sgard_garden::{LockMode, VerifyState};
+use sgard_garden::VerifyState;
 
 use super::{Ctx, print_json};
 use crate::exit::Fail;
 
 pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
-    let lines = g.verify()?;
-    let snaps = g.verify_history()?;
+    let g = ctx.open_repository_only()?;
+    let (lines, snaps) = g.verify_all()?;
     let bad = lines.iter().filter(|l| l.state != VerifyState::Ok).count();
     let bad_snaps = snaps.iter().filter(|s| !s.problems.is_empty()).count();
     if json {

@@ -1521,3 +1521,35 @@ fn a_reader_does_not_write_its_old_base_over_a_newer_one() {
     assert_eq!(lap.state("~/.bashrc"), "modified");
     assert!(lap.t.state_of(&repo).join("index").is_file());
 }
+
+/// `verify`, `list`, `log` and `identity` read the repository alone: they
+/// leave this machine's index as it is (its base and stat cache are never
+/// loaded, so writing the index back would lose them), even when the
+/// manifest changed since the index was written; this machine's view of
+/// the change is then exactly what it was.
+#[test]
+fn repository_readers_leave_this_machines_index_alone() {
+    let (shared, desk, lap) = desk_and_laptop();
+    let repo = shared.path().join("dotfiles");
+    desk.write(".bashrc", "base\ndesk\n");
+    desk.sg(&["checkpoint", "-m", "desk"]).ok();
+    let index = lap.t.state_of(&repo).join("index");
+    let before = fs::read(&index).unwrap();
+    lap.sg(&["verify"]).ok();
+    lap.sg(&["list"]).ok().stdout_has("~/.bashrc");
+    lap.sg(&["log"]).ok().stdout_has("desk");
+    lap.sg(&["identity"]).ok();
+    assert!(
+        fs::read(&index).unwrap() == before,
+        "a repository reader rewrote this machine's index"
+    );
+    assert_eq!(lap.state("~/.bashrc"), "behind");
+    // A corrupt blob is still found without this machine's state.
+    let h = stored_hash(&repo, "~/.bashrc");
+    let blob = repo.join("blobs").join(&h[..2]).join(&h[2..4]).join(&h);
+    fs::set_permissions(&blob, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(&blob, "tampered\n").unwrap();
+    lap.sg(&["verify"])
+        .code(3)
+        .stdout_has("corrupt    ~/.bashrc");
+}
