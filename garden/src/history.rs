@@ -198,7 +198,10 @@ impl Garden {
         // home knows none of its 10,000 sizes yet).
         let (repo, local) = self.stores();
         let found = crate::par::map(&unknown, 256, |h| {
-            pick_store(repo, local, h).size_of(h).ok().flatten()
+            // The repository's first, then this home's: one `stat` for
+            // the common case, not one to pick the store and one more.
+            let size = |s: &sgard_store::Store| s.size_of(h).ok().flatten();
+            size(repo).or_else(|| local.and_then(size))
         });
         total + found.into_iter().flatten().flatten().sum::<u64>()
     }

@@ -718,13 +718,9 @@ impl Garden {
         let (confine, env) = (&self.confine, &self.env);
         let staged = par::map_indices(steps.len(), 64, |i| match written(head, &steps[i].op) {
             Some(entry) if slots[i].live && entry.kind == EntryKind::File && !entry.encrypted => {
-                let store = entry
-                    .hash
-                    .as_ref()
-                    .map_or(repo, |h| crate::history::pick_store(repo, local, h));
                 Some(stage_plain(
                     confine,
-                    store,
+                    (repo, local),
                     entry,
                     &env.expand(&steps[i].path),
                 ))
@@ -896,8 +892,7 @@ impl Garden {
                 std::io::Write::write_all(f, &plain).map_err(|err| Error::io("writing", abs, err))
             });
         }
-        let store = e.hash.as_ref().map_or(&self.store, |h| self.blobs_for(h));
-        stage_plain(&self.confine, store, e, abs)
+        stage_plain(&self.confine, self.stores(), e, abs)
     }
 
     fn perform(&self, s: &Step) -> Result<()> {
@@ -929,9 +924,8 @@ impl Garden {
                     .hash
                     .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
                 let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
-                let store = self.blobs_for(&hash);
                 self.confine
-                    .write_file(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
+                    .write_file(abs, mode, |f| copy_blob(self.stores(), e, &hash, abs, f))
             }
             EntryKind::Link => {
                 let target = e
@@ -968,7 +962,7 @@ fn still_as_seen(
 /// with the exact mode (needs only the store, so it runs on any thread).
 fn stage_plain(
     confine: &crate::home::Confine,
-    store: &sgard_store::Store,
+    store: Stores<'_>,
     e: &Entry,
     abs: &Path,
 ) -> Result<crate::home::Staged> {
@@ -979,16 +973,27 @@ fn stage_plain(
     confine.stage(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
 }
 
+/// The repository's store and this home's (see [`Garden::stores`]).
+type Stores<'a> = (&'a sgard_store::Store, Option<&'a sgard_store::Store>);
+
 /// Copies blob `hash` of entry `e` into `f` (the file being written for
-/// `abs`), verified on the way.
+/// `abs`), verified on the way: from the repository's store, else (what
+/// only a safety snapshot captured) from this home's. Tried in that order
+/// rather than looked up first: a missing blob is found missing when it is
+/// opened, before anything reaches `f`, and a restore saves a `stat` per
+/// file.
 fn copy_blob(
-    store: &sgard_store::Store,
+    (repo, local): Stores<'_>,
     e: &Entry,
     hash: &sgard_store::Hash,
     abs: &Path,
     f: &mut fs::File,
 ) -> Result<()> {
-    store.read_to(hash, f).map_err(|source| match source {
+    let copied = match (repo.read_to(hash, f), local) {
+        (Err(sgard_store::Error::Missing(_)), Some(local)) => local.read_to(hash, f),
+        (r, _) => r,
+    };
+    copied.map_err(|source| match source {
         sgard_store::Error::Source(io) => Error::io("writing", abs, io),
         s if s.is_integrity() => Error::Integrity {
             path: e.path.clone(),
