@@ -264,6 +264,8 @@ pub(crate) struct Base {
     /// The index file this base was read from or last saved to: while it is
     /// still there unchanged, the base on disk is this one.
     file: Option<index::Fingerprint>,
+    /// Where the last lookup ended (see [`PathTable::get_near`]).
+    hint: std::cell::Cell<usize>,
 }
 
 impl Base {
@@ -444,12 +446,17 @@ impl Base {
     }
 
     pub fn get(&self, path: &str) -> Option<&BaseEntry> {
-        self.map.get(path)
+        // Passes go through entries in path order: look where the last
+        // lookup ended first.
+        let mut hint = self.hint.get();
+        let found = self.map.get_near(path, &mut hint);
+        self.hint.set(hint);
+        found
     }
 
     /// Records that disk and repository agree on `b` for `path`.
     pub fn settle(&mut self, path: &str, b: BaseEntry) {
-        if self.map.get(path) != Some(&b) {
+        if self.get(path) != Some(&b) {
             self.map.insert(path, b);
             self.dirty = true;
         }

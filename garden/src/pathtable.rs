@@ -86,6 +86,24 @@ impl<V> PathTable<V> {
         None
     }
 
+    /// The value of `path`, looked for first at `*hint` and just after it
+    /// (where the last lookup left it: callers go through paths in order,
+    /// so the next one is usually there), then by binary search; `*hint`
+    /// moves to where `path` was found.
+    pub fn get_near(&self, path: &str, hint: &mut usize) -> Option<&V> {
+        let at = [*hint, hint.saturating_add(1)]
+            .into_iter()
+            .find(|&i| i < self.slots.len() && self.name(i) == path)
+            .or_else(|| self.find(path));
+        match at {
+            Some(i) => {
+                *hint = i + 1;
+                self.slots[i].1.as_ref()
+            }
+            None => self.fresh.get(path),
+        }
+    }
+
     /// The value of `path`.
     pub fn get(&self, path: &str) -> Option<&V> {
         match self.find(path) {
@@ -207,5 +225,29 @@ mod tests {
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
         assert_eq!(t, same);
+    }
+
+    /// A lookup near a hint answers exactly what `get` answers, whatever
+    /// the hint (stale, past the end, far off), for paths in the table, in
+    /// the map beside it, dropped, or never there.
+    #[test]
+    fn lookups_near_a_hint_answer_as_get_does() {
+        let mut t = PathTable::default();
+        for (i, p) in ["~/b", "~/d", "~/f", "~/h"].into_iter().enumerate() {
+            assert!(t.push_sorted(p, i));
+        }
+        t.insert("~/c", 9);
+        t.remove("~/f");
+        let paths = ["~/a", "~/b", "~/c", "~/d", "~/e", "~/f", "~/h", "~/z"];
+        for start in [0, 1, 2, 3, 4, 99, usize::MAX] {
+            let mut hint = start;
+            for p in paths.iter().chain(paths.iter().rev()) {
+                assert_eq!(t.get_near(p, &mut hint), t.get(p), "{p} from {start}");
+            }
+        }
+        let mut hint = 0;
+        assert_eq!(t.get_near("~/d", &mut hint), Some(&1));
+        assert_eq!(hint, 2, "the hint moves past what was found");
+        assert_eq!(t.get_near("~/h", &mut hint), Some(&3));
     }
 }

@@ -68,6 +68,8 @@ pub(crate) struct Scan {
     spool: bool,
     /// `picked[lo..lo + found.len()]` is the window scanned.
     lo: usize,
+    /// How far into the window the last entry taken was (plus one).
+    taken: usize,
     /// Per entry of the window; `None`: taken, or the scan's thread for it
     /// failed (looked at again later).
     found: Vec<Option<Found>>,
@@ -78,15 +80,24 @@ impl Scan {
     /// or when `i` was not selected). Taking entries in ascending order
     /// scans each window once.
     pub(crate) fn take(&mut self, g: &Garden, i: usize) -> Found {
-        let Ok(at) = self.picked.binary_search(&i) else {
-            return Found::Unknown;
+        // Taken in order: the entry after the last one taken, else searched.
+        let next = self.lo + self.taken;
+        let at = if self.picked.get(next) == Some(&i) {
+            next
+        } else {
+            match self.picked.binary_search(&i) {
+                Ok(at) => at,
+                Err(_) => return Found::Unknown,
+            }
         };
         if at < self.lo || at >= self.lo + self.found.len() {
             let end = at.saturating_add(g.env.window()).min(self.picked.len());
             self.found = Vec::new();
             self.found = g.scan_window(self.picked.get(at..end).unwrap_or(&[]), self.spool);
             self.lo = at;
+            self.taken = 0;
         }
+        self.taken = at - self.lo + 1;
         self.found
             .get_mut(at - self.lo)
             .and_then(Option::take)
@@ -152,6 +163,7 @@ impl Garden {
             picked: picked.to_vec(),
             spool: spool && self.batch_open(),
             lo: 0,
+            taken: 0,
             found: Vec::new(),
         }
     }
@@ -183,7 +195,7 @@ impl Garden {
                 Ok(None) => Found::Missing,
                 Ok(Some(md)) => {
                     let cached = (md.is_file() && e.kind == EntryKind::File)
-                        .then(|| cache.lookup_stat(&e.path, &md))
+                        .then(|| cache.lookup_stat_near(&e.path, &md, &mut folder.hint))
                         .flatten();
                     Found::Present(Present {
                         md,
@@ -284,6 +296,9 @@ impl Garden {
 #[derive(Default)]
 struct Folder {
     open: Option<(PathBuf, rustix::fd::OwnedFd)>,
+    /// Where in the stat cache this thread's last lookup ended (its entries
+    /// come in path order).
+    hint: usize,
 }
 
 impl Folder {

@@ -143,10 +143,16 @@ impl StatCache {
 
     /// The cached hash of `path`, if it was cached under `now`.
     pub fn lookup_stat(&self, path: &str, now: &Stat) -> Option<Hash> {
+        self.lookup_stat_near(path, now, &mut 0)
+    }
+
+    /// As [`StatCache::lookup_stat`], looking near `hint` first (see
+    /// [`crate::pathtable::PathTable::get_near`]).
+    pub fn lookup_stat_near(&self, path: &str, now: &Stat, hint: &mut usize) -> Option<Hash> {
         if !self.enabled {
             return None;
         }
-        let (st, h) = self.table.get(path)?;
+        let (st, h) = self.table.get_near(path, hint)?;
         (st == now).then_some(*h)
     }
 
