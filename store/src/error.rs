@@ -37,6 +37,14 @@ pub enum Error {
     /// Ctrl-C (or another signal) stopped the work; nothing half-done was kept.
     #[error("interrupted")]
     Interrupted,
+    /// A chunk list is not one sgard wrote (damaged, foreign or hostile).
+    #[error("chunk list {} is damaged: {reason}", path.display())]
+    BadChunkList {
+        /// The list's file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The blob's bytes do not hash to its name.
     #[error("blob {hash} is corrupt: its content hashes to {actual}")]
     Corrupt {
@@ -59,7 +67,10 @@ impl Error {
     /// True when the error means stored data failed its hash or is gone
     /// (the CLI exits 3 for these).
     pub fn is_integrity(&self) -> bool {
-        matches!(self, Error::Corrupt { .. } | Error::Missing(_))
+        matches!(
+            self,
+            Error::Corrupt { .. } | Error::Missing(_) | Error::BadChunkList { .. }
+        )
     }
 }
 

@@ -35,6 +35,7 @@
 //! ```
 
 pub mod cancel;
+pub mod chunks;
 pub mod durable;
 mod error;
 mod hash;
@@ -208,9 +209,14 @@ pub struct BlobInfo {
 impl Store {
     /// The store of the repository at `repo` (its `blobs/` folder need not exist yet).
     pub fn open(repo: &Path) -> Self {
-        Store {
-            blobs: repo.join("blobs"),
-        }
+        Store::at(repo.join("blobs"))
+    }
+
+    /// The store of objects kept under `folder` itself, in the same layout
+    /// (`folder/ab/cd/<sha256>`): the chunk objects of
+    /// [`chunks::ChunkStore`].
+    pub fn at(folder: PathBuf) -> Self {
+        Store { blobs: folder }
     }
 
     /// Starts a batch of writes (see [`Batch`]).

@@ -1,0 +1,492 @@
+//! Big files in content-defined chunks (issue 14, first step: the store).
+//!
+//! A chunked file is stored as its chunks plus one chunk list:
+//!
+//! - **chunks** are content-addressed objects in `<repo>/chunks/ab/cd/<sha256>`
+//!   (the blob layout, in a folder of their own: the Go sgard's `prune`
+//!   deletes every file under `blobs/` that no entry names, and never walks
+//!   `chunks/`). Each is verified against its name on every read.
+//! - the **chunk list** of a file is `<repo>/chunk-lists/ab/cd/<sha256>`,
+//!   named by the SHA-256 of the *whole* content: the same hash the
+//!   manifest entry records, so the manifest needs no new field (the Go
+//!   sgard drops fields it does not know) and a Go restore of the entry
+//!   finds no blob and fails loudly instead of writing wrong bytes. Its
+//!   text:
+//!
+//!   ```text
+//!   sgard-chunks 1
+//!   fastcdc-2020 <min> <avg> <max>
+//!   size <bytes>
+//!   <sha256 of chunk 1> <length>
+//!   …
+//!   ```
+//!
+//!   A list is trusted only as far as reassembly proves it: every chunk is
+//!   checked against its name, the lengths against the list, and the whole
+//!   content against the list's own name, before a reader is told it
+//!   succeeded.
+//!
+//! Writing: chunks first (through a [`Batch`], so they are durable before
+//! they are named), the list last; an interrupted write leaves chunks that
+//! the next write of the same content reuses, and never a list.
+//!
+//! [`Batch`]: crate::Batch
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Hash, Hasher, Result, Store, durable};
+
+/// The folder of chunk objects in a repository.
+pub const CHUNKS_DIR: &str = "chunks";
+/// The folder of chunk lists in a repository.
+pub const LISTS_DIR: &str = "chunk-lists";
+
+const MAGIC: &str = "sgard-chunks 1";
+const ALGORITHM: &str = "fastcdc-2020";
+/// A list names at most this many chunks (a 16 TiB file at the largest
+/// average): more is not a list sgard wrote.
+const MAX_CHUNKS: usize = 1 << 28;
+
+/// The chunker's sizes: every chunk is at least `min` bytes (but the last),
+/// at most `max`, `avg` on average.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    min: u32,
+    avg: u32,
+    max: u32,
+}
+
+impl Default for Params {
+    /// 16 KiB / 64 KiB / 256 KiB: small enough that an edit or an append to a
+    /// shell history stores a chunk or two, large enough that a 1 GiB file
+    /// is 16,000 chunks.
+    fn default() -> Self {
+        Params {
+            min: 16 * 1024,
+            avg: 64 * 1024,
+            max: 256 * 1024,
+        }
+    }
+}
+
+impl Params {
+    /// Sizes the chunker accepts: `min ≤ avg ≤ max`, each within FastCDC's
+    /// bounds.
+    ///
+    /// # Errors
+    /// A message naming the size out of bounds.
+    pub fn new(min: u32, avg: u32, max: u32) -> std::result::Result<Self, String> {
+        use fastcdc::v2020 as f;
+        let within = |name: &str, v: u32, lo: u32, hi: u32| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{name} chunk size {v} is outside {lo}..={hi}"))
+            }
+        };
+        within("minimum", min, f::MINIMUM_MIN, f::MINIMUM_MAX)?;
+        within("average", avg, f::AVERAGE_MIN, f::AVERAGE_MAX)?;
+        within("maximum", max, f::MAXIMUM_MIN, f::MAXIMUM_MAX)?;
+        if !(min <= avg && avg <= max) {
+            return Err(format!(
+                "chunk sizes must satisfy minimum <= average <= maximum (got {min}, {avg}, {max})"
+            ));
+        }
+        Ok(Params { min, avg, max })
+    }
+
+    /// The minimum, average and maximum chunk sizes.
+    pub fn sizes(&self) -> (u32, u32, u32) {
+        (self.min, self.avg, self.max)
+    }
+}
+
+/// A file's chunks, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkList {
+    /// The chunker's sizes when the file was split.
+    pub params: Params,
+    /// The whole content's size.
+    pub size: u64,
+    /// Each chunk's name and length.
+    pub chunks: Vec<(Hash, u32)>,
+}
+
+impl ChunkList {
+    /// The list's text (see the module documentation).
+    pub fn to_text(&self) -> String {
+        let (min, avg, max) = self.params.sizes();
+        let mut t = format!(
+            "{MAGIC}\n{ALGORITHM} {min} {avg} {max}\nsize {}\n",
+            self.size
+        );
+        for (h, len) in &self.chunks {
+            let _ = writeln!(t, "{} {len}", h.to_hex());
+        }
+        t
+    }
+
+    /// Reads a list's text; `Err` says what is wrong with it.
+    ///
+    /// # Errors
+    /// A message: wrong header, a malformed line, lengths that do not add up
+    /// to the size, or a chunk longer than the sizes allow.
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        let mut lines = text.lines();
+        if lines.next() != Some(MAGIC) {
+            return Err("not a chunk list of this format".into());
+        }
+        let algo = lines.next().ok_or("no chunker line")?;
+        let mut words = algo.split(' ');
+        if words.next() != Some(ALGORITHM) {
+            return Err(format!("unknown chunker {algo:?}"));
+        }
+        let mut size = || -> std::result::Result<u32, String> {
+            words
+                .next()
+                .and_then(|w| w.parse().ok())
+                .ok_or_else(|| format!("malformed chunker line {algo:?}"))
+        };
+        let params = Params::new(size()?, size()?, size()?)?;
+        let size: u64 = lines
+            .next()
+            .and_then(|l| l.strip_prefix("size "))
+            .and_then(|n| n.parse().ok())
+            .ok_or("no size line")?;
+        let mut chunks = Vec::new();
+        let mut total: u64 = 0;
+        for (i, line) in lines.enumerate() {
+            if chunks.len() >= MAX_CHUNKS {
+                return Err("too many chunks".into());
+            }
+            let bad = || format!("malformed chunk line {}: {line:?}", i + 1);
+            let (hex, len) = line.split_once(' ').ok_or_else(bad)?;
+            let hash = Hash::parse(hex).map_err(|_| bad())?;
+            let len: u32 = len.parse().map_err(|_| bad())?;
+            if len == 0 || len > params.max {
+                return Err(format!("chunk {} has impossible length {len}", i + 1));
+            }
+            total = total.saturating_add(u64::from(len));
+            chunks.push((hash, len));
+        }
+        if total != size {
+            return Err(format!(
+                "its chunks hold {total} bytes, its size says {size}"
+            ));
+        }
+        Ok(ChunkList {
+            params,
+            size,
+            chunks,
+        })
+    }
+}
+
+/// What [`ChunkStore::write`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkedWritten {
+    /// SHA-256 of the whole content (the list's name).
+    pub hash: Hash,
+    /// The whole content's size.
+    pub size: u64,
+    /// How many chunks the content has.
+    pub chunks: usize,
+    /// How many of them were not stored before.
+    pub new_chunks: usize,
+    /// Their bytes.
+    pub new_bytes: u64,
+}
+
+/// The chunks and chunk lists of one repository.
+#[derive(Clone, Debug)]
+pub struct ChunkStore {
+    objects: Store,
+    lists: PathBuf,
+}
+
+/// Counts and hashes what passes through it.
+struct Hashing<'a> {
+    inner: &'a mut dyn Read,
+    hasher: Hasher,
+    size: u64,
+}
+
+impl Read for Hashing<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(buf.get(..n).unwrap_or_default());
+        self.size += n as u64;
+        Ok(n)
+    }
+}
+
+impl ChunkStore {
+    /// The chunk store of the repository at `repo` (nothing is created).
+    pub fn open(repo: &Path) -> Self {
+        ChunkStore {
+            objects: Store::at(repo.join(CHUNKS_DIR)),
+            lists: repo.join(LISTS_DIR),
+        }
+    }
+
+    /// Where the list of the content hashing to `hash` is kept.
+    pub fn list_path(&self, hash: &Hash) -> PathBuf {
+        let hex = hash.to_hex();
+        self.lists.join(&hex[0..2]).join(&hex[2..4]).join(hex)
+    }
+
+    /// The store of chunk objects.
+    pub fn objects(&self) -> &Store {
+        &self.objects
+    }
+
+    /// Whether content hashing to `hash` is stored here as chunks (its list
+    /// exists; its chunks are checked when it is read).
+    pub fn contains(&self, hash: &Hash) -> bool {
+        durable::lstat_exists(&self.list_path(hash))
+    }
+
+    /// The list of the content hashing to `hash`.
+    ///
+    /// # Errors
+    /// [`Error::Missing`] when there is none; [`Error::BadChunkList`] when
+    /// it is damaged; [`Error::Io`].
+    pub fn list(&self, hash: &Hash) -> Result<ChunkList> {
+        let path = self.list_path(hash);
+        let text = match durable::read_regular_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Error::Missing(*hash)),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Err(Error::BadChunkList {
+                    path,
+                    reason: "not UTF-8 text".into(),
+                });
+            }
+            Err(e) => return Err(Error::io("reading chunk list", path, e)),
+        };
+        ChunkList::parse(&text).map_err(|reason| Error::BadChunkList { path, reason })
+    }
+
+    /// Splits what `reader` yields into chunks with `params`, stores the
+    /// chunks not stored yet (durably, before anything names them), then
+    /// the list, named by the whole content's SHA-256. Memory stays within
+    /// a chunk or two whatever the size.
+    ///
+    /// # Errors
+    /// [`Error::Source`] when reading fails; [`Error::Interrupted`];
+    /// [`Error::Io`]. Nothing is named then; chunks already durable stay for
+    /// the next write of the same content to reuse.
+    pub fn write(&self, reader: &mut dyn Read, params: Params) -> Result<ChunkedWritten> {
+        durable::create_dir_all_durable(self.objects.root())?;
+        let mut source = Hashing {
+            inner: reader,
+            hasher: Hasher::new(),
+            size: 0,
+        };
+        let (min, avg, max) = params.sizes();
+        let mut batch = self.objects.batch();
+        let mut chunks = Vec::new();
+        let (mut new_chunks, mut new_bytes) = (0, 0);
+        for c in fastcdc::v2020::StreamCDC::new(&mut source, min, avg, max) {
+            crate::cancel::check()?;
+            let c = c.map_err(|e| match e {
+                fastcdc::v2020::Error::IoError(e) => Error::Source(e),
+                other => Error::Source(io::Error::other(other.to_string())),
+            })?;
+            let w = batch.write(&mut c.data.as_slice())?;
+            if w.new {
+                new_chunks += 1;
+                new_bytes += w.size;
+            }
+            let len = u32::try_from(c.length).map_err(|_| {
+                Error::Source(io::Error::other("the chunker cut a chunk over 4 GiB"))
+            })?;
+            chunks.push((w.hash, len));
+        }
+        batch.commit()?;
+        let (hash, size) = (source.hasher.finish(), source.size);
+        let list = ChunkList {
+            params,
+            size,
+            chunks,
+        };
+        let path = self.list_path(&hash);
+        durable::create_dir_all_durable(&durable::parent_of(&path))?;
+        durable::write_atomic(&path, list.to_text().as_bytes(), 0o644)?;
+        Ok(ChunkedWritten {
+            hash,
+            size,
+            chunks: list.chunks.len(),
+            new_chunks,
+            new_bytes,
+        })
+    }
+
+    /// Writes the content hashing to `hash` into `out`, chunk by chunk,
+    /// each chunk verified against its name and the whole against `hash`.
+    /// Returns the bytes written.
+    ///
+    /// When the result is an error, whatever reached `out` must be thrown
+    /// away.
+    ///
+    /// # Errors
+    /// [`Error::Missing`] (no list, or a chunk gone), [`Error::Corrupt`]
+    /// (a chunk, or the whole), [`Error::BadChunkList`], [`Error::Source`]
+    /// when `out` fails, [`Error::Io`].
+    pub fn read_to(&self, hash: &Hash, out: &mut dyn Write) -> Result<u64> {
+        let list = self.list(hash)?;
+        let mut whole = Hasher::new();
+        let mut size = 0u64;
+        for (i, (h, len)) in list.chunks.iter().enumerate() {
+            let got = self.objects.read_chunks(h, 1 << 16, &mut |data| {
+                whole.update(data);
+                out.write_all(data).map(|()| true)
+            })?;
+            if got != u64::from(*len) {
+                return Err(Error::BadChunkList {
+                    path: self.list_path(hash),
+                    reason: format!("chunk {} holds {got} bytes, the list says {len}", i + 1),
+                });
+            }
+            size += got;
+        }
+        let actual = whole.finish();
+        if actual != *hash {
+            return Err(Error::Corrupt {
+                hash: *hash,
+                actual,
+            });
+        }
+        Ok(size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic bytes that do not repeat (xorshift).
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    fn read_all(cs: &ChunkStore, h: &Hash) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        cs.read_to(h, &mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn chunked_content_round_trips_and_edits_store_little() {
+        let d = tempfile::tempdir().unwrap();
+        let cs = ChunkStore::open(d.path());
+        let p = Params::default();
+        let data = noise(3 << 20, 7);
+        let w = cs.write(&mut data.as_slice(), p).unwrap();
+        assert_eq!(w.hash, Hash::of(&data), "named by the whole content");
+        assert_eq!((w.size, w.new_chunks), (data.len() as u64, w.chunks));
+        assert!(w.chunks > 10, "3 MiB in 64 KiB chunks: {}", w.chunks);
+        assert_eq!(read_all(&cs, &w.hash).unwrap(), data);
+        // The same content again stores nothing.
+        let again = cs.write(&mut data.as_slice(), p).unwrap();
+        assert_eq!((again.hash, again.new_chunks), (w.hash, 0));
+        // One byte changed in the middle, one inserted, a line appended: a
+        // chunk or two each, every version still whole.
+        let mut edited = data.clone();
+        edited[1 << 20] ^= 0xff;
+        let mut inserted = data.clone();
+        inserted.insert(2 << 20, b'!');
+        let mut appended = data.clone();
+        appended.extend_from_slice(b"echo one more line\n");
+        for v in [&edited, &inserted, &appended] {
+            let w = cs.write(&mut v.as_slice(), p).unwrap();
+            assert!(w.new_chunks <= 3, "{} new chunks", w.new_chunks);
+            assert!(w.new_bytes < 3 * 256 * 1024, "{} new bytes", w.new_bytes);
+            assert_eq!(&read_all(&cs, &w.hash).unwrap(), v);
+        }
+        assert_eq!(
+            read_all(&cs, &w.hash).unwrap(),
+            data,
+            "the first version too"
+        );
+        // Not a blob: the Go layout's folder holds nothing of it.
+        assert!(!d.path().join("blobs").exists());
+    }
+
+    #[test]
+    fn a_damaged_chunk_or_list_never_reads_as_content() {
+        let d = tempfile::tempdir().unwrap();
+        let cs = ChunkStore::open(d.path());
+        let data = noise(1 << 20, 3);
+        let w = cs.write(&mut data.as_slice(), Params::default()).unwrap();
+        let list = cs.list(&w.hash).unwrap();
+        // A chunk's bytes changed: that chunk fails its own name.
+        let victim = cs.objects().path_of(&list.chunks[1].0);
+        let good = std::fs::read(&victim).unwrap();
+        let mut bad = good.clone();
+        bad[10] ^= 1;
+        std::fs::write(&victim, &bad).unwrap();
+        let e = read_all(&cs, &w.hash).unwrap_err();
+        assert!(
+            matches!(e, Error::Corrupt { .. }) && e.is_integrity(),
+            "{e}"
+        );
+        std::fs::write(&victim, &good).unwrap();
+        // A chunk gone.
+        std::fs::remove_file(&victim).unwrap();
+        assert!(matches!(read_all(&cs, &w.hash), Err(Error::Missing(_))));
+        std::fs::write(&victim, &good).unwrap();
+        assert_eq!(read_all(&cs, &w.hash).unwrap(), data);
+        // A list that reorders two chunks: every chunk is intact, the whole
+        // is not what the name says.
+        let mut swapped = list.clone();
+        swapped.chunks.swap(0, 1);
+        std::fs::write(cs.list_path(&w.hash), swapped.to_text()).unwrap();
+        assert!(matches!(read_all(&cs, &w.hash), Err(Error::Corrupt { .. })));
+        // Hostile or damaged lists are refused with a reason, never panic.
+        for text in [
+            "",
+            "sgard-chunks 2\n",
+            "sgard-chunks 1\nfastcdc-2020 1 2 3\nsize 0\n",
+            "sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize 5\n",
+            "sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize 1\nzz 1\n",
+            "sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize 999999\n\
+             0000000000000000000000000000000000000000000000000000000000000000 999999\n",
+            "sgard-chunks 1\nfastcdc-2020 65536 16384 262144\nsize 0\n",
+        ] {
+            std::fs::write(cs.list_path(&w.hash), text).unwrap();
+            let e = read_all(&cs, &w.hash).unwrap_err();
+            assert!(
+                matches!(e, Error::BadChunkList { .. }) && e.is_integrity(),
+                "{text:?}: {e}"
+            );
+        }
+        assert!(matches!(
+            read_all(&cs, &Hash::of(b"never stored")),
+            Err(Error::Missing(_))
+        ));
+    }
+
+    #[test]
+    fn chunker_sizes_out_of_bounds_are_refused() {
+        assert!(Params::new(16 * 1024, 64 * 1024, 256 * 1024).is_ok());
+        for (min, avg, max) in [
+            (0, 64, 1024),
+            (64, 128, 512),
+            (4096, 1024, 8192),
+            (64, 256, 1 << 25),
+        ] {
+            assert!(Params::new(min, avg, max).is_err(), "{min} {avg} {max}");
+        }
+    }
+}
