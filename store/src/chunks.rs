@@ -352,13 +352,7 @@ impl ChunkStore {
             }
             size += got;
         }
-        let actual = whole.finish();
-        if actual != *hash {
-            return Err(Error::Corrupt {
-                hash: *hash,
-                actual,
-            });
-        }
+        crate::expect_hash(hash, whole)?;
         Ok(size)
     }
 }

@@ -51,6 +51,19 @@ pub use hash::{Hash, Hasher};
 const BUF_SIZE: usize = 256 * 1024;
 const TMP_DIR: &str = "tmp";
 
+/// `Ok` when what `hasher` saw hashes to `hash`, else [`Error::Corrupt`].
+pub(crate) fn expect_hash(hash: &Hash, hasher: Hasher) -> Result<()> {
+    let actual = hasher.finish();
+    if actual == *hash {
+        Ok(())
+    } else {
+        Err(Error::Corrupt {
+            hash: *hash,
+            actual,
+        })
+    }
+}
+
 /// The blob store of one repository.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -518,13 +531,7 @@ impl Store {
                 break;
             }
         }
-        let actual = hasher.finish();
-        if actual != *hash {
-            return Err(Error::Corrupt {
-                hash: *hash,
-                actual,
-            });
-        }
+        expect_hash(hash, hasher)?;
         Ok(size)
     }
 
