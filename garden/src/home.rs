@@ -338,9 +338,11 @@ impl Confine {
             || !per_dev.is_empty() && per_dev.values().all(|fd| rustix::fs::syncfs(&**fd).is_ok());
         let flushed = sync_all();
         let mut failed = Vec::new();
-        let mut last_ok = None;
         let mut dirs: Vec<(Arc<OwnedFd>, Arc<Path>)> = Vec::new();
-        let mut seen: std::collections::HashSet<*const OwnedFd> = std::collections::HashSet::new();
+        // Per folder (by descriptor), its index in `dirs`; per file put in
+        // place, the index of its folder (`u32::MAX`: it failed).
+        let mut dir_of: HashMap<*const OwnedFd, u32> = HashMap::new();
+        let mut placed: Vec<u32> = Vec::with_capacity(staged.len());
         for (k, s) in staged.iter_mut().enumerate() {
             let r = (|| {
                 if !flushed {
@@ -360,23 +362,35 @@ impl Confine {
             })();
             match r {
                 Ok(()) => {
-                    last_ok = Some(k);
-                    if seen.insert(Arc::as_ptr(&s.parent.fd)) {
+                    let next = u32::try_from(dirs.len()).unwrap_or(u32::MAX);
+                    let d = *dir_of.entry(Arc::as_ptr(&s.parent.fd)).or_insert_with(|| {
                         dirs.push((s.parent.fd.clone(), s.parent.dir.clone()));
-                    }
+                        next
+                    });
+                    placed.push(d);
                 }
-                Err(e) => failed.push((k, e)),
+                Err(e) => {
+                    placed.push(u32::MAX);
+                    failed.push((k, e));
+                }
             }
         }
         if !(flushed && sync_all()) {
-            for (fd, dir) in dirs {
-                // Charged to the last file put in place (once).
-                if let Err(e) = rustix::fs::fsync(&*fd)
-                    && let Some(k) = last_ok.take()
-                {
-                    let at = failed.partition_point(|(j, _)| *j < k);
-                    failed.insert(at, (k, io_err("syncing folder", &dir, e)));
+            let mut unsynced = false;
+            for (d, (fd, dir)) in dirs.iter().enumerate() {
+                // A folder whose new names may not survive a crash: every
+                // file put in place there failed (the base must not record
+                // any of them as agreed).
+                if let Err(e) = rustix::fs::fsync(&**fd) {
+                    let d = u32::try_from(d).unwrap_or(u32::MAX);
+                    for (k, _) in placed.iter().enumerate().filter(|(_, p)| **p == d) {
+                        failed.push((k, io_err("syncing folder", dir, e)));
+                    }
+                    unsynced = true;
                 }
+            }
+            if unsynced {
+                failed.sort_by_key(|(k, _)| *k);
             }
         }
         failed

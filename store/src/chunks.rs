@@ -45,9 +45,9 @@ pub const LISTS_DIR: &str = "chunk-lists";
 
 const MAGIC: &str = "sgard-chunks 1";
 const ALGORITHM: &str = "fastcdc-2020";
-/// A list names at most this many chunks (a 16 TiB file at the largest
-/// average): more is not a list sgard wrote.
-const MAX_CHUNKS: usize = 1 << 28;
+/// A list file is at most this long (about 900,000 chunks, 57 GB at the
+/// default sizes): longer is not a list sgard wrote, and is not read.
+const MAX_LIST_BYTES: u64 = 64 << 20;
 
 /// The chunker's sizes: every chunk is at least `min` bytes (but the last),
 /// at most `max`, `avg` on average.
@@ -157,9 +157,14 @@ impl ChunkList {
             .ok_or("no size line")?;
         let mut chunks = Vec::new();
         let mut total: u64 = 0;
+        let mut short = None;
         for (i, line) in lines.enumerate() {
-            if chunks.len() >= MAX_CHUNKS {
-                return Err("too many chunks".into());
+            // Only the last chunk may be shorter than the minimum: a list
+            // that repeats short chunks is not one the chunker cut.
+            if let Some(at) = short {
+                return Err(format!(
+                    "chunk {at} is shorter than the minimum and not the last"
+                ));
             }
             let bad = || format!("malformed chunk line {}: {line:?}", i + 1);
             let (hex, len) = line.split_once(' ').ok_or_else(bad)?;
@@ -167,6 +172,9 @@ impl ChunkList {
             let len: u32 = len.parse().map_err(|_| bad())?;
             if len == 0 || len > params.max {
                 return Err(format!("chunk {} has impossible length {len}", i + 1));
+            }
+            if len < params.min {
+                short = Some(i + 1);
             }
             total = total.saturating_add(u64::from(len));
             chunks.push((hash, len));
@@ -255,6 +263,15 @@ impl ChunkStore {
     /// it is damaged; [`Error::Io`].
     pub fn list(&self, hash: &Hash) -> Result<ChunkList> {
         let path = self.list_path(hash);
+        match std::fs::symlink_metadata(&path) {
+            Ok(md) if md.len() > MAX_LIST_BYTES => {
+                return Err(Error::BadChunkList {
+                    path,
+                    reason: format!("{} bytes, more than any list sgard writes", md.len()),
+                });
+            }
+            _ => {}
+        }
         let text = match durable::read_regular_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Error::Missing(*hash)),
@@ -340,10 +357,21 @@ impl ChunkStore {
         let mut whole = Hasher::new();
         let mut size = 0u64;
         for (i, (h, len)) in list.chunks.iter().enumerate() {
-            let got = self.objects.read_chunks(h, 1 << 16, &mut |data| {
-                whole.update(data);
-                out.write_all(data).map(|()| true)
-            })?;
+            let got = self
+                .objects
+                .read_chunks(h, 1 << 16, &mut |data| {
+                    whole.update(data);
+                    out.write_all(data).map(|()| true)
+                })
+                .map_err(|e| match e {
+                    // Not the content missing (which callers may look for
+                    // elsewhere): a part of it, after others were written.
+                    Error::Missing(chunk) => Error::MissingChunk {
+                        content: *hash,
+                        chunk,
+                    },
+                    other => other,
+                })?;
             if got != u64::from(*len) {
                 return Err(Error::BadChunkList {
                     path: self.list_path(hash),
@@ -436,9 +464,14 @@ mod tests {
             "{e}"
         );
         std::fs::write(&victim, &good).unwrap();
-        // A chunk gone.
+        // A chunk gone: a part missing, not the content (callers may look
+        // for missing content elsewhere, after part of it was written).
         std::fs::remove_file(&victim).unwrap();
-        assert!(matches!(read_all(&cs, &w.hash), Err(Error::Missing(_))));
+        let e = read_all(&cs, &w.hash).unwrap_err();
+        assert!(
+            matches!(e, Error::MissingChunk { .. }) && e.is_integrity(),
+            "{e}"
+        );
         std::fs::write(&victim, &good).unwrap();
         assert_eq!(read_all(&cs, &w.hash).unwrap(), data);
         // A list that reorders two chunks: every chunk is intact, the whole
@@ -464,6 +497,21 @@ mod tests {
                 matches!(e, Error::BadChunkList { .. }) && e.is_integrity(),
                 "{text:?}: {e}"
             );
+        }
+        // One real chunk named over and over (each shorter than the
+        // minimum), and a list longer than any sgard writes.
+        let (c, len) = list.chunks[list.chunks.len() - 1];
+        let mut repeated = ChunkList {
+            params: Params::new(len + 1, len + 1, 256 * 1024).unwrap(),
+            size: 0,
+            chunks: vec![(c, len); 1000],
+        };
+        repeated.size = u64::from(len) * 1000;
+        let huge = format!("{}{}", list.to_text(), " ".repeat(64 << 20));
+        for text in [repeated.to_text(), huge] {
+            std::fs::write(cs.list_path(&w.hash), &text).unwrap();
+            let e = read_all(&cs, &w.hash).unwrap_err();
+            assert!(matches!(e, Error::BadChunkList { .. }), "{e}");
         }
         assert!(matches!(
             read_all(&cs, &Hash::of(b"never stored")),

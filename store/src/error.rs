@@ -45,6 +45,15 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A chunk of chunked content is not in the store (the content's list
+    /// is).
+    #[error("chunk {chunk} of {content} is missing from the store")]
+    MissingChunk {
+        /// The content's name (its list's).
+        content: Hash,
+        /// The chunk's name.
+        chunk: Hash,
+    },
     /// The blob's bytes do not hash to its name.
     #[error("blob {hash} is corrupt: its content hashes to {actual}")]
     Corrupt {
@@ -69,7 +78,10 @@ impl Error {
     pub fn is_integrity(&self) -> bool {
         matches!(
             self,
-            Error::Corrupt { .. } | Error::Missing(_) | Error::BadChunkList { .. }
+            Error::Corrupt { .. }
+                | Error::Missing(_)
+                | Error::MissingChunk { .. }
+                | Error::BadChunkList { .. }
         )
     }
 }
