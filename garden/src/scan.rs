@@ -9,9 +9,10 @@
 //! thread) takes each entry's [`Found`] and consumes it, and taking the
 //! first entry past a window scans the next one. So what a scan holds is
 //! bounded by the window, not by the manifest (at 100,000 entries, holding
-//! every entry's findings at once was 90 MB of a status filling the cache). An entry the scan did not
-//! look at ([`Found::Unknown`]) is looked at when it is judged, so every
-//! other caller (restore, merge, mirror, add) passes `&Found::Unknown`.
+//! every entry's findings at once was 90 MB of a status filling the cache).
+//! An entry the scan did not look at ([`Found::Unknown`]) is looked at when
+//! it is judged, so every other caller (restore, merge, mirror, add) passes
+//! `&Found::Unknown`.
 //!
 //! Garden keeps the repository; the scan keeps the disk. Nothing here
 //! outlives the pass it was made for.
@@ -92,6 +93,7 @@ impl Scan {
         };
         if at < self.lo || at >= self.lo + self.found.len() {
             let end = at.saturating_add(g.env.window()).min(self.picked.len());
+            // The old window goes before the new one is made, not after.
             self.found = Vec::new();
             self.found = g.scan_window(self.picked.get(at..end).unwrap_or(&[]), self.spool);
             self.lo = at;
