@@ -27,14 +27,24 @@
 //!   succeeded.
 //!
 //! Writing: chunks first (through a [`Batch`], so they are durable before
-//! they are named), the list last; an interrupted write leaves chunks that
-//! the next write of the same content reuses, and never a list.
+//! they are named, committed every [`COMMIT_EVERY`] new bytes), the list
+//! last; an interrupted write leaves chunks that the next write of the same
+//! content reuses, and never a list. A write that knows its [`Source`]
+//! keeps a journal of the chunks made durable so far (see [`journal`]), so
+//! the next run can say it resumes, or why it does not.
 //!
 //! [`Batch`]: crate::Batch
 
+mod journal;
+pub mod setting;
+mod write;
+
 use std::fmt::Write as _;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+pub use journal::{JournalInfo, Resume, Source};
+pub use setting::{SETTING_FILE, Setting};
 
 use crate::{Error, Hash, Hasher, Result, Store, durable};
 
@@ -193,7 +203,7 @@ impl ChunkList {
 }
 
 /// What [`ChunkStore::write`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkedWritten {
     /// SHA-256 of the whole content (the list's name).
     pub hash: Hash,
@@ -205,38 +215,46 @@ pub struct ChunkedWritten {
     pub new_chunks: usize,
     /// Their bytes.
     pub new_bytes: u64,
+    /// Whether the list was not stored before.
+    pub new_list: bool,
+    /// What became of an interrupted earlier write of the same source.
+    pub resume: Resume,
 }
+
+/// New chunk bytes between two commits of a write (each one a point an
+/// interrupted write resumes from).
+pub const COMMIT_EVERY: u64 = 16 << 20;
 
 /// The chunks and chunk lists of one repository.
 #[derive(Clone, Debug)]
 pub struct ChunkStore {
     objects: Store,
     lists: PathBuf,
-}
-
-/// Counts and hashes what passes through it.
-struct Hashing<'a> {
-    inner: &'a mut dyn Read,
-    hasher: Hasher,
-    size: u64,
-}
-
-impl Read for Hashing<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(buf.get(..n).unwrap_or_default());
-        self.size += n as u64;
-        Ok(n)
-    }
+    journals: PathBuf,
+    /// Test hook: after this many commits of a write, stop (sleep until
+    /// killed), so a test can kill -9 a write at a known point.
+    stall_after: Option<u32>,
 }
 
 impl ChunkStore {
     /// The chunk store of the repository at `repo` (nothing is created).
     pub fn open(repo: &Path) -> Self {
+        let objects = Store::at(repo.join(CHUNKS_DIR));
+        let journals = objects.root().join(journal::DIR);
         ChunkStore {
-            objects: Store::at(repo.join(CHUNKS_DIR)),
+            objects,
             lists: repo.join(LISTS_DIR),
+            journals,
+            stall_after: None,
         }
+    }
+
+    /// Test hook: every write stops for good after `n` commits (it sleeps
+    /// until the process is killed).
+    #[must_use]
+    pub fn stalling_after(mut self, n: u32) -> Self {
+        self.stall_after = Some(n);
+        self
     }
 
     /// Where the list of the content hashing to `hash` is kept.
@@ -281,64 +299,36 @@ impl ChunkStore {
                     reason: "not UTF-8 text".into(),
                 });
             }
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                return Err(Error::BadChunkList {
+                    path,
+                    reason: "not a regular file".into(),
+                });
+            }
             Err(e) => return Err(Error::io("reading chunk list", path, e)),
         };
         ChunkList::parse(&text).map_err(|reason| Error::BadChunkList { path, reason })
     }
 
-    /// Splits what `reader` yields into chunks with `params`, stores the
-    /// chunks not stored yet (durably, before anything names them), then
-    /// the list, named by the whole content's SHA-256. Memory stays within
-    /// a chunk or two whatever the size.
+    /// Every chunk list in the repository, in hash order.
     ///
     /// # Errors
-    /// [`Error::Source`] when reading fails; [`Error::Interrupted`];
-    /// [`Error::Io`]. Nothing is named then; chunks already durable stay for
-    /// the next write of the same content to reuse.
-    pub fn write(&self, reader: &mut dyn Read, params: Params) -> Result<ChunkedWritten> {
-        durable::create_dir_all_durable(self.objects.root())?;
-        let mut source = Hashing {
-            inner: reader,
-            hasher: Hasher::new(),
-            size: 0,
-        };
-        let (min, avg, max) = params.sizes();
-        let mut batch = self.objects.batch();
-        let mut chunks = Vec::new();
-        let (mut new_chunks, mut new_bytes) = (0, 0);
-        for c in fastcdc::v2020::StreamCDC::new(&mut source, min, avg, max) {
-            crate::cancel::check()?;
-            let c = c.map_err(|e| match e {
-                fastcdc::v2020::Error::IoError(e) => Error::Source(e),
-                other => Error::Source(io::Error::other(other.to_string())),
-            })?;
-            let w = batch.write(&mut c.data.as_slice())?;
-            if w.new {
-                new_chunks += 1;
-                new_bytes += w.size;
-            }
-            let len = u32::try_from(c.length).map_err(|_| {
-                Error::Source(io::Error::other("the chunker cut a chunk over 4 GiB"))
-            })?;
-            chunks.push((w.hash, len));
-        }
-        batch.commit()?;
-        let (hash, size) = (source.hasher.finish(), source.size);
-        let list = ChunkList {
-            params,
-            size,
-            chunks,
-        };
-        let path = self.list_path(&hash);
-        durable::create_dir_all_durable(&durable::parent_of(&path))?;
-        durable::write_atomic(&path, list.to_text().as_bytes(), 0o644)?;
-        Ok(ChunkedWritten {
-            hash,
-            size,
-            chunks: list.chunks.len(),
-            new_chunks,
-            new_bytes,
-        })
+    /// [`Error::Io`] when a folder cannot be listed.
+    pub fn lists(&self) -> Result<Vec<Hash>> {
+        Ok(Store::at(self.lists.clone())
+            .list()?
+            .into_iter()
+            .map(|b| b.hash)
+            .collect())
+    }
+
+    /// Deletes the list of `hash`; returns its size, or `None` if there was
+    /// none. The chunks stay (the caller sweeps those no list needs).
+    ///
+    /// # Errors
+    /// [`Error::Io`].
+    pub fn delete_list(&self, hash: &Hash) -> Result<Option<u64>> {
+        Store::at(self.lists.clone()).delete(hash)
     }
 
     /// Writes the content hashing to `hash` into `out`, chunk by chunk,
@@ -349,19 +339,43 @@ impl ChunkStore {
     /// away.
     ///
     /// # Errors
-    /// [`Error::Missing`] (no list, or a chunk gone), [`Error::Corrupt`]
-    /// (a chunk, or the whole), [`Error::BadChunkList`], [`Error::Source`]
-    /// when `out` fails, [`Error::Io`].
+    /// [`Error::Missing`] (no list), [`Error::MissingChunk`],
+    /// [`Error::CorruptChunk`], [`Error::Corrupt`] (the whole),
+    /// [`Error::BadChunkList`], [`Error::Source`] when `out` fails,
+    /// [`Error::Io`].
     pub fn read_to(&self, hash: &Hash, out: &mut dyn Write) -> Result<u64> {
+        self.read_each(hash, 1 << 16, &mut |data| {
+            out.write_all(data).map(|()| true)
+        })
+    }
+
+    /// As [`Store::read_chunks`], for chunked content: `each` gets the
+    /// content in pieces of at most `piece` bytes and may stop early
+    /// (nothing is verified then).
+    ///
+    /// # Errors
+    /// As [`ChunkStore::read_to`].
+    pub fn read_each(
+        &self,
+        hash: &Hash,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> io::Result<bool>,
+    ) -> Result<u64> {
         let list = self.list(hash)?;
+        if list.chunks.is_empty() {
+            each(&[]).map_err(Error::Source)?;
+        }
         let mut whole = Hasher::new();
         let mut size = 0u64;
+        let mut stopped = false;
         for (i, (h, len)) in list.chunks.iter().enumerate() {
             let got = self
                 .objects
-                .read_chunks(h, 1 << 16, &mut |data| {
+                .read_chunks(h, piece, &mut |data| {
                     whole.update(data);
-                    out.write_all(data).map(|()| true)
+                    let go_on = each(data)?;
+                    stopped = !go_on;
+                    Ok(go_on)
                 })
                 .map_err(|e| match e {
                     // Not the content missing (which callers may look for
@@ -370,15 +384,22 @@ impl ChunkStore {
                         content: *hash,
                         chunk,
                     },
+                    Error::Corrupt { hash: chunk, .. } => Error::CorruptChunk {
+                        content: *hash,
+                        chunk,
+                    },
                     other => other,
                 })?;
+            size += got;
+            if stopped {
+                return Ok(size);
+            }
             if got != u64::from(*len) {
                 return Err(Error::BadChunkList {
                     path: self.list_path(hash),
                     reason: format!("chunk {} holds {got} bytes, the list says {len}", i + 1),
                 });
             }
-            size += got;
         }
         crate::expect_hash(hash, whole)?;
         Ok(size)
@@ -414,13 +435,13 @@ mod tests {
         let cs = ChunkStore::open(d.path());
         let p = Params::default();
         let data = noise(3 << 20, 7);
-        let w = cs.write(&mut data.as_slice(), p).unwrap();
+        let w = cs.write(&mut data.as_slice(), p, None).unwrap();
         assert_eq!(w.hash, Hash::of(&data), "named by the whole content");
         assert_eq!((w.size, w.new_chunks), (data.len() as u64, w.chunks));
         assert!(w.chunks > 10, "3 MiB in 64 KiB chunks: {}", w.chunks);
         assert_eq!(read_all(&cs, &w.hash).unwrap(), data);
         // The same content again stores nothing.
-        let again = cs.write(&mut data.as_slice(), p).unwrap();
+        let again = cs.write(&mut data.as_slice(), p, None).unwrap();
         assert_eq!((again.hash, again.new_chunks), (w.hash, 0));
         // One byte changed in the middle, one inserted, a line appended: a
         // chunk or two each, every version still whole.
@@ -431,7 +452,7 @@ mod tests {
         let mut appended = data.clone();
         appended.extend_from_slice(b"echo one more line\n");
         for v in [&edited, &inserted, &appended] {
-            let w = cs.write(&mut v.as_slice(), p).unwrap();
+            let w = cs.write(&mut v.as_slice(), p, None).unwrap();
             assert!(w.new_chunks <= 3, "{} new chunks", w.new_chunks);
             assert!(w.new_bytes < 3 * 256 * 1024, "{} new bytes", w.new_bytes);
             assert_eq!(&read_all(&cs, &w.hash).unwrap(), v);
@@ -450,7 +471,9 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let cs = ChunkStore::open(d.path());
         let data = noise(1 << 20, 3);
-        let w = cs.write(&mut data.as_slice(), Params::default()).unwrap();
+        let w = cs
+            .write(&mut data.as_slice(), Params::default(), None)
+            .unwrap();
         let list = cs.list(&w.hash).unwrap();
         // A chunk's bytes changed: that chunk fails its own name.
         let victim = cs.objects().path_of(&list.chunks[1].0);
@@ -460,7 +483,7 @@ mod tests {
         std::fs::write(&victim, &bad).unwrap();
         let e = read_all(&cs, &w.hash).unwrap_err();
         assert!(
-            matches!(e, Error::Corrupt { .. }) && e.is_integrity(),
+            matches!(e, Error::CorruptChunk { .. }) && e.is_integrity(),
             "{e}"
         );
         std::fs::write(&victim, &good).unwrap();
@@ -517,6 +540,107 @@ mod tests {
             read_all(&cs, &Hash::of(b"never stored")),
             Err(Error::Missing(_))
         ));
+    }
+
+    /// Yields `data`, then fails after `fail_at` bytes (a full disk, a
+    /// vanished mount): what an interrupted write sees.
+    struct Failing<'a> {
+        data: &'a [u8],
+        fail_at: usize,
+    }
+
+    impl std::io::Read for Failing<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.fail_at == 0 {
+                return Err(io::Error::other("the source went away"));
+            }
+            let n = buf.len().min(self.data.len()).min(self.fail_at);
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            self.fail_at -= n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn an_interrupted_write_resumes_or_says_why_not() {
+        let d = tempfile::tempdir().unwrap();
+        let cs = ChunkStore::open(d.path());
+        let p = Params::default();
+        let data = noise(40 << 20, 11);
+        let src = Source {
+            key: "~/big\nname".into(),
+            size: data.len() as u64,
+            mtime: (1_700_000_000, 5),
+        };
+        let interrupt = |src: &Source, p: Params, data: &[u8]| {
+            let mut r = Failing {
+                data,
+                fail_at: 30 << 20,
+            };
+            let e = cs.write(&mut r, p, Some(src)).unwrap_err();
+            assert!(matches!(e, Error::Source(_)), "{e}");
+            let j = cs.journals().unwrap();
+            assert_eq!(j.len(), 1);
+            assert_eq!(j[0].source.as_ref(), Some(src));
+            assert!(
+                j[0].chunks.len() > 200,
+                "{} chunks journaled",
+                j[0].chunks.len()
+            );
+        };
+        interrupt(&src, p, &data);
+        assert!(!cs.contains(&Hash::of(&data)), "nothing named");
+        let w = cs.write(&mut data.as_slice(), p, Some(&src)).unwrap();
+        let Resume::Resumed { chunks, bytes } = w.resume else {
+            panic!("{:?}", w.resume);
+        };
+        assert!(
+            bytes >= 16 << 20 && chunks > 200,
+            "{chunks} chunks, {bytes} bytes"
+        );
+        assert!(
+            w.new_bytes <= (data.len() as u64) - bytes,
+            "{}",
+            w.new_bytes
+        );
+        assert!(cs.journals().unwrap().is_empty(), "done: the journal goes");
+        assert_eq!(read_all(&cs, &w.hash).unwrap(), data);
+
+        // The source changed: each reason is said, and the write is whole.
+        let mut other = data.clone();
+        other[0] ^= 1;
+        let touched = Source {
+            mtime: (1_700_000_001, 0),
+            ..src.clone()
+        };
+        let small = Params::new(8 * 1024, 32 * 1024, 128 * 1024).unwrap();
+        for (second, p2, content, why) in [
+            (&touched, p, &data, "modified"),
+            (&src, small, &data, "chunker settings changed"),
+            (&src, p, &other, "chunk 1 differs"),
+        ] {
+            interrupt(&src, p, &data);
+            let w = cs.write(&mut content.as_slice(), p2, Some(second)).unwrap();
+            match &w.resume {
+                Resume::Refused(r) => assert!(r.contains(why), "{r}"),
+                r => panic!("{why}: {r:?}"),
+            }
+            assert_eq!(read_all(&cs, &w.hash).unwrap(), *content);
+        }
+        let bigger = Source {
+            size: src.size + 1,
+            ..src.clone()
+        };
+        interrupt(&src, p, &data);
+        let mut longer = data.clone();
+        longer.push(b'\n');
+        let w = cs.write(&mut longer.as_slice(), p, Some(&bigger)).unwrap();
+        assert!(
+            matches!(&w.resume, Resume::Refused(r) if r.contains("size changed")),
+            "{:?}",
+            w.resume
+        );
     }
 
     #[test]

@@ -54,6 +54,22 @@ pub enum Error {
         /// The chunk's name.
         chunk: Hash,
     },
+    /// A chunk of chunked content does not hash to its name.
+    #[error("chunk {chunk} of {content} is corrupt: its bytes do not hash to its name")]
+    CorruptChunk {
+        /// The content's name (its list's).
+        content: Hash,
+        /// The chunk's name.
+        chunk: Hash,
+    },
+    /// The repository's chunking setting file is not one sgard wrote.
+    #[error("chunking setting {} is malformed: {reason}", path.display())]
+    BadSetting {
+        /// The setting's file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The blob's bytes do not hash to its name.
     #[error("blob {hash} is corrupt: its content hashes to {actual}")]
     Corrupt {
@@ -81,6 +97,7 @@ impl Error {
             Error::Corrupt { .. }
                 | Error::Missing(_)
                 | Error::MissingChunk { .. }
+                | Error::CorruptChunk { .. }
                 | Error::BadChunkList { .. }
         )
     }

@@ -1,0 +1,249 @@
+//! Writing chunked content: read and cut on this thread, the whole
+//! content's SHA-256 on a second, the chunks' SHA-256 (and their temp
+//! files) on the others, and the commits on one collector.
+//!
+//! ```text
+//! reader → FastCDC ──chunk──▶ whole-content hasher
+//!                    └─chunk─▶ chunk workers (hash, spool) ──▶ collector (batch, journal)
+//! ```
+//!
+//! Every channel is bounded, so at most a few dozen chunks exist at once
+//! whatever the file's size.
+
+use std::collections::HashSet;
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+
+use super::journal::Journal;
+use super::{COMMIT_EVERY, ChunkList, ChunkStore, ChunkedWritten, Params, Source};
+use crate::{Error, Hash, Hasher, Result, Spooled, durable};
+
+/// Chunks in flight on each channel.
+const DEPTH: usize = 8;
+
+type Chunk = Arc<Vec<u8>>;
+
+struct Collected {
+    chunks: Vec<(Hash, u32)>,
+    new_chunks: usize,
+    new_bytes: u64,
+    journal: Option<Journal>,
+}
+
+fn thread_failed() -> Error {
+    Error::Source(io::Error::other("a chunking thread failed"))
+}
+
+impl ChunkStore {
+    /// Splits what `reader` yields into chunks with `params`, stores the
+    /// chunks not stored yet (durably, before anything names them), then
+    /// the list, named by the whole content's SHA-256. With a `source`, a
+    /// journal records the chunks made durable as it goes (see
+    /// [`super::journal`]). Memory stays within a few dozen chunks whatever
+    /// the size.
+    ///
+    /// # Errors
+    /// [`Error::Source`] when reading fails; [`Error::Interrupted`];
+    /// [`Error::Io`]. Nothing is named then; chunks already committed stay
+    /// for the next write of the same content to reuse.
+    pub fn write(
+        &self,
+        reader: &mut dyn Read,
+        params: Params,
+        source: Option<&Source>,
+    ) -> Result<ChunkedWritten> {
+        durable::create_dir_all_durable(self.objects.root())?;
+        let journal = match source {
+            Some(s) => Some(Journal::begin(self, s, params)?),
+            None => None,
+        };
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(2, 5)
+            - 1;
+        let stop = AtomicBool::new(false);
+        let (whole, collected, cut) = std::thread::scope(|sc| {
+            let (whole_tx, whole_rx) = sync_channel::<Chunk>(DEPTH);
+            let (work_tx, work_rx) = sync_channel::<(usize, Chunk)>(DEPTH);
+            let (done_tx, done_rx) = sync_channel::<(usize, u32, Result<Spooled>)>(DEPTH);
+            let work_rx = Arc::new(Mutex::new(work_rx));
+            let hasher = sc.spawn(move || {
+                let mut h = Hasher::new();
+                let mut size = 0u64;
+                for c in whole_rx {
+                    h.update(&c);
+                    size += c.len() as u64;
+                }
+                (h.finish(), size)
+            });
+            for _ in 0..workers {
+                let rx = Arc::clone(&work_rx);
+                let tx = done_tx.clone();
+                let objects = &self.objects;
+                sc.spawn(move || worker(objects, &rx, &tx));
+            }
+            drop((work_rx, done_tx));
+            let stop = &stop;
+            let collector = sc.spawn(move || self.collect(done_rx, journal, source, params, stop));
+            let cut = cut(reader, params, &whole_tx, &work_tx, stop);
+            drop((whole_tx, work_tx));
+            let whole = hasher.join().map_err(|_| thread_failed());
+            let collected = collector.join().map_err(|_| thread_failed());
+            (whole, collected, cut)
+        });
+        // The first failure is the one to tell: reading before writing.
+        let count = cut?;
+        let (hash, size) = whole?;
+        let mut c = collected??;
+        if c.chunks.len() != count {
+            return Err(thread_failed());
+        }
+        let list = ChunkList {
+            params,
+            size,
+            chunks: std::mem::take(&mut c.chunks),
+        };
+        let path = self.list_path(&hash);
+        let new_list = !durable::lstat_exists(&path);
+        if new_list {
+            durable::create_dir_all_durable(&durable::parent_of(&path))?;
+            durable::write_atomic(&path, list.to_text().as_bytes(), 0o644)?;
+        }
+        let resume = c.journal.take().map(Journal::finish).unwrap_or_default();
+        Ok(ChunkedWritten {
+            hash,
+            size,
+            chunks: list.chunks.len(),
+            new_chunks: c.new_chunks,
+            new_bytes: c.new_bytes,
+            new_list,
+            resume,
+        })
+    }
+
+    /// The collector: adopts spooled chunks into a batch, commits it every
+    /// [`COMMIT_EVERY`] new bytes and at the end, and journals what each
+    /// commit made durable.
+    fn collect(
+        &self,
+        done: Receiver<(usize, u32, Result<Spooled>)>,
+        mut journal: Option<Journal>,
+        source: Option<&Source>,
+        params: Params,
+        stop: &AtomicBool,
+    ) -> Result<Collected> {
+        let fail = |e: Error| {
+            stop.store(true, Ordering::Relaxed);
+            e
+        };
+        let mut slots: Vec<Option<(Hash, u32)>> = Vec::new();
+        let mut contiguous = 0;
+        let mut batch = self.objects.batch();
+        let mut seen = HashSet::new();
+        let (mut new_chunks, mut new_bytes, mut pending) = (0, 0u64, 0u64);
+        let mut commits = 0u32;
+        for (i, len, spooled) in done {
+            let w = batch.adopt(spooled.map_err(fail)?);
+            if w.new && seen.insert(w.hash) {
+                new_chunks += 1;
+                new_bytes += w.size;
+                pending += w.size;
+            }
+            if slots.len() <= i {
+                slots.resize(i + 1, None);
+            }
+            slots[i] = Some((w.hash, len));
+            while let Some(Some(c)) = slots.get(contiguous) {
+                if let Some(j) = journal.as_mut() {
+                    j.check(contiguous, *c);
+                }
+                contiguous += 1;
+            }
+            if pending >= COMMIT_EVERY {
+                std::mem::replace(&mut batch, self.objects.batch())
+                    .commit()
+                    .map_err(fail)?;
+                pending = 0;
+                commits += 1;
+                if let (Some(j), Some(s)) = (journal.as_mut(), source) {
+                    let durable: Vec<(Hash, u32)> =
+                        slots[..contiguous].iter().flatten().copied().collect();
+                    j.record(s, params, &durable).map_err(fail)?;
+                }
+                if self.stall_after == Some(commits) {
+                    loop {
+                        std::thread::sleep(std::time::Duration::from_secs(1));
+                    }
+                }
+            }
+        }
+        batch.commit().map_err(fail)?;
+        // Interrupted, this is where the next write resumes from.
+        if let (Some(j), Some(s)) = (journal.as_mut(), source) {
+            let durable: Vec<(Hash, u32)> = slots[..contiguous].iter().flatten().copied().collect();
+            j.record(s, params, &durable).map_err(fail)?;
+        }
+        let chunks: Vec<(Hash, u32)> = slots.into_iter().flatten().collect();
+        if chunks.len() != contiguous {
+            return Err(thread_failed());
+        }
+        Ok(Collected {
+            chunks,
+            new_chunks,
+            new_bytes,
+            journal,
+        })
+    }
+}
+
+/// Hashes and spools chunks until the work runs out or the collector goes.
+fn worker(
+    objects: &crate::Store,
+    rx: &Mutex<Receiver<(usize, Chunk)>>,
+    tx: &SyncSender<(usize, u32, Result<Spooled>)>,
+) {
+    loop {
+        let job = match rx.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        let Ok((i, data)) = job else { return };
+        let Ok(len) = u32::try_from(data.len()) else {
+            return;
+        };
+        if tx.send((i, len, objects.spool_bytes(&data))).is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads and cuts; returns how many chunks were handed on.
+fn cut(
+    reader: &mut dyn Read,
+    params: Params,
+    whole: &SyncSender<Chunk>,
+    work: &SyncSender<(usize, Chunk)>,
+    stop: &AtomicBool,
+) -> Result<usize> {
+    let (min, avg, max) = params.sizes();
+    let mut n = 0;
+    for c in fastcdc::v2020::StreamCDC::new(reader, min, avg, max) {
+        crate::cancel::check()?;
+        let c = c.map_err(|e| match e {
+            fastcdc::v2020::Error::IoError(e) => Error::Source(e),
+            other => Error::Source(io::Error::other(other.to_string())),
+        })?;
+        let data = Arc::new(c.data);
+        if stop.load(Ordering::Relaxed)
+            || whole.send(Arc::clone(&data)).is_err()
+            || work.send((n, data)).is_err()
+        {
+            // The collector failed; it says why.
+            return Ok(usize::MAX);
+        }
+        n += 1;
+    }
+    Ok(n)
+}
