@@ -114,6 +114,35 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show what the repository tracks and stores: files, bytes, chunks, dedup, what prune would free
+    Stats {
+        /// Also show what each snapshot costs
+        #[arg(long)]
+        snapshots: bool,
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show or change how big files are stored (content-defined chunks)
+    ///
+    /// Files at or above the threshold are split into chunks stored once
+    /// each, so a small edit to a big file stores a chunk or two. `--off`
+    /// stores every file whole, as the Go sgard reads them (and rewrites the
+    /// head's chunked files whole).
+    Chunking {
+        /// Store every file as one blob (readable by the Go sgard)
+        #[arg(long, conflicts_with_all = ["on", "threshold", "sizes"])]
+        off: bool,
+        /// Chunk files at or above the threshold
+        #[arg(long)]
+        on: bool,
+        /// Files at least this big are chunked (bytes, or with K, M, G)
+        #[arg(long, value_name = "SIZE")]
+        threshold: Option<String>,
+        /// The chunker's minimum, average and maximum chunk sizes [default: 16K,64K,256K]
+        #[arg(long, value_name = "MIN,AVG,MAX")]
+        sizes: Option<String>,
+    },
     /// List tracked entries (`--remote`: the server's)
     #[command(alias = "ls")]
     List {
@@ -137,6 +166,9 @@ pub enum Command {
     },
     /// Delete stored blobs nothing references, and stale temp files (`--remote`: on the server)
     Prune {
+        /// Say what would be deleted and how much it would free; delete nothing
+        #[arg(short = 'n', long, conflicts_with = "remote")]
+        dry_run: bool,
         /// Prune the sync server's store instead [default server: SGARD_REMOTE, then <repo>/remote.yaml]
         #[arg(short = 'r', long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
         remote: Option<String>,

@@ -2,6 +2,7 @@
 
 mod add;
 mod checkpoint;
+mod chunking;
 mod completion;
 mod diff;
 mod encrypt;
@@ -22,6 +23,7 @@ mod remote;
 mod remove;
 mod restore;
 mod show;
+mod stats;
 mod status;
 mod tag;
 mod target;
@@ -170,7 +172,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Push { remote, net }
         | Command::Pull { remote, net, .. }
         | Command::List { remote, net, .. }
-        | Command::Prune { remote, net } => Net::of(remote.as_ref(), Some(net)),
+        | Command::Prune { remote, net, .. } => Net::of(remote.as_ref(), Some(net)),
         Command::Remote {
             action: crate::cli::RemoteAction::Set { tls, tls_ca, .. },
         } => Net::of(
@@ -233,7 +235,23 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             buffered(out, |o| list::run(&ctx, json, ctx.net.remote.is_some(), o))?
         }
         Command::Info { path, json } => info::run(&ctx, &path, json, out)?,
-        Command::Prune { .. } => prune::run(&ctx, ctx.net.remote.is_some(), out)?,
+        Command::Prune { dry_run, .. } => prune::run(&ctx, ctx.net.remote.is_some(), dry_run, out)?,
+        Command::Stats { snapshots, json } => stats::run(&ctx, snapshots, json, out)?,
+        Command::Chunking {
+            off,
+            on,
+            threshold,
+            sizes,
+        } => chunking::run(
+            &ctx,
+            chunking::Change {
+                off,
+                on,
+                threshold,
+                sizes,
+            },
+            out,
+        )?,
         Command::Push { .. } => push::run(&ctx, out)?,
         Command::Pull {
             theirs,

@@ -49,6 +49,7 @@ pub fn env() -> Result<Env> {
         Some((point.to_owned(), PathBuf::from(file)))
     });
     let scan_window = hook("SGARD_TEST_SCAN_WINDOW").and_then(|s| s.parse().ok());
+    let chunk_stall = hook("SGARD_TEST_CHUNK_STALL").and_then(|s| s.parse().ok());
     Ok(Env {
         home: clean(&home),
         cwd: clean(&cwd),
@@ -60,6 +61,7 @@ pub fn env() -> Result<Env> {
         interrupt_at,
         wait_at,
         scan_window,
+        chunk_stall,
     })
 }
 

@@ -116,6 +116,21 @@ pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Prints a warning on stderr.
+/// A byte count for people: `512 bytes`, `1.5 KiB`, `64.0 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
 pub fn warn(msg: &str) {
     eprintln!("sgard: warning: {}", clean_text(msg, true));
 }

@@ -39,6 +39,10 @@ pub struct Env {
     /// a scan or an add's copying covers (`None`: the default, 8192), so
     /// tests cross window boundaries with a few files.
     pub scan_window: Option<usize>,
+    /// Test hook (`SGARD_TEST_CHUNK_STALL`): a chunked write stops for good
+    /// (sleeps until killed) after this many commits, so a test can kill -9
+    /// it at a known point.
+    pub chunk_stall: Option<u32>,
 }
 
 impl Env {

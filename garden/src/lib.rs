@@ -21,6 +21,7 @@
 mod add;
 mod base;
 mod checkpoint;
+mod chunking;
 pub mod crypto;
 mod diff;
 mod encrypt;
@@ -51,6 +52,7 @@ mod remove;
 mod restore;
 mod scan;
 mod statcache;
+mod stats;
 mod status;
 mod sync;
 mod tags;
@@ -64,10 +66,12 @@ use std::path::{Path, PathBuf};
 
 use sgard_manifest::history::{HISTORY_FILE, History};
 use sgard_manifest::{MANIFEST_FILE, Manifest, path_is_under};
+use sgard_store::chunks::ChunkStore;
 use sgard_store::{Store, durable};
 
 pub use add::{AddOptions, AddOutcome, AddReport};
 pub use checkpoint::{CheckpointOptions, CheckpointReport, EntryChange, error_chain};
+pub use chunking::ChunkSweep;
 pub use diff::Diff;
 pub use encrypt::RotateReport;
 pub use encrypted::PassphraseSource;
@@ -83,6 +87,7 @@ pub use paths::clean;
 pub use prune::PruneReport;
 pub use remove::RemoveReport;
 pub use restore::{Answer, Prompt, RestoreAction, RestoreOptions, RestoreReport};
+pub use stats::{SnapshotStats, Stats};
 pub use status::{State, StatusLine};
 pub use sync::{Base, PullReport, PushDecision, Side, Trust, head_id_of};
 pub use undo::UndoReport;
@@ -95,8 +100,7 @@ pub use sgard_store as store;
 /// git. Blobs go in (content addressed, so git stores each once; encrypted
 /// ones are ciphertext), and so does `repo-id` (a clone is the same
 /// repository).
-pub const GITIGNORE: &str =
-    "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n";
+pub const GITIGNORE: &str = "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\nchunks/tmp/\nchunks/journal/\n";
 
 /// What a Garden keeps of its index between reading and writing it.
 #[derive(Debug, Default)]
@@ -351,6 +355,9 @@ pub struct Garden {
     index: std::cell::RefCell<IndexState>,
     /// The repository's open write transaction (see [`Writes`]).
     writes: std::cell::RefCell<Writes>,
+    /// The repository's chunking setting, read at the first write that
+    /// needs it.
+    chunking: std::cell::OnceCell<sgard_store::chunks::Setting>,
     /// The process ends with this Garden (see [`Garden::set_process_ends`]).
     process_ends: bool,
     _lock: RepoLock,
@@ -653,6 +660,7 @@ impl Garden {
             note: key_note,
             dir: local_dir,
         } = place;
+        let env_stall = env.chunk_stall;
         let (tags, tag_note) = tags::load(root, local_dir.as_deref())?;
         let labels = identity::labels(&env.hostname, &tags);
         let repo_id = fs::metadata(root).ok().map(|m| (m.dev(), m.ino()));
@@ -703,6 +711,7 @@ impl Garden {
             statcache: std::cell::RefCell::new(statcache),
             index: std::cell::RefCell::new(index),
             writes: std::cell::RefCell::default(),
+            chunking: std::cell::OnceCell::new(),
             process_ends: false,
             root: root.to_path_buf(),
             env,
@@ -712,7 +721,10 @@ impl Garden {
             repo_history: history,
             local,
             home_lock: None,
-            store,
+            store: match env_stall {
+                Some(n) => store.with_chunk_store(ChunkStore::open(root).stalling_after(n)),
+                None => store,
+            },
             labels,
             repo_id,
             _lock: lock,
@@ -1128,6 +1140,40 @@ impl Garden {
         self.writes.borrow().batch.is_some()
     }
 
+    /// The repository's chunking setting (see `sgard_store::chunks::Setting`).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when `<repo>/chunking` is malformed or unreadable.
+    pub fn chunking(&self) -> Result<sgard_store::chunks::Setting> {
+        if let Some(s) = self.chunking.get() {
+            return Ok(*s);
+        }
+        let s = sgard_store::chunks::Setting::load(&self.root)?;
+        Ok(*self.chunking.get_or_init(|| s))
+    }
+
+    /// Changes the repository's chunking setting (new content only: what is
+    /// stored stays as it is).
+    ///
+    /// # Errors
+    /// [`Error::Io`]/[`Error::Store`] when it cannot be written.
+    pub fn set_chunking(&mut self, s: sgard_store::chunks::Setting) -> Result<()> {
+        s.save(&self.root)?;
+        self.chunking = std::cell::OnceCell::from(s);
+        Ok(())
+    }
+
+    /// The size past which a file is stored in chunks (`None`: never), for
+    /// the copying done ahead of time, which stores whole blobs only.
+    pub(crate) fn chunk_threshold(&self) -> Option<u64> {
+        match self.chunking() {
+            Ok(sgard_store::chunks::Setting::On { threshold, .. }) => Some(threshold),
+            Ok(sgard_store::chunks::Setting::Off) => None,
+            // Unreadable: the in-order pass reports it.
+            Err(_) => Some(0),
+        }
+    }
+
     /// Copies the regular files `paths` into the store on all cores, for
     /// [`Garden::store_file`] to adopt: one copy per path, in order. Only
     /// while a batch is open (else none). A file that fails here gets none:
@@ -1141,8 +1187,12 @@ impl Garden {
             return paths.iter().map(|_| None).collect();
         }
         let store = &self.store;
+        let big = self.chunk_threshold().unwrap_or(u64::MAX);
         par::map(paths, 64, |abs| {
             let (mut f, md) = fsx::open_regular(abs).ok()?;
+            if md.len() >= big {
+                return None;
+            }
             Some((store.spool_blob(&mut f).ok()?, md))
         })
         .into_iter()
@@ -1162,11 +1212,54 @@ impl Garden {
             return Ok((self.adopt(spooled)?, md));
         }
         let (mut f, md) = fsx::open_regular(abs)?;
-        let w = self.put(&mut f).map_err(|e| match e {
+        let reading = |e| match e {
             sgard_store::Error::Source(source) => Error::io("reading", abs, source),
             other => Error::Store(other),
-        })?;
+        };
+        if let Some(params) = self.chunking()?.params_for(md.len())
+            && let Some(cs) = self.store.chunked()
+            && self.writes_to_repo()
+        {
+            let source = sgard_store::chunks::Source {
+                key: abs.to_string_lossy().into_owned(),
+                size: md.len(),
+                mtime: (md.mtime(), md.mtime_nsec()),
+            };
+            let c = cs.write(&mut f, params, Some(&source)).map_err(reading)?;
+            let tilde = self
+                .env
+                .to_tilde(abs)
+                .unwrap_or_else(|_| abs.display().to_string());
+            match &c.resume {
+                sgard_store::chunks::Resume::Fresh => {}
+                sgard_store::chunks::Resume::Resumed { chunks, bytes } => self.note(format!(
+                    "{tilde}: resumed an interrupted store ({chunks} of {} chunks, {} bytes, were stored already)",
+                    c.chunks, bytes
+                )),
+                sgard_store::chunks::Resume::Refused(why) => self.note(format!(
+                    "{tilde}: not resuming an interrupted store of it: {why}; stored afresh"
+                )),
+            }
+            let w = sgard_store::Written {
+                hash: c.hash,
+                size: c.size,
+                new: c.new_chunks > 0 || c.new_list,
+            };
+            self.writes.borrow_mut().sizes.push((w.hash, w.size));
+            return Ok((w, md));
+        }
+        let w = self.put(&mut f).map_err(reading)?;
         Ok((w, md))
+    }
+
+    /// Whether blob writes go to the repository's store (not this home's
+    /// local log: only the repository keeps chunks).
+    fn writes_to_repo(&self) -> bool {
+        self.writes
+            .borrow()
+            .batch
+            .as_ref()
+            .is_none_or(|b| b.root() == self.store.root())
     }
 
     /// Names a prespooled blob through the open batch.

@@ -106,6 +106,7 @@ mod tests {
 
     fn env() -> Env {
         Env {
+            chunk_stall: None,
             home: "/home/u".into(),
             cwd: "/home/u/.config".into(),
             now: Timestamp::zero(),

@@ -1,9 +1,11 @@
-//! `prune`: delete blobs nothing references, and stale temp files.
+//! `prune`: delete blobs and chunks nothing references, and stale temp
+//! files.
 
+use crate::chunking::ChunkSweep;
 use crate::{Garden, Result};
 
 /// The result of [`Garden::prune`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PruneReport {
     /// Blobs deleted.
     pub blobs: u64,
@@ -18,6 +20,8 @@ pub struct PruneReport {
     pub local_blobs: u64,
     /// Bytes those held.
     pub local_bytes: u64,
+    /// Chunk lists and chunks (see [`ChunkSweep`]).
+    pub chunks: ChunkSweep,
 }
 
 impl Garden {
@@ -32,6 +36,15 @@ impl Garden {
         self.prune_with(&std::collections::HashSet::new(), None)
     }
 
+    /// What [`Garden::prune`] would delete, deleting nothing (temp files
+    /// are not counted); a shared lock is enough.
+    ///
+    /// # Errors
+    /// As [`Garden::prune`].
+    pub fn prune_dry_run(&mut self) -> Result<PruneReport> {
+        self.prune_opts(&std::collections::HashSet::new(), None, true)
+    }
+
     /// As [`Garden::prune`], also keeping the blobs in `protect` and, with
     /// `grace`, every blob and temp file younger than it (a server keeps the
     /// blobs of pushes in progress this way).
@@ -43,8 +56,19 @@ impl Garden {
         protect: &std::collections::HashSet<sgard_store::Hash>,
         grace: Option<std::time::Duration>,
     ) -> Result<PruneReport> {
-        self.require_exclusive("prune")?;
-        let keep = self.live_blobs()?;
+        self.prune_opts(protect, grace, false)
+    }
+
+    fn prune_opts(
+        &mut self,
+        protect: &std::collections::HashSet<sgard_store::Hash>,
+        grace: Option<std::time::Duration>,
+        dry_run: bool,
+    ) -> Result<PruneReport> {
+        if !dry_run {
+            self.require_exclusive("prune")?;
+        }
+        let mut keep = self.live_blobs()?;
         let mut r = PruneReport::default();
         for b in self.store.list()? {
             if keep.contains(&b.hash) || protect.contains(&b.hash) {
@@ -60,11 +84,13 @@ impl Garden {
                     continue;
                 }
             }
-            if let Some(bytes) = self.store.delete(&b.hash)? {
+            if dry_run || self.store.delete(&b.hash)?.is_some() {
                 r.blobs += 1;
-                r.blob_bytes += bytes;
+                r.blob_bytes += b.size;
             }
         }
+        keep.extend(protect.iter().copied());
+        r.chunks = self.sweep_chunks(&keep, grace, dry_run)?;
         // This home's local log keeps only what its own snapshots name.
         if let Some(l) = &self.local
             && l.store.root().is_dir()
@@ -75,13 +101,16 @@ impl Garden {
                 keep_local.extend(self.snapshot_doc(&rec.id)?.referenced_blobs());
             }
             for b in l.store.list()? {
-                if !keep_local.contains(&b.hash) && l.store.delete(&b.hash)?.is_some() {
+                if keep_local.contains(&b.hash) {
+                    continue;
+                }
+                if dry_run || l.store.delete(&b.hash)?.is_some() {
                     r.local_blobs += 1;
                     r.local_bytes += b.size;
                 }
             }
             // And the bases saved for undo of forgotten operations.
-            if let Ok(rd) = std::fs::read_dir(l.dir.join("bases")) {
+            if !dry_run && let Ok(rd) = std::fs::read_dir(l.dir.join("bases")) {
                 for e in rd.flatten() {
                     let name = e.file_name();
                     let known = name
@@ -94,15 +123,20 @@ impl Garden {
                 }
             }
         }
-        let (temps, temp_bytes) = if grace.is_some() {
+        let (temps, temp_bytes) = if grace.is_some() || dry_run {
             // Temp files may belong to uploads in progress.
             (0, 0)
         } else {
-            self.store.sweep_temps()?
+            let (a, b) = self.store.sweep_temps()?;
+            let (c, d) = match self.store.chunked() {
+                Some(cs) => cs.objects().sweep_temps()?,
+                None => (0, 0),
+            };
+            (a + c, b + d)
         };
         r.temps = temps;
         r.temp_bytes = temp_bytes;
-        if grace.is_none() {
+        if grace.is_none() && !dry_run {
             // And what killed commands left in the repository's root, this
             // machine's state and the home.
             r.temps += (self.sweep_repo_temps() + self.sweep_home()) as u64;

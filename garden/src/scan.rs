@@ -229,12 +229,13 @@ impl Garden {
             return found;
         }
         let store = &self.store;
+        let big = self.chunk_threshold().unwrap_or(u64::MAX);
         let results = par::map(&work, 64, |&(_, i)| {
             let e = &files[i];
             let abs = env.expand(&e.path);
             let (h, opened) = fsx::hash_file(&abs).ok()?;
             let after = fs::symlink_metadata(&abs).ok()?;
-            let storable = spool && !e.encrypted && !e.locked;
+            let storable = spool && !e.encrypted && !e.locked && opened.len() < big;
             let copy = match e.hash {
                 Some(expected) if storable && expected != h => fsx::open_regular(&abs)
                     .ok()

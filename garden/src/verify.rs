@@ -24,7 +24,7 @@ impl VerifyState {
         match s {
             BlobState::Ok => VerifyState::Ok,
             BlobState::Missing => VerifyState::Missing,
-            BlobState::Corrupt(_) => VerifyState::Corrupt,
+            BlobState::Corrupt => VerifyState::Corrupt,
         }
     }
 

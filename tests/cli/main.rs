@@ -6,6 +6,7 @@
 mod common;
 
 mod basics;
+mod chunks;
 mod encryption;
 mod evil;
 mod history;

@@ -138,8 +138,8 @@ fn init_creates_manifest_blobs_and_gitignore() {
     assert!(t.repo().join("blobs").is_dir());
     assert_eq!(
         fs::read_to_string(t.repo().join(".gitignore")).unwrap(),
-        "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\n",
-        "only machine-local files are kept out of git; blobs are versioned"
+        "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\nchunks/tmp/\nchunks/journal/\n",
+        "only machine-local files and unfinished writes are kept out of git; blobs and chunks are versioned"
     );
     // The repository's identity, which a clone shares.
     let id = fs::read_to_string(t.repo().join("repo-id")).unwrap();

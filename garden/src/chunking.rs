@@ -1,0 +1,151 @@
+//! Chunked content in a repository: turning chunking off (every content
+//! the head names stored whole again, for the Go sgard), the mark-and-sweep
+//! of chunks for `prune`, and the numbers of `sgard stats`.
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+
+use sgard_store::Hash;
+use sgard_store::chunks::{ChunkStore, Setting};
+
+use crate::{Error, Garden, Result};
+
+/// What [`Garden::sweep_chunks`] freed (or would free).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkSweep {
+    /// Chunk lists deleted: content nothing names, or stored whole too.
+    pub lists: u64,
+    /// Chunks no kept list (and no resumable journal) names.
+    pub chunks: u64,
+    /// Their bytes (lists and chunks).
+    pub bytes: u64,
+    /// Journals of interrupted writes whose source changed or went.
+    pub journals: u64,
+    /// Set when a list the repository needs is damaged: no chunk was
+    /// swept then (which chunks it needs is unknown), and this says which.
+    pub held_back: Option<String>,
+}
+
+impl Garden {
+    /// Sets the repository's chunking; turning it off also stores every
+    /// chunked content the head names as one blob, so the Go sgard reads
+    /// the whole head. Returns how many contents were rewritten and their
+    /// bytes.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] without the exclusive lock; store errors (a
+    /// chunk missing or corrupt: that content cannot be made whole).
+    pub fn configure_chunking(&mut self, s: Setting) -> Result<(u64, u64)> {
+        self.require_exclusive("chunking")?;
+        let mut done = (0, 0);
+        if s == Setting::Off
+            && let Some(cs) = self.store.chunked().cloned()
+        {
+            let mut seen = HashSet::new();
+            for h in self.manifest.referenced_blobs() {
+                if !seen.insert(h) || self.store.contains_blob(&h)? || !cs.contains(&h) {
+                    continue;
+                }
+                let w = self.store.write_from(&mut |out| {
+                    cs.read_to(&h, out)
+                        .map(|_| ())
+                        .map_err(std::io::Error::other)
+                })?;
+                if w.hash != h {
+                    return Err(Error::Invalid(format!(
+                        "internal error: content {h} reassembled as {}",
+                        w.hash
+                    )));
+                }
+                done.0 += 1;
+                done.1 += w.size;
+            }
+        }
+        self.set_chunking(s)?;
+        Ok(done)
+    }
+
+    /// Deletes (with `dry_run`, only counts) the chunk lists of content
+    /// outside `live` or also stored whole, then every chunk that no kept
+    /// list and no resumable journal names. With `grace`, lists and chunks
+    /// younger than it stay.
+    pub(crate) fn sweep_chunks(
+        &self,
+        live: &HashSet<Hash>,
+        grace: Option<std::time::Duration>,
+        dry_run: bool,
+    ) -> Result<ChunkSweep> {
+        let mut r = ChunkSweep::default();
+        let Some(cs) = self.store.chunked() else {
+            return Ok(r);
+        };
+        let young = |p: &std::path::Path| {
+            grace.is_some_and(|g| {
+                std::fs::metadata(p)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_none_or(|age| age < g)
+            })
+        };
+        let mut marked: HashSet<Hash> = HashSet::new();
+        for h in cs.lists()? {
+            let path = cs.list_path(&h);
+            let needed = live.contains(&h) && !self.store.contains_blob(&h)?;
+            if needed || young(&path) {
+                match cs.list(&h) {
+                    Ok(l) => marked.extend(l.chunks.iter().map(|(c, _)| *c)),
+                    Err(e) => {
+                        r.held_back.get_or_insert_with(|| e.to_string());
+                    }
+                }
+                continue;
+            }
+            let size = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+            if dry_run || cs.delete_list(&h)?.is_some() {
+                r.lists += 1;
+                r.bytes += size;
+            }
+        }
+        self.mark_journals(cs, &mut marked, &mut r, dry_run)?;
+        if r.held_back.is_some() {
+            return Ok(r);
+        }
+        for c in cs.objects().list()? {
+            if marked.contains(&c.hash) || young(&cs.objects().path_of(&c.hash)) {
+                continue;
+            }
+            if dry_run || cs.objects().delete(&c.hash)?.is_some() {
+                r.chunks += 1;
+                r.bytes += c.size;
+            }
+        }
+        Ok(r)
+    }
+
+    /// Marks the chunks of journals whose source is still as it was (the
+    /// next store of it resumes from them); drops the others.
+    fn mark_journals(
+        &self,
+        cs: &ChunkStore,
+        marked: &mut HashSet<Hash>,
+        r: &mut ChunkSweep,
+        dry_run: bool,
+    ) -> Result<()> {
+        for j in cs.journals()? {
+            let current = j.source.as_ref().is_some_and(|s| {
+                std::fs::metadata(&s.key)
+                    .is_ok_and(|m| m.len() == s.size && (m.mtime(), m.mtime_nsec()) == s.mtime)
+            });
+            if current {
+                marked.extend(j.chunks.iter().copied());
+            } else {
+                if !dry_run {
+                    cs.delete_journal(&j)?;
+                }
+                r.journals += 1;
+            }
+        }
+        Ok(())
+    }
+}

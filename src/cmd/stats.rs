@@ -1,0 +1,90 @@
+//! `sgard stats`
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use serde_json::json;
+use sgard_garden::LockMode;
+
+use super::{Ctx, print_json};
+use crate::ui::bytes;
+
+pub fn run(ctx: &Ctx, per_snapshot: bool, as_json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+    let mut g = ctx.open(LockMode::Shared)?;
+    let s = g.stats(per_snapshot)?;
+    if as_json {
+        let snapshots: Vec<_> = s
+            .snapshots
+            .iter()
+            .map(|p| {
+                json!({"id": p.record.id.to_hex(), "time": p.record.time.to_string(),
+                       "reason": p.record.reason.as_str(), "files": p.files,
+                       "bytes": p.bytes, "added_bytes": p.added_bytes})
+            })
+            .collect();
+        let mut doc = json!({
+            "schema": 1,
+            "tracked": {"files": s.tracked_files, "bytes": s.tracked_bytes,
+                        "chunked_files": s.chunked_files},
+            "stored": {"blobs": s.blobs.0, "blob_bytes": s.blobs.1,
+                       "chunks": s.chunks.0, "chunk_bytes": s.chunks.1,
+                       "lists": s.lists.0, "list_bytes": s.lists.1,
+                       "bytes": s.stored_bytes()},
+            "logical_bytes": s.logical_bytes,
+            "dedup_ratio": (s.dedup_ratio() * 100.0).round() / 100.0,
+            "prunable_bytes": s.prunable_bytes,
+        });
+        if per_snapshot {
+            doc["snapshots"] = json!(snapshots);
+        }
+        print_json(out, &doc)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "Tracked files:     {} ({}), {} stored in chunks",
+        s.tracked_files,
+        bytes(s.tracked_bytes),
+        s.chunked_files
+    )?;
+    writeln!(
+        out,
+        "Stored:            {} blob(s) {}, {} chunk(s) {}, {} chunk list(s) {}: {} in all",
+        s.blobs.0,
+        bytes(s.blobs.1),
+        s.chunks.0,
+        bytes(s.chunks.1),
+        s.lists.0,
+        bytes(s.lists.1),
+        bytes(s.stored_bytes())
+    )?;
+    writeln!(
+        out,
+        "Every version whole: {} (dedup ratio {:.2})",
+        bytes(s.logical_bytes),
+        s.dedup_ratio()
+    )?;
+    writeln!(out, "Prune would free:  {}", bytes(s.prunable_bytes))?;
+    if per_snapshot {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{:<12}  {:<23}  {:<15}  {:>7}  {:>11}  {:>11}",
+            "SNAPSHOT", "TIME", "REASON", "FILES", "BYTES", "ADDED"
+        )?;
+        for p in &s.snapshots {
+            writeln!(
+                out,
+                "{:<12}  {:<23}  {:<15}  {:>7}  {:>11}  {:>11}",
+                p.record.id.short(12),
+                p.record.time.human(),
+                p.record.reason.as_str(),
+                p.files,
+                bytes(p.bytes),
+                bytes(p.added_bytes)
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
