@@ -50,6 +50,9 @@ pub fn env() -> Result<Env> {
     });
     let scan_window = hook("SGARD_TEST_SCAN_WINDOW").and_then(|s| s.parse().ok());
     let chunk_stall = hook("SGARD_TEST_CHUNK_STALL").and_then(|s| s.parse().ok());
+    let sqlite_timeout = hook("SGARD_SQLITE_TIMEOUT_MS")
+        .and_then(|s| s.parse().ok())
+        .map(std::time::Duration::from_millis);
     Ok(Env {
         home: clean(&home),
         cwd: clean(&cwd),
@@ -62,6 +65,7 @@ pub fn env() -> Result<Env> {
         wait_at,
         scan_window,
         chunk_stall,
+        sqlite_timeout,
     })
 }
 

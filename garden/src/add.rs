@@ -160,6 +160,19 @@ impl Garden {
                 }
                 continue;
             }
+            if kind == DiskKind::File
+                && let Some(db) = crate::sqlite::side_file_of(&path)
+            {
+                let db = self
+                    .env
+                    .to_tilde(&db)
+                    .unwrap_or_else(|_| db.display().to_string());
+                report.skipped.push((
+                    tilde,
+                    format!("part of the SQLite database {db}, which is captured whole"),
+                ));
+                continue;
+            }
             let tracked = self.manifest.get(&tilde);
             new += usize::from(tracked.is_none());
             let plain = kind == DiskKind::File

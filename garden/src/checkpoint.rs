@@ -258,7 +258,7 @@ impl Garden {
         let mode_changed = entry.kind != EntryKind::Link && entry.mode != Some(mode);
         match entry.kind {
             EntryKind::File if entry.encrypted => {
-                let (sha, _) = self.hash_tracked(&entry.path, &abs, &md, found)?;
+                let (sha, _) = self.hash_tracked(&entry.path, &abs, &md, found, None)?;
                 let same = match self.known_match(entry, sha) {
                     Some(b) => b,
                     None => self.plain_matches(entry, &abs, sha)?,
@@ -284,7 +284,8 @@ impl Garden {
                 }
             }
             EntryKind::File => {
-                let (hash, vouched) = self.hash_tracked(&entry.path, &abs, &md, found)?;
+                let (hash, vouched) =
+                    self.hash_tracked(&entry.path, &abs, &md, found, entry.hash)?;
                 let content_changed = entry.hash != Some(hash);
                 if entry.locked {
                     return Ok((content_changed || mode_changed)

@@ -43,6 +43,9 @@ pub struct Env {
     /// (sleeps until killed) after this many commits, so a test can kill -9
     /// it at a known point.
     pub chunk_stall: Option<u32>,
+    /// How long a SQLite database locked by another process is waited for
+    /// (`SGARD_SQLITE_TIMEOUT_MS`; `None`: 10 s).
+    pub sqlite_timeout: Option<std::time::Duration>,
 }
 
 impl Env {

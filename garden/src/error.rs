@@ -32,6 +32,15 @@ pub enum Error {
         #[source]
         source: sgard_store::Error,
     },
+    /// A SQLite database could not be captured consistently (locked past
+    /// the timeout, unreadable by SQLite, or its copy failed its check).
+    #[error("cannot capture the SQLite database {} consistently: {reason}", path.display())]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// There is no repository at the given place.
     #[error("no sgard repository at {} (no manifest.yaml); run `sgard init` first", .0.display())]
     NotARepo(PathBuf),

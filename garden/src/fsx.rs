@@ -109,6 +109,36 @@ pub fn mode_of(md: &Metadata) -> Mode {
     Mode::from_st_mode(md.mode())
 }
 
+/// Reads the first `head.len()` bytes of `f` and seeks back to the start;
+/// false when the file is shorter.
+///
+/// # Errors
+/// The read or seek error.
+pub fn read_head(f: &mut File, head: &mut [u8]) -> std::io::Result<bool> {
+    use std::io::{Read, Seek};
+    let mut got = 0;
+    while got < head.len() {
+        match f.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    f.rewind()?;
+    Ok(got == head.len())
+}
+
+/// `f` at its start, unless it is a SQLite database (or cannot be read).
+pub(crate) fn unless_sqlite(mut f: File) -> Option<File> {
+    let mut head = [0u8; 16];
+    match read_head(&mut f, &mut head) {
+        Ok(true) if crate::sqlite::is_header(&head) => None,
+        Ok(_) => Some(f),
+        Err(_) => None,
+    }
+}
+
 /// Opens a regular file for reading without following a symlink and
 /// without blocking on a FIFO that replaced it, and checks it is still a
 /// regular file.

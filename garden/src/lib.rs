@@ -51,6 +51,7 @@ mod prune;
 mod remove;
 mod restore;
 mod scan;
+mod sqlite;
 mod statcache;
 mod stats;
 mod status;
@@ -1189,10 +1190,12 @@ impl Garden {
         let store = &self.store;
         let big = self.chunk_threshold().unwrap_or(u64::MAX);
         par::map(paths, 64, |abs| {
-            let (mut f, md) = fsx::open_regular(abs).ok()?;
+            let (f, md) = fsx::open_regular(abs).ok()?;
             if md.len() >= big {
                 return None;
             }
+            // A database is captured, not copied: the in-order pass does it.
+            let mut f = fsx::unless_sqlite(f)?;
             Some((store.spool_blob(&mut f).ok()?, md))
         })
         .into_iter()
@@ -1216,13 +1219,34 @@ impl Garden {
             sgard_store::Error::Source(source) => Error::io("reading", abs, source),
             other => Error::Store(other),
         };
-        if let Some(params) = self.chunking()?.params_for(md.len())
+        let mut head = [0u8; 16];
+        let captured = if fsx::read_head(&mut f, &mut head)
+            .map_err(|e| Error::io("reading", abs, e))?
+            && crate::sqlite::is_header(&head)
+        {
+            let tmp = self.capture_sqlite(abs)?;
+            f = tmp
+                .reopen()
+                .map_err(|e| Error::io("opening", tmp.path(), e))?;
+            Some(tmp)
+        } else {
+            None
+        };
+        let size = match &captured {
+            Some(t) => t
+                .as_file()
+                .metadata()
+                .map_err(|e| Error::io("inspecting", t.path(), e))?
+                .len(),
+            None => md.len(),
+        };
+        if let Some(params) = self.chunking()?.params_for(size)
             && let Some(cs) = self.store.chunked()
             && self.writes_to_repo()
         {
             let source = sgard_store::chunks::Source {
                 key: abs.to_string_lossy().into_owned(),
-                size: md.len(),
+                size,
                 mtime: (md.mtime(), md.mtime_nsec()),
             };
             let c = cs.write(&mut f, params, Some(&source)).map_err(reading)?;
@@ -1230,6 +1254,21 @@ impl Garden {
                 .env
                 .to_tilde(abs)
                 .unwrap_or_else(|_| abs.display().to_string());
+            let setting = self.root.join(sgard_store::chunks::SETTING_FILE);
+            if !durable::lstat_exists(&setting) {
+                // The first chunked file of a repository that never chose
+                // (made by an older sgard, or by the Go sgard): say what it
+                // means once, and record the choice.
+                let chosen = self.chunking()?;
+                chosen.save(&self.root)?;
+                if let sgard_store::chunks::Setting::On { threshold, .. } = chosen {
+                    self.note(format!(
+                        "{tilde} is stored in chunks, as every file of {threshold} bytes and \
+                         more now is: the Go sgard cannot restore those; `sgard chunking --off` \
+                         keeps the repository Go-readable"
+                    ));
+                }
+            }
             match &c.resume {
                 sgard_store::chunks::Resume::Fresh => {}
                 sgard_store::chunks::Resume::Resumed { chunks, bytes } => self.note(format!(
@@ -1250,6 +1289,21 @@ impl Garden {
         }
         let w = self.put(&mut f).map_err(reading)?;
         Ok((w, md))
+    }
+
+    /// A consistent copy of the SQLite database `abs` (see [`sqlite`]), in
+    /// this machine's cache folder (else the system's temp folder): never
+    /// in the repository, which a reader must not write.
+    pub(crate) fn capture_sqlite(&self, abs: &Path) -> Result<tempfile::NamedTempFile> {
+        let dir = match &self.env.cache_dir {
+            Some(c) => c.join("sgard").join("capture"),
+            None => std::env::temp_dir(),
+        };
+        sqlite::capture(
+            abs,
+            &dir,
+            self.env.sqlite_timeout.unwrap_or(sqlite::DEFAULT_TIMEOUT),
+        )
     }
 
     /// Whether blob writes go to the repository's store (not this home's

@@ -107,6 +107,7 @@ mod tests {
     fn env() -> Env {
         Env {
             chunk_stall: None,
+            sqlite_timeout: None,
             home: "/home/u".into(),
             cwd: "/home/u/.config".into(),
             now: Timestamp::zero(),

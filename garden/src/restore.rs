@@ -528,6 +528,24 @@ impl Garden {
                 _ => Plan::Write { existed: true },
             },
         };
+        if matches!(plan, Plan::Write { existed: true }) && e.kind == EntryKind::File {
+            // A database with a live WAL next to it: replacing the file
+            // under it would have SQLite replay the old WAL onto the new
+            // file. The program using it must close it first.
+            let abs = self.env.expand(&e.path);
+            let mut wal = abs.clone().into_os_string();
+            wal.push("-wal");
+            if fs::symlink_metadata(&wal).is_ok_and(|m| m.len() > 0)
+                && crate::sqlite::is_database(&abs)
+            {
+                return Err(Error::Unsupported {
+                    path: e.path.clone(),
+                    reason: "is a SQLite database with a live -wal file (a program has it open, \
+                             or did not close it cleanly); close that program, then restore"
+                        .into(),
+                });
+            }
+        }
         if e.locked || opts.force {
             return Ok((plan, None, seen));
         }
@@ -592,6 +610,19 @@ impl Garden {
             }
             DiskKind::File => {
                 let (mut f, fmd) = fsx::open_regular(abs)?;
+                // A database is kept as a consistent copy, and compared by
+                // it (as status judged it).
+                let mut head = [0u8; 16];
+                let _copy = if fsx::read_head(&mut f, &mut head)
+                    .map_err(|e| Error::io("reading", abs, e))?
+                    && crate::sqlite::is_header(&head)
+                {
+                    let t = self.capture_sqlite(abs)?;
+                    f = t.reopen().map_err(|e| Error::io("opening", t.path(), e))?;
+                    Some(t)
+                } else {
+                    None
+                };
                 let w = self.put(&mut f).map_err(|err| match err {
                     sgard_store::Error::Source(s) => Error::io("reading", abs, s),
                     other => Error::Store(other),

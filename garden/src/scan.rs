@@ -237,9 +237,12 @@ impl Garden {
             let after = fs::symlink_metadata(&abs).ok()?;
             let storable = spool && !e.encrypted && !e.locked && opened.len() < big;
             let copy = match e.hash {
-                Some(expected) if storable && expected != h => fsx::open_regular(&abs)
-                    .ok()
-                    .and_then(|(mut f, md)| Some(Box::new((store.spool_blob(&mut f).ok()?, md)))),
+                Some(expected) if storable && expected != h => {
+                    fsx::open_regular(&abs).ok().and_then(|(f, md)| {
+                        let mut f = fsx::unless_sqlite(f)?;
+                        Some(Box::new((store.spool_blob(&mut f).ok()?, md)))
+                    })
+                }
                 _ => None,
             };
             // Stats, not `Metadata`s (144 bytes each), wait for the pass.
@@ -269,7 +272,21 @@ impl Garden {
         abs: &Path,
         md: &Stat,
         found: &Found,
+        stored: Option<Hash>,
     ) -> Result<(Hash, bool)> {
+        let (h, vouched) = self.hash_raw(path, abs, md, found)?;
+        // A database whose bytes differ from what is stored may hold the
+        // same transactions (SQLite rewrites its file, its WAL holds rows):
+        // it is compared by what a capture of it holds.
+        if stored.is_some_and(|s| s != h) && crate::sqlite::is_database(abs) {
+            let tmp = self.capture_sqlite(abs)?;
+            let (logical, _) = fsx::hash_file(tmp.path())?;
+            return Ok((logical, false));
+        }
+        Ok((h, vouched))
+    }
+
+    fn hash_raw(&self, path: &str, abs: &Path, md: &Stat, found: &Found) -> Result<(Hash, bool)> {
         // A hash computed this run comes first: the scan also recorded it in
         // the cache, and the cache vouches only for what an earlier run saw.
         if let Some(h) = found.hashed(md) {

@@ -195,7 +195,8 @@ impl Garden {
         };
         match e.kind {
             EntryKind::File => {
-                let (h, v) = self.hash_tracked(&e.path, &abs, &md, found)?;
+                let stored = if e.encrypted { None } else { e.hash };
+                let (h, v) = self.hash_tracked(&e.path, &abs, &md, found, stored)?;
                 seen.content = Some(h);
                 vouched = v;
             }

@@ -15,6 +15,7 @@ mod index;
 mod local;
 mod machines;
 mod scenarios;
+mod sqlite;
 mod statcache;
 mod sync;
 mod trust;
