@@ -626,6 +626,7 @@ impl Garden {
         }
         if mode == LockMode::Exclusive {
             g.sweep_repo_temps();
+            g.heal_head_snapshot();
         }
         if let Some(e) = history_error {
             g.notes.get_mut().push(format!(

@@ -1708,3 +1708,34 @@ fn restore_at_asks_before_overwriting_local_changes() {
     );
     assert_eq!(t.read("f"), b"v3 local\n");
 }
+
+/// The Go sgard's `prune` deletes every blob its manifest does not name,
+/// the snapshots' included: the head's snapshot is manifest.yaml itself, so
+/// verify still passes and the next writer puts its blob back.
+#[test]
+fn the_head_snapshot_blob_deleted_by_a_go_prune_is_put_back() {
+    let t = TestEnv::tracking(".bashrc", "one\n");
+    t.sgard(["checkpoint", "-m", "one"]).ok();
+    t.write(".bashrc", "two\n");
+    set_mtime(&t.path(".bashrc"), now_secs() - 5);
+    t.sgard(["checkpoint", "-m", "two"]).ok();
+    let ids = checkpoint_ids(&t);
+    let head = t.blob_path(&ids[0]);
+    assert_eq!(
+        sha(fs::read(t.repo().join("manifest.yaml")).unwrap()),
+        ids[0]
+    );
+    fs::remove_file(&head).unwrap();
+    t.sgard(["verify"]).ok();
+    t.sgard(["show", &ids[0]]).ok();
+    t.sgard(["status"]).ok();
+    t.sgard(["checkpoint"])
+        .ok()
+        .stderr_has("had lost its blob, as the Go sgard's prune does");
+    assert_eq!(sha(fs::read(&head).unwrap()), ids[0]);
+    // An older snapshot's blob cannot be put back: verify says so.
+    fs::remove_file(t.blob_path(&ids[1])).unwrap();
+    t.sgard(["verify"])
+        .code(3)
+        .stdout_has("its snapshot blob is missing");
+}
