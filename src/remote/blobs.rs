@@ -29,6 +29,41 @@ impl std::io::Read for ChannelReader {
     }
 }
 
+/// What a `BlobChunk`'s hash names (its `kind` field, an sgard addition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A whole blob (the only kind a Go peer knows).
+    Blob,
+    /// The chunk list of chunked content; the data is its text.
+    List,
+    /// A chunk of chunked content.
+    Chunk,
+}
+
+impl Kind {
+    /// The kind a wire value names (`None`: unknown).
+    pub fn from_wire(k: u32) -> Option<Kind> {
+        match k {
+            0 => Some(Kind::Blob),
+            1 => Some(Kind::List),
+            2 => Some(Kind::Chunk),
+            _ => None,
+        }
+    }
+
+    /// The wire value.
+    pub fn wire(self) -> u32 {
+        match self {
+            Kind::Blob => 0,
+            Kind::List => 1,
+            Kind::Chunk => 2,
+        }
+    }
+}
+
+/// The most bytes a chunk list may take on the wire.
+pub const MAX_LIST: u64 = 64 << 20;
+
 /// The blob being written: its data channel and the blocking writer.
 type Writer = (mpsc::Sender<Vec<u8>>, JoinHandle<sgard_store::Result<()>>);
 
@@ -65,6 +100,18 @@ impl BlobSink {
     }
 
     async fn start_with(&mut self, hash: Hash, max: Option<u64>) -> sgard_store::Result<()> {
+        self.start_kind(hash, Kind::Blob, max).await
+    }
+
+    /// Starts an object of `kind`: a blob or a chunk (kept only if it
+    /// hashes to `hash`, at most `max` bytes), or the chunk list of content
+    /// `hash` (kept only once its chunks are here and reassemble to it).
+    pub async fn start_kind(
+        &mut self,
+        hash: Hash,
+        kind: Kind,
+        max: Option<u64>,
+    ) -> sgard_store::Result<()> {
         self.finish().await?;
         let (tx, rx) = mpsc::channel::<Vec<u8>>(4);
         let store = self.store.clone();
@@ -74,7 +121,24 @@ impl BlobSink {
                 buf: Vec::new(),
                 pos: 0,
             };
-            store.write_expect(&mut r, &hash, max).map(|_| ())
+            let Some(cs) = store.chunked().filter(|_| kind != Kind::Blob) else {
+                return store.write_expect(&mut r, &hash, max).map(|_| ());
+            };
+            if kind == Kind::Chunk {
+                return cs.objects().write_expect(&mut r, &hash, max).map(|_| ());
+            }
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(&mut r, MAX_LIST + 1), &mut text)
+                .map_err(sgard_store::Error::Source)?;
+            let bad = |reason: &str| sgard_store::Error::BadChunkList {
+                path: cs.list_path(&hash),
+                reason: reason.into(),
+            };
+            if text.len() as u64 > MAX_LIST {
+                return Err(bad("longer than any list sgard writes"));
+            }
+            let text = String::from_utf8(text).map_err(|_| bad("not UTF-8 text"))?;
+            cs.install_list(&hash, &text)
         });
         self.current = Some((tx, handle));
         Ok(())

@@ -24,7 +24,7 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Response, Status};
 
 use super::auth::{self, challenge_payload, unix_now};
-use super::blobs::BlobSink;
+use super::blobs::{BlobSink, Kind, MAX_LIST};
 use super::config::{self, Remote};
 
 /// Everything needed to reach and log in to a server.
@@ -417,11 +417,84 @@ impl Client {
         sizes: &HashMap<Hash, u64>,
         progress: &Progress,
     ) -> Result<u64> {
+        Ok(self
+            .pull_objects(store, hashes, sizes, progress, Want::Blobs)
+            .await?
+            .0)
+    }
+
+    /// Fetches content from an sgard server: chunked content comes as its
+    /// chunk list, then only the chunks this repository lacks, and each
+    /// list is stored once its content reassembles to its name.
+    pub async fn pull_content(
+        &mut self,
+        store: &Store,
+        hashes: &[Hash],
+        sizes: &HashMap<Hash, u64>,
+        progress: &Progress,
+    ) -> Result<u64> {
+        let (mut n, lists) = self
+            .pull_objects(store, hashes, sizes, progress, Want::Lists)
+            .await?;
+        if lists.is_empty() {
+            return Ok(n);
+        }
+        let Some(cs) = store.chunked() else {
+            bail!("this repository cannot hold chunked content");
+        };
+        let mut need = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut parsed = Vec::new();
+        for (h, text) in lists {
+            let list = sgard_store::chunks::ChunkList::parse(&text).map_err(|why| {
+                anyhow!(
+                    "the server at {} sent a damaged chunk list for {}: {why}; nothing was recorded",
+                    self.opts.remote.addr,
+                    h.short(12)
+                )
+            })?;
+            for (c, _) in &list.chunks {
+                if seen.insert(*c) && !cs.objects().contains(c)? {
+                    need.push(*c);
+                }
+            }
+            parsed.push((h, text));
+        }
+        n += self
+            .pull_objects(store, &need, &HashMap::new(), progress, Want::Chunks)
+            .await?
+            .0;
+        for (h, text) in parsed {
+            cs.install_list(&h, &text).with_context(|| {
+                format!(
+                    "storing chunked content {} pulled from {}",
+                    h.short(12),
+                    self.opts.remote.addr
+                )
+            })?;
+        }
+        Ok(n)
+    }
+
+    /// The one loop of [`Client::pull_blobs`] and [`Client::pull_content`]:
+    /// returns the objects stored and the chunk lists received (not yet
+    /// stored: their chunks come after them).
+    async fn pull_objects(
+        &mut self,
+        store: &Store,
+        hashes: &[Hash],
+        sizes: &HashMap<Hash, u64>,
+        progress: &Progress,
+        want: Want,
+    ) -> Result<(u64, Vec<(Hash, String)>)> {
+        let mut lists = Vec::new();
         if hashes.is_empty() {
-            return Ok(0);
+            return Ok((0, lists));
         }
         let req = v1::PullBlobsRequest {
             hashes: hashes.iter().map(Hash::to_hex).collect(),
+            lists: want == Want::Lists,
+            chunks: want == Want::Chunks,
         };
         let mut stream = self
             .call(req, |mut c, r| async move { c.pull_blobs(r).await })
@@ -430,6 +503,7 @@ impl Client {
         let addr = self.opts.remote.addr.clone();
         let max = self.opts.max_blob;
         let mut sink = BlobSink::new(store.clone(), Some(max));
+        let mut list: Option<(Hash, Vec<u8>)> = None;
         loop {
             let next = within(
                 self.opts.timeouts.idle,
@@ -440,10 +514,26 @@ impl Client {
             .await?;
             let Some(msg) = next else { break };
             let msg = msg.map_err(remote_err)?;
-            let Some(BlobChunk { hash, data }) = msg.chunk else {
+            let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
                 continue;
             };
             if !hash.is_empty() {
+                lists.extend(
+                    list.take()
+                        .map(|(h, t)| (h, String::from_utf8_lossy(&t).into_owned())),
+                );
+                let kind = Kind::from_wire(kind);
+                let fits = match want {
+                    Want::Blobs => kind == Some(Kind::Blob),
+                    Want::Lists => matches!(kind, Some(Kind::Blob | Kind::List)),
+                    Want::Chunks => kind == Some(Kind::Chunk),
+                };
+                if !fits {
+                    bail!(
+                        "the server at {addr} sent an object of a kind that was not asked for; \
+                         nothing was recorded"
+                    );
+                }
                 let h =
                     Hash::parse(&hash).map_err(|_| anyhow!("the server sent a malformed hash"))?;
                 if !asked.remove(&h) {
@@ -454,17 +544,72 @@ impl Client {
                     );
                 }
                 let limit = sizes.get(&h).map_or(max, |n| (*n).min(max));
-                sink.start_bounded(h, limit)
-                    .await
-                    .context("storing a pulled blob")?;
+                match kind {
+                    Some(Kind::List) => {
+                        sink.finish().await.context("storing a pulled blob")?;
+                        list = Some((h, Vec::new()));
+                    }
+                    Some(Kind::Chunk) => sink
+                        .start_kind(h, Kind::Chunk, Some(limit))
+                        .await
+                        .context("storing a pulled chunk")?,
+                    _ => sink
+                        .start_bounded(h, limit)
+                        .await
+                        .context("storing a pulled blob")?,
+                }
                 progress.inc(1);
+            }
+            if let Some((_, text)) = list.as_mut() {
+                if text.len() as u64 + data.len() as u64 > MAX_LIST {
+                    bail!("the server at {addr} sent a chunk list longer than any sgard writes");
+                }
+                text.extend_from_slice(&data);
+                continue;
             }
             if !data.is_empty() && !sink.feed(data).await? {
                 bail!("the server sent data before a blob hash");
             }
         }
         sink.finish().await.context("storing a pulled blob")?;
-        Ok(sink.done)
+        lists.extend(
+            list.take()
+                .map(|(h, t)| (h, String::from_utf8_lossy(&t).into_owned())),
+        );
+        Ok((sink.done, lists))
+    }
+
+    /// Which of `chunks` the server lacks (`None`: it cannot say, so it
+    /// cannot take chunks: an older server).
+    pub async fn missing_chunks(&mut self, chunks: &[Hash]) -> Result<Option<Vec<Hash>>> {
+        let mut out = Vec::new();
+        for part in chunks.chunks(100_000) {
+            let req = v1::MissingChunksRequest {
+                hashes: part.iter().map(Hash::to_hex).collect(),
+            };
+            let r = match self
+                .call(req, |mut c, r| async move { c.missing_chunks(r).await })
+                .await
+            {
+                Ok(r) => r,
+                Err(e)
+                    if e.downcast_ref::<Status>()
+                        .is_some_and(|s| s.code() == Code::Unimplemented)
+                        || e.to_string().contains("Unimplemented")
+                        || e.to_string().contains("unimplemented") =>
+                {
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            };
+            for h in &r.missing {
+                out.push(
+                    Hash::parse(h)
+                        .map_err(|_| anyhow!("the server named a malformed chunk hash"))?,
+                );
+            }
+        }
+        Ok(Some(out))
     }
 
     /// Asks about (or, with `negotiate` false, commits) a push.
@@ -509,6 +654,19 @@ impl Client {
         hashes: &[Hash],
         progress: &Progress,
     ) -> Result<i32> {
+        let items: Vec<(Hash, Kind)> = hashes.iter().map(|h| (*h, Kind::Blob)).collect();
+        self.push_objects(store, &items, progress).await
+    }
+
+    /// Streams objects of each kind from `store` to the server (chunks
+    /// before the lists that name them).
+    pub async fn push_objects(
+        &mut self,
+        store: &Store,
+        items: &[(Hash, Kind)],
+        progress: &Progress,
+    ) -> Result<i32> {
+        let hashes = items;
         self.ensure_auth().await?;
         let mut again = false;
         loop {
@@ -550,19 +708,97 @@ impl Client {
     }
 }
 
+/// What one pull asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// Whole blobs (from a Go server, or what only whole blobs can be).
+    Blobs,
+    /// Whole blobs, or the chunk lists of chunked content.
+    Lists,
+    /// Chunks.
+    Chunks,
+}
+
+/// What a push sends an sgard server: the chunks it lacks of the chunked
+/// content it lacks, then those contents' lists, then whole blobs. A
+/// server that cannot take chunks gets every content whole.
+async fn plan_push(c: &mut Client, store: &Store, missing: &[Hash]) -> Result<Vec<(Hash, Kind)>> {
+    let Some(cs) = store.chunked() else {
+        return Ok(missing.iter().map(|h| (*h, Kind::Blob)).collect());
+    };
+    let mut lists = Vec::new();
+    let mut blobs = Vec::new();
+    let mut chunks = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for h in missing {
+        if !store.contains_blob(h)? && cs.contains(h) {
+            let list = cs
+                .list(h)
+                .with_context(|| format!("reading the chunk list of {h}"))?;
+            chunks.extend(
+                list.chunks
+                    .iter()
+                    .map(|(c, _)| *c)
+                    .filter(|c| seen.insert(*c)),
+            );
+            lists.push(*h);
+        } else {
+            blobs.push(*h);
+        }
+    }
+    if lists.is_empty() {
+        return Ok(blobs.into_iter().map(|h| (h, Kind::Blob)).collect());
+    }
+    let Some(lacking) = c.missing_chunks(&chunks).await? else {
+        return Ok(missing.iter().map(|h| (*h, Kind::Blob)).collect());
+    };
+    Ok(lacking
+        .into_iter()
+        .map(|h| (h, Kind::Chunk))
+        .chain(lists.into_iter().map(|h| (h, Kind::List)))
+        .chain(blobs.into_iter().map(|h| (h, Kind::Blob)))
+        .collect())
+}
+
 fn produce(
     store: &Store,
-    hashes: &[Hash],
+    items: &[(Hash, Kind)],
     tx: &tokio::sync::mpsc::Sender<v1::PushBlobsRequest>,
     pb: &Progress,
 ) -> Result<()> {
-    for h in hashes {
+    for (h, kind) in items {
+        let (h, kind) = (h, *kind);
         let mut first = true;
         let mut gone = false;
-        let sent = store.read_chunks(h, CHUNK_SIZE, &mut |data| {
+        let objects = match (kind, store.chunked()) {
+            (Kind::Chunk, Some(cs)) => cs.objects(),
+            (Kind::List, Some(cs)) => {
+                let text = cs
+                    .list_text(h)
+                    .with_context(|| format!("reading the chunk list of {h}"))?;
+                for (i, piece) in text.as_bytes().chunks(CHUNK_SIZE).enumerate() {
+                    let chunk = BlobChunk {
+                        hash: if i == 0 { h.to_hex() } else { String::new() },
+                        data: piece.to_vec(),
+                        kind: Kind::List.wire(),
+                    };
+                    if tx
+                        .blocking_send(v1::PushBlobsRequest { chunk: Some(chunk) })
+                        .is_err()
+                    {
+                        return Ok(());
+                    }
+                }
+                pb.inc(1);
+                continue;
+            }
+            _ => store,
+        };
+        let sent = objects.read_chunks(h, CHUNK_SIZE, &mut |data| {
             let chunk = BlobChunk {
                 hash: if first { h.to_hex() } else { String::new() },
                 data: data.to_vec(),
+                kind: kind.wire(),
             };
             first = false;
             gone = tx
@@ -712,8 +948,13 @@ pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
             Decision::Accepted => {}
             Decision::Unspecified => bail!("the server answered the push with no decision"),
         }
-        let pb = Progress::new(missing.len() as u64, "push");
-        c.push_blobs(&store, &missing, &pb).await?;
+        let items = if ours {
+            plan_push(&mut c, &store, &missing).await?
+        } else {
+            missing.iter().map(|h| (*h, Kind::Blob)).collect()
+        };
+        let pb = Progress::new(items.len() as u64, "push");
+        c.push_objects(&store, &items, &pb).await?;
         pb.finish();
         if !ours {
             // A Go server installed the manifest at the end of PushBlobs.
@@ -759,10 +1000,21 @@ pub fn pull(
                 let (theirs, _head, history, sizes) = c.pull_manifest().await?;
                 let missing = g_ref.missing_for(&theirs, &history)?;
                 let pb = Progress::new(missing.len() as u64, "pull");
-                let mut n = c.pull_blobs(&store, &missing, &sizes, &pb).await?;
+                // An sgard server (it names its head) sends chunked content
+                // as chunks; a Go server sends every blob whole.
+                let ours = _head.is_some();
+                let mut n = if ours {
+                    c.pull_content(&store, &missing, &sizes, &pb).await?
+                } else {
+                    c.pull_blobs(&store, &missing, &sizes, &pb).await?
+                };
                 // The snapshot documents are here now: fetch what they reference.
                 let more = g_ref.snapshot_blobs_missing(&history)?;
-                n += c.pull_blobs(&store, &more, &sizes, &pb).await?;
+                n += if ours {
+                    c.pull_content(&store, &more, &sizes, &pb).await?
+                } else {
+                    c.pull_blobs(&store, &more, &sizes, &pb).await?
+                };
                 pb.finish();
                 Ok::<_, anyhow::Error>((theirs, history, n))
             })

@@ -29,7 +29,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use super::auth::{Authority, TokenCheck, unix_now};
-use super::blobs::BlobSink;
+use super::blobs::{BlobSink, Kind};
 
 /// How the server is run.
 #[derive(Clone, Debug)]
@@ -287,8 +287,9 @@ impl GardenSync for Service {
     ) -> Result<Response<Self::PullBlobsStream>, Status> {
         let started = Instant::now();
         let who = self.who(&req)?;
-        let hashes: Vec<Hash> = req
-            .into_inner()
+        let r = req.into_inner();
+        let (lists, chunks) = (r.lists, r.chunks);
+        let hashes: Vec<Hash> = r
             .hashes
             .iter()
             .map(|h| {
@@ -300,7 +301,16 @@ impl GardenSync for Service {
         let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
         tokio::task::spawn_blocking(move || {
             for h in hashes {
-                if let Err(st) = send_blob(&store, &h, &tx) {
+                let sent = match store.chunked() {
+                    Some(cs) if chunks => send_object(cs.objects(), &h, Kind::Chunk, &tx),
+                    Some(cs)
+                        if lists && !store.contains_blob(&h).unwrap_or(true) && cs.contains(&h) =>
+                    {
+                        send_list(cs, &h, &tx)
+                    }
+                    _ => send_blob(&store, &h, &tx),
+                };
+                if let Err(st) = sent {
                     let _ = tx.blocking_send(Err(st));
                     return;
                 }
@@ -310,6 +320,48 @@ impl GardenSync for Service {
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
+    }
+
+    async fn missing_chunks(
+        &self,
+        req: Request<v1::MissingChunksRequest>,
+    ) -> Result<Response<v1::MissingChunksResponse>, Status> {
+        let started = Instant::now();
+        let who = self.who(&req)?;
+        let hashes = req.into_inner().hashes;
+        if hashes.len() > 1_000_000 {
+            return Err(Status::invalid_argument(
+                "at most 1,000,000 chunks per question",
+            ));
+        }
+        let hashes: Vec<Hash> = hashes
+            .iter()
+            .map(|h| {
+                Hash::parse(h)
+                    .map_err(|_| Status::invalid_argument(format!("malformed hash {h:?}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let store = sgard_store::Store::open(&self.repo);
+        let out = tokio::task::spawn_blocking(move || {
+            let Some(cs) = store.chunked() else {
+                return Ok(hashes);
+            };
+            let mut missing = Vec::new();
+            for h in hashes {
+                if !cs.objects().contains(&h).map_err(store_status)? {
+                    missing.push(h);
+                }
+            }
+            Ok(missing)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
+        log_rpc("MissingChunks", &who, started, &out);
+        out.map(|m: Vec<Hash>| {
+            Response::new(v1::MissingChunksResponse {
+                missing: m.iter().map(Hash::to_hex).collect(),
+            })
+        })
     }
 
     async fn prune(
@@ -433,13 +485,17 @@ impl Service {
         let mut sink = BlobSink::new(store, Some(self.limits.max_blob));
         while let Some(msg) = stream.next().await {
             let msg = msg?;
-            let Some(BlobChunk { hash, data }) = msg.chunk else {
+            let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
                 return Err(Status::invalid_argument("message without a chunk"));
             };
             if !hash.is_empty() {
                 let h = Hash::parse(&hash)
                     .map_err(|_| Status::invalid_argument(format!("malformed hash {hash:?}")))?;
-                sink.start(h).await.map_err(store_status)?;
+                let kind = Kind::from_wire(kind)
+                    .ok_or_else(|| Status::invalid_argument(format!("unknown kind {kind}")))?;
+                sink.start_kind(h, kind, Some(self.limits.max_blob))
+                    .await
+                    .map_err(store_status)?;
             }
             if !data.is_empty() && !sink.feed(data).await.map_err(store_status)? {
                 return Err(Status::invalid_argument("data before any blob hash"));
@@ -482,11 +538,46 @@ fn send_blob(
     h: &Hash,
     tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
 ) -> Result<(), Status> {
+    send_object(store, h, Kind::Blob, tx)
+}
+
+/// Sends the chunk list of chunked content `h` (kind 1).
+fn send_list(
+    cs: &sgard_store::chunks::ChunkStore,
+    h: &Hash,
+    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
+) -> Result<(), Status> {
+    let text = cs
+        .list_text(h)
+        .map_err(|e| Status::data_loss(format!("chunk list {h}: {}", chain(&e))))?;
+    for (i, piece) in text.as_bytes().chunks(CHUNK_SIZE).enumerate() {
+        let chunk = BlobChunk {
+            hash: if i == 0 { h.to_hex() } else { String::new() },
+            data: piece.to_vec(),
+            kind: Kind::List.wire(),
+        };
+        if tx
+            .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+            .is_err()
+        {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn send_object(
+    store: &sgard_store::Store,
+    h: &Hash,
+    kind: Kind,
+    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
+) -> Result<(), Status> {
     let mut first = true;
     let sent = store.read_chunks(h, CHUNK_SIZE, &mut |data| {
         let chunk = BlobChunk {
             hash: if first { h.to_hex() } else { String::new() },
             data: data.to_vec(),
+            kind: kind.wire(),
         };
         first = false;
         // A client that went away ends the stream; nothing more to do.

@@ -331,6 +331,48 @@ impl ChunkStore {
         Store::at(self.lists.clone()).delete(hash)
     }
 
+    /// Stores a chunk list received from a peer for the content `hash`,
+    /// once every chunk it names is here and the content reassembles to
+    /// `hash` (each chunk and the whole verified); never a list that does
+    /// not.
+    ///
+    /// # Errors
+    /// [`Error::BadChunkList`] when the text is not a list, or is longer
+    /// than any sgard writes; [`Error::MissingChunk`],
+    /// [`Error::CorruptChunk`], [`Error::Corrupt`]; [`Error::Io`].
+    pub fn install_list(&self, hash: &Hash, text: &str) -> Result<()> {
+        let path = self.list_path(hash);
+        if text.len() as u64 > MAX_LIST_BYTES {
+            return Err(Error::BadChunkList {
+                path,
+                reason: "longer than any list sgard writes".into(),
+            });
+        }
+        let list = ChunkList::parse(text).map_err(|reason| Error::BadChunkList {
+            path: path.clone(),
+            reason,
+        })?;
+        for (c, _) in &list.chunks {
+            if !self.objects.contains(c)? {
+                return Err(Error::MissingChunk {
+                    content: *hash,
+                    chunk: *c,
+                });
+            }
+        }
+        self.reassemble(hash, &list, 1 << 16, &mut |_| Ok(true))?;
+        durable::create_dir_all_durable(&durable::parent_of(&path))?;
+        durable::write_atomic(&path, list.to_text().as_bytes(), 0o644)
+    }
+
+    /// The text of the list of `hash`, as stored (for a peer).
+    ///
+    /// # Errors
+    /// As [`ChunkStore::list`].
+    pub fn list_text(&self, hash: &Hash) -> Result<String> {
+        Ok(self.list(hash)?.to_text())
+    }
+
     /// Writes the content hashing to `hash` into `out`, chunk by chunk,
     /// each chunk verified against its name and the whole against `hash`.
     /// Returns the bytes written.
@@ -362,6 +404,16 @@ impl ChunkStore {
         each: &mut dyn FnMut(&[u8]) -> io::Result<bool>,
     ) -> Result<u64> {
         let list = self.list(hash)?;
+        self.reassemble(hash, &list, piece, each)
+    }
+
+    fn reassemble(
+        &self,
+        hash: &Hash,
+        list: &ChunkList,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> io::Result<bool>,
+    ) -> Result<u64> {
         if list.chunks.is_empty() {
             each(&[]).map_err(Error::Source)?;
         }

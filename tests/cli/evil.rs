@@ -89,6 +89,7 @@ fn chunk(hash: &str, data: Vec<u8>) -> Result<v1::PullBlobsResponse, Status> {
         chunk: Some(v1::BlobChunk {
             hash: hash.into(),
             data,
+            kind: 0,
         }),
     })
 }
@@ -114,6 +115,13 @@ impl GardenSync for Evil {
         _: Request<tonic::Streaming<v1::PushBlobsRequest>>,
     ) -> Result<Response<v1::PushBlobsResponse>, Status> {
         Err(Status::unimplemented("read-only"))
+    }
+
+    async fn missing_chunks(
+        &self,
+        _: Request<v1::MissingChunksRequest>,
+    ) -> Result<Response<v1::MissingChunksResponse>, Status> {
+        Err(Status::unimplemented("no chunks here"))
     }
 
     async fn pull_manifest(
