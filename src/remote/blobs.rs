@@ -61,6 +61,22 @@ impl Kind {
     }
 }
 
+/// The messages that carry the chunk list `text` of content `h`.
+pub fn list_messages<'a>(
+    h: &Hash,
+    text: &'a str,
+) -> impl Iterator<Item = sgard_proto::v1::BlobChunk> + 'a {
+    let hex = h.to_hex();
+    text.as_bytes()
+        .chunks(sgard_proto::CHUNK_SIZE)
+        .enumerate()
+        .map(move |(i, piece)| sgard_proto::v1::BlobChunk {
+            hash: if i == 0 { hex.clone() } else { String::new() },
+            data: piece.to_vec(),
+            kind: Kind::List.wire(),
+        })
+}
+
 /// The most bytes a chunk list may take on the wire.
 pub const MAX_LIST: u64 = 64 << 20;
 

@@ -776,12 +776,7 @@ fn produce(
                 let text = cs
                     .list_text(h)
                     .with_context(|| format!("reading the chunk list of {h}"))?;
-                for (i, piece) in text.as_bytes().chunks(CHUNK_SIZE).enumerate() {
-                    let chunk = BlobChunk {
-                        hash: if i == 0 { h.to_hex() } else { String::new() },
-                        data: piece.to_vec(),
-                        kind: Kind::List.wire(),
-                    };
+                for chunk in super::blobs::list_messages(h, &text) {
                     if tx
                         .blocking_send(v1::PushBlobsRequest { chunk: Some(chunk) })
                         .is_err()

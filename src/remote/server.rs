@@ -550,12 +550,7 @@ fn send_list(
     let text = cs
         .list_text(h)
         .map_err(|e| Status::data_loss(format!("chunk list {h}: {}", chain(&e))))?;
-    for (i, piece) in text.as_bytes().chunks(CHUNK_SIZE).enumerate() {
-        let chunk = BlobChunk {
-            hash: if i == 0 { h.to_hex() } else { String::new() },
-            data: piece.to_vec(),
-            kind: Kind::List.wire(),
-        };
+    for chunk in super::blobs::list_messages(h, &text) {
         if tx
             .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
             .is_err()
