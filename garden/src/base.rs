@@ -128,7 +128,11 @@ pub(crate) fn key_for(
     let newest = history.records.last().map(|r| r.id);
     let mut note = None;
     if let Some(old) = old.as_deref().filter(|o| *o != key) {
-        let same = seen.is_some_and(|s| history.records.iter().any(|r| r.id == s));
+        // The same repository: its log holds what was seen; or, for the
+        // state of a repository keyed by its path until it got an id (one
+        // the Go sgard made), neither then nor now has a log at all.
+        let same = seen.is_some_and(|s| history.records.iter().any(|r| r.id == s))
+            || (old.starts_with("path-") && seen.is_none() && newest.is_none());
         let repos = state.join("sgard").join("repos");
         let (from, to) = (repos.join(old), repos.join(&key));
         if same

@@ -1553,3 +1553,33 @@ fn repository_readers_leave_this_machines_index_alone() {
         .code(3)
         .stdout_has("corrupt    ~/.bashrc");
 }
+
+/// A repository the Go sgard made has no `repo-id` until this sgard first
+/// writes it: what this machine recorded before (keyed by the path) is
+/// carried over, so a local edit is `modified`, not a conflict.
+#[test]
+fn the_record_of_a_go_made_repository_survives_its_first_id() {
+    let t = TestEnv::new();
+    let content = b"from the go sgard\n";
+    let h = sha(content);
+    let repo = t.repo();
+    fs::create_dir_all(repo.join("blobs").join(&h[0..2]).join(&h[2..4])).unwrap();
+    fs::write(t.blob_path(&h), content).unwrap();
+    fs::write(
+        repo.join("manifest.yaml"),
+        format!(
+            "version: 1\ncreated: 2026-03-01T00:00:00Z\nupdated: 2026-03-01T00:00:00Z\n\
+             message: go\nfiles:\n    - path: ~/.goconf\n      hash: {h}\n      type: file\n      \
+             mode: \"0644\"\n      updated: 2026-03-01T00:00:00Z\n"
+        ),
+    )
+    .unwrap();
+    t.sgard(["restore"]).ok();
+    assert!(!repo.join("repo-id").exists(), "a reader gives it no id");
+    t.write(".goconf", "edited here\n");
+    set_mtime(&t.path(".goconf"), now_secs() - 5);
+    t.sgard(["status"]).ok().stdout_has("modified   ~/.goconf");
+    t.sgard(["checkpoint", "-m", "mine"]).ok();
+    assert!(repo.join("repo-id").exists());
+    t.sgard(["status", "--exit-code"]).ok();
+}
