@@ -91,7 +91,11 @@ impl Garden {
         let mut marked: HashSet<Hash> = HashSet::new();
         for h in cs.lists()? {
             let path = cs.list_path(&h);
-            let needed = live.contains(&h) && !self.store.contains_blob(&h)?;
+            // Stored whole too: the list goes only when that blob is
+            // intact (else the chunks are the only good copy).
+            let needed = live.contains(&h)
+                && !(self.store.contains_blob(&h)?
+                    && self.store.verify(&h)? == sgard_store::BlobState::Ok);
             if needed || young(&path) {
                 match cs.list(&h) {
                     Ok(l) => marked.extend(l.chunks.iter().map(|(c, _)| *c)),

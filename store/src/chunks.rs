@@ -56,7 +56,8 @@ pub const LISTS_DIR: &str = "chunk-lists";
 const MAGIC: &str = "sgard-chunks 1";
 const ALGORITHM: &str = "fastcdc-2020";
 /// A list file is at most this long (about 900,000 chunks, 57 GB at the
-/// default sizes): longer is not a list sgard wrote, and is not read.
+/// default sizes): sgard never writes a longer one (that store fails,
+/// naming the remedy), and reading refuses one.
 const MAX_LIST_BYTES: u64 = 64 << 20;
 
 /// The chunker's sizes: every chunk is at least `min` bytes (but the last),
@@ -421,9 +422,18 @@ impl ChunkStore {
         let mut size = 0u64;
         let mut stopped = false;
         for (i, (h, len)) in list.chunks.iter().enumerate() {
+            let mut seen = 0u64;
+            let mut too_long = false;
             let got = self
                 .objects
                 .read_chunks(h, piece, &mut |data| {
+                    // A chunk longer than the list says stops at once,
+                    // before more of it is passed on.
+                    seen += data.len() as u64;
+                    if seen > u64::from(*len) {
+                        too_long = true;
+                        return Ok(false);
+                    }
                     whole.update(data);
                     let go_on = each(data)?;
                     stopped = !go_on;
@@ -442,6 +452,15 @@ impl ChunkStore {
                     },
                     other => other,
                 })?;
+            if too_long {
+                return Err(Error::BadChunkList {
+                    path: self.list_path(hash),
+                    reason: format!(
+                        "chunk {} holds more than the {len} bytes the list says",
+                        i + 1
+                    ),
+                });
+            }
             size += got;
             if stopped {
                 return Ok(size);

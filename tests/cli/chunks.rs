@@ -218,6 +218,10 @@ fn a_corrupt_chunk_is_detected_and_never_restored() {
     let before = chunk_files(&t).len();
     t.sgard(["prune"]).ok().stderr_has("no chunk was pruned");
     assert_eq!(chunk_files(&t).len(), before);
+    // Adding the content again replaces the damaged list.
+    write_at(&t, "big.bin", &data, now_secs() - 3);
+    t.sgard(["add", "big.bin"]).ok();
+    t.sgard(["verify"]).ok();
 }
 
 #[test]
@@ -368,6 +372,15 @@ fn chunking_off_keeps_the_repository_readable_by_the_go_sgard() {
         .stdout_has("Chunking: off")
         .stdout_has("Stored 1 chunked file(s) of the head whole");
     assert_eq!(fs::read(t.blob_path(&sha(&data))).unwrap(), data);
+    // While that blob is damaged, its chunks are the only good copy: kept.
+    let blob = t.blob_path(&sha(&data));
+    let mut rotten = data.clone();
+    rotten[7] ^= 1;
+    fs::write(&blob, &rotten).unwrap();
+    let chunks = chunk_files(&t).len();
+    t.sgard(["prune"]).ok();
+    assert_eq!(chunk_files(&t).len(), chunks);
+    fs::write(&blob, &data).unwrap();
     t.sgard(["prune"]).ok();
     assert!(
         chunk_files(&t).is_empty(),

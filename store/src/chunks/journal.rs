@@ -194,6 +194,15 @@ impl ChunkStore {
         for ent in rd {
             let ent = ent.map_err(|e| Error::io("listing", &self.journals, e))?;
             let file = ent.path();
+            // Only 64-hex regular files are journals (not a temp file of an
+            // interrupted journal write, not a stray folder).
+            let named = ent
+                .file_name()
+                .to_str()
+                .is_some_and(|n| Hash::parse(n).is_ok());
+            if !named || !ent.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
             let parsed = durable::read_regular_to_string(&file)
                 .ok()
                 .and_then(|t| parse(&t).ok());
@@ -312,7 +321,7 @@ impl Journal {
         &mut self,
         source: &Source,
         params: Params,
-        durable: &[(Hash, u32)],
+        durable: &[Option<(Hash, u32)>],
     ) -> Result<()> {
         if self.restart {
             durable::write_atomic(&self.path, header(source, params).as_bytes(), 0o644)?;
@@ -328,7 +337,7 @@ impl Journal {
             return Ok(());
         };
         let mut text = String::with_capacity(new.len() * 72);
-        for (h, len) in new {
+        for (h, len) in new.iter().flatten() {
             text.push_str(&format!("{} {len}\n", h.to_hex()));
         }
         self.file

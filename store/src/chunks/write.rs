@@ -106,10 +106,25 @@ impl ChunkStore {
             chunks: std::mem::take(&mut c.chunks),
         };
         let path = self.list_path(&hash);
-        let new_list = !durable::lstat_exists(&path);
+        let text = list.to_text();
+        if text.len() as u64 > super::MAX_LIST_BYTES {
+            // Never name a list that reading refuses.
+            return Err(Error::Source(io::Error::other(format!(
+                "{} chunks are more than one chunk list holds; raise the chunk sizes \
+                 (`sgard chunking --sizes`) or store the file whole (`sgard chunking --threshold`)",
+                list.chunks.len()
+            ))));
+        }
+        // A list already there is kept only when it is this one: a damaged
+        // list, or one whose chunks are gone, is replaced by the new one,
+        // whose chunks are durable now.
+        let new_list = match self.list(&hash) {
+            Ok(old) => old != list,
+            Err(_) => true,
+        };
         if new_list {
             durable::create_dir_all_durable(&durable::parent_of(&path))?;
-            durable::write_atomic(&path, list.to_text().as_bytes(), 0o644)?;
+            durable::write_atomic(&path, text.as_bytes(), 0o644)?;
         }
         let resume = c.journal.take().map(Journal::finish).unwrap_or_default();
         Ok(ChunkedWritten {
@@ -168,9 +183,7 @@ impl ChunkStore {
                 pending = 0;
                 commits += 1;
                 if let (Some(j), Some(s)) = (journal.as_mut(), source) {
-                    let durable: Vec<(Hash, u32)> =
-                        slots[..contiguous].iter().flatten().copied().collect();
-                    j.record(s, params, &durable).map_err(fail)?;
+                    j.record(s, params, &slots[..contiguous]).map_err(fail)?;
                 }
                 if self.stall_after == Some(commits) {
                     loop {
@@ -182,8 +195,7 @@ impl ChunkStore {
         batch.commit().map_err(fail)?;
         // Interrupted, this is where the next write resumes from.
         if let (Some(j), Some(s)) = (journal.as_mut(), source) {
-            let durable: Vec<(Hash, u32)> = slots[..contiguous].iter().flatten().copied().collect();
-            j.record(s, params, &durable).map_err(fail)?;
+            j.record(s, params, &slots[..contiguous]).map_err(fail)?;
         }
         let chunks: Vec<(Hash, u32)> = slots.into_iter().flatten().collect();
         if chunks.len() != contiguous {
