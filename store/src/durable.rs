@@ -186,6 +186,27 @@ pub fn read_regular_to_string(path: &Path) -> io::Result<String> {
     Ok(s)
 }
 
+/// As [`read_regular_to_string`], refusing (`InvalidData`) a file longer
+/// than `max` bytes without reading past it: for repository files that a
+/// hostile copy could make huge.
+///
+/// # Errors
+/// As [`read_regular_to_string`]; `InvalidData` past `max`.
+pub fn read_regular_to_string_max(path: &Path, max: u64) -> io::Result<String> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    open_regular_file(path)?
+        .take(max.saturating_add(1))
+        .read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("longer than {max} bytes"),
+        ));
+    }
+    String::from_utf8(buf).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))
+}
+
 /// Sets the permission bits of an open file.
 ///
 /// # Errors

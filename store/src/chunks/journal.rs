@@ -29,6 +29,8 @@ use crate::{Error, Hash, Result, durable};
 /// The journals' folder inside `chunks/`.
 pub(super) const DIR: &str = "journal";
 const MAGIC: &str = "sgard-journal 1";
+/// A journal is never longer than a chunk list and its header.
+const JOURNAL_MAX: u64 = super::MAX_LIST_BYTES + (64 << 10);
 
 /// What is being stored, as far as its journal must know it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,7 +205,7 @@ impl ChunkStore {
             if !named || !ent.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
-            let parsed = durable::read_regular_to_string(&file)
+            let parsed = durable::read_regular_to_string_max(&file, JOURNAL_MAX)
                 .ok()
                 .and_then(|t| parse(&t).ok());
             out.push(match parsed {
@@ -242,7 +244,7 @@ impl Journal {
     pub(super) fn begin(cs: &ChunkStore, source: &Source, params: Params) -> Result<Journal> {
         durable::create_dir_all_durable(&cs.journals)?;
         let path = cs.journal_path(&source.key);
-        let old = match durable::read_regular_to_string(&path) {
+        let old = match durable::read_regular_to_string_max(&path, JOURNAL_MAX) {
             Ok(t) => Some(parse(&t).map_err(|_| "its journal was damaged".to_owned())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(_) => Some(Err("its journal was unreadable".to_owned())),

@@ -65,7 +65,7 @@ impl Setting {
     /// when it cannot be read.
     pub fn load(repo: &Path) -> Result<Setting> {
         let path = repo.join(SETTING_FILE);
-        match durable::read_regular_to_string(&path) {
+        match durable::read_regular_to_string_max(&path, 64 << 10) {
             Ok(text) => Setting::parse(&text).map_err(|reason| Error::BadSetting { path, reason }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Setting::default()),
             Err(e)
@@ -76,7 +76,7 @@ impl Setting {
             {
                 Err(Error::BadSetting {
                     path,
-                    reason: "not a text file".into(),
+                    reason: format!("not a short text file ({e})"),
                 })
             }
             Err(e) => Err(Error::io("reading", path, e)),
@@ -177,8 +177,9 @@ mod tests {
             "chunking on\nfastcdc-2020 1 2 3\n",
             "chunking on\nfastcdc-2020 99999999999 2 3\n",
             "chunking on\nrabin 1 2 3\n",
+            &format!("chunking on\n{}", "#".repeat(70 << 10)),
         ] {
-            std::fs::write(d.path().join(SETTING_FILE), bad).unwrap();
+            std::fs::write(d.path().join(SETTING_FILE), bad.as_bytes()).unwrap();
             let e = Setting::load(d.path()).unwrap_err();
             assert!(matches!(e, Error::BadSetting { .. }), "{bad:?}: {e}");
         }
