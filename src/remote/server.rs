@@ -289,14 +289,7 @@ impl GardenSync for Service {
         let who = self.who(&req)?;
         let r = req.into_inner();
         let (lists, chunks) = (r.lists, r.chunks);
-        let hashes: Vec<Hash> = r
-            .hashes
-            .iter()
-            .map(|h| {
-                Hash::parse(h)
-                    .map_err(|_| Status::invalid_argument(format!("malformed hash {h:?}")))
-            })
-            .collect::<Result<_, _>>()?;
+        let hashes = parse_hashes(&r.hashes)?;
         let store = sgard_store::Store::open(&self.repo);
         let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
         tokio::task::spawn_blocking(move || {
@@ -334,13 +327,7 @@ impl GardenSync for Service {
                 "at most 1,000,000 chunks per question",
             ));
         }
-        let hashes: Vec<Hash> = hashes
-            .iter()
-            .map(|h| {
-                Hash::parse(h)
-                    .map_err(|_| Status::invalid_argument(format!("malformed hash {h:?}")))
-            })
-            .collect::<Result<_, _>>()?;
+        let hashes = parse_hashes(&hashes)?;
         let store = sgard_store::Store::open(&self.repo);
         let out = tokio::task::spawn_blocking(move || {
             let Some(cs) = store.chunked() else {
@@ -415,14 +402,7 @@ impl Service {
             }
         };
         let negotiate = r.negotiate;
-        let extra: Vec<Hash> = r
-            .extra_blobs
-            .iter()
-            .map(|h| {
-                Hash::parse(h)
-                    .map_err(|_| Status::invalid_argument(format!("malformed hash {h:?}")))
-            })
-            .collect::<Result<_, _>>()?;
+        let extra = parse_hashes(&r.extra_blobs)?;
         let who_owned = who.to_owned();
         let pending = self.pending.clone();
         self.blocking(LockMode::Exclusive, move |g| {
@@ -519,6 +499,16 @@ impl Service {
         }
         Ok(received)
     }
+}
+
+/// Hashes named in a request, each validated.
+fn parse_hashes(hashes: &[String]) -> Result<Vec<Hash>, Status> {
+    hashes
+        .iter()
+        .map(|h| {
+            Hash::parse(h).map_err(|_| Status::invalid_argument(format!("malformed hash {h:?}")))
+        })
+        .collect()
 }
 
 fn store_status(e: sgard_store::Error) -> Status {
