@@ -407,34 +407,24 @@ impl Client {
         Ok((m, head, history, sizes))
     }
 
-    /// Fetches blobs into `store`, each checked against its name and bounded
-    /// by the size the server declared for it (else by the client's
-    /// maximum); a blob nobody asked for is refused.
-    pub async fn pull_blobs(
-        &mut self,
-        store: &Store,
-        hashes: &[Hash],
-        sizes: &HashMap<Hash, u64>,
-        progress: &Progress,
-    ) -> Result<u64> {
-        Ok(self
-            .pull_objects(store, hashes, sizes, progress, Want::Blobs)
-            .await?
-            .0)
-    }
-
-    /// Fetches content from an sgard server: chunked content comes as its
-    /// chunk list, then only the chunks this repository lacks, and each
-    /// list is stored once its content reassembles to its name.
+    /// Fetches content into `store`, each object checked against its name
+    /// and bounded by the size the server declared for it (else by the
+    /// client's maximum); an object nobody asked for is refused. From an
+    /// sgard server (`sgard_peer`), chunked content comes as its chunk
+    /// list, then only the chunks this repository lacks, and each list is
+    /// stored once its content reassembles to its name; a Go server sends
+    /// whole blobs.
     pub async fn pull_content(
         &mut self,
         store: &Store,
         hashes: &[Hash],
         sizes: &HashMap<Hash, u64>,
         progress: &Progress,
+        sgard_peer: bool,
     ) -> Result<u64> {
+        let want = if sgard_peer { Want::Lists } else { Want::Blobs };
         let (mut n, lists) = self
-            .pull_objects(store, hashes, sizes, progress, Want::Lists)
+            .pull_objects(store, hashes, sizes, progress, want)
             .await?;
         if lists.is_empty() {
             return Ok(n);
@@ -476,7 +466,7 @@ impl Client {
         Ok(n)
     }
 
-    /// The one loop of [`Client::pull_blobs`] and [`Client::pull_content`]:
+    /// The one loop of [`Client::pull_content`]:
     /// returns the objects stored and the chunk lists received (not yet
     /// stored: their chunks come after them).
     async fn pull_objects(
@@ -998,18 +988,10 @@ pub fn pull(
                 // An sgard server (it names its head) sends chunked content
                 // as chunks; a Go server sends every blob whole.
                 let ours = _head.is_some();
-                let mut n = if ours {
-                    c.pull_content(&store, &missing, &sizes, &pb).await?
-                } else {
-                    c.pull_blobs(&store, &missing, &sizes, &pb).await?
-                };
+                let mut n = c.pull_content(&store, &missing, &sizes, &pb, ours).await?;
                 // The snapshot documents are here now: fetch what they reference.
                 let more = g_ref.snapshot_blobs_missing(&history)?;
-                n += if ours {
-                    c.pull_content(&store, &more, &sizes, &pb).await?
-                } else {
-                    c.pull_blobs(&store, &more, &sizes, &pb).await?
-                };
+                n += c.pull_content(&store, &more, &sizes, &pb, ours).await?;
                 pb.finish();
                 Ok::<_, anyhow::Error>((theirs, history, n))
             })
