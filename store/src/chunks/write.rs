@@ -7,8 +7,10 @@
 //!                    └─chunk─▶ chunk workers (hash, spool) ──▶ collector (batch, journal)
 //! ```
 //!
-//! Every channel is bounded, so at most a few dozen chunks exist at once
-//! whatever the file's size.
+//! Chunks travel in groups of about [`GROUP_BYTES`], so the threads wake
+//! once per group rather than once per chunk (16,000 times for 1 GiB).
+//! Every channel is bounded, so at most a few groups exist at once whatever
+//! the file's size.
 
 use std::collections::HashSet;
 use std::io::{self, Read};
@@ -20,10 +22,17 @@ use super::journal::Journal;
 use super::{COMMIT_EVERY, ChunkList, ChunkStore, ChunkedWritten, Params, Source};
 use crate::{Error, Hash, Hasher, Result, Spooled, durable};
 
-/// Chunks in flight on each channel.
-const DEPTH: usize = 8;
+/// Groups in flight on each channel.
+const DEPTH: usize = 4;
 
-type Chunk = Arc<Vec<u8>>;
+/// A group is sent once it holds this many bytes (or the input ends).
+const GROUP_BYTES: usize = 1 << 20;
+
+/// Consecutive chunks, numbered from `.0`.
+type Group = (usize, Arc<Vec<Vec<u8>>>);
+
+/// What a worker made of a group: each chunk's length and spooled copy.
+type Done = (usize, Vec<(u32, Result<Spooled>)>);
 
 struct Collected {
     chunks: Vec<(Hash, u32)>,
@@ -65,16 +74,18 @@ impl ChunkStore {
             - 1;
         let stop = AtomicBool::new(false);
         let (whole, collected, cut) = std::thread::scope(|sc| {
-            let (whole_tx, whole_rx) = sync_channel::<Chunk>(DEPTH);
-            let (work_tx, work_rx) = sync_channel::<(usize, Chunk)>(DEPTH);
-            let (done_tx, done_rx) = sync_channel::<(usize, u32, Result<Spooled>)>(DEPTH);
+            let (whole_tx, whole_rx) = sync_channel::<Group>(DEPTH);
+            let (work_tx, work_rx) = sync_channel::<Group>(DEPTH);
+            let (done_tx, done_rx) = sync_channel::<Done>(DEPTH);
             let work_rx = Arc::new(Mutex::new(work_rx));
             let hasher = sc.spawn(move || {
                 let mut h = Hasher::new();
                 let mut size = 0u64;
-                for c in whole_rx {
-                    h.update(&c);
-                    size += c.len() as u64;
+                for (_, group) in whole_rx {
+                    for c in group.iter() {
+                        h.update(c);
+                        size += c.len() as u64;
+                    }
                 }
                 (h.finish(), size)
             });
@@ -143,7 +154,7 @@ impl ChunkStore {
     /// commit made durable.
     fn collect(
         &self,
-        done: Receiver<(usize, u32, Result<Spooled>)>,
+        done: Receiver<Done>,
         mut journal: Option<Journal>,
         source: Option<&Source>,
         params: Params,
@@ -159,7 +170,12 @@ impl ChunkStore {
         let mut seen = HashSet::new();
         let (mut new_chunks, mut new_bytes, mut pending) = (0, 0u64, 0u64);
         let mut commits = 0u32;
-        for (i, len, spooled) in done {
+        for (i, len, spooled) in done.into_iter().flat_map(|(first, group)| {
+            group
+                .into_iter()
+                .enumerate()
+                .map(move |(k, (len, s))| (first + k, len, s))
+        }) {
             let w = batch.adopt(spooled.map_err(fail)?);
             if w.new && seen.insert(w.hash) {
                 new_chunks += 1;
@@ -211,21 +227,21 @@ impl ChunkStore {
 }
 
 /// Hashes and spools chunks until the work runs out or the collector goes.
-fn worker(
-    objects: &crate::Store,
-    rx: &Mutex<Receiver<(usize, Chunk)>>,
-    tx: &SyncSender<(usize, u32, Result<Spooled>)>,
-) {
+fn worker(objects: &crate::Store, rx: &Mutex<Receiver<Group>>, tx: &SyncSender<Done>) {
     loop {
         let job = match rx.lock() {
             Ok(rx) => rx.recv(),
             Err(_) => return,
         };
-        let Ok((i, data)) = job else { return };
-        let Ok(len) = u32::try_from(data.len()) else {
-            return;
-        };
-        if tx.send((i, len, objects.spool_bytes(&data))).is_err() {
+        let Ok((first, group)) = job else { return };
+        let mut done = Vec::with_capacity(group.len());
+        for data in group.iter() {
+            let Ok(len) = u32::try_from(data.len()) else {
+                return;
+            };
+            done.push((len, objects.spool_bytes(data)));
+        }
+        if tx.send((first, done)).is_err() {
             return;
         }
     }
@@ -235,27 +251,40 @@ fn worker(
 fn cut(
     reader: &mut dyn Read,
     params: Params,
-    whole: &SyncSender<Chunk>,
-    work: &SyncSender<(usize, Chunk)>,
+    whole: &SyncSender<Group>,
+    work: &SyncSender<Group>,
     stop: &AtomicBool,
 ) -> Result<usize> {
     let (min, avg, max) = params.sizes();
     let mut n = 0;
+    let mut group = Vec::new();
+    let mut bytes = 0;
+    // Sends the group; false when the collector failed (it says why).
+    let send = |group: &mut Vec<Vec<u8>>, n: usize| {
+        let g = Arc::new(std::mem::take(group));
+        let first = n - g.len();
+        !stop.load(Ordering::Relaxed)
+            && whole.send((first, Arc::clone(&g))).is_ok()
+            && work.send((first, g)).is_ok()
+    };
     for c in fastcdc::v2020::StreamCDC::new(reader, min, avg, max) {
         crate::cancel::check()?;
         let c = c.map_err(|e| match e {
             fastcdc::v2020::Error::IoError(e) => Error::Source(e),
             other => Error::Source(io::Error::other(other.to_string())),
         })?;
-        let data = Arc::new(c.data);
-        if stop.load(Ordering::Relaxed)
-            || whole.send(Arc::clone(&data)).is_err()
-            || work.send((n, data)).is_err()
-        {
-            // The collector failed; it says why.
-            return Ok(usize::MAX);
-        }
+        bytes += c.data.len();
+        group.push(c.data);
         n += 1;
+        if bytes >= GROUP_BYTES {
+            bytes = 0;
+            if !send(&mut group, n) {
+                return Ok(usize::MAX);
+            }
+        }
+    }
+    if !group.is_empty() && !send(&mut group, n) {
+        return Ok(usize::MAX);
     }
     Ok(n)
 }
