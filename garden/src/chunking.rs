@@ -10,6 +10,10 @@ use sgard_store::chunks::{ChunkStore, Setting};
 
 use crate::{Error, Garden, Result};
 
+/// How long the journal of an interrupted store of a big file keeps its
+/// chunks for a rerun to resume from: past that, `prune` frees them.
+pub const JOURNAL_KEEP: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
 /// What [`Garden::sweep_chunks`] freed (or would free).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChunkSweep {
@@ -19,7 +23,8 @@ pub struct ChunkSweep {
     pub chunks: u64,
     /// Their bytes (lists and chunks).
     pub bytes: u64,
-    /// Journals of interrupted writes whose source changed or went.
+    /// Journals of interrupted writes whose source changed or went, or
+    /// untouched for [`JOURNAL_KEEP`].
     pub journals: u64,
     /// Set when a list the repository needs is damaged: no chunk was
     /// swept then (which chunks it needs is unknown), and this says which.
@@ -128,7 +133,8 @@ impl Garden {
     }
 
     /// Marks the chunks of journals whose source is still as it was (the
-    /// next store of it resumes from them); drops the others.
+    /// next store of it resumes from them); drops the others, and those
+    /// left alone for [`JOURNAL_KEEP`].
     fn mark_journals(
         &self,
         cs: &ChunkStore,
@@ -137,10 +143,12 @@ impl Garden {
         dry_run: bool,
     ) -> Result<()> {
         for j in cs.journals()? {
-            let current = j.source.as_ref().is_some_and(|s| {
-                std::fs::metadata(&s.key)
-                    .is_ok_and(|m| m.len() == s.size && (m.mtime(), m.mtime_nsec()) == s.mtime)
-            });
+            let fresh = j.age.is_none_or(|a| a < JOURNAL_KEEP);
+            let current = fresh
+                && j.source.as_ref().is_some_and(|s| {
+                    std::fs::metadata(&s.key)
+                        .is_ok_and(|m| m.len() == s.size && (m.mtime(), m.mtime_nsec()) == s.mtime)
+                });
             if current {
                 marked.extend(j.chunks.iter().copied());
             } else {

@@ -129,7 +129,7 @@ impl Garden {
         } else {
             let (a, b) = self.store.sweep_temps()?;
             let (c, d) = match self.store.chunked() {
-                Some(cs) => cs.objects().sweep_temps()?,
+                Some(cs) => cs.sweep_temps()?,
                 None => (0, 0),
             };
             (a + c, b + d)

@@ -54,7 +54,7 @@ pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Resul
     if c.journals > 0 {
         writeln!(
             out,
-            "Dropped {} journal(s) of interrupted stores whose files changed since.",
+            "Dropped {} journal(s) of interrupted stores (their files changed, or 30 days passed).",
             c.journals
         )?;
     }

@@ -323,6 +323,35 @@ impl ChunkStore {
             .collect())
     }
 
+    /// Removes unfinished writes: chunk temp files, interrupted list and
+    /// journal writes. Call only while holding the repository's exclusive
+    /// lock. Returns (files, bytes).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a temp file cannot be removed.
+    pub fn sweep_temps(&self) -> Result<(u64, u64)> {
+        let (mut count, mut bytes) = self.objects.sweep_temps()?;
+        let (c, b) = Store::at(self.lists.clone()).sweep_temps()?;
+        count += c;
+        bytes += b;
+        if let Ok(rd) = std::fs::read_dir(&self.journals) {
+            for ent in rd.flatten() {
+                let temp = ent
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(durable::TMP_PREFIX));
+                let Ok(m) = ent.metadata() else { continue };
+                if temp && m.is_file() {
+                    let p = ent.path();
+                    std::fs::remove_file(&p).map_err(|e| Error::io("removing temp file", &p, e))?;
+                    count += 1;
+                    bytes += m.len();
+                }
+            }
+        }
+        Ok((count, bytes))
+    }
+
     /// Deletes the list of `hash`; returns its size, or `None` if there was
     /// none. The chunks stay (the caller sweeps those no list needs).
     ///

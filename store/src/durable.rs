@@ -75,6 +75,10 @@ pub fn write_replace(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     write_via_temp(path, mode, false, |f| f.write_all(data))
 }
 
+/// How the temp files of [`write_atomic`] and its kin begin; a file so named
+/// is an interrupted write once no writer holds the repository.
+pub const TMP_PREFIX: &str = ".sgard-tmp-";
+
 /// A temp file beside `path` holding what `fill` wrote, with mode `mode`
 /// (synced with `durable`), and the folder it is in.
 fn filled_temp(
@@ -85,7 +89,7 @@ fn filled_temp(
 ) -> Result<(tempfile::NamedTempFile, PathBuf)> {
     let dir = parent_of(path);
     let mut tmp = tempfile::Builder::new()
-        .prefix(".sgard-tmp-")
+        .prefix(TMP_PREFIX)
         .tempfile_in(&dir)
         .map_err(|e| Error::io("creating temp file in", &dir, e))?;
     let written = fill(tmp.as_file_mut());

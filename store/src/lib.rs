@@ -712,8 +712,8 @@ impl Store {
         Ok(out)
     }
 
-    /// Removes unfinished writes: everything in `blobs/tmp/` and the Go
-    /// sgard's `.blob-*` temp files. Call only while holding the repository's
+    /// Removes unfinished writes: everything in `blobs/tmp/`, the Go
+    /// sgard's `.blob-*` temp files and sgard's `.sgard-tmp-*` ones. Call only while holding the repository's
     /// exclusive lock (no writer can be running). Returns (files, bytes).
     ///
     /// # Errors
@@ -736,11 +736,14 @@ impl Store {
                 remove(tmp.join(name))?;
             }
         }
-        // The Go sgard leaves `.blob-*` temp files in the fan-out folders.
+        // The Go sgard leaves `.blob-*` temp files in the fan-out folders;
+        // an interrupted `durable::write_atomic` (a chunk list) leaves
+        // `.sgard-tmp-*` ones.
+        let is_temp = |n: &str| n.starts_with(".blob-") || n.starts_with(durable::TMP_PREFIX);
         for l1 in read_dir_sorted(&self.blobs)? {
             let p1 = self.blobs.join(&l1);
             if !is_fanout(&l1) {
-                if l1.starts_with(".blob-") {
+                if is_temp(&l1) {
                     remove(p1)?;
                 }
                 continue;
@@ -748,13 +751,13 @@ impl Store {
             for l2 in read_dir_sorted(&p1)? {
                 let p2 = p1.join(&l2);
                 if !is_fanout(&l2) {
-                    if l2.starts_with(".blob-") {
+                    if is_temp(&l2) {
                         remove(p2)?;
                     }
                     continue;
                 }
                 for name in read_dir_sorted(&p2)? {
-                    if name.starts_with(".blob-") {
+                    if is_temp(&name) {
                         remove(p2.join(name))?;
                     }
                 }

@@ -425,3 +425,50 @@ fn chunking_off_keeps_the_repository_readable_by_the_go_sgard() {
         .stdout_has("is malformed: unknown line");
     t.sgard(["status"]).ok();
 }
+
+#[test]
+fn prune_keeps_a_fresh_journal_drops_an_abandoned_one_and_sweeps_interrupted_writes() {
+    let t = TestEnv::init();
+    let data = noise(40 << 20, 7);
+    write_at(&t, "big.bin", &data, now_secs() - 10);
+    add_killed_after(&t, 1);
+    let stored = chunk_files(&t).len();
+    assert!(stored >= 200, "one commit of 16 MiB is durable");
+    // What interrupted chunk-list and journal writes leave behind.
+    let lists = t.repo().join("chunk-lists/ab/cd");
+    let journals = t.repo().join("chunks/journal");
+    fs::create_dir_all(&lists).unwrap();
+    fs::write(lists.join(".sgard-tmp-AbCdEf"), b"half a list").unwrap();
+    fs::write(journals.join(".sgard-tmp-GhIjKl"), b"half a journal").unwrap();
+    fs::write(t.repo().join("chunks/tmp/blob-XyZ"), b"half a chunk").unwrap();
+    t.sgard(["prune"]).ok();
+    assert!(!lists.join(".sgard-tmp-AbCdEf").exists());
+    assert!(!journals.join(".sgard-tmp-GhIjKl").exists());
+    assert!(!t.repo().join("chunks/tmp/blob-XyZ").exists());
+    assert_eq!(
+        chunk_files(&t).len(),
+        stored,
+        "the journal of an unchanged file keeps its chunks for a rerun"
+    );
+
+    // A journal nobody resumed for a month gives its chunks back.
+    let month_ago = std::time::SystemTime::now() - Duration::from_secs(31 * 24 * 3600);
+    let journal = files_under(&journals);
+    assert_eq!(journal.len(), 1);
+    fs::File::options()
+        .write(true)
+        .open(&journal[0])
+        .unwrap()
+        .set_modified(month_ago)
+        .unwrap();
+    t.sgard(["prune", "--dry-run"]).ok();
+    assert_eq!(chunk_files(&t).len(), stored, "a dry run deletes nothing");
+    t.sgard(["prune"]).ok().stdout_has("Dropped 1 journal");
+    assert!(chunk_files(&t).is_empty());
+    assert!(files_under(&journals).is_empty());
+    let r = t.sgard(["add", "big.bin"]);
+    assert!(!r.ok().stderr.contains("resumed"), "{r:#?}");
+    fs::remove_file(t.path("big.bin")).unwrap();
+    t.sgard(["restore", "big.bin"]).ok();
+    assert!(t.read("big.bin") == data);
+}

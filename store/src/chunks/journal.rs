@@ -70,6 +70,9 @@ pub struct JournalInfo {
     pub source: Option<Source>,
     /// The chunks it names.
     pub chunks: Vec<Hash>,
+    /// How long since it was last written (`None`: unknown, or in the
+    /// future).
+    pub age: Option<std::time::Duration>,
 }
 
 struct Parsed {
@@ -208,16 +211,23 @@ impl ChunkStore {
             let parsed = durable::read_regular_to_string_max(&file, JOURNAL_MAX)
                 .ok()
                 .and_then(|t| parse(&t).ok());
+            let age = ent
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok());
             out.push(match parsed {
                 Some(p) => JournalInfo {
                     file,
                     source: Some(p.source),
                     chunks: p.chunks.into_iter().map(|(h, _)| h).collect(),
+                    age,
                 },
                 None => JournalInfo {
                     file,
                     source: None,
                     chunks: Vec::new(),
+                    age,
                 },
             });
         }
