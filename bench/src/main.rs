@@ -82,6 +82,14 @@ struct Args {
     #[arg(long)]
     no_t100k: bool,
 
+    /// compare: skip T10k (10,000 files)
+    #[arg(long)]
+    no_t10k: bool,
+
+    /// compare: skip GROW (a 64 MiB file's edits, a history's appends)
+    #[arg(long)]
+    no_grow: bool,
+
     /// compare: how many times to run everything; every run is printed,
     /// then each target's best
     #[arg(long, default_value_t = 3, value_name = "N")]
@@ -158,6 +166,8 @@ fn run(args: &Args) -> Result<()> {
             &compare::Parts {
                 big: !args.no_big,
                 t100k: !args.no_t100k,
+                t10k: !args.no_t10k,
+                grow: !args.no_grow,
                 runs: args.runs.max(1),
             },
         );
