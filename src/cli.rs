@@ -67,6 +67,15 @@ pub enum Command {
         /// Restore from this snapshot (an id prefix, @ or @~N) instead of the head
         #[arg(long, value_name = "ID")]
         at: Option<String>,
+        /// Do not run the scripts that are due
+        #[arg(long)]
+        no_scripts: bool,
+    },
+    /// Run the tracked scripts that are due on this machine
+    RunScripts {
+        /// List them; run nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Settle a conflict in a text file with a three-way merge (base, here, repository)
     Merge {
@@ -155,6 +164,28 @@ pub enum Command {
         #[command(flatten)]
         net: NetArgs,
     },
+    /// Edit tracked files in $VISUAL or $EDITOR: a template's source, a
+    /// secret's decrypted copy, or the file itself; stores what changed
+    Edit {
+        /// The tracked files
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<OsString>,
+        /// Store the new content without writing the file on disk
+        #[arg(long)]
+        no_apply: bool,
+    },
+    /// Print a template's rendering for this machine
+    Render {
+        /// The tracked template
+        #[arg(value_name = "PATH")]
+        path: OsString,
+    },
+    /// Print the data templates see (the repository's data.yaml overlaid by this machine's)
+    Data {
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
+    },
     /// Show everything known about a tracked path
     Info {
         /// The tracked path
@@ -200,6 +231,9 @@ pub enum Command {
         /// Keep setuid/setgid bits the server's entries carry (dropped by default)
         #[arg(long)]
         allow_setuid: bool,
+        /// Do not run the scripts that are due
+        #[arg(long)]
+        no_scripts: bool,
         /// The sync server [default: SGARD_REMOTE, then <repo>/remote.yaml]
         #[arg(short = 'r', long, value_name = "HOST:PORT")]
         remote: Option<String>,
@@ -396,6 +430,14 @@ pub struct AddArgs {
     /// Store the files in plaintext (turns encrypted entries into plain ones)
     #[arg(long)]
     pub no_encrypt: bool,
+    /// Track the files as templates (Jinja): what they hold now is the
+    /// source; restore writes its rendering for each machine
+    #[arg(long)]
+    pub template: bool,
+    /// Mark the files as scripts run after restore, pull and mirror down:
+    /// once per content, or whenever the content changes
+    #[arg(long, value_name = "WHEN", value_parser = ["once", "onchange"])]
+    pub run: Option<String>,
 }
 
 /// `encrypt` subcommands.
@@ -453,6 +495,9 @@ pub enum MirrorDirection {
         /// Show what would change; change nothing
         #[arg(short = 'n', long)]
         dry_run: bool,
+        /// Do not run the scripts that are due
+        #[arg(long)]
+        no_scripts: bool,
     },
 }
 

@@ -5,6 +5,7 @@ mod checkpoint;
 mod chunking;
 mod completion;
 mod diff;
+mod edit;
 mod encrypt;
 mod exclude;
 mod identity;
@@ -21,7 +22,9 @@ mod pull;
 mod push;
 mod remote;
 mod remove;
+mod render;
 mod restore;
+mod scripts;
 mod show;
 mod stats;
 mod status;
@@ -207,7 +210,19 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             force,
             dry_run,
             at,
-        } => restore::run(&ctx, &paths, force, dry_run, at.as_deref(), out)?,
+            no_scripts,
+        } => restore::run(
+            &ctx,
+            &paths,
+            restore::Flags {
+                force,
+                dry_run,
+                no_scripts,
+            },
+            at.as_deref(),
+            out,
+        )?,
+        Command::RunScripts { dry_run } => scripts::run(&ctx, dry_run, out)?,
         Command::Status {
             paths,
             exit_code,
@@ -237,6 +252,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Info { path, json } => info::run(&ctx, &path, json, out)?,
         Command::Prune { dry_run, .. } => prune::run(&ctx, ctx.net.remote.is_some(), dry_run, out)?,
         Command::Stats { snapshots, json } => stats::run(&ctx, snapshots, json, out)?,
+        Command::Render { path } => render::run(&ctx, &path, out)?,
+        Command::Edit { paths, no_apply } => edit::run(&ctx, &paths, no_apply, out)?,
+        Command::Data { json } => render::data(&ctx, json, out)?,
         Command::Chunking {
             off,
             on,
@@ -259,6 +277,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             force,
             allow_absolute,
             allow_setuid,
+            no_scripts,
             ..
         } => pull::run(
             &ctx,
@@ -268,6 +287,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 force,
                 allow_absolute,
                 allow_setuid,
+                no_scripts,
             },
             out,
         )?,

@@ -1,7 +1,8 @@
 //! The one place that reads the process environment.
 //!
 //! `HOME`, the working folder, `SGARD_NOW` (an RFC 3339 time used as "now"),
-//! `SGARD_HOSTNAME` (overrides the host name) and the test hooks
+//! `SGARD_HOSTNAME` (overrides the host name), the XDG folders, `USER`,
+//! the editor (`VISUAL`, `EDITOR`) and the test hooks
 //! `SGARD_TEST_CRASH_AT`, `SGARD_TEST_INTERRUPT_AT`, `SGARD_TEST_WAIT_AT`
 //! and `SGARD_TEST_SCAN_WINDOW` become a
 //! [`sgard_garden::Env`]; nothing else in sgard reads the environment.
@@ -41,6 +42,14 @@ pub fn env() -> Result<Env> {
         Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
         _ => Some(home.join(".cache")),
     };
+    let config_dir = match std::env::var_os("XDG_CONFIG_HOME") {
+        Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s).join("sgard")),
+        _ => Some(home.join(".config/sgard")),
+    };
+    let username = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+        .unwrap_or_default();
     let hook = |name| std::env::var(name).ok().filter(|s: &String| !s.is_empty());
     let crash_at = hook("SGARD_TEST_CRASH_AT");
     let interrupt_at = hook("SGARD_TEST_INTERRUPT_AT");
@@ -66,6 +75,8 @@ pub fn env() -> Result<Env> {
         scan_window,
         chunk_stall,
         sqlite_timeout,
+        config_dir,
+        username,
     })
 }
 
@@ -190,4 +201,13 @@ pub fn ssh_agent_socket() -> Option<PathBuf> {
     std::env::var_os("SSH_AUTH_SOCK")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
+}
+
+/// The editor `sgard edit` runs: `VISUAL`, else `EDITOR`, else `vi` (a
+/// shell command line; the file is appended as an argument).
+pub fn editor() -> String {
+    ["VISUAL", "EDITOR"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
+        .unwrap_or_else(|| "vi".to_owned())
 }

@@ -26,7 +26,12 @@ fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         return;
     };
     std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
+        // While an editor runs, its signals are its own.
+        if signals
+            .forever()
+            .find(|_| !sgard_store::cancel::held())
+            .is_some()
+        {
             sgard_store::cancel::request();
             for _ in 0..50 {
                 if done.load(std::sync::atomic::Ordering::SeqCst) {

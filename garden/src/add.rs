@@ -24,6 +24,10 @@ pub struct AddOptions {
     pub encrypt: bool,
     /// Store the files in plaintext (turns encrypted entries into plain ones).
     pub no_encrypt: bool,
+    /// Track the files as templates: their content now is the source.
+    pub template: bool,
+    /// Mark the files as scripts run after restores.
+    pub run: Option<sgard_manifest::Run>,
 }
 
 /// What happened to one path.
@@ -260,7 +264,29 @@ impl Garden {
             return Ok(());
         }
         let mut content = None;
-        let entry = match kind {
+        if kind == DiskKind::File
+            && !opts.template
+            && self.manifest.get(&tilde).is_some_and(|e| e.template)
+        {
+            report.skipped.push((
+                tilde,
+                "is a template: its rendering is never stored over its source (`sgard edit` \
+                 changes the source; `sgard add --template` takes the file on disk as the new \
+                 source)"
+                    .into(),
+            ));
+            return Ok(());
+        }
+        if kind != DiskKind::File && (opts.template || opts.run.is_some()) {
+            report.notes.push((
+                tilde.clone(),
+                format!(
+                    "--template and --run apply to files only; {} is stored as it is",
+                    kind.describe()
+                ),
+            ));
+        }
+        let mut entry = match kind {
             DiskKind::File => {
                 let old = self.manifest.get(&tilde).cloned();
                 let encrypt =
@@ -322,14 +348,75 @@ impl Garden {
                 return Ok(());
             }
         };
+        if entry.kind == EntryKind::File
+            && opts.run.is_some()
+            && entry.mode.is_some_and(|m| m.bits() & 0o111 == 0)
+        {
+            report.skipped.push((
+                tilde,
+                "is not executable; a script must be (`chmod +x` it, then add it with --run)"
+                    .into(),
+            ));
+            return Ok(());
+        }
+        if entry.kind == EntryKind::File {
+            let old = self.manifest.get(&tilde);
+            entry.template = opts.template;
+            entry.run = opts.run.or(old.and_then(|o| o.run));
+        }
         let mode = entry.mode;
         let outcome = self.merge_added(entry, opts);
         // Disk and repository now agree on this entry: "this content".
+        // The disk holds a template's source, which is what belongs there
+        // only when it renders to itself; else the rendering is to come
+        // (status: behind; restore writes it).
         if let Some(e) = self.manifest.get(&tilde) {
-            self.settle(e, content, mode);
+            let pending = self.template_pending(e, abs).unwrap_or_else(|err| {
+                report.notes.push((
+                    tilde.clone(),
+                    format!(
+                        "stored, but it does not render: {} (`sgard edit {tilde}` fixes it)",
+                        crate::checkpoint::error_chain(&err)
+                    ),
+                ));
+                true
+            });
+            if pending {
+                self.base.borrow_mut().settle(
+                    &tilde,
+                    crate::base::BaseEntry {
+                        kind: e.kind,
+                        mode,
+                        target: None,
+                        stored: None,
+                        content,
+                    },
+                );
+            } else {
+                self.settle(e, content, mode);
+            }
         }
         report.entries.push((tilde, outcome));
         Ok(())
+    }
+
+    /// Whether `e` is a template whose rendering differs from what `abs`
+    /// holds (its source, just added).
+    fn template_pending(&self, e: &Entry, abs: &Path) -> Result<bool> {
+        if !e.template {
+            return Ok(false);
+        }
+        let source = if e.encrypted {
+            self.read_plain(abs)?.0.to_vec()
+        } else {
+            let (mut f, _) = fsx::open_regular(abs)?;
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut buf)
+                .map_err(|err| Error::io("reading", abs, err))?;
+            buf
+        };
+        let out = self.render_source(&e.path, &source)?;
+        Ok(out != source)
     }
 
     /// An encrypted file entry for `abs`; the ciphertext of `old` is kept

@@ -31,6 +31,9 @@ pub enum EntryChange {
     Conflict(String),
     /// The entry could not be checkpointed; it is kept as it was.
     Failed(String),
+    /// A template's rendering was edited on disk: the source is kept (a
+    /// rendering never replaces it; `sgard edit` changes the source).
+    Template,
 }
 
 /// The result of [`Garden::checkpoint`].
@@ -144,6 +147,23 @@ impl Garden {
                 State::Behind => EntryChange::Behind(detail),
                 State::Conflict => EntryChange::Conflict(detail),
                 State::Error => EntryChange::Failed(detail),
+                // A rendering is never stored in place of its template.
+                State::Modified if entry.template => {
+                    if judged.content_same != Some(true) {
+                        EntryChange::Template
+                    } else if let Some(seen) = judged.seen.as_ref() {
+                        if !opts.dry_run {
+                            let mut u = entry.clone();
+                            u.mode = Some(seen.mode);
+                            u.updated = self.env.now;
+                            recorded.push((i, seen.content));
+                            updated = Some(u);
+                        }
+                        EntryChange::Mode
+                    } else {
+                        continue;
+                    }
+                }
                 State::Modified if opts.dry_run => {
                     if judged.content_same == Some(true) {
                         EntryChange::Mode
@@ -190,7 +210,11 @@ impl Garden {
         // (commit_head saves it, pending first).
         for (i, content) in recorded {
             let e = &self.manifest.files[i];
-            let content = if e.encrypted { content } else { e.hash };
+            let content = if e.encrypted || e.template {
+                content
+            } else {
+                e.hash
+            };
             self.settle(e, content, e.mode);
         }
         let rec = match self.commit_head(Reason::Checkpoint, message, report.new_blobs as u64) {

@@ -41,12 +41,7 @@ impl Garden {
     /// [`Error::NotTracked`]; [`Error::Unsupported`] for links and folders;
     /// [`Error::Integrity`] when the stored blob fails its hash.
     pub fn diff(&self, arg: &OsStr) -> Result<Diff> {
-        let path = self.env.to_tilde(&self.env.resolve(arg))?;
-        let e = self
-            .manifest
-            .get(&path)
-            .ok_or_else(|| Error::NotTracked(path.clone()))?;
-        self.diff_entry(e, "stored")
+        self.diff_entry(self.entry_at(arg)?, "stored")
     }
 
     /// Diffs every file entry selected by `args` (all when empty; a folder
@@ -183,6 +178,32 @@ impl Garden {
                 format!("{path} (current)")
             })
         };
+        if e.template {
+            // The rendering is what belongs on disk.
+            let stored = self.rendering(e)?;
+            let current = match fsx::lstat(&abs)? {
+                None => Vec::new(),
+                Some(_) if e.encrypted => self.read_plain(&abs)?.0.to_vec(),
+                Some(_) => {
+                    let (f, md) = fsx::open_regular(&abs)?;
+                    let mut buf = Vec::new();
+                    f.take(MAX_DIFF_BYTES + 1)
+                        .read_to_end(&mut buf)
+                        .map_err(|err| Error::io("reading", &abs, err))?;
+                    if md.len() > MAX_DIFF_BYTES || buf.len() as u64 > MAX_DIFF_BYTES {
+                        return Ok(Diff::Binary { path });
+                    }
+                    buf
+                }
+            };
+            return Ok(diff_bytes(
+                &path,
+                &stored,
+                &current,
+                &format!("{path} ({stored_label}, rendered)"),
+                &current_label(&abs)?,
+            ));
+        }
         if e.encrypted {
             // An unchanged secret needs no passphrase.
             if fsx::lstat(&abs)?.is_some_and(|m| m.is_file())

@@ -45,6 +45,11 @@ impl Garden {
         self.keys.get_mut().source = Some(source);
     }
 
+    /// Whether the data key is unlocked already (nothing would be asked).
+    pub(crate) fn is_unlocked(&self) -> bool {
+        self.keys.borrow().dek.is_some()
+    }
+
     /// Whether the repository has encryption set up.
     pub fn encryption_initialized(&self) -> bool {
         self.manifest.encryption.is_some()

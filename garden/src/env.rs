@@ -46,6 +46,11 @@ pub struct Env {
     /// How long a SQLite database locked by another process is waited for
     /// (`SGARD_SQLITE_TIMEOUT_MS`; `None`: 10 s).
     pub sqlite_timeout: Option<std::time::Duration>,
+    /// sgard's machine-local configuration folder (`$XDG_CONFIG_HOME/sgard`,
+    /// else `~/.config/sgard`): its `data.yaml` overlays the repository's.
+    pub config_dir: Option<PathBuf>,
+    /// The user's login name (`USER`, else `LOGNAME`), for templates.
+    pub username: String,
 }
 
 impl Env {

@@ -103,6 +103,15 @@ pub enum Error {
     /// The repository's targeting data is inconsistent.
     #[error("{0}")]
     Invalid(String),
+    /// A template (or the data it reads) cannot be rendered.
+    #[error("{message}")]
+    Template {
+        /// The template's path, or the data file's (the message names a
+        /// data file itself; callers name the template).
+        path: String,
+        /// What is wrong, with the line and column.
+        message: String,
+    },
 }
 
 impl Error {

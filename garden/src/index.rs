@@ -63,7 +63,7 @@ pub const FILE: &str = "index";
 const MAGIC: &[u8; 12] = b"sgard-index\n";
 /// Bump on any change of the layout; an index of another version is
 /// rebuilt.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Far above any real index (100,000 entries take ~30 MB).
 const MAX_BYTES: u64 = 1 << 30;
 /// Decoded counts never reserve more than this many items up front. A count

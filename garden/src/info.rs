@@ -9,7 +9,7 @@ use sgard_store::Hash;
 
 use crate::fsx;
 use crate::scan::Found;
-use crate::{Error, Garden, Result, State};
+use crate::{Garden, Result, State};
 
 /// The result of [`Garden::info`].
 #[derive(Clone, Debug)]
@@ -36,12 +36,7 @@ impl Garden {
     /// # Errors
     /// [`Error::NotTracked`].
     pub fn info(&self, arg: &OsStr) -> Result<Info> {
-        let path = self.env.to_tilde(&self.env.resolve(arg))?;
-        let e = self
-            .manifest
-            .get(&path)
-            .ok_or_else(|| Error::NotTracked(path.clone()))?
-            .clone();
+        let e = self.entry_at(arg)?.clone();
         let applies = self.applies(&e)?;
         let state = self.status_of(&e, &Found::Unknown)?.state;
         let abs = self.env.expand(&e.path);

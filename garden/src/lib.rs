@@ -24,6 +24,7 @@ mod checkpoint;
 mod chunking;
 pub mod crypto;
 mod diff;
+pub mod edit;
 mod encrypt;
 mod encrypted;
 mod env;
@@ -51,16 +52,18 @@ mod prune;
 mod remove;
 mod restore;
 mod scan;
+pub mod scripts;
 mod sqlite;
 mod statcache;
 mod stats;
 mod status;
 mod sync;
 mod tags;
+pub mod template;
 mod undo;
 mod verify;
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -74,6 +77,7 @@ pub use add::{AddOptions, AddOutcome, AddReport};
 pub use checkpoint::{CheckpointOptions, CheckpointReport, EntryChange, error_chain};
 pub use chunking::ChunkSweep;
 pub use diff::Diff;
+pub use edit::{EditOutcome, EditSession};
 pub use encrypt::RotateReport;
 pub use encrypted::PassphraseSource;
 pub use env::Env;
@@ -359,6 +363,8 @@ pub struct Garden {
     /// The repository's chunking setting, read at the first write that
     /// needs it.
     chunking: std::cell::OnceCell<sgard_store::chunks::Setting>,
+    /// Template variables and renderings, built at first use.
+    templates: std::cell::RefCell<template::Templates>,
     /// The process ends with this Garden (see [`Garden::set_process_ends`]).
     process_ends: bool,
     _lock: RepoLock,
@@ -714,6 +720,7 @@ impl Garden {
             index: std::cell::RefCell::new(index),
             writes: std::cell::RefCell::default(),
             chunking: std::cell::OnceCell::new(),
+            templates: std::cell::RefCell::default(),
             process_ends: false,
             root: root.to_path_buf(),
             env,
@@ -1340,6 +1347,15 @@ impl Garden {
             b.commit()?;
         }
         Ok(())
+    }
+
+    /// The entry tracking the path `arg` (resolved like any argument).
+    ///
+    /// # Errors
+    /// [`Error::NotTracked`]; a path outside what the manifest can name.
+    pub fn entry_at(&self, arg: &OsStr) -> Result<&sgard_manifest::Entry> {
+        let path = self.env.to_tilde(&self.env.resolve(arg))?;
+        self.manifest.get(&path).ok_or(Error::NotTracked(path))
     }
 
     fn applies(&self, e: &sgard_manifest::Entry) -> Result<bool> {

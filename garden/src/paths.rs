@@ -108,6 +108,8 @@ mod tests {
         Env {
             chunk_stall: None,
             sqlite_timeout: None,
+            config_dir: None,
+            username: "u".into(),
             home: "/home/u".into(),
             cwd: "/home/u/.config".into(),
             now: Timestamp::zero(),

@@ -748,7 +748,12 @@ impl Garden {
         let (repo, local) = self.stores();
         let (confine, env) = (&self.confine, &self.env);
         let staged = par::map_indices(steps.len(), 64, |i| match written(head, &steps[i].op) {
-            Some(entry) if slots[i].live && entry.kind == EntryKind::File && !entry.encrypted => {
+            Some(entry)
+                if slots[i].live
+                    && entry.kind == EntryKind::File
+                    && !entry.encrypted
+                    && !entry.template =>
+            {
                 Some(stage_plain(
                     confine,
                     (repo, local),
@@ -916,6 +921,12 @@ impl Garden {
     /// A file entry's content, verified (and decrypted), in a temp file next
     /// to `abs` with the exact mode: ready for [`crate::home::Confine::commit`].
     fn stage_entry(&self, e: &Entry, abs: &Path) -> Result<crate::home::Staged> {
+        if e.template {
+            let out = self.rendering(e)?;
+            return self.confine.stage(abs, template_mode(e), |f| {
+                std::io::Write::write_all(f, &out).map_err(|err| Error::io("writing", abs, err))
+            });
+        }
         if e.encrypted {
             let plain = self.stored_plaintext(e)?;
             let mode = e.mode.unwrap_or(Mode::from_st_mode(0o600));
@@ -940,8 +951,21 @@ impl Garden {
         }
     }
 
+    /// Writes `bytes` as the file of `e` at `abs` (durably, with its mode).
+    pub(crate) fn write_bytes(&self, e: &Entry, abs: &Path, bytes: &[u8]) -> Result<()> {
+        self.confine.write_file(abs, template_mode(e), |f| {
+            std::io::Write::write_all(f, bytes).map_err(|err| Error::io("writing", abs, err))
+        })
+    }
+
     pub(crate) fn write_entry(&self, e: &Entry, abs: &Path) -> Result<()> {
         match e.kind {
+            EntryKind::File if e.template => {
+                let out = self.rendering(e)?;
+                self.confine.write_file(abs, template_mode(e), |f| {
+                    std::io::Write::write_all(f, &out).map_err(|err| Error::io("writing", abs, err))
+                })
+            }
             EntryKind::File if e.encrypted => {
                 let plain = self.stored_plaintext(e)?;
                 let mode = e.mode.unwrap_or(Mode::from_st_mode(0o600));
@@ -968,6 +992,12 @@ impl Garden {
             EntryKind::Directory => self.confine.mkdir(abs, e.mode),
         }
     }
+}
+
+/// The mode a template's rendering is written with.
+fn template_mode(e: &Entry) -> Mode {
+    e.mode
+        .unwrap_or(Mode::from_st_mode(if e.encrypted { 0o600 } else { 0o644 }))
 }
 
 /// Whether the disk, as just captured (`now`, with its content's SHA-256),

@@ -193,9 +193,19 @@ impl Garden {
             content: None,
             target: None,
         };
+        // A template's disk file is compared with its rendering.
+        let rendered = if e.template && e.kind == EntryKind::File {
+            self.rendered_hash(e, unlock)?
+        } else {
+            None
+        };
         match e.kind {
             EntryKind::File => {
-                let stored = if e.encrypted { None } else { e.hash };
+                let stored = if e.encrypted || e.template {
+                    None
+                } else {
+                    e.hash
+                };
                 let (h, v) = self.hash_tracked(&e.path, &abs, &md, found, stored)?;
                 seen.content = Some(h);
                 vouched = v;
@@ -209,7 +219,7 @@ impl Garden {
         // only have been re-encrypted (`rotate-dek` on another machine):
         // with the key at hand, look at its plaintext before calling it a
         // change there.
-        let plain = match (e.encrypted, self.content_of(e)) {
+        let plain = match (e.encrypted && !e.template, self.content_of(e)) {
             (false, _) => None,
             (true, Some(p)) => Some(p),
             (true, None) if unlock && base.as_ref().is_some_and(|b| b.stored != e.hash) => {
@@ -217,8 +227,17 @@ impl Garden {
             }
             (true, None) => None,
         };
-        let repo_moved = base.as_ref().map(|b| !b.matches_repo(e, plain));
+        let repo_moved = base
+            .as_ref()
+            .map(|b| !b.matches_repo(e, plain) || rendered.is_some_and(|r| Some(r) != b.content));
         let content_same = match e.kind {
+            EntryKind::File if e.template => match rendered {
+                Some(r) => Some(seen.content == Some(r)),
+                // Encrypted, and the key is not unlocked: only the base can
+                // say nothing moved.
+                None if disk_moved == Some(false) && repo_moved == Some(false) => Some(true),
+                None => None,
+            },
             EntryKind::File if e.encrypted => {
                 let sha = seen.content.unwrap_or(Hash::of(b""));
                 match self.known_match(e, sha) {
@@ -264,6 +283,9 @@ impl Garden {
             )
         };
         let there = |b: &BaseEntry| {
+            if e.template && b.stored == e.hash && e.mode.is_none_or(|m| b.mode == Some(m)) {
+                return "its rendering (the data or this machine's variables changed)".to_owned();
+            }
             differences(
                 (b.stored, b.mode, b.target.as_deref()),
                 (e.hash, e.mode.or(b.mode), e.target.as_deref()),
@@ -358,9 +380,13 @@ impl Garden {
 
     /// The SHA-256 of an entry's content on disk, where it is known without
     /// reading anything (an encrypted entry's plaintext is known only from
-    /// the fingerprint cache or the Go `plaintext_hash`).
+    /// the fingerprint cache or the Go `plaintext_hash`; a template's
+    /// rendering only once it was rendered).
     pub(crate) fn content_of(&self, e: &Entry) -> Option<Hash> {
         let h = e.hash?;
+        if e.template {
+            return self.rendered_of(e);
+        }
         if !e.encrypted {
             return Some(h);
         }

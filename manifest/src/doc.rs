@@ -91,12 +91,15 @@ impl<'a> DocRef<'a> {
             if f.locked {
                 e.raw(6, "locked", "true");
             }
-            e.raw(6, "type", f.kind.as_str());
+            e.raw(6, "type", f.type_str());
             if let Some(m) = &f.mode {
                 e.raw(6, "mode", &format!("\"{m}\""));
             }
             if let Some(t) = &f.target {
                 e.str(6, "target", t);
+            }
+            if let Some(r) = f.run {
+                e.raw(6, "run", r.as_str());
             }
             e.display(6, "updated", &f.updated);
             if !f.only.is_empty() {

@@ -270,6 +270,7 @@ impl<'a> Parser<'a> {
             "type" => set(&mut e.kind, string(value?)?),
             "mode" => set(&mut e.mode, string(value?)?),
             "target" => set(&mut e.target, string(value?)?),
+            "run" => set(&mut e.run, string(value?)?),
             "updated" => set(&mut e.updated, string(value?)?),
             "only" => {
                 let v = self.seq(col, value, string_item)?;
@@ -527,7 +528,7 @@ mod tests {
                 &e.target,
                 &e.updated,
                 &e.only,
-                &e.never,
+                (&e.never, &e.run),
             )
         )
     }

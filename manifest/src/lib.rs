@@ -61,6 +61,10 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// The file name of the manifest inside a repository.
 pub const MANIFEST_FILE: &str = "manifest.yaml";
 
+/// The `type` of a template entry (a file whose content is a template
+/// source).
+pub const TEMPLATE_TYPE: &str = "template";
+
 /// What kind of filesystem object an entry tracks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
 pub enum EntryKind {
@@ -167,6 +171,47 @@ pub struct Entry {
     pub only: Vec<String>,
     /// Never applies on machines matching one of these labels.
     pub never: Vec<String>,
+    /// The content is a template source: restore writes its rendering for
+    /// the machine (files only). Written as `type: template`, a type the Go
+    /// sgard skips in status and restore.
+    pub template: bool,
+    /// The file is a script run after restores (files only; `run:`).
+    pub run: Option<Run>,
+}
+
+/// When a script runs (see [`Entry::run`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Run {
+    /// Once per distinct content on each machine.
+    Once,
+    /// Whenever its content differs from the last successful run on the
+    /// machine.
+    OnChange,
+}
+
+impl Run {
+    /// The manifest's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Run::Once => "once",
+            Run::OnChange => "onchange",
+        }
+    }
+
+    /// Parses the manifest's word.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "once" => Some(Run::Once),
+            "onchange" => Some(Run::OnChange),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Run {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Entry {
@@ -185,6 +230,17 @@ impl Entry {
             updated,
             only: Vec::new(),
             never: Vec::new(),
+            template: false,
+            run: None,
+        }
+    }
+
+    /// The manifest's `type`: `template` for a template, else the kind's.
+    pub fn type_str(&self) -> &'static str {
+        if self.template && self.kind == EntryKind::File {
+            TEMPLATE_TYPE
+        } else {
+            self.kind.as_str()
         }
     }
 
@@ -625,8 +681,24 @@ pub(crate) fn validate_entry(r: RawEntry) -> Result<Entry, String> {
     let path = r.path.ok_or("entry has no `path`")?;
     validate_path(&path)?;
     let kind_text = r.kind.ok_or("entry has no `type`")?;
-    let kind = EntryKind::parse(&kind_text)
-        .ok_or_else(|| format!("unknown type {kind_text:?} (expected file, directory or link)"))?;
+    let template = kind_text == TEMPLATE_TYPE;
+    let kind = if template {
+        EntryKind::File
+    } else {
+        EntryKind::parse(&kind_text).ok_or_else(|| {
+            format!("unknown type {kind_text:?} (expected file, template, directory or link)")
+        })?
+    };
+    let run = r
+        .run
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            Run::parse(&s).ok_or_else(|| format!("unknown run {s:?} (expected once or onchange)"))
+        })
+        .transpose()?;
+    if run.is_some() && kind != EntryKind::File {
+        return Err(format!("{kind} entries cannot be scripts (`run`)"));
+    }
     let hash = r
         .hash
         .filter(|h| !h.is_empty())
@@ -686,6 +758,8 @@ pub(crate) fn validate_entry(r: RawEntry) -> Result<Entry, String> {
         updated,
         only,
         never,
+        template,
+        run,
     })
 }
 

@@ -133,6 +133,15 @@ fn refuses_bad_entries_naming_them() {
             &format!("type: file\n      hash: {H1}\n      updated: soon"),
             "invalid timestamp",
         ),
+        (
+            &format!("type: file\n      hash: {H1}\n      run: sometimes"),
+            "unknown run",
+        ),
+        (
+            "type: link\n      target: x\n      run: once",
+            "cannot be scripts",
+        ),
+        ("type: template", "no `hash`"),
     ];
     for (body, want) in cases {
         let text = format!("version: 1\nfiles:\n    - path: ~/f\n      {body}\n");
@@ -332,4 +341,21 @@ fn a_doc_over_borrowed_entries_renders_as_the_manifest_holding_them() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("duplicate of entry 1"), "{err}");
+}
+
+#[test]
+fn templates_and_scripts_round_trip_as_go_skips_them() {
+    let text = format!(
+        "version: 1\nfiles:\n    - path: ~/t\n      hash: {H1}\n      type: template\n      \
+         run: onchange\n      updated: 2026-03-23T12:00:00Z\n"
+    );
+    let m = Manifest::from_yaml(&text).unwrap();
+    let e = m.get("~/t").unwrap();
+    assert!(e.template && e.kind == EntryKind::File);
+    assert_eq!(e.run, Some(crate::Run::OnChange));
+    let out = m.to_yaml();
+    // `type: template` is a type the Go sgard's restore and status skip.
+    assert!(out.contains("type: template\n"), "{out}");
+    assert!(out.contains("run: onchange\n"), "{out}");
+    assert_eq!(Manifest::from_yaml(&out).unwrap(), m);
 }

@@ -40,6 +40,7 @@ pub(crate) struct RawEntry {
     pub updated: Option<String>,
     pub only: Option<Vec<String>>,
     pub never: Option<Vec<String>>,
+    pub run: Option<String>,
 }
 
 #[derive(Deserialize, Default)]

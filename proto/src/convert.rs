@@ -6,7 +6,7 @@
 
 use chrono::DateTime;
 use sgard_manifest::history::{Reason, Record};
-use sgard_manifest::{Encryption, Entry, EntryKind, Hash, KekSlot, Manifest, Mode, Timestamp};
+use sgard_manifest::{Encryption, Entry, EntryKind, Hash, KekSlot, Manifest, Mode, Run, Timestamp};
 
 use crate::v1;
 
@@ -96,7 +96,7 @@ fn entry_to_proto(e: &Entry) -> v1::ManifestEntry {
     v1::ManifestEntry {
         path: e.path.clone(),
         hash: hex(&e.hash),
-        r#type: e.kind.as_str().to_owned(),
+        r#type: e.type_str().to_owned(),
         mode: e.mode.map(|m| m.to_string()).unwrap_or_default(),
         target: e.target.clone().unwrap_or_default(),
         updated: Some(ts(&e.updated)),
@@ -106,6 +106,7 @@ fn entry_to_proto(e: &Entry) -> v1::ManifestEntry {
         only: e.only.clone(),
         never: e.never.clone(),
         plaintext_mac: hex(&e.plaintext_mac),
+        run: e.run.map(|r| r.as_str().to_owned()).unwrap_or_default(),
     }
 }
 
@@ -121,7 +122,7 @@ pub fn manifest_from_proto(p: &v1::Manifest) -> Result<Manifest, Invalid> {
     m.exclude = p.exclude.clone();
     for f in &p.files {
         let kind = match f.r#type.as_str() {
-            "file" => EntryKind::File,
+            "file" | sgard_manifest::TEMPLATE_TYPE => EntryKind::File,
             "directory" => EntryKind::Directory,
             "link" => EntryKind::Link,
             other => return Err(Invalid(format!("{}: unknown type {other:?}", f.path))),
@@ -140,6 +141,15 @@ pub fn manifest_from_proto(p: &v1::Manifest) -> Result<Manifest, Invalid> {
         e.target = opt(&f.target);
         e.only = f.only.clone();
         e.never = f.never.clone();
+        e.template = f.r#type == sgard_manifest::TEMPLATE_TYPE;
+        e.run = if f.run.is_empty() {
+            None
+        } else {
+            Some(
+                Run::parse(&f.run)
+                    .ok_or_else(|| Invalid(format!("{}: unknown run {:?}", f.path, f.run)))?,
+            )
+        };
         m.files.push(e);
     }
     m.encryption = p.encryption.as_ref().map(|e| Encryption {

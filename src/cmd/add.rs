@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use sgard_garden::{AddOptions, AddOutcome, LockMode};
+use sgard_manifest::Run;
 
 use super::Ctx;
 use crate::cli::AddArgs;
@@ -19,6 +20,8 @@ pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
         never: args.never.clone(),
         encrypt: args.encrypt,
         no_encrypt: args.no_encrypt,
+        template: args.template,
+        run: args.run.as_deref().and_then(Run::parse),
     };
     let report = g.add(&args.paths, &opts)?;
     for (path, why) in &report.skipped {

@@ -40,6 +40,13 @@ pub fn run(
                 failed += 1;
                 ("failed", format!(" ({why})"))
             }
+            EntryChange::Template => (
+                "template",
+                format!(
+                    " (the rendering was edited on disk; the template source is kept: \
+                     `sgard edit {path}` changes it, `sgard restore {path}` renders it again)"
+                ),
+            ),
         };
         writeln!(
             out,

@@ -35,7 +35,10 @@ pub fn run(ctx: &Ctx, path: &OsString, json: bool, out: &mut dyn Write) -> Resul
         writeln!(out, "{:<12}{}", format!("{k}:"), crate::ui::clean(v))
     };
     line(out, "Path", &e.path)?;
-    line(out, "Type", e.kind.as_str())?;
+    line(out, "Type", e.type_str())?;
+    if let Some(r) = e.run {
+        line(out, "Run", r.as_str())?;
+    }
     line(out, "Status", i.state.as_str())?;
     if let Some(m) = e.mode {
         line(out, "Mode", &m.to_string())?;

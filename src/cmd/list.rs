@@ -37,7 +37,9 @@ pub fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<E
         match e.kind {
             EntryKind::File => {
                 let short = e.hash.map(|h| h.short(8)).unwrap_or_default();
-                writeln!(out, "{:<6} {}\t{short}", "file", crate::ui::clean(&e.path))?;
+                let kind = if e.template { "tmpl" } else { "file" };
+                let run = e.run.map(|r| format!("\trun {r}")).unwrap_or_default();
+                writeln!(out, "{kind:<6} {}\t{short}{run}", crate::ui::clean(&e.path))?;
             }
             EntryKind::Link => writeln!(
                 out,
@@ -56,7 +58,8 @@ pub fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<E
 pub fn entry_json(e: &Entry) -> Value {
     json!({
         "path": e.path,
-        "type": e.kind.as_str(),
+        "type": e.type_str(),
+        "run": e.run.map(|r| r.as_str()),
         "hash": e.hash.map(|h| h.to_hex()),
         "plaintext_hash": e.plaintext_hash.map(|h| h.to_hex()),
         "mode": e.mode.map(|m| m.to_string()),

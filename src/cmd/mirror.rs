@@ -51,11 +51,18 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
             dirs,
             force,
             dry_run,
+            no_scripts,
         } => {
             let mut g = ctx.open_for_home()?;
             let mut prompt = StdinPrompt::new();
             let r = g.mirror_down(&dirs, RestoreOptions { force, dry_run }, &mut prompt)?;
             restore::print_actions(&r.restore, dry_run, out)?;
+            let scripts = match (no_scripts, dry_run) {
+                (true, _) => super::scripts::Scripts::Skip,
+                (false, true) => super::scripts::Scripts::List,
+                (false, false) => super::scripts::Scripts::Run,
+            };
+            let failed_scripts = super::scripts::run_due(&g, scripts, out)?;
             let (del, keep) = if dry_run {
                 ("delete", "ask")
             } else {
@@ -91,6 +98,9 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
                         "Mirror down complete."
                     }
                 )?;
+                if !failed_scripts.is_empty() {
+                    return Err(super::scripts::failed_error(&failed_scripts));
+                }
                 return Ok(ExitCode::SUCCESS);
             }
             let mut msg = format!("{} path(s) could not be mirrored:", failures.len());

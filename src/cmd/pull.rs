@@ -7,6 +7,7 @@ use anyhow::Result;
 use sgard::remote::client;
 use sgard_garden::{Garden, LockMode, RestoreOptions, Side};
 
+use super::scripts::{self, Scripts};
 use super::{Ctx, restore};
 use crate::ui::StdinPrompt;
 
@@ -17,6 +18,7 @@ pub struct Flags {
     pub force: bool,
     pub allow_absolute: bool,
     pub allow_setuid: bool,
+    pub no_scripts: bool,
 }
 
 pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
@@ -26,6 +28,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         force,
         allow_absolute,
         allow_setuid,
+        no_scripts,
     } = f;
     let opts = ctx.remote_opts()?;
     if !client::exists(&ctx.repo) {
@@ -73,5 +76,15 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         writeln!(out, "{:<10} {s}", if theirs { "theirs" } else { "ours" })?;
     }
     restore::print_actions(&p.report.restore, false, out)?;
-    restore::finish(&p.report.restore, false, out)
+    let scripts = if no_scripts {
+        Scripts::Skip
+    } else {
+        Scripts::Run
+    };
+    let failed = scripts::run_due(&g, scripts, out)?;
+    let code = restore::finish(&p.report.restore, false, out)?;
+    if !failed.is_empty() {
+        return Err(scripts::failed_error(&failed));
+    }
+    Ok(code)
 }

@@ -9,17 +9,29 @@ use anyhow::{Result, anyhow};
 use sgard_garden::{RestoreAction, RestoreOptions, RestoreReport};
 
 use super::Ctx;
+use super::scripts::{self, Scripts};
 use crate::exit::Fail;
 use crate::ui::{StdinPrompt, clean};
+
+/// The flags of `restore`.
+pub struct Flags {
+    pub force: bool,
+    pub dry_run: bool,
+    pub no_scripts: bool,
+}
 
 pub fn run(
     ctx: &Ctx,
     paths: &[OsString],
-    force: bool,
-    dry_run: bool,
+    flags: Flags,
     at: Option<&str>,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
+    let Flags {
+        force,
+        dry_run,
+        no_scripts,
+    } = flags;
     let mut g = ctx.open_for_home()?;
     let mut prompt = StdinPrompt::new();
     let opts = RestoreOptions { force, dry_run };
@@ -28,7 +40,18 @@ pub fn run(
         None => g.restore(paths, opts, &mut prompt)?,
     };
     print_actions(&report, dry_run, out)?;
-    finish(&report, dry_run, out)
+    // A restore of an older snapshot runs no scripts: they run for the head.
+    let scripts = match (no_scripts || at.is_some(), dry_run) {
+        (true, _) => Scripts::Skip,
+        (false, true) => Scripts::List,
+        (false, false) => Scripts::Run,
+    };
+    let failed = scripts::run_due(&g, scripts, out)?;
+    let code = finish(&report, dry_run, out)?;
+    if !failed.is_empty() {
+        return Err(scripts::failed_error(&failed));
+    }
+    Ok(code)
 }
 
 /// The end of a restore-like command: success, or the error naming what

@@ -16,12 +16,26 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
+/// Set while a child owns the terminal (an editor): signals are its own.
+static HELD: AtomicBool = AtomicBool::new(false);
 /// Per folder, the prefixes of the temp files in it (see [`register_prefix`]).
 static TEMPS: Mutex<Option<HashMap<PathBuf, Vec<OsString>>>> = Mutex::new(None);
 
 /// Asks every loop to stop.
 pub fn request() {
     REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// While `on`, the signal thread ignores signals: an editor started on the
+/// terminal gets the user's Ctrl-C and decides (vi keeps running), and this
+/// process cleans up once the editor exits.
+pub fn hold(on: bool) {
+    HELD.store(on, Ordering::SeqCst);
+}
+
+/// Whether signals are being left to a child (see [`hold`]).
+pub fn held() -> bool {
+    HELD.load(Ordering::SeqCst)
 }
 
 /// Whether a stop was asked for.
@@ -63,7 +77,7 @@ pub fn register_prefix(dir: &Path, prefix: &OsStr) {
 }
 
 /// Removes every registered temp file (best effort): in each noted folder,
-/// whatever carries a noted prefix.
+/// whatever carries a noted prefix (a private folder with what is in it).
 pub fn remove_registered() {
     let list: Vec<(PathBuf, Vec<OsString>)> = match TEMPS.lock() {
         Ok(mut t) => t
@@ -83,7 +97,11 @@ pub fn remove_registered() {
                 .iter()
                 .any(|p| bytes.starts_with(p.as_encoded_bytes()))
             {
-                let _ = std::fs::remove_file(e.path());
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                } else {
+                    let _ = std::fs::remove_file(e.path());
+                }
             }
         }
     }

@@ -138,6 +138,7 @@ impl TestEnv {
             .env("XDG_STATE_HOME", self.home.join(".state"))
             .env("XDG_CACHE_HOME", self.home.join(".cache"))
             .env("NO_COLOR", "1")
+            .env("USER", "tester")
             .env("LC_ALL", "C");
         c
     }
@@ -378,11 +379,16 @@ pub struct IndexFile {
 
 impl IndexFile {
     pub const MAGIC: &'static [u8] = b"sgard-index\n";
+    /// The layout version this reader knows.
+    pub const VERSION: u32 = 2;
 
     pub fn read(path: &Path) -> IndexFile {
         let buf = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!(&buf[..12], Self::MAGIC, "not an index");
-        assert_eq!(u32::from_le_bytes(buf[12..16].try_into().unwrap()), 1);
+        assert_eq!(
+            u32::from_le_bytes(buf[12..16].try_into().unwrap()),
+            Self::VERSION
+        );
         let sum = u32::from_le_bytes(buf[16..20].try_into().unwrap());
         let body = &buf[20..];
         assert_eq!(crc32fast::hash(body), sum, "the index's checksum");
@@ -488,7 +494,7 @@ impl IndexFile {
             body.extend_from_slice(h);
         }
         let mut out = Self::MAGIC.to_vec();
-        out.extend_from_slice(&1u32.to_le_bytes());
+        out.extend_from_slice(&Self::VERSION.to_le_bytes());
         out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         out.extend_from_slice(&body);
         fs::write(&self.path, out).unwrap();

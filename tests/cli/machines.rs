@@ -10,14 +10,14 @@ use std::process::{Command, Stdio};
 use crate::common::{Run, TestEnv, mode_of, now_secs, set_mtime, sha};
 
 /// One machine: a HOME, a host name, and the shared repository.
-struct Machine {
-    t: TestEnv,
+pub(crate) struct Machine {
+    pub(crate) t: TestEnv,
     host: &'static str,
-    repo: PathBuf,
+    pub(crate) repo: PathBuf,
 }
 
 impl Machine {
-    fn new(host: &'static str, repo: &Path) -> Self {
+    pub(crate) fn new(host: &'static str, repo: &Path) -> Self {
         Machine {
             t: TestEnv::new(),
             host,
@@ -25,7 +25,7 @@ impl Machine {
         }
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = self
             .t
             .command([std::ffi::OsStr::new("--repo"), self.repo.as_os_str()]);
@@ -34,7 +34,7 @@ impl Machine {
     }
 
     /// Runs sgard with stdin closed.
-    fn sg(&self, args: &[&str]) -> Run {
+    pub(crate) fn sg(&self, args: &[&str]) -> Run {
         self.command(args)
             .stdin(Stdio::null())
             .output()
@@ -44,7 +44,7 @@ impl Machine {
 
     /// Runs sgard with the passphrase `pass` (and tiny Argon2 parameters
     /// for new key slots), answering `input`.
-    fn sg_key(&self, args: &[&str], pass: &str, input: &str) -> Run {
+    pub(crate) fn sg_key(&self, args: &[&str], pass: &str, input: &str) -> Run {
         use std::io::Write;
         let mut child = self
             .command(args)
@@ -60,7 +60,7 @@ impl Machine {
     }
 
     /// Runs sgard answering `input`.
-    fn sg_in(&self, args: &[&str], input: &str) -> Run {
+    pub(crate) fn sg_in(&self, args: &[&str], input: &str) -> Run {
         use std::io::Write;
         let mut child = self
             .command(args)
@@ -73,20 +73,20 @@ impl Machine {
         child.wait_with_output().unwrap().into()
     }
 
-    fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+    pub(crate) fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
         self.t.write(rel, content)
     }
 
-    fn read(&self, rel: &str) -> String {
+    pub(crate) fn read(&self, rel: &str) -> String {
         String::from_utf8(self.t.read(rel)).unwrap()
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.t.path(rel)
     }
 
     /// This machine's status line of `path` (word and detail).
-    fn state(&self, path: &str) -> String {
+    pub(crate) fn state(&self, path: &str) -> String {
         let r = self.sg(&["status", "--json"]);
         let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| {
             panic!("status --json: {e}; {r:#?}");

@@ -18,4 +18,5 @@ mod scenarios;
 mod sqlite;
 mod statcache;
 mod sync;
+mod templates;
 mod trust;

@@ -50,7 +50,12 @@ fn a_damaged_cache_is_ignored() {
     for bytes in [
         good[..good.len() - 1].to_vec(),
         b"not an index at all\n".to_vec(),
-        [&good[..12], &2u32.to_le_bytes()[..], &good[16..]].concat(),
+        [
+            &good[..12],
+            &(IndexFile::VERSION + 1).to_le_bytes()[..],
+            &good[16..],
+        ]
+        .concat(),
     ] {
         fs::write(&file, &bytes).unwrap();
         plant_ok_after(&t);

@@ -187,6 +187,11 @@ const PLAINTEXT_MAC: u8 = 16;
 const MODE: u8 = 32;
 const TARGET: u8 = 64;
 
+/// The second flags byte: template, and a script's run policy.
+const TEMPLATE: u8 = 1;
+const RUN_ONCE: u8 = 2;
+const RUN_ONCHANGE: u8 = 4;
+
 /// Writes a whole manifest.
 pub(crate) fn put_manifest(w: &mut Writer, m: &Manifest) {
     w.u32(m.version);
@@ -238,6 +243,12 @@ fn put_entry(w: &mut Writer, e: &Entry) {
         }
     }
     w.u8(flags);
+    let run = match e.run {
+        None => 0,
+        Some(sgard_manifest::Run::Once) => RUN_ONCE,
+        Some(sgard_manifest::Run::OnChange) => RUN_ONCHANGE,
+    };
+    w.u8(if e.template { TEMPLATE } else { 0 } | run);
     for h in [&e.hash, &e.plaintext_hash, &e.plaintext_mac]
         .into_iter()
         .flatten()
@@ -262,7 +273,7 @@ pub(crate) fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
     let updated = r.time()?;
     let message = r.opt_str()?;
     // An entry is at least its path length, kind, flags, time and lists.
-    let n = r.count(4 + 2 + 12 + 8)?;
+    let n = r.count(4 + 3 + 12 + 8)?;
     let mut files = Vec::with_capacity(n.min(super::MAX_RESERVE));
     for _ in 0..n {
         files.push(get_entry(r)?);
@@ -312,6 +323,13 @@ fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
     let path = r.str()?;
     let kind = kind_of(r.u8()?)?;
     let flags = r.u8()?;
+    let more = r.u8()?;
+    let run = match more & (RUN_ONCE | RUN_ONCHANGE) {
+        0 => None,
+        RUN_ONCE => Some(sgard_manifest::Run::Once),
+        RUN_ONCHANGE => Some(sgard_manifest::Run::OnChange),
+        _ => return None,
+    };
     let mut opt_hash = |bit: u8| -> Option<Option<Hash>> {
         if flags & bit != 0 {
             r.hash().map(Some)
@@ -345,6 +363,8 @@ fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
         updated: r.time()?,
         only: r.strs()?,
         never: r.strs()?,
+        template: more & TEMPLATE != 0,
+        run,
     })
 }
 
@@ -417,6 +437,10 @@ mod tests {
             message: \"hi\\nthere\"\nfiles:\n\
             - path: ~/.bashrc\n  hash: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n  \
               type: file\n  mode: \"0644\"\n  updated: 2026-03-23T12:00:00Z\n  only: [linux, work]\n\
+            - path: ~/.gitconfig\n  hash: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n  \
+              type: template\n  run: onchange\n  updated: 2026-03-23T12:00:00Z\n\
+            - path: ~/bin/setup\n  hash: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n  \
+              type: file\n  run: once\n  updated: 2026-03-23T12:00:00Z\n\
             - path: ~/.config\n  type: directory\n  mode: \"0700\"\n  updated: 2026-03-23T12:00:00Z\n\
             - path: ~/l ink\n  type: link\n  target: ../x y\n  locked: true\n  updated: 2026-03-23T12:00:00Z\n  never: [mac]\n\
             exclude: [~/.cache]\n";
@@ -430,6 +454,12 @@ mod tests {
         put_manifest(&mut w, &m);
         let back = get_manifest(&mut Reader::new(&w.buf)).unwrap();
         assert_eq!(back, m);
+        let t = back.get("~/.gitconfig").unwrap();
+        assert!(t.template && t.run == Some(sgard_manifest::Run::OnChange));
+        assert_eq!(
+            back.get("~/bin/setup").unwrap().run,
+            Some(sgard_manifest::Run::Once)
+        );
         assert_eq!(back.to_yaml(), m.to_yaml());
     }
 

@@ -1,0 +1,363 @@
+//! Templates: files whose stored content is a Jinja source (minijinja),
+//! rendered for each machine.
+//!
+//! A template entry is a file entry with `template` set (`type: template`
+//! in the manifest). Its blob holds the source, encrypted like any file when
+//! the entry is; what restore writes, and what status and diff compare the
+//! disk with, is the rendering. Checkpoint never stores a rendering in place
+//! of a source.
+//!
+//! Variables: `sgard.hostname`, `sgard.os`, `sgard.arch` (the Go names
+//! targeting uses), `sgard.tags`, `sgard.username`, `sgard.home`, and
+//! `data`: the mapping in `<repo>/data.yaml`, overlaid key by key (nested
+//! mappings merged) by the machine-local `data.yaml` in the configuration
+//! folder. Undefined variables are errors (strict mode), naming the
+//! expression, its line and column.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+use sgard_manifest::Entry;
+use sgard_store::Hash;
+
+use crate::{Error, Garden, Result};
+
+/// The repository's template data file.
+pub const DATA_FILE: &str = "data.yaml";
+
+/// The largest data file read (a mapping of settings, not a database).
+const DATA_MAX: u64 = 4 << 20;
+
+/// The largest template source rendered, and the largest rendering kept.
+const SOURCE_MAX: usize = 16 << 20;
+
+/// What templates render with on this machine, built once per command.
+#[derive(Default, Debug)]
+pub(crate) struct Templates {
+    vars: Option<std::result::Result<Value, Error>>,
+    /// Rendering hashes by (path, source hash).
+    rendered: HashMap<(String, Hash), Hash>,
+}
+
+/// A YAML data file as a JSON mapping (an empty or missing file: none).
+fn read_data(path: &Path) -> Result<Option<Map<String, Value>>> {
+    let text = match sgard_store::durable::read_regular_to_string_max(path, DATA_MAX) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("reading", path, e)),
+    };
+    let bad = |message: String| Error::Template {
+        path: path.display().to_string(),
+        message: format!("template data {}: {message}", path.display()),
+    };
+    if text.trim().is_empty() {
+        return Ok(Some(Map::new()));
+    }
+    let v: Value = serde_saphyr::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    match v {
+        Value::Object(m) => Ok(Some(m)),
+        Value::Null => Ok(Some(Map::new())),
+        other => Err(bad(format!(
+            "must be a mapping of names to values, not {}",
+            match other {
+                Value::Array(_) => "a list",
+                Value::String(_) => "a string",
+                _ => "a scalar",
+            }
+        ))),
+    }
+}
+
+/// Overlays `top` on `base` key by key, merging nested mappings.
+fn overlay(base: &mut Map<String, Value>, top: Map<String, Value>) {
+    for (k, v) in top {
+        match (base.get_mut(&k), v) {
+            (Some(Value::Object(b)), Value::Object(t)) => overlay(b, t),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before
+        .rfind('\n')
+        .map_or(before.len(), |i| before.len() - i - 1)
+        + 1;
+    (line, col)
+}
+
+/// A minijinja error as one line: what, where, and the source it points at.
+fn describe(err: &minijinja::Error, source: &str) -> String {
+    let mut what = match err.kind() {
+        minijinja::ErrorKind::UndefinedError => "template: undefined variable".to_owned(),
+        minijinja::ErrorKind::SyntaxError => "template: syntax error".to_owned(),
+        k => format!("template: {k}"),
+    };
+    let detail = err.detail();
+    if let Some(d) = detail {
+        what.push_str(": ");
+        what.push_str(d);
+    }
+    match err.range() {
+        Some(r) if source.is_char_boundary(r.start) && source.is_char_boundary(r.end) => {
+            let (line, col) = line_col(source, r.start);
+            let snippet: String = source[r.clone()].chars().take(80).collect();
+            if detail.is_some_and(|d| d.contains(snippet.trim())) {
+                format!("{what} at line {line}, column {col}")
+            } else {
+                format!("{what} (`{snippet}`) at line {line}, column {col}")
+            }
+        }
+        _ => match err.line() {
+            Some(line) => format!("{what} at line {line}"),
+            None => what,
+        },
+    }
+}
+
+/// Renders `source` with `vars`; `name` names it in errors.
+pub(crate) fn render_with(name: &str, source: &[u8], vars: &Value) -> Result<Vec<u8>> {
+    let bad = |message: String| Error::Template {
+        path: name.to_owned(),
+        message,
+    };
+    if source.len() > SOURCE_MAX {
+        return Err(bad(format!(
+            "template: a source of {} bytes is over the {} MiB templates may have",
+            source.len(),
+            SOURCE_MAX >> 20
+        )));
+    }
+    let text = std::str::from_utf8(source).map_err(|e| {
+        bad(format!(
+            "template: not UTF-8 text (at byte {})",
+            e.valid_up_to()
+        ))
+    })?;
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    // A config file's last newline is part of it.
+    let syntax = minijinja::syntax::SyntaxConfig::builder()
+        .keep_trailing_newline(true)
+        .build()
+        .map_err(|e| bad(e.to_string()))?;
+    env.set_syntax(syntax);
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    env.set_recursion_limit(64);
+    // Bounds a template that loops forever.
+    env.set_fuel(Some(50_000_000));
+    let tmpl = env
+        .template_from_str(text)
+        .map_err(|e| bad(describe(&e, text)))?;
+    let out = tmpl
+        .render(minijinja::Value::from(minijinja::value::Serde(vars)))
+        .map_err(|e| bad(describe(&e, text)))?;
+    if out.len() > SOURCE_MAX {
+        return Err(bad(format!(
+            "template: renders to more than {} MiB",
+            SOURCE_MAX >> 20
+        )));
+    }
+    Ok(out.into_bytes())
+}
+
+impl Garden {
+    /// The machine-local data file overlaying the repository's.
+    pub fn local_data_path(&self) -> Option<PathBuf> {
+        self.env.config_dir.as_ref().map(|d| d.join(DATA_FILE))
+    }
+
+    /// The repository's data file.
+    pub fn data_path(&self) -> PathBuf {
+        self.root.join(DATA_FILE)
+    }
+
+    /// The data templates see: the repository's `data.yaml` overlaid by
+    /// the machine-local one.
+    ///
+    /// # Errors
+    /// [`Error::Template`] naming a data file that is not a YAML mapping;
+    /// [`Error::Io`].
+    pub fn template_data(&self) -> Result<Value> {
+        let mut data = read_data(&self.data_path())?.unwrap_or_default();
+        if let Some(local) = self.local_data_path()
+            && let Some(top) = read_data(&local)?
+        {
+            overlay(&mut data, top);
+        }
+        Ok(Value::Object(data))
+    }
+
+    /// Every variable templates see on this machine.
+    ///
+    /// # Errors
+    /// As [`Garden::template_data`]; reading the tags.
+    pub fn template_vars(&self) -> Result<Value> {
+        let tags = self.tags()?;
+        let mut sgard = Map::new();
+        for (k, v) in [
+            (
+                "hostname",
+                crate::identity::short_hostname(&self.env.hostname),
+            ),
+            ("os", crate::identity::go_os().to_owned()),
+            ("arch", crate::identity::go_arch().to_owned()),
+            ("username", self.env.username.clone()),
+            ("home", self.env.home.display().to_string()),
+        ] {
+            sgard.insert(k.to_owned(), Value::String(v));
+        }
+        sgard.insert(
+            "tags".to_owned(),
+            Value::Array(tags.into_iter().map(Value::String).collect()),
+        );
+        let mut vars = Map::new();
+        vars.insert("sgard".to_owned(), Value::Object(sgard));
+        vars.insert("data".to_owned(), self.template_data()?);
+        Ok(Value::Object(vars))
+    }
+
+    /// Renders `source` for this machine (`path` names it in errors).
+    ///
+    /// # Errors
+    /// [`Error::Template`] for a syntax error, an undefined variable or bad
+    /// data, with the line and column.
+    pub fn render_source(&self, path: &str, source: &[u8]) -> Result<Vec<u8>> {
+        let mut t = self.templates.borrow_mut();
+        if t.vars.is_none() {
+            t.vars = Some(self.template_vars());
+        }
+        match t.vars.as_ref() {
+            Some(Ok(vars)) => render_with(path, source, vars),
+            Some(Err(e)) => Err(Error::Template {
+                path: path.to_owned(),
+                message: crate::checkpoint::error_chain(e),
+            }),
+            None => Err(Error::Invalid(
+                "internal error: no template variables".into(),
+            )),
+        }
+    }
+
+    /// The rendering of a template entry's stored source (decrypted first
+    /// when it is encrypted: the key must be unlocked).
+    ///
+    /// # Errors
+    /// Store and key errors; as [`Garden::render_source`].
+    pub fn rendering(&self, e: &Entry) -> Result<Vec<u8>> {
+        let source = if e.encrypted {
+            self.stored_plaintext(e)?.to_vec()
+        } else {
+            self.blob_of(e)?
+        };
+        let out = self.render_source(&e.path, &source)?;
+        if let Some(h) = e.hash {
+            self.templates
+                .borrow_mut()
+                .rendered
+                .insert((e.path.clone(), h), Hash::of(&out));
+        }
+        Ok(out)
+    }
+
+    /// The SHA-256 of a template entry's rendering if this command rendered
+    /// it already.
+    pub(crate) fn rendered_of(&self, e: &Entry) -> Option<Hash> {
+        let h = e.hash?;
+        self.templates
+            .borrow()
+            .rendered
+            .get(&(e.path.clone(), h))
+            .copied()
+    }
+
+    /// The SHA-256 of a template entry's rendering, rendering it once per
+    /// command; `None` for an encrypted one when the key is not unlocked
+    /// and `unlock` does not allow asking for it.
+    ///
+    /// # Errors
+    /// As [`Garden::rendering`].
+    pub(crate) fn rendered_hash(&self, e: &Entry, unlock: bool) -> Result<Option<Hash>> {
+        if let Some(r) = self.rendered_of(e) {
+            return Ok(Some(r));
+        }
+        if e.hash.is_none() {
+            return Ok(None);
+        }
+        if e.encrypted && !unlock && !self.is_unlocked() {
+            return Ok(None);
+        }
+        Ok(Some(Hash::of(&self.rendering(e)?)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> Value {
+        serde_json::json!({
+            "sgard": {"hostname": "work", "os": "linux", "tags": ["laptop"]},
+            "data": {"git": {"email": "me@work.example"}},
+        })
+    }
+
+    #[test]
+    fn renders_with_strict_variables_and_keeps_the_last_newline() {
+        let out = render_with(
+            "~/.gitconfig",
+            b"[user]\n  email = {{ data.git.email }}\n{% if 'laptop' in sgard.tags %}# laptop\n{% endif %}",
+            &vars(),
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[user]\n  email = me@work.example\n# laptop\n"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_problem_with_its_line_and_column() {
+        let e = render_with("~/t", b"a\nb {{ data.nope }}\n", &vars()).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("undefined"), "{msg}");
+        assert!(msg.contains("line 2"), "{msg}");
+        let e = render_with("~/t", b"x\n{% if %}\n", &vars()).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("syntax error"), "{msg}");
+        assert!(msg.contains("line 2"), "{msg}");
+        let e = render_with(
+            "~/t",
+            b"{% for i in range(1000000000) %}{% endfor %}",
+            &vars(),
+        );
+        assert!(e.is_err(), "a runaway loop stops");
+        assert!(render_with("~/t", &[0xff, 0xfe], &vars()).is_err());
+    }
+
+    #[test]
+    fn local_data_overlays_nested_mappings_key_by_key() {
+        let mut base: Map<String, Value> =
+            serde_json::from_str(r#"{"git": {"email": "a@home", "name": "A"}, "editor": "vi"}"#)
+                .unwrap();
+        let top: Map<String, Value> =
+            serde_json::from_str(r#"{"git": {"email": "a@work"}}"#).unwrap();
+        overlay(&mut base, top);
+        assert_eq!(
+            Value::Object(base),
+            serde_json::json!({"git": {"email": "a@work", "name": "A"}, "editor": "vi"})
+        );
+    }
+
+    #[test]
+    fn line_and_column_count_from_one() {
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+        assert_eq!(line_col("ab", 0), (1, 1));
+    }
+}
