@@ -309,6 +309,7 @@ impl Garden {
         new_blobs: u64,
     ) -> Result<Record> {
         self.require_exclusive("checkpoint")?;
+        self.refresh_data();
         // The blobs the batch holds first, then the document, rendered
         // straight into its blob (and below into manifest.yaml again: at
         // 100,000 entries holding the 20 MB text was a fifth of the peak).

@@ -926,8 +926,9 @@ impl Garden {
 
     /// Saves the manifest, and with it what this command recorded in the
     /// base (pending first, so a crash between the two is resolved).
-    fn save(&mut self) -> Result<()> {
+    pub(crate) fn save(&mut self) -> Result<()> {
         self.require_exclusive("manifest save")?;
+        self.refresh_data();
         self.base.borrow().prepare()?;
         self.write_manifest()?;
         self.env.crash_point("manifest-before-base");

@@ -263,8 +263,16 @@ impl Garden {
             )));
         }
         self.merge_history(history)?;
+        let mut m = m;
+        // A manifest without data (from the Go sgard, which drops the field)
+        // keeps the data this repository has: emptying data.yaml clears it.
+        if m.data.is_none() {
+            m.data = self.manifest.data;
+        }
         let id = head_id_of(&m);
         self.manifest = m;
+        // The repository's data.yaml is the pushed one (what saving records).
+        self.install_data()?;
         if self.history.records.iter().any(|r| r.id == id) {
             // The client's own checkpoint: its snapshot is already the head.
             self.write_manifest()?;
@@ -404,6 +412,8 @@ impl Garden {
                 .unwrap_or_else(|_| Manifest::new(Timestamp::zero())),
             None => Manifest::new(Timestamp::zero()),
         };
+        // An edit of data.yaml here is a change here.
+        self.refresh_data();
         let local = self.manifest.clone();
         let mut paths: BTreeSet<&str> = BTreeSet::new();
         for m in [&local, &theirs, &base_doc] {
@@ -487,12 +497,28 @@ impl Garden {
         if take_theirs {
             result.encryption.clone_from(&theirs.encryption);
         }
+        // Template data likewise (a Go server keeps none: then it is kept).
+        let take_data =
+            local.data == base_doc.data || (theirs.data != base_doc.data && side == Side::Theirs);
+        if theirs.data.is_none() {
+            // The Go sgard drops the field: no data there is no news.
+        } else if take_data {
+            result.data = theirs.data;
+        } else if theirs.data != base_doc.data && theirs.data != local.data {
+            self.note(format!(
+                "{} changed both here and on the server; this one is kept (`sgard pull \
+                 --theirs` takes the server's)",
+                self.data_path().display()
+            ));
+        }
         self.merge_history(history)?;
         // Keep the server's state as a blob: it is the next pull's base.
         self.store.write_bytes(theirs.to_yaml().as_bytes())?;
         let new_head = result.files != local.files
             || result.exclude != local.exclude
-            || result.encryption != local.encryption;
+            || result.encryption != local.encryption
+            || result.data != local.data;
+        let data_changed = result.data != local.data;
         if new_head {
             result.updated = self.env.now;
             if theirs.updated > result.updated {
@@ -500,6 +526,9 @@ impl Garden {
             }
             result.message.clone_from(&theirs.message);
             self.manifest = result;
+            if data_changed {
+                self.install_data()?;
+            }
             // What the merge took is written below; if that never happens
             // (a crash, an I/O error), the next pull must still write it,
             // even a file this disk never had (no state says "behind").
@@ -527,6 +556,16 @@ impl Garden {
             .cloned()
             .collect();
         wanted.extend(self.incoming_paths()?);
+        if data_changed {
+            // New data: every template may render differently.
+            wanted.extend(
+                self.manifest
+                    .files
+                    .iter()
+                    .filter(|e| e.template)
+                    .map(|e| e.path.clone()),
+            );
+        }
         if !wanted.is_empty() {
             let args: Vec<OsString> = wanted
                 .iter()

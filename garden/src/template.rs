@@ -168,6 +168,86 @@ pub(crate) fn render_with(name: &str, source: &[u8], vars: &Value) -> Result<Vec
 }
 
 impl Garden {
+    /// Records the repository's `data.yaml` as it is now in the manifest
+    /// (its content stored as a blob, durably, before the manifest names
+    /// it), so it travels through sync and history. A file that cannot be
+    /// read leaves a note and the last recorded version.
+    pub(crate) fn refresh_data(&mut self) {
+        let path = self.data_path();
+        let now = match sgard_store::durable::read_regular_to_string_max(&path, DATA_MAX) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                self.note(format!(
+                    "{}: {e}; the version last recorded is kept",
+                    path.display()
+                ));
+                return;
+            }
+        };
+        let hash = now.as_ref().map(|t| Hash::of(t.as_bytes()));
+        // Unchanged, and its blob still there (the Go sgard's prune deletes
+        // it: then it is stored again).
+        if hash == self.manifest.data
+            && hash.is_none_or(|h| self.store.contains(&h).unwrap_or(false))
+        {
+            return;
+        }
+        if let Some(text) = now
+            && let Err(e) = self.store.write_bytes(text.as_bytes())
+        {
+            self.note(format!(
+                "{}: cannot be recorded ({e}); the version last recorded is kept",
+                path.display()
+            ));
+            return;
+        }
+        self.manifest.data = hash;
+    }
+
+    /// Records an edit of `data.yaml` made since the manifest was last
+    /// saved (before a push sends the manifest); returns whether there was
+    /// one.
+    ///
+    /// # Errors
+    /// Saving the manifest.
+    pub fn record_data(&mut self) -> Result<bool> {
+        let before = self.manifest.data;
+        self.refresh_data();
+        if self.manifest.data == before {
+            return Ok(false);
+        }
+        self.manifest.updated = self.env.now;
+        self.save()?;
+        Ok(true)
+    }
+
+    /// Writes the data file the manifest records into the repository
+    /// folder (after a pull brought another one).
+    ///
+    /// # Errors
+    /// Store errors (a missing or corrupt blob); [`Error::Io`].
+    pub(crate) fn install_data(&self) -> Result<()> {
+        // What was rendered with the old data is stale.
+        *self.templates.borrow_mut() = Templates::default();
+        let path = self.data_path();
+        match self.manifest.data {
+            None => match std::fs::remove_file(&path) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(Error::io("removing", path, e)),
+            },
+            Some(h) => {
+                let bytes = self.store.read(&h).map_err(|source| Error::Integrity {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                sgard_store::durable::write_atomic(&path, &bytes, 0o644)?;
+                Ok(())
+            }
+        }
+    }
+
     /// The machine-local data file overlaying the repository's.
     pub fn local_data_path(&self) -> Option<PathBuf> {
         self.env.config_dir.as_ref().map(|d| d.join(DATA_FILE))

@@ -68,6 +68,9 @@ impl<'a> DocRef<'a> {
         if let Some(m) = self.header.message.as_deref().filter(|m| !m.is_empty()) {
             e.str(0, "message", m);
         }
+        if let Some(h) = &self.header.data {
+            e.display(0, "data", h);
+        }
         if self.files.is_empty() {
             e.raw(0, "files", "[]");
         } else {

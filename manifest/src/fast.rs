@@ -60,6 +60,7 @@ fn manifest_with<T>(
             "created" => set(&mut m.created, string(value?)?)?,
             "updated" => set(&mut m.updated, string(value?)?)?,
             "message" => set(&mut m.message, string(value?)?)?,
+            "data" => set(&mut m.data, string(value?)?)?,
             "files" => {
                 // Each entry starts with `- path:` (sgard and Go write it
                 // first): room for that many, bounded by the text's length,

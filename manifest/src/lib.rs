@@ -315,6 +315,10 @@ pub struct Manifest {
     /// "before" snapshot lists the paths an operation created); the head
     /// manifest never has any. Not a Go sgard field; the Go tool ignores it.
     pub absent: Vec<String>,
+    /// The blob holding the repository's `data.yaml` (template data) as
+    /// last recorded, so it travels with the manifest through sync and
+    /// history. Not a Go sgard field (the Go tool drops it when it saves).
+    pub data: Option<Hash>,
 }
 
 impl Manifest {
@@ -325,6 +329,7 @@ impl Manifest {
             created: now,
             updated: now,
             message: None,
+            data: None,
             files: Vec::new(),
             exclude: Vec::new(),
             encryption: None,
@@ -373,7 +378,7 @@ impl Manifest {
 
     /// Every blob hash the manifest references.
     pub fn referenced_blobs(&self) -> impl Iterator<Item = Hash> + '_ {
-        self.files.iter().filter_map(|e| e.hash)
+        self.files.iter().filter_map(|e| e.hash).chain(self.data)
     }
 
     /// Parses and validates manifest text.
@@ -599,11 +604,18 @@ fn validate_with(raw: RawManifest, checked: Option<Vec<Entry>>, origin: &Path) -
             .map(|(k, s)| (k, slot(s)))
             .collect(),
     });
+    let data = raw
+        .data
+        .filter(|h| !h.is_empty())
+        .map(|h| parse_hash(&h, "data"))
+        .transpose()
+        .map_err(|r| field("data", r))?;
     Ok(Manifest {
         version: SCHEMA_VERSION,
         created,
         updated,
         message: raw.message.filter(|m| !m.is_empty()),
+        data,
         files,
         exclude,
         encryption,

@@ -22,6 +22,7 @@ pub(crate) struct RawManifest {
     pub exclude: Option<Vec<String>>,
     pub encryption: Option<RawEncryption>,
     pub absent: Option<Vec<String>>,
+    pub data: Option<String>,
 }
 
 #[derive(Deserialize, Default)]

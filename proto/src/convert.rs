@@ -65,6 +65,7 @@ pub fn manifest_to_proto(m: &Manifest) -> v1::Manifest {
         created: Some(ts(&m.created)),
         updated: Some(ts(&m.updated)),
         message: m.message.clone().unwrap_or_default(),
+        data: hex(&m.data),
         files: m.files.iter().map(entry_to_proto).collect(),
         encryption: m.encryption.as_ref().map(|e| v1::Encryption {
             algorithm: e.algorithm.clone(),
@@ -119,6 +120,7 @@ pub fn manifest_from_proto(p: &v1::Manifest) -> Result<Manifest, Invalid> {
     m.updated = from_ts(p.updated.as_ref())?;
     m.version = u32::try_from(p.version.max(1)).map_err(|_| Invalid("bad version".into()))?;
     m.message = opt(&p.message);
+    m.data = hash(&p.data, "data")?;
     m.exclude = p.exclude.clone();
     for f in &p.files {
         let kind = match f.r#type.as_str() {

@@ -31,6 +31,7 @@ use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
 use crate::common::*;
+use std::os::unix::fs::PermissionsExt as _;
 
 // ---------------------------------------------------------------- helpers
 
@@ -719,6 +720,7 @@ fn manifest_msg(files: Vec<v1::ManifestEntry>, updated: i64) -> v1::Manifest {
         files,
         encryption: None,
         exclude: Vec::new(),
+        data: String::new(),
     }
 }
 
@@ -2485,4 +2487,52 @@ fn an_edited_big_file_pushes_and_pulls_only_the_chunks_that_changed() {
     local(&b, &["verify"]).ok();
     b.sgard(["--repo", srv.repo.to_str().unwrap(), "verify"])
         .ok();
+}
+
+#[test]
+fn templates_their_data_and_script_flags_travel_through_push_and_pull() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let mut a = TestEnv::init();
+    let b = TestEnv::new();
+    fs::write(a.repo().join("data.yaml"), "email: a@home.example\n").unwrap();
+    a.write(
+        ".gitconfig",
+        "email = {{ data.email }} on {{ sgard.hostname }}\n",
+    );
+    a.write("bin/setup", "#!/bin/sh\necho ran >> \"$HOME/setup.log\"\n");
+    fs::set_permissions(a.path("bin/setup"), fs::Permissions::from_mode(0o755)).unwrap();
+    local(&a, &["add", "--template", "~/.gitconfig"]).ok();
+    local(&a, &["add", "--run", "once", "~/bin/setup"]).ok();
+    local(&a, &["checkpoint", "-m", "templates"]).ok();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+
+    sg(&b, kb, &["pull", "-r", addr])
+        .ok()
+        .stdout_has("running    ~/bin/setup");
+    assert_eq!(
+        b.read(".gitconfig"),
+        b"email = a@home.example on testhost\n"
+    );
+    assert_eq!(
+        fs::read_to_string(b.repo().join("data.yaml")).unwrap(),
+        "email: a@home.example\n",
+        "data.yaml came with the manifest"
+    );
+    assert_eq!(fs::read_to_string(b.path("setup.log")).unwrap(), "ran\n");
+    let m = fs::read_to_string(b.repo().join("manifest.yaml")).unwrap();
+    assert!(
+        m.contains("type: template") && m.contains("run: once"),
+        "{m}"
+    );
+
+    // Only data.yaml changes: the push carries it, and the pull renders
+    // the template again (the script, unchanged, does not run again).
+    a.now = now_plus(1);
+    fs::write(a.repo().join("data.yaml"), "email: a@new.example\n").unwrap();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let r = sg(&b, kb, &["pull", "-r", addr]);
+    r.ok();
+    assert_eq!(b.read(".gitconfig"), b"email = a@new.example on testhost\n");
+    assert_eq!(fs::read_to_string(b.path("setup.log")).unwrap(), "ran\n");
+    local(&b, &["status", "--exit-code"]).ok();
 }

@@ -198,6 +198,13 @@ pub(crate) fn put_manifest(w: &mut Writer, m: &Manifest) {
     w.time(&m.created);
     w.time(&m.updated);
     w.opt_str(m.message.as_deref());
+    match &m.data {
+        None => w.u8(0),
+        Some(h) => {
+            w.u8(1);
+            w.hash(h);
+        }
+    }
     w.count(m.files.len());
     for e in &m.files {
         put_entry(w, e);
@@ -272,6 +279,11 @@ pub(crate) fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
     let created = r.time()?;
     let updated = r.time()?;
     let message = r.opt_str()?;
+    let data = match r.u8()? {
+        0 => None,
+        1 => Some(r.hash()?),
+        _ => return None,
+    };
     // An entry is at least its path length, kind, flags, time and lists.
     let n = r.count(4 + 3 + 12 + 8)?;
     let mut files = Vec::with_capacity(n.min(super::MAX_RESERVE));
@@ -312,6 +324,7 @@ pub(crate) fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
         created,
         updated,
         message,
+        data,
         files,
         exclude,
         encryption,
@@ -434,7 +447,7 @@ mod tests {
 
     fn sample() -> Manifest {
         let text = "version: 1\ncreated: 2026-03-23T12:00:00Z\nupdated: 2026-03-23T12:00:00.123456789Z\n\
-            message: \"hi\\nthere\"\nfiles:\n\
+            message: \"hi\\nthere\"\ndata: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\nfiles:\n\
             - path: ~/.bashrc\n  hash: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n  \
               type: file\n  mode: \"0644\"\n  updated: 2026-03-23T12:00:00Z\n  only: [linux, work]\n\
             - path: ~/.gitconfig\n  hash: 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n  \
@@ -454,6 +467,7 @@ mod tests {
         put_manifest(&mut w, &m);
         let back = get_manifest(&mut Reader::new(&w.buf)).unwrap();
         assert_eq!(back, m);
+        assert!(back.data.is_some());
         let t = back.get("~/.gitconfig").unwrap();
         assert!(t.template && t.run == Some(sgard_manifest::Run::OnChange));
         assert_eq!(
