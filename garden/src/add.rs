@@ -292,8 +292,31 @@ impl Garden {
                 let encrypt =
                     opts.encrypt || (old.as_ref().is_some_and(|e| e.encrypted) && !opts.no_encrypt);
                 if encrypt {
-                    let (e, sha) = self.encrypted_file_entry(&tilde, abs, old)?;
+                    let (e, sha) = self.encrypted_file_entry(&tilde, abs, old, opts.template)?;
                     content = Some(sha);
+                    e
+                } else if opts.template {
+                    let (f, md) = fsx::open_regular(abs)?;
+                    let mut source = Vec::new();
+                    std::io::Read::read_to_end(
+                        &mut std::io::Read::take(f, crate::template::SOURCE_MAX as u64 + 1),
+                        &mut source,
+                    )
+                    .map_err(|err| Error::io("reading", abs, err))?;
+                    if source.len() > crate::template::SOURCE_MAX {
+                        return Err(Error::Unsupported {
+                            path: tilde,
+                            reason: format!(
+                                "more than the {} MiB a template may have",
+                                crate::template::SOURCE_MAX >> 20
+                            ),
+                        });
+                    }
+                    let w = self.put_source(&source)?;
+                    let mut e = Entry::new(tilde.clone(), EntryKind::File, self.env.now);
+                    e.hash = Some(w.hash);
+                    e.mode = Some(fsx::mode_of(&md));
+                    content = Some(w.hash);
                     e
                 } else {
                     let (w, md) = self.store_file(abs, ahead)?;
@@ -426,6 +449,7 @@ impl Garden {
         tilde: &str,
         abs: &Path,
         old: Option<Entry>,
+        template: bool,
     ) -> Result<(Entry, sgard_store::Hash)> {
         if !self.encryption_initialized() {
             return Err(crate::encrypted::not_initialized());
@@ -435,13 +459,15 @@ impl Garden {
         e.encrypted = true;
         e.mode = Some(fsx::mode_of(&md));
         match old.filter(|o| o.encrypted && o.kind == EntryKind::File) {
-            Some(o) if self.plain_matches_bytes(&o, &plain)? => {
+            // Kept only where it lies as this entry needs (a template's
+            // source in chunks).
+            Some(o) if o.template == template && self.plain_matches_bytes(&o, &plain)? => {
                 e.hash = o.hash;
                 e.plaintext_mac = o.plaintext_mac;
                 e.plaintext_hash = o.plaintext_hash;
             }
             _ => {
-                let (h, mac, _) = self.store_encrypted(&plain)?;
+                let (h, mac, _) = self.store_encrypted(&plain, template)?;
                 e.hash = Some(h);
                 e.plaintext_mac = Some(mac);
             }

@@ -294,7 +294,7 @@ impl Garden {
                 }
                 if !same {
                     let (plain, fmd) = self.read_plain(&abs)?;
-                    let (h, mac, new) = self.store_encrypted(&plain)?;
+                    let (h, mac, new) = self.store_encrypted(&plain, false)?;
                     if new {
                         report.new_blobs += 1;
                     }

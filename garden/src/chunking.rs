@@ -47,7 +47,17 @@ impl Garden {
             && let Some(cs) = self.store.chunked().cloned()
         {
             let mut seen = HashSet::new();
-            for h in self.manifest.referenced_blobs() {
+            // Template sources stay in chunks: the Go sgard's prune deletes
+            // any blob no `type: file` entry names.
+            let hashes: Vec<Hash> = self
+                .manifest
+                .files
+                .iter()
+                .filter(|e| !e.template)
+                .filter_map(|e| e.hash)
+                .chain(self.manifest.data)
+                .collect();
+            for h in hashes {
                 if !seen.insert(h) || self.store.contains_blob(&h)? || !cs.contains(&h) {
                     continue;
                 }
@@ -93,14 +103,24 @@ impl Garden {
                     .is_none_or(|age| age < g)
             })
         };
+        // A template's source is kept in chunks even when a blob holds it
+        // too (a Go peer's copy, which the Go sgard's prune may delete).
+        let templates: HashSet<Hash> = self
+            .manifest
+            .files
+            .iter()
+            .filter(|e| e.template)
+            .filter_map(|e| e.hash)
+            .collect();
         let mut marked: HashSet<Hash> = HashSet::new();
         for h in cs.lists()? {
             let path = cs.list_path(&h);
             // Stored whole too: the list goes only when that blob is
             // intact (else the chunks are the only good copy).
             let needed = live.contains(&h)
-                && !(self.store.contains_blob(&h)?
-                    && self.store.verify(&h)? == sgard_store::BlobState::Ok);
+                && (templates.contains(&h)
+                    || !(self.store.contains_blob(&h)?
+                        && self.store.verify(&h)? == sgard_store::BlobState::Ok));
             if needed || young(&path) {
                 match cs.list(&h) {
                     Ok(l) => marked.extend(l.chunks.iter().map(|(c, _)| *c)),

@@ -165,10 +165,12 @@ impl Garden {
         let mut e = s.entry.clone();
         self.begin_batch();
         if e.encrypted {
-            let (h, mac, _) = self.store_encrypted(&content)?;
+            let (h, mac, _) = self.store_encrypted(&content, e.template)?;
             e.hash = Some(h);
             e.plaintext_mac = Some(mac);
             e.plaintext_hash = None;
+        } else if e.template {
+            e.hash = Some(self.put_source(&content)?.hash);
         } else {
             let w = self.put(&mut content.as_slice())?;
             e.hash = Some(w.hash);

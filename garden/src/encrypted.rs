@@ -158,10 +158,20 @@ impl Garden {
     }
 
     /// Encrypts and stores a plaintext; returns (ciphertext hash, MAC, new blob).
-    pub(crate) fn store_encrypted(&self, plain: &[u8]) -> Result<(Hash, Hash, bool)> {
+    /// A template's source goes to the chunk store (see
+    /// [`Garden::put_source`]).
+    pub(crate) fn store_encrypted(
+        &self,
+        plain: &[u8],
+        template: bool,
+    ) -> Result<(Hash, Hash, bool)> {
         let dek = self.dek()?;
         let blob = dek.seal(plain)?;
-        let w = self.put(&mut blob.as_slice())?;
+        let w = if template {
+            self.put_source(&blob)?
+        } else {
+            self.put(&mut blob.as_slice())?
+        };
         self.fingerprints
             .borrow_mut()
             .insert(w.hash, Hash::of(plain));

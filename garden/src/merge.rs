@@ -69,6 +69,13 @@ impl Garden {
         if e.kind != EntryKind::File {
             return refuse(format!("is a {}; only files can be merged", e.kind));
         }
+        if e.template {
+            return refuse(format!(
+                "is a template: its rendering is never merged into its source; `sgard edit {}` \
+                 changes the source, `sgard restore --force {}` renders it again",
+                e.path, e.path
+            ));
+        }
         let j = self.judge(e, true, &Found::Unknown)?;
         match j.state {
             State::Conflict => {}
@@ -169,7 +176,7 @@ impl Garden {
         }
         self.begin_batch_in(self.local_store());
         if e.encrypted {
-            let (h, mac, _) = self.store_encrypted(merged.as_bytes())?;
+            let (h, mac, _) = self.store_encrypted(merged.as_bytes(), false)?;
             result.hash = Some(h);
             result.plaintext_mac = Some(mac);
             result.plaintext_hash = None;

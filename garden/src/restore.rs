@@ -600,7 +600,7 @@ impl Garden {
             DiskKind::File if encrypt => {
                 // A secret's old content is kept encrypted, never in plaintext.
                 let (plain, fmd) = self.read_plain(abs)?;
-                let (h, mac, is_new) = self.store_encrypted(&plain)?;
+                let (h, mac, is_new) = self.store_encrypted(&plain, false)?;
                 e.hash = Some(h);
                 e.plaintext_mac = Some(mac);
                 e.encrypted = true;

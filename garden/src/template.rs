@@ -30,7 +30,7 @@ pub const DATA_FILE: &str = "data.yaml";
 const DATA_MAX: u64 = 4 << 20;
 
 /// The largest template source rendered, and the largest rendering kept.
-const SOURCE_MAX: usize = 16 << 20;
+pub(crate) const SOURCE_MAX: usize = 16 << 20;
 
 /// What templates render with on this machine, built once per command.
 #[derive(Default, Debug)]
@@ -220,6 +220,32 @@ impl Garden {
         self.manifest.updated = self.env.now;
         self.save()?;
         Ok(true)
+    }
+
+    /// Stores a template's source (its ciphertext, if encrypted) in the
+    /// chunk store, where the Go sgard's prune, which deletes every blob no
+    /// `type: file` entry names, never looks; a blob when there is none
+    /// (a store outside the repository).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub(crate) fn put_source(&self, bytes: &[u8]) -> Result<sgard_store::Written> {
+        if let Some(cs) = self.store.chunked()
+            && self.writes_to_repo()
+        {
+            let params = match self.chunking()? {
+                sgard_store::chunks::Setting::On { params, .. } => params,
+                sgard_store::chunks::Setting::Off => sgard_store::chunks::Params::default(),
+            };
+            let c = cs.write(&mut &bytes[..], params, None)?;
+            self.known_size(c.hash, c.size);
+            return Ok(sgard_store::Written {
+                hash: c.hash,
+                size: c.size,
+                new: c.new_chunks > 0 || c.new_list,
+            });
+        }
+        Ok(self.put(&mut &bytes[..])?)
     }
 
     /// Writes the data file the manifest records into the repository

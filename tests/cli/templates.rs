@@ -429,3 +429,31 @@ fn restore_at_of_a_template_renders_its_old_source() {
     desk.sg(&["restore", "--force", "--at", "@~1", "~/.t"]).ok();
     assert_eq!(desk.read(".t"), "v1 desktop\n");
 }
+
+#[test]
+fn a_template_source_lives_where_the_go_sgards_prune_never_deletes() {
+    let (_shared, desk, _lap) = two_machines();
+    desk.write(".t", "hello {{ sgard.hostname }}\n");
+    desk.sg(&["add", "--template", "~/.t"]).ok();
+    let h = crate::common::sha("hello {{ sgard.hostname }}\n");
+    let names = |dir: &str| -> Vec<String> {
+        walk(&desk.repo.join(dir))
+            .iter()
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect()
+    };
+    // The Go sgard's prune deletes every file under blobs/ that no
+    // `type: file` entry names: the source is not there, but in chunks.
+    assert!(!names("blobs").contains(&h), "not a blob");
+    assert!(names("chunk-lists").contains(&h), "a chunk list");
+    // Even a repository kept Go-readable keeps it there.
+    desk.sg(&["chunking", "--off"]).ok();
+    assert!(!names("blobs").contains(&h));
+    desk.sg(&["prune"]).ok();
+    desk.sg(&["verify"]).ok();
+    desk.sg(&["restore", "~/.t"]).ok();
+    assert_eq!(desk.read(".t"), "hello desktop\n");
+    // merge never folds a rendering into a source.
+    desk.write(".t", "changed\n");
+    desk.sg(&["merge", "~/.t"]).code(1).stderr_has("is a template");
+}
