@@ -108,6 +108,10 @@ pub fn failed_error(failed: &[String]) -> anyhow::Error {
 pub fn run(ctx: &super::Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open_for_home()?;
     let what = if dry_run { Scripts::List } else { Scripts::Run };
+    if g.scripts_due(false)?.is_empty() {
+        writeln!(out, "No scripts are due.")?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let failed = run_due(&g, what, out)?;
     if !failed.is_empty() {
         return Err(failed_error(&failed));

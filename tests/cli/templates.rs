@@ -376,7 +376,9 @@ fn once_and_onchange_scripts_run_when_due_and_again_after_a_failure() {
         "{line}"
     );
     desk.sg(&["restore"]).ok();
-    desk.sg(&["run-scripts"]).ok();
+    desk.sg(&["run-scripts"])
+        .ok()
+        .stdout_has("No scripts are due.");
     assert_eq!(ran(&desk).len(), 2, "nothing is due twice");
 
     // A new content: both are due again.
@@ -455,5 +457,7 @@ fn a_template_source_lives_where_the_go_sgards_prune_never_deletes() {
     assert_eq!(desk.read(".t"), "hello desktop\n");
     // merge never folds a rendering into a source.
     desk.write(".t", "changed\n");
-    desk.sg(&["merge", "~/.t"]).code(1).stderr_has("is a template");
+    desk.sg(&["merge", "~/.t"])
+        .code(1)
+        .stderr_has("is a template");
 }
