@@ -225,8 +225,8 @@ fn an_encrypted_template_keeps_no_plaintext_and_edits_and_restores() {
     );
     sg_env(&desk, &["add", "--template", "--encrypt", "~/.netrc"], &pw).ok();
     assert!(
-        files_containing(&desk.repo.join("blobs"), b"SOURCE-MARK").is_empty(),
-        "the stored source is encrypted"
+        files_containing(&desk.repo, b"SOURCE-MARK").is_empty(),
+        "nothing in the repository holds the source in plaintext"
     );
     sg_env(&desk, &["restore", "~/.netrc"], &pw).ok();
     assert_eq!(
@@ -250,7 +250,7 @@ fn an_encrypted_template_keeps_no_plaintext_and_edits_and_restores() {
         desk.read(".netrc")
             .ends_with("# SOURCE-MARK\n# by desktop\n")
     );
-    assert!(files_containing(&desk.repo.join("blobs"), b"SOURCE-MARK").is_empty());
+    assert!(files_containing(&desk.repo, b"SOURCE-MARK").is_empty());
     assert_eq!(desk.state("~/.netrc"), "ok");
     let r = sg_env(&desk, &["render", "~/.netrc"], &pw);
     assert!(r.ok().stdout.contains("# by desktop"));
