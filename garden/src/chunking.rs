@@ -47,15 +47,14 @@ impl Garden {
             && let Some(cs) = self.store.chunked().cloned()
         {
             let mut seen = HashSet::new();
-            // Template sources stay in chunks: the Go sgard's prune deletes
-            // any blob no `type: file` entry names.
+            // Template sources (and the template data) stay in chunks: the
+            // Go sgard's prune deletes any blob no `type: file` entry names.
             let hashes: Vec<Hash> = self
                 .manifest
                 .files
                 .iter()
                 .filter(|e| !e.template)
                 .filter_map(|e| e.hash)
-                .chain(self.manifest.data)
                 .collect();
             for h in hashes {
                 if !seen.insert(h) || self.store.contains_blob(&h)? || !cs.contains(&h) {
@@ -103,14 +102,16 @@ impl Garden {
                     .is_none_or(|age| age < g)
             })
         };
-        // A template's source is kept in chunks even when a blob holds it
-        // too (a Go peer's copy, which the Go sgard's prune may delete).
+        // A template's source (and the template data) is kept in chunks
+        // even when a blob holds it too (a Go peer's copy, which the Go
+        // sgard's prune may delete).
         let templates: HashSet<Hash> = self
             .manifest
             .files
             .iter()
             .filter(|e| e.template)
             .filter_map(|e| e.hash)
+            .chain(self.manifest.data)
             .collect();
         let mut marked: HashSet<Hash> = HashSet::new();
         for h in cs.lists()? {

@@ -169,8 +169,8 @@ pub(crate) fn render_with(name: &str, source: &[u8], vars: &Value) -> Result<Vec
 
 impl Garden {
     /// Records the repository's `data.yaml` as it is now in the manifest
-    /// (its content stored as a blob, durably, before the manifest names
-    /// it), so it travels through sync and history. A file that cannot be
+    /// (its content stored, durably, in the chunk store before the manifest
+    /// names it), so it travels through sync and history. A file that cannot be
     /// read leaves a note and the last recorded version.
     pub(crate) fn refresh_data(&mut self) {
         let path = self.data_path();
@@ -193,8 +193,10 @@ impl Garden {
         {
             return;
         }
+        // In the chunk store, like a template's source: the Go sgard's
+        // prune deletes any blob no `type: file` entry names.
         if let Some(text) = now
-            && let Err(e) = self.store.write_bytes(text.as_bytes())
+            && let Err(e) = self.put_source(text.as_bytes())
         {
             self.note(format!(
                 "{}: cannot be recorded ({e}); the version last recorded is kept",

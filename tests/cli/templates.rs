@@ -448,7 +448,17 @@ fn a_template_source_lives_where_the_go_sgards_prune_never_deletes() {
     // `type: file` entry names: the source is not there, but in chunks.
     assert!(!names("blobs").contains(&h), "not a blob");
     assert!(names("chunk-lists").contains(&h), "a chunk list");
-    // Even a repository kept Go-readable keeps it there.
+    // So is the template data the manifest records.
+    fs::write(desk.repo.join("data.yaml"), "k: v\n").unwrap();
+    desk.sg(&["checkpoint", "-m", "data"]).ok();
+    let d = crate::common::sha("k: v\n");
+    assert!(
+        fs::read_to_string(desk.repo.join("manifest.yaml"))
+            .unwrap()
+            .contains(&format!("data: {d}"))
+    );
+    assert!(!names("blobs").contains(&d) && names("chunk-lists").contains(&d));
+    // Even a repository kept Go-readable keeps them there.
     desk.sg(&["chunking", "--off"]).ok();
     assert!(!names("blobs").contains(&h));
     desk.sg(&["prune"]).ok();
