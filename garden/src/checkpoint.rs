@@ -280,6 +280,11 @@ impl Garden {
         }
         let mode = md.perm();
         let mode_changed = entry.kind != EntryKind::Link && entry.mode != Some(mode);
+        if entry.template {
+            // A rendering is never stored in place of its template (mirror
+            // up comes here too).
+            return Ok(Some((entry.clone(), EntryChange::Template)));
+        }
         match entry.kind {
             EntryKind::File if entry.encrypted => {
                 let (sha, _) = self.hash_tracked(&entry.path, &abs, &md, found, None)?;

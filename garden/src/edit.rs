@@ -28,6 +28,10 @@ pub struct EditSession {
     file: PathBuf,
     /// The SHA-256 of what `file` held before the editor ran.
     before: Hash,
+    /// For a copy: what the disk file should hold when it is in step with
+    /// the repository (the rendering, the plaintext); a disk file holding
+    /// something else has changes of its own and is not overwritten.
+    in_step: Option<Hash>,
     /// The private folder of a copy (removed on drop).
     _dir: Option<tempfile::TempDir>,
 }
@@ -43,6 +47,16 @@ impl EditSession {
     pub fn is_copy(&self) -> bool {
         self._dir.is_some()
     }
+
+    /// Keeps the edited copy (when nothing could be stored) and returns
+    /// where it is.
+    pub fn keep(self) -> Option<PathBuf> {
+        let file = self.file;
+        self._dir.map(|d| {
+            let _ = d.keep();
+            file
+        })
+    }
 }
 
 /// What [`Garden::edit_finish`] did.
@@ -56,6 +70,9 @@ pub enum EditOutcome {
         /// The disk file was written (rendered for a template).
         applied: bool,
     },
+    /// The new content is stored, and the disk file, which has changes of
+    /// its own, was left as it is.
+    StoredDiskKept,
 }
 
 /// The largest content edited through a copy.
@@ -106,6 +123,7 @@ impl Garden {
                 entry: e,
                 file,
                 before,
+                in_step: None,
                 _dir: None,
             });
         }
@@ -130,8 +148,14 @@ impl Garden {
             sgard_store::cancel::register_prefix(parent, name);
         }
         sgard_store::durable::write_atomic(&file, &content, 0o600)?;
+        let in_step = if e.template {
+            self.rendered_hash(&e, true)?
+        } else {
+            Some(Hash::of(&content))
+        };
         Ok(EditSession {
             path,
+            in_step,
             before: Hash::of(&content),
             entry: e,
             file,
@@ -195,6 +219,25 @@ impl Garden {
         if !apply {
             self.flush_base()?;
             return Ok(EditOutcome::Stored { applied: false });
+        }
+        // A disk file with changes of its own is left as it is.
+        if let Some(md) = fsx::lstat(&disk)? {
+            let now = if md.is_file() {
+                Some(if e.encrypted {
+                    Hash::of(&self.read_plain(&disk)?.0)
+                } else {
+                    fsx::hash_file(&disk)?.0
+                })
+            } else {
+                None
+            };
+            // What this machine last agreed on is no change of its own
+            // either (the source just added, before its first restore).
+            let agreed = self.base.borrow().get(&s.path).and_then(|b| b.content);
+            if now.is_none() || (now != s.in_step && now != agreed) {
+                self.flush_base()?;
+                return Ok(EditOutcome::StoredDiskKept);
+            }
         }
         let written = if e.template {
             let out = self

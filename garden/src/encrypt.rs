@@ -159,7 +159,11 @@ impl Garden {
         for e in files.iter_mut().filter(|e| e.encrypted) {
             let plain = self.stored_plaintext(e)?;
             let blob = new.seal(&plain)?;
-            let w = self.store.write_bytes(&blob)?;
+            let w = if e.template {
+                self.put_source(&blob)?
+            } else {
+                self.store.write_bytes(&blob)?
+            };
             self.fingerprints
                 .borrow_mut()
                 .insert(w.hash, sgard_store::Hash::of(&plain));

@@ -6,8 +6,11 @@
 //! rendering of a template, the plaintext of a secret), from a private
 //! copy, so a local edit of the file on disk never runs by surprise. What
 //! ran is recorded in this machine's state for the repository
-//! (`scripts`: one `<sha256> <path>` line per successful run), only after
-//! the script exits 0.
+//! (`scripts`: one `<sha256 of the content> <sha256 of the path>` line per
+//! successful run, so no path can break or forge a line), only after the
+//! script exits 0. Scripts run with no sgard lock held (a script may run
+//! sgard): [`Garden::stage_script`] makes everything a run needs, and
+//! [`DueScript::record_success`] needs no [`Garden`].
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,6 +37,8 @@ pub struct DueScript {
     /// The SHA-256 of what runs.
     pub hash: Hash,
     content: Zeroizing<Vec<u8>>,
+    /// This machine's record of runs (`None`: none is kept).
+    record: Option<PathBuf>,
 }
 
 /// A private, executable copy of a script (removed on drop).
@@ -59,7 +64,8 @@ impl Garden {
         self.local_dir.as_ref().map(|d| d.join(RAN_FILE))
     }
 
-    /// What ran here: per path, the contents that ran, oldest first.
+    /// What ran here: per path's SHA-256, the contents that ran, oldest
+    /// first.
     fn ran(&self) -> Result<HashMap<String, Vec<Hash>>> {
         let mut out: HashMap<String, Vec<Hash>> = HashMap::new();
         let Some(p) = self.ran_path() else {
@@ -109,7 +115,8 @@ impl Garden {
                 }
             };
             let hash = Hash::of(&content);
-            let past = ran.get(&e.path).map(Vec::as_slice).unwrap_or_default();
+            let key = Hash::of(e.path.as_bytes()).to_hex();
+            let past = ran.get(&key).map(Vec::as_slice).unwrap_or_default();
             let due = match run {
                 Run::Once => !past.contains(&hash),
                 Run::OnChange => past.last() != Some(&hash),
@@ -120,6 +127,7 @@ impl Garden {
                     run,
                     hash,
                     content,
+                    record: self.ran_path(),
                 }));
             }
         }
@@ -159,19 +167,25 @@ impl Garden {
         let name = std::path::Path::new(&s.path)
             .file_name()
             .map_or_else(|| "script".into(), |n| n.to_string_lossy().into_owned());
-        let file = dir.path().join(name.trim_start_matches('.'));
+        let name = name.trim_start_matches('.');
+        let file = dir
+            .path()
+            .join(if name.is_empty() { "script" } else { name });
         sgard_store::durable::write_atomic(&file, &s.content, 0o700)?;
         Ok(StagedScript { file, _dir: dir })
     }
+}
 
-    /// Records that `s` ran here and exited 0.
+impl DueScript {
+    /// Records that this script ran here and exited 0.
     ///
     /// # Errors
     /// [`Error::Io`] writing the record.
-    pub fn script_ran(&self, s: &DueScript) -> Result<()> {
-        let Some(p) = self.ran_path() else {
+    pub fn record_success(&self) -> Result<()> {
+        let Some(p) = self.record.clone() else {
             return Ok(());
         };
+        let s = self;
         let old = match sgard_store::durable::read_regular_to_string_max(&p, RAN_MAX) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -179,7 +193,11 @@ impl Garden {
         };
         // One line per distinct run, the newest last: a content that ran
         // before moves to the end.
-        let line = format!("{} {}", s.hash.to_hex(), s.path);
+        let line = format!(
+            "{} {}",
+            s.hash.to_hex(),
+            Hash::of(s.path.as_bytes()).to_hex()
+        );
         let mut text: String = old
             .lines()
             .filter(|l| *l != line)

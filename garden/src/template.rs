@@ -176,6 +176,11 @@ impl Garden {
         let path = self.data_path();
         let now = match sgard_store::durable::read_regular_to_string_max(&path, DATA_MAX) {
             Ok(text) => Some(text),
+            // Deleting the file is not taken as news (emptying it is): a
+            // pull may bring it back.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.manifest.data.is_some() => {
+                return;
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
                 self.note(format!(

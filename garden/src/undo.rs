@@ -209,6 +209,9 @@ impl Garden {
         if !mode_ok {
             return Ok(false);
         }
+        if r.template {
+            return Ok(d.hash.is_some() && d.hash == self.rendered_hash(r, true)?);
+        }
         match (r.encrypted, d.hash) {
             (true, Some(sha)) => self.plain_matches(r, abs, sha),
             _ => Ok(d.hash == r.hash),

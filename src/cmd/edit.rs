@@ -8,6 +8,7 @@ use anyhow::{Context as _, Result};
 use sgard_garden::{EditOutcome, LockMode};
 
 use super::Ctx;
+use crate::exit::Fail;
 use crate::ui;
 use sgard::context;
 
@@ -15,6 +16,7 @@ use sgard::context;
 pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let editor = context::editor();
     let mut failed = 0;
+    let mut conflicts = 0;
     for p in paths {
         let session = ctx.open(LockMode::Shared)?.edit_begin(p)?;
         let path = session.path.clone();
@@ -38,7 +40,30 @@ pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -
             continue;
         }
         let mut g = ctx.open(LockMode::Exclusive)?;
-        match g.edit_finish(&session, !no_apply)? {
+        let outcome = match g.edit_finish(&session, !no_apply) {
+            Ok(o) => o,
+            Err(e @ sgard_garden::Error::Conflict(_)) => {
+                // Nothing was stored: the edit is kept for the user.
+                let msg = sgard_garden::error_chain(&e);
+                let kept = session.keep();
+                ui::warn(&match kept {
+                    Some(f) => format!("{msg}; your edit is kept in {}", f.display()),
+                    None => msg,
+                });
+                conflicts += 1;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match outcome {
+            EditOutcome::StoredDiskKept => writeln!(
+                out,
+                "stored     {} (not applied: the file on disk has changes of its own; \
+                 `sgard diff {}` shows them, `sgard restore -f {}` replaces them)",
+                ui::clean(&path),
+                ui::clean(&path),
+                ui::clean(&path)
+            )?,
             EditOutcome::Unchanged => writeln!(out, "unchanged  {}", ui::clean(&path))?,
             EditOutcome::Stored { applied: true } => {
                 writeln!(out, "stored     {}", ui::clean(&path))?;
@@ -50,6 +75,11 @@ pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -
                 ui::clean(&path)
             )?,
         }
+    }
+    if conflicts > 0 {
+        return Err(Fail::conflict(format!(
+            "{conflicts} edit(s) not stored: the entry changed in the repository meanwhile"
+        )));
     }
     Ok(if failed > 0 {
         ExitCode::from(1)

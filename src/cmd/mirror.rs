@@ -62,7 +62,9 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
                 (false, true) => super::scripts::Scripts::List,
                 (false, false) => super::scripts::Scripts::Run,
             };
-            let failed_scripts = super::scripts::run_due(&g, scripts, out)?;
+            let plan = super::scripts::plan(&g, scripts)?;
+            drop(g);
+            let failed_scripts = super::scripts::run_plan(plan, out)?;
             let (del, keep) = if dry_run {
                 ("delete", "ask")
             } else {

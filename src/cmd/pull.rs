@@ -62,8 +62,21 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         },
         &mut prompt,
     )?;
+    let scripts = if no_scripts {
+        Scripts::Skip
+    } else {
+        Scripts::Run
+    };
+    // Run with the repository closed: a script may run sgard.
+    let plan = scripts::plan(&g, scripts)?;
+    drop(g);
     if p.report.up_to_date {
         writeln!(out, "Already up to date.")?;
+        // What failed last time is due again.
+        let failed = scripts::run_plan(plan, out)?;
+        if !failed.is_empty() {
+            return Err(scripts::failed_error(&failed));
+        }
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(out, "Pulled {} blob(s).", p.blobs)?;
@@ -76,12 +89,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         writeln!(out, "{:<10} {s}", if theirs { "theirs" } else { "ours" })?;
     }
     restore::print_actions(&p.report.restore, false, out)?;
-    let scripts = if no_scripts {
-        Scripts::Skip
-    } else {
-        Scripts::Run
-    };
-    let failed = scripts::run_due(&g, scripts, out)?;
+    let failed = scripts::run_plan(plan, out)?;
     let code = restore::finish(&p.report.restore, false, out)?;
     if !failed.is_empty() {
         return Err(scripts::failed_error(&failed));

@@ -46,7 +46,10 @@ pub fn run(
         (false, true) => Scripts::List,
         (false, false) => Scripts::Run,
     };
-    let failed = scripts::run_due(&g, scripts, out)?;
+    // Run with the repository closed: a script may run sgard.
+    let plan = scripts::plan(&g, scripts)?;
+    drop(g);
+    let failed = scripts::run_plan(plan, out)?;
     let code = finish(&report, dry_run, out)?;
     if !failed.is_empty() {
         return Err(scripts::failed_error(&failed));

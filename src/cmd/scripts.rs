@@ -7,7 +7,7 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Result, anyhow};
 use sgard_garden::Garden;
-use sgard_garden::scripts::ScriptCheck;
+use sgard_garden::scripts::{DueScript, ScriptCheck, StagedScript};
 
 use crate::ui;
 
@@ -22,29 +22,66 @@ pub enum Scripts {
     Skip,
 }
 
-/// Runs (or lists) the scripts that are due, in path order; returns the
-/// paths of those that failed (each then runs again next time).
+/// The scripts that are due, each staged for its run (or the reason it
+/// cannot run), drawn up while the repository is open.
+pub struct Plan {
+    what: Scripts,
+    items: Vec<std::result::Result<(DueScript, StagedScript), (String, String)>>,
+    env: Vec<(&'static str, std::ffi::OsString)>,
+    home: std::path::PathBuf,
+}
+
+/// Draws up the scripts that are due (none with [`Scripts::Skip`]).
 ///
 /// # Errors
-/// Reading this machine's record of what ran; an interruption.
-pub fn run_due(g: &Garden, what: Scripts, out: &mut dyn Write) -> Result<Vec<String>> {
+/// Reading this machine's record of what ran.
+pub fn plan(g: &Garden, what: Scripts) -> Result<Plan> {
+    let env = g.env();
+    let mut p = Plan {
+        what,
+        items: Vec::new(),
+        env: vec![
+            ("SGARD_REPO", g.root().as_os_str().to_owned()),
+            ("SGARD_HOSTNAME", env.hostname.clone().into()),
+            ("SGARD_OS", sgard_garden::identity::go_os().into()),
+            ("SGARD_ARCH", sgard_garden::identity::go_arch().into()),
+        ],
+        home: env.home.clone(),
+    };
     if what == Scripts::Skip {
-        return Ok(Vec::new());
+        return Ok(p);
     }
-    let mut failed = Vec::new();
     for check in g.scripts_due(false)? {
-        let s = match check {
-            ScriptCheck::Due(s) => s,
-            ScriptCheck::Broken(path, err) => {
-                ui::warn(&format!(
-                    "{path}: the script cannot run: {}",
-                    sgard_garden::error_chain(&err)
-                ));
+        p.items.push(match check {
+            ScriptCheck::Due(s) => match g.stage_script(&s) {
+                Ok(st) => Ok((s, st)),
+                Err(e) => Err((s.path.clone(), sgard_garden::error_chain(&e))),
+            },
+            ScriptCheck::Broken(path, err) => Err((path, sgard_garden::error_chain(&err))),
+        });
+    }
+    Ok(p)
+}
+
+/// Runs (or lists) what [`plan`] drew up, in path order, with no lock
+/// held (call it after the repository is closed: a script may run sgard);
+/// returns the paths of the scripts that failed (each runs again next
+/// time).
+///
+/// # Errors
+/// Writing this machine's record of what ran; an interruption.
+pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
+    let mut failed = Vec::new();
+    for item in p.items {
+        let (s, staged) = match item {
+            Ok(x) => x,
+            Err((path, why)) => {
+                ui::warn(&format!("{path}: the script cannot run: {why}"));
                 failed.push(path);
                 continue;
             }
         };
-        if what == Scripts::List {
+        if p.what == Scripts::List {
             writeln!(
                 out,
                 "{:<10} {} ({})",
@@ -56,14 +93,21 @@ pub fn run_due(g: &Garden, what: Scripts, out: &mut dyn Write) -> Result<Vec<Str
         }
         writeln!(out, "{:<10} {}", "running", ui::clean(&s.path))?;
         out.flush()?;
-        let staged = g.stage_script(&s)?;
-        let env = g.env();
         let mut cmd = Command::new(&staged.file);
-        cmd.current_dir(&env.home)
-            .env("SGARD_REPO", g.root())
-            .env("SGARD_HOSTNAME", &env.hostname)
-            .env("SGARD_OS", sgard_garden::identity::go_os())
-            .env("SGARD_ARCH", sgard_garden::identity::go_arch());
+        cmd.current_dir(&p.home);
+        for (k, v) in &p.env {
+            cmd.env(k, v);
+        }
+        // A script gets no passphrase sgard was given.
+        for k in [
+            "SGARD_PASSPHRASE",
+            "SGARD_PASSPHRASE_FILE",
+            "SGARD_PASSPHRASE_COMMAND",
+            "SGARD_NEW_PASSPHRASE",
+            "SGARD_NEW_PASSPHRASE_FILE",
+        ] {
+            cmd.env_remove(k);
+        }
         // The script owns the terminal while it runs (Ctrl-C is its own;
         // this process stops after it if it died of it).
         sgard_store::cancel::hold(true);
@@ -79,7 +123,7 @@ pub fn run_due(g: &Garden, what: Scripts, out: &mut dyn Write) -> Result<Vec<Str
             }
         };
         if status.success() {
-            g.script_ran(&s)?;
+            s.record_success()?;
             continue;
         }
         if status.signal() == Some(signal_hook::consts::SIGINT) {
@@ -108,11 +152,13 @@ pub fn failed_error(failed: &[String]) -> anyhow::Error {
 pub fn run(ctx: &super::Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open_for_home()?;
     let what = if dry_run { Scripts::List } else { Scripts::Run };
-    if g.scripts_due(false)?.is_empty() {
+    let p = plan(&g, what)?;
+    drop(g);
+    if p.items.is_empty() {
         writeln!(out, "No scripts are due.")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let failed = run_due(&g, what, out)?;
+    let failed = run_plan(p, out)?;
     if !failed.is_empty() {
         return Err(failed_error(&failed));
     }

@@ -471,3 +471,89 @@ fn a_template_source_lives_where_the_go_sgards_prune_never_deletes() {
         .code(1)
         .stderr_has("is a template");
 }
+
+#[test]
+fn mirror_up_undo_and_edit_never_trade_a_source_for_a_rendering() {
+    let (_shared, desk, _lap) = two_machines();
+    desk.write("d/t", "h={{ sgard.hostname }}\n");
+    desk.sg(&["add", "--template", "~/d/t"]).ok();
+    desk.sg(&["restore", "~/d/t"]).ok();
+    // mirror up of the folder: the edited rendering is not the new source.
+    desk.write("d/t", "edited\n");
+    desk.sg(&["mirror", "up", "~/d"]).ok();
+    assert_eq!(desk.sg(&["render", "~/d/t"]).ok().stdout, "h=desktop\n");
+    // restore -f over the local edit, then undo brings the edit back.
+    desk.sg(&["restore", "-f", "~/d/t"]).ok();
+    assert_eq!(desk.read("d/t"), "h=desktop\n");
+    desk.sg(&["undo"]).ok();
+    assert_eq!(desk.read("d/t"), "edited\n");
+    // edit while the disk has changes of its own: stored, not applied.
+    let ed = editor(&desk.t, "# more", 0);
+    sg_env(&desk, &["edit", "~/d/t"], &[("EDITOR", &ed)])
+        .ok()
+        .stdout_has("not applied: the file on disk has changes of its own");
+    assert_eq!(desk.read("d/t"), "edited\n");
+    assert_eq!(
+        desk.sg(&["render", "~/d/t"]).ok().stdout,
+        "h=desktop\n# more\n"
+    );
+}
+
+#[test]
+fn an_edit_the_repository_overtook_is_kept_and_exits_4() {
+    let (_shared, desk, _lap) = two_machines();
+    desk.write(".t", "v {{ sgard.os }}\n");
+    desk.sg(&["add", "--template", "~/.t"]).ok();
+    // An editor during which another sgard changes the entry.
+    let script = desk.t.outside().join("racing-editor.sh");
+    fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\neval f=\\${{$#}}\necho mine >> \"$f\"\n'{}' --repo '{}' lock '~/.t' >/dev/null\n",
+            TestEnv::bin().display(),
+            desk.repo.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let r = sg_env(
+        &desk,
+        &["edit", "~/.t"],
+        &[("EDITOR", script.to_str().unwrap())],
+    );
+    r.code(4).stderr_has("your edit is kept in");
+    let kept = r
+        .stderr
+        .split("your edit is kept in ")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        fs::read_to_string(&kept).unwrap(),
+        "v {{ sgard.os }}\nmine\n"
+    );
+    fs::remove_dir_all(Path::new(&kept).parent().unwrap()).unwrap();
+}
+
+#[test]
+fn a_script_may_run_sgard_itself() {
+    let (_shared, desk, _lap) = two_machines();
+    desk.write("x", "x\n");
+    let path = desk.write(
+        "bin/track",
+        format!(
+            "#!/bin/sh\ntimeout 30 '{}' --repo '{}' add ~/x || exit 9\n",
+            TestEnv::bin().display(),
+            desk.repo.display()
+        ),
+    );
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    desk.sg(&["add", "--run", "once", "~/bin/track"]).ok();
+    desk.sg(&["run-scripts"])
+        .ok()
+        .stdout_has("running    ~/bin/track");
+    desk.sg(&["list"]).ok().stdout_has("~/x");
+}
