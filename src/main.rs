@@ -26,10 +26,19 @@ fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         return;
     };
     std::thread::spawn(move || {
-        // While an editor runs, its signals are its own.
+        // While an editor or a script runs, Ctrl-C is its own; a request
+        // to end (SIGTERM, SIGHUP) takes effect once it is done.
         if signals
             .forever()
-            .find(|_| !sgard_store::cancel::held())
+            .find(|&sig| {
+                if !sgard_store::cancel::held() {
+                    return true;
+                }
+                if sig != SIGINT {
+                    sgard_store::cancel::defer();
+                }
+                false
+            })
             .is_some()
         {
             sgard_store::cancel::request();

@@ -32,6 +32,8 @@ pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -
         let status = cmd.status();
         sgard_store::cancel::hold(false);
         let status = status.with_context(|| format!("running the editor `{editor}`"))?;
+        // Told to end meanwhile: nothing is stored, the copy goes.
+        sgard_store::cancel::check()?;
         if !status.success() {
             ui::warn(&format!(
                 "{path}: the editor `{editor}` exited with {status}; nothing was changed"

@@ -73,6 +73,8 @@ pub fn plan(g: &Garden, what: Scripts) -> Result<Plan> {
 pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
     let mut failed = Vec::new();
     for item in p.items {
+        // Told to end (during the last script, too): the rest waits.
+        sgard_store::cancel::check()?;
         let (s, staged) = match item {
             Ok(x) => x,
             Err((path, why)) => {

@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 /// Set while a child owns the terminal (an editor): signals are its own.
 static HELD: AtomicBool = AtomicBool::new(false);
+/// A termination request (SIGTERM, SIGHUP) that came while [`HELD`].
+static DEFERRED: AtomicBool = AtomicBool::new(false);
 /// Per folder, the prefixes of the temp files in it (see [`register_prefix`]).
 static TEMPS: Mutex<Option<HashMap<PathBuf, Vec<OsString>>>> = Mutex::new(None);
 
@@ -31,6 +33,15 @@ pub fn request() {
 /// process cleans up once the editor exits.
 pub fn hold(on: bool) {
     HELD.store(on, Ordering::SeqCst);
+    if !on && DEFERRED.swap(false, Ordering::SeqCst) {
+        request();
+    }
+}
+
+/// Notes a termination request that came while signals were held: it
+/// takes effect when [`hold`] ends (the child's own Ctrl-C does not).
+pub fn defer() {
+    DEFERRED.store(true, Ordering::SeqCst);
 }
 
 /// Whether signals are being left to a child (see [`hold`]).

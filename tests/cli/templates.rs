@@ -557,3 +557,37 @@ fn a_script_may_run_sgard_itself() {
         .stdout_has("running    ~/bin/track");
     desk.sg(&["list"]).ok().stdout_has("~/x");
 }
+
+#[test]
+fn a_termination_request_during_edit_stores_nothing_and_removes_the_copy() {
+    let (_shared, desk, _lap) = two_machines();
+    desk.write(".t", "v {{ sgard.os }}\n");
+    desk.sg(&["add", "--template", "~/.t"]).ok();
+    // The editor: note the copy, ask sgard (its grandparent) to end, then
+    // save an edit and exit 0 as if nothing happened.
+    let log = desk.t.outside().join("copy.log");
+    let script = desk.t.outside().join("term-editor.sh");
+    fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\neval f=\\${{$#}}\necho \"$f\" > '{}'\n\
+             kill -TERM \"$(ps -o ppid= -p $PPID | tr -d ' ')\"\nsleep 0.3\necho mine >> \"$f\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let r = sg_env(
+        &desk,
+        &["edit", "~/.t"],
+        &[("EDITOR", script.to_str().unwrap())],
+    );
+    r.code(130);
+    let copy = fs::read_to_string(&log).unwrap();
+    assert!(!Path::new(copy.trim()).exists(), "the copy is removed");
+    assert_eq!(
+        desk.sg(&["render", "~/.t"]).ok().stdout,
+        "v linux\n",
+        "nothing stored"
+    );
+}
