@@ -33,6 +33,12 @@ fn two_machines() -> (tempfile::TempDir, Machine, Machine) {
     (shared, desk, lap)
 }
 
+/// Writes an executable script.
+fn write_exe(path: &Path, text: &str) {
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// Every file under `dir` that contains `needle`.
 fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
@@ -62,16 +68,14 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 fn editor(t: &TestEnv, line: &str, code: i32) -> String {
     let script = t.outside().join(format!("editor-{code}.sh"));
     let log = t.outside().join("editor.log");
-    fs::write(
+    write_exe(
         &script,
-        format!(
+        &format!(
             "#!/bin/sh\neval f=\\${{$#}}\nprintf '%s %s %s\\n' \"$f\" \"$(stat -c %a \"$(dirname \"$f\")\")\" \
              \"$(stat -c %a \"$f\")\" >> '{}'\nprintf '%s\\n' '{line}' >> \"$f\"\nexit {code}\n",
             log.display()
         ),
-    )
-    .unwrap();
-    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    );
     script.display().to_string()
 }
 
@@ -506,16 +510,14 @@ fn an_edit_the_repository_overtook_is_kept_and_exits_4() {
     desk.sg(&["add", "--template", "~/.t"]).ok();
     // An editor during which another sgard changes the entry.
     let script = desk.t.outside().join("racing-editor.sh");
-    fs::write(
+    write_exe(
         &script,
-        format!(
+        &format!(
             "#!/bin/sh\neval f=\\${{$#}}\necho mine >> \"$f\"\n'{}' --repo '{}' lock '~/.t' >/dev/null\n",
             TestEnv::bin().display(),
             desk.repo.display()
         ),
-    )
-    .unwrap();
-    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let r = sg_env(
         &desk,
         &["edit", "~/.t"],
@@ -567,16 +569,14 @@ fn a_termination_request_during_edit_stores_nothing_and_removes_the_copy() {
     // save an edit and exit 0 as if nothing happened.
     let log = desk.t.outside().join("copy.log");
     let script = desk.t.outside().join("term-editor.sh");
-    fs::write(
+    write_exe(
         &script,
-        format!(
+        &format!(
             "#!/bin/sh\neval f=\\${{$#}}\necho \"$f\" > '{}'\n\
              kill -TERM \"$(ps -o ppid= -p $PPID | tr -d ' ')\"\nsleep 0.3\necho mine >> \"$f\"\n",
             log.display()
         ),
-    )
-    .unwrap();
-    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let r = sg_env(
         &desk,
         &["edit", "~/.t"],
