@@ -45,6 +45,12 @@ impl Garden {
         self.keys.get_mut().source = Some(source);
     }
 
+    /// The passphrase this Garden was given, if it needed one (so a
+    /// command that opens the repository twice asks once).
+    pub fn given_passphrase(&self) -> Option<Zeroizing<String>> {
+        self.keys.borrow().passphrase.clone()
+    }
+
     /// Whether the data key is unlocked already (nothing would be asked).
     pub(crate) fn is_unlocked(&self) -> bool {
         self.keys.borrow().dek.is_some()

@@ -18,7 +18,10 @@ pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -
     let mut failed = 0;
     let mut conflicts = 0;
     for p in paths {
-        let session = ctx.open(LockMode::Shared)?.edit_begin(p)?;
+        let (session, pass) = {
+            let g = ctx.open(LockMode::Shared)?;
+            (g.edit_begin(p)?, g.given_passphrase())
+        };
         let path = session.path.clone();
         // `sh -c 'EDITOR "$@"' sh FILE`: the editor may carry arguments
         // (`code --wait`), and the file name is never parsed by the shell.
@@ -42,6 +45,10 @@ pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -
             continue;
         }
         let mut g = ctx.open(LockMode::Exclusive)?;
+        if let Some(pw) = pass {
+            // Asked once, at the start of this edit.
+            g.set_passphrase_source(Box::new(move || Ok(pw.clone())));
+        }
         let outcome = match g.edit_finish(&session, !no_apply) {
             Ok(o) => o,
             Err(e @ sgard_garden::Error::Conflict(_)) => {

@@ -591,3 +591,28 @@ fn a_termination_request_during_edit_stores_nothing_and_removes_the_copy() {
         "nothing stored"
     );
 }
+
+#[test]
+fn an_edit_of_a_secret_asks_for_the_passphrase_once() {
+    let (_shared, desk, _lap) = two_machines();
+    sg_env(&desk, &["encrypt", "init"], &[("SGARD_PASSPHRASE", "pw")]).ok();
+    desk.write(".netrc", "secret\n");
+    sg_env(
+        &desk,
+        &["add", "--encrypt", "~/.netrc"],
+        &[("SGARD_PASSPHRASE", "pw")],
+    )
+    .ok();
+    let count = desk.t.outside().join("asked");
+    let ask = format!("echo x >> '{}'; echo pw", count.display());
+    let ed = editor(&desk.t, "more", 0);
+    sg_env(
+        &desk,
+        &["edit", "~/.netrc"],
+        &[("SGARD_PASSPHRASE_COMMAND", &ask), ("EDITOR", &ed)],
+    )
+    .ok()
+    .stdout_has("stored     ~/.netrc");
+    assert_eq!(fs::read_to_string(&count).unwrap().lines().count(), 1);
+    assert_eq!(desk.read(".netrc"), "secret\nmore\n");
+}
