@@ -22,6 +22,14 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub no_cache: bool,
 
+    /// Print only errors (and what a query such as status or list was asked for); no progress
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Also list every path as it is handled
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+
     /// What to do
     #[command(subcommand)]
     pub command: Command,
@@ -31,7 +39,11 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Create a new repository
-    Init,
+    Init {
+        /// Say what would be created; create nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
     /// Track files, symlinks and folders (folders are recursed)
     Add(AddArgs),
     /// Stop tracking paths (an entry, or every entry under a folder)
@@ -40,6 +52,9 @@ pub enum Command {
         /// Paths to untrack
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<OsString>,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Record what changed here since the last sync (never another machine's changes)
     Checkpoint {
@@ -82,6 +97,9 @@ pub enum Command {
         /// Conflicting tracked files (or folders of them)
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<OsString>,
+        /// Show the merge's outcome for each file; write nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Show how each tracked path compares with the repository
     #[command(alias = "st")]
@@ -142,6 +160,9 @@ pub enum Command {
         /// Store every file as one blob (readable by the Go sgard)
         #[arg(long, conflicts_with_all = ["on", "threshold", "sizes"])]
         off: bool,
+        /// Say what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
         /// Chunk files at or above the threshold
         #[arg(long)]
         on: bool,
@@ -211,6 +232,9 @@ pub enum Command {
         /// The sync server [default: SGARD_REMOTE, then <repo>/remote.yaml]
         #[arg(short = 'r', long, value_name = "HOST:PORT")]
         remote: Option<String>,
+        /// Ask the server what it would take; send nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -234,6 +258,9 @@ pub enum Command {
         /// Do not run the scripts that are due
         #[arg(long)]
         no_scripts: bool,
+        /// Fetch what the server has and show what the pull would change; change nothing here
+        #[arg(short = 'n', long)]
+        dry_run: bool,
         /// The sync server [default: SGARD_REMOTE, then <repo>/remote.yaml]
         #[arg(short = 'r', long, value_name = "HOST:PORT")]
         remote: Option<String>,
@@ -294,12 +321,18 @@ pub enum Command {
         /// Tracked paths (a folder selects the entries under it)
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<OsString>,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Make locked entries normal again
     Unlock {
         /// Tracked paths (a folder selects the entries under it)
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<OsString>,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Set or clear which machines tracked entries apply to
     #[command(group(ArgGroup::new("how").required(true).args(["only", "never", "clear"])))]
@@ -316,6 +349,9 @@ pub enum Command {
         /// Apply everywhere
         #[arg(long)]
         clear: bool,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Manage this machine's tags (machine-local, not synced)
     Tag {
@@ -337,12 +373,18 @@ pub enum Command {
         /// List the exclusion rules
         #[arg(short, long)]
         list: bool,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Remove exclusion rules
     Include {
         /// Rules to remove, as given to `exclude`
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<OsString>,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Manage encryption (per-file, XChaCha20-Poly1305 with an Argon2id passphrase)
     Encrypt {
@@ -444,18 +486,33 @@ pub struct AddArgs {
 #[derive(Subcommand, Debug)]
 pub enum EncryptAction {
     /// Set up encryption with a passphrase
-    Init,
+    Init {
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
     /// List the key slots
     ListSlots,
     /// Remove a key slot (never the last one)
     RemoveSlot {
         /// The slot's name
         name: String,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Re-wrap the data key under a new passphrase
-    ChangePassphrase,
+    ChangePassphrase {
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
     /// Replace the data key and re-encrypt every encrypted file
-    RotateDek,
+    RotateDek {
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
 }
 
 /// `tag` subcommands.
@@ -465,11 +522,17 @@ pub enum TagAction {
     Add {
         /// The tag
         name: String,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Remove a tag from this machine
     Remove {
         /// The tag
         name: String,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// List this machine's tags
     List,
@@ -483,6 +546,9 @@ pub enum MirrorDirection {
         /// Folders to mirror
         #[arg(required = true, value_name = "DIR")]
         dirs: Vec<OsString>,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Repository → disk: restore, then delete untracked files
     Down {
@@ -539,9 +605,55 @@ pub enum RemoteAction {
         /// Trust this PEM certificate or CA bundle for the server (implies --tls)
         #[arg(long, value_name = "FILE")]
         tls_ca: Option<PathBuf>,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
     },
     /// Show the saved server
     Show,
     /// Forget the saved server
-    Unset,
+    Unset {
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+}
+
+/// A mistyped subcommand gets the one nearest subcommand as its hint (by
+/// edit distance, transpositions counting once: `chekpoint` → `checkpoint`),
+/// or none when nothing is near; clap's own hint lists every name that
+/// merely shares letters (`chekpoint` suggested `completion` too).
+pub fn better_suggestion(e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand {
+        return e;
+    }
+    let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand) else {
+        return e;
+    };
+    let typed = typed.clone();
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let near: Vec<(usize, &str)> = cmd
+        .get_subcommands()
+        .flat_map(|s| std::iter::once(s.get_name()).chain(s.get_all_aliases()))
+        .map(|name| (strsim::damerau_levenshtein(&typed, name), name))
+        .filter(|(d, name)| *d <= 2.max(name.len() / 4) && *d < name.len())
+        .collect();
+    let nearest: Vec<String> = near
+        .iter()
+        .filter(|(d, _)| near.iter().all(|(o, _)| d <= o))
+        .map(|(_, name)| (*name).to_owned())
+        .collect();
+    let mut better = clap::Error::new(ErrorKind::InvalidSubcommand).with_cmd(&cmd);
+    better.insert(ContextKind::InvalidSubcommand, ContextValue::String(typed));
+    if !nearest.is_empty() {
+        better.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::Strings(nearest),
+        );
+    }
+    if let Some(usage) = e.get(ContextKind::Usage) {
+        better.insert(ContextKind::Usage, usage.clone());
+    }
+    better
 }

@@ -112,6 +112,17 @@ impl Ctx {
         Ok(self.ready(g))
     }
 
+    /// Opens the repository to change it (exclusively), or with `dry_run`
+    /// to say what would change: a shared lock, and nothing written.
+    pub fn open_to_change(&self, dry_run: bool) -> Result<Garden> {
+        if !dry_run {
+            return self.open(LockMode::Exclusive);
+        }
+        let mut g = self.open(LockMode::Shared)?;
+        g.set_dry_run();
+        Ok(g)
+    }
+
     /// Opens the repository to read it alone (verify, list, log, identity):
     /// this machine's base and stat cache are neither loaded nor written.
     pub fn open_repository_only(&self) -> Result<Garden> {
@@ -136,7 +147,11 @@ impl Ctx {
     fn ready(&self, mut g: Garden) -> Garden {
         g.set_note_sink(Box::new(ui::note));
         g.set_process_ends();
-        g.set_passphrase_source(Box::new(|| context::passphrase("Passphrase: ")));
+        g.set_passphrase_source(Box::new(|| {
+            let _bar = ui::progress::pause();
+            context::passphrase("Passphrase: ")
+        }));
+        g.set_passphrase_tries(if context::passphrase_is_typed() { 3 } else { 1 });
         g
     }
 }
@@ -156,6 +171,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     } else {
         anstream::ColorChoice::AlwaysAnsi
     };
+    let verbosity = match (cli.quiet, cli.verbose) {
+        (true, _) => ui::Verbosity::Quiet,
+        (_, true) => ui::Verbosity::Verbose,
+        _ => ui::Verbosity::Normal,
+    };
+    ui::configure(
+        verbosity,
+        colour,
+        anstream::AutoStream::choice(&io::stderr()) != anstream::ColorChoice::Never,
+    );
     let mut out = anstream::AutoStream::new(io::stdout().lock(), mode);
     match cli.command {
         Command::Version => {
@@ -172,7 +197,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
     let repo = context::repo_path(&env, cli.repo.as_deref());
     let net = match &cli.command {
-        Command::Push { remote, net }
+        Command::Push { remote, net, .. }
         | Command::Pull { remote, net, .. }
         | Command::List { remote, net, .. }
         | Command::Prune { remote, net, .. } => Net::of(remote.as_ref(), Some(net)),
@@ -194,12 +219,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         net,
         colour,
     };
-    let out: &mut dyn Write = &mut out;
+    let _progress = ui::progress::View::start(verbosity, context::progress_delay());
+    // With -q a command that does something prints only errors (on
+    // stderr, naming what failed); a query still prints its answer.
+    let mut sink = io::sink();
+    let out: &mut dyn Write = if verbosity == ui::Verbosity::Quiet && !answers(&cli.command) {
+        &mut sink
+    } else {
+        &mut out
+    };
     let code = match cli.command {
-        Command::Init => init::run(&ctx, out)?,
+        Command::Init { dry_run } => init::run(&ctx, dry_run, out)?,
         Command::Add(a) => add::run(&ctx, &a, out)?,
-        Command::Remove { paths } => remove::run(&ctx, &paths, out)?,
-        Command::Merge { paths } => merge::run(&ctx, &paths, out)?,
+        Command::Remove { paths, dry_run } => remove::run(&ctx, &paths, dry_run, out)?,
+        Command::Merge { paths, dry_run } => merge::run(&ctx, &paths, dry_run, out)?,
         Command::Checkpoint {
             message,
             paths,
@@ -260,6 +293,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             on,
             threshold,
             sizes,
+            dry_run,
         } => chunking::run(
             &ctx,
             chunking::Change {
@@ -268,9 +302,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 threshold,
                 sizes,
             },
+            dry_run,
             out,
         )?,
-        Command::Push { .. } => push::run(&ctx, out)?,
+        Command::Push { dry_run, .. } => push::run(&ctx, dry_run, out)?,
         Command::Pull {
             theirs,
             ours,
@@ -278,6 +313,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             allow_absolute,
             allow_setuid,
             no_scripts,
+            dry_run,
             ..
         } => pull::run(
             &ctx,
@@ -288,6 +324,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 allow_absolute,
                 allow_setuid,
                 no_scripts,
+                dry_run,
             },
             out,
         )?,
@@ -302,24 +339,62 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             keep_daily,
             dry_run,
         } => log::forget(&ctx, ids, keep_last, keep_within, keep_daily, dry_run, out)?,
-        Command::Lock { paths } => lock::run(&ctx, &paths, true, out)?,
-        Command::Unlock { paths } => lock::run(&ctx, &paths, false, out)?,
+        Command::Lock { paths, dry_run } => lock::run(&ctx, &paths, true, dry_run, out)?,
+        Command::Unlock { paths, dry_run } => lock::run(&ctx, &paths, false, dry_run, out)?,
         Command::Target {
             paths,
             only,
             never,
             clear,
-        } => target::run(&ctx, &paths, only, never, clear, out)?,
+            dry_run,
+        } => target::run(&ctx, &paths, only, never, clear, dry_run, out)?,
         Command::Tag { action } => tag::run(&ctx, action, out)?,
         Command::Identity { json } => identity::run(&ctx, json, out)?,
-        Command::Exclude { paths, list } => exclude::run_exclude(&ctx, &paths, list, out)?,
-        Command::Include { paths } => exclude::run_include(&ctx, &paths, out)?,
+        Command::Exclude {
+            paths,
+            list,
+            dry_run,
+        } => exclude::run_exclude(&ctx, &paths, list, dry_run, out)?,
+        Command::Include { paths, dry_run } => exclude::run_include(&ctx, &paths, dry_run, out)?,
         Command::Mirror { direction } => mirror::run(&ctx, direction, out)?,
         Command::Encrypt { action } => encrypt::run(&ctx, action, out)?,
         Command::Version | Command::Completion { .. } | Command::Man { .. } => ExitCode::SUCCESS,
     };
     out.flush()?;
     Ok(code)
+}
+
+/// Whether the command's output is what it was asked for (a query), kept
+/// with `-q`; the output of the others is a report of what they did.
+fn answers(c: &Command) -> bool {
+    use crate::cli::{EncryptAction, RemoteAction, TagAction};
+    match c {
+        Command::Status { .. }
+        | Command::Diff { .. }
+        | Command::List { .. }
+        | Command::Info { .. }
+        | Command::Log { .. }
+        | Command::Show { .. }
+        | Command::Stats { .. }
+        | Command::Render { .. }
+        | Command::Data { .. }
+        | Command::Identity { .. }
+        | Command::Version
+        | Command::Completion { .. }
+        | Command::Man { dir: None } => true,
+        Command::Tag { action } => matches!(action, TagAction::List),
+        Command::Exclude { list, .. } => *list,
+        Command::Remote { action } => matches!(action, RemoteAction::Show),
+        Command::Encrypt { action } => matches!(action, EncryptAction::ListSlots),
+        Command::Chunking {
+            off,
+            on,
+            threshold,
+            sizes,
+            ..
+        } => !off && !on && threshold.is_none() && sizes.is_none(),
+        _ => false,
+    }
 }
 
 /// Runs a command that may print thousands of lines and never prompts with

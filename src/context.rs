@@ -133,15 +133,34 @@ pub fn kdf_params() -> KdfParams {
     }
 }
 
+/// Whether the passphrase would be typed at the terminal (no variable,
+/// file or command gives it): then a mistyped one is asked for again.
+pub fn passphrase_is_typed() -> bool {
+    [
+        "SGARD_PASSPHRASE",
+        "SGARD_PASSPHRASE_FILE",
+        "SGARD_PASSPHRASE_COMMAND",
+    ]
+    .iter()
+    .all(|v| std::env::var_os(v).is_none())
+}
+
 fn from_sources(
     var: &str,
     file_var: &str,
     command_var: Option<&str>,
 ) -> std::result::Result<Option<Zeroizing<String>>, String> {
-    if let Ok(p) = std::env::var(var)
-        && !p.is_empty()
-    {
-        return Ok(Some(Zeroizing::new(p)));
+    match std::env::var(var) {
+        Ok(p) if !p.is_empty() => return Ok(Some(Zeroizing::new(p))),
+        Ok(_) => {
+            return Err(format!(
+                "{var} is set but empty; give the passphrase in it, or unset it to be asked"
+            ));
+        }
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(format!("{var} is not valid UTF-8"));
+        }
+        Err(std::env::VarError::NotPresent) => {}
     }
     if let Some(f) = std::env::var_os(file_var).filter(|f| !f.is_empty()) {
         let text = Zeroizing::new(
@@ -184,16 +203,38 @@ fn read_tty(prompt: &str) -> std::result::Result<Zeroizing<String>, String> {
         })
 }
 
+/// A new passphrase typed twice; an empty one or two that differ are
+/// asked for again, three times in all.
 fn read_tty_twice(prompt: &str) -> std::result::Result<Zeroizing<String>, String> {
-    let a = read_tty(prompt)?;
-    if a.is_empty() {
-        return Err("the passphrase is empty".into());
+    const TRIES: usize = 3;
+    for left in (0..TRIES).rev() {
+        let a = read_tty(prompt)?;
+        let why = if a.is_empty() {
+            "the passphrase is empty"
+        } else if *a != *read_tty("Repeat it: ")? {
+            "the two passphrases differ"
+        } else {
+            return Ok(a);
+        };
+        if left == 0 {
+            return Err(format!("{why}; nothing was changed"));
+        }
+        eprintln!("sgard: {why}; try again");
     }
-    let b = read_tty("Repeat it: ")?;
-    if *a != *b {
-        return Err("the two passphrases differ; nothing was changed".into());
-    }
-    Ok(a)
+    Err("no passphrase; nothing was changed".into())
+}
+
+/// How long a phase of work runs before its progress bar appears (about a
+/// second; `SGARD_PROGRESS_DELAY_MS` sets it, so a test on a pseudo-terminal
+/// sees a bar without waiting).
+pub fn progress_delay() -> std::time::Duration {
+    std::env::var("SGARD_PROGRESS_DELAY_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(
+            std::time::Duration::from_millis(900),
+            std::time::Duration::from_millis,
+        )
 }
 
 /// The ssh-agent socket (`SSH_AUTH_SOCK`), if set.

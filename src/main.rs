@@ -49,6 +49,7 @@ fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             sgard_store::cancel::remove_registered();
+            let _bar = ui::progress::pause();
             let _ = writeln!(io::stderr(), "\nsgard: interrupted");
             std::process::exit(i32::from(exit::INTERRUPTED));
         }
@@ -58,7 +59,7 @@ fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
 fn main() -> ExitCode {
     let cli = match cli::Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => e.exit(),
+        Err(e) => cli::better_suggestion(e).exit(),
     };
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     watch_signals(done.clone());
@@ -75,23 +76,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(exit::INTERRUPTED);
             }
             let code = exit::code_for(&err);
-            let mut stderr = io::stderr().lock();
-            let _ = writeln!(
-                stderr,
-                "sgard: error: {}",
-                ui::clean_text(&err.to_string(), true)
-            );
-            // Wrapped errors often repeat their source's text: print each
-            // distinct line once.
-            let mut last = err.to_string();
-            for cause in err.chain().skip(1) {
-                let text = cause.to_string();
-                if text == last {
-                    continue;
-                }
-                let _ = writeln!(stderr, "  caused by: {}", ui::clean_text(&text, true));
-                last = text;
-            }
+            ui::error(&err);
             ExitCode::from(code)
         }
     }

@@ -133,9 +133,14 @@ fn run(args: Args) -> Result<()> {
         }
         match &args.authorized_keys {
             Some(k) => println!(
-                "Auth enabled: {} ({} key(s))",
+                "Auth enabled: {} ({} key{})",
                 k.display(),
-                auth.as_ref().map_or(0, |a| a.key_count())
+                auth.as_ref().map_or(0, |a| a.key_count()),
+                if auth.as_ref().map_or(0, |a| a.key_count()) == 1 {
+                    ""
+                } else {
+                    "s"
+                }
             ),
             None => println!("WARNING: authentication disabled (--insecure-no-auth)"),
         }

@@ -1,9 +1,141 @@
-//! Terminal interaction: the stdin prompt, warnings and colours.
+//! Terminal interaction: the stdin prompt, warnings, how much to say
+//! (`-q`, `-v`), the one colour palette, and the progress bar.
+
+pub mod progress;
 
 use std::io::{self, BufRead, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use anstyle::{AnsiColor, Style};
 use sgard_garden::{Answer, Prompt, State};
+
+/// How much sgard says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verbosity {
+    /// `-q`: errors only (and what a query command was asked for).
+    Quiet,
+    /// The default.
+    Normal,
+    /// `-v`: also every path as it is handled.
+    Verbose,
+}
+
+static VERBOSITY: AtomicU8 = AtomicU8::new(1);
+/// Whether stderr gets colour (decided once, like stdout's).
+static ERR_COLOUR: AtomicBool = AtomicBool::new(false);
+/// Whether stdout gets colour (for code that has no `Ctx` at hand).
+static OUT_COLOUR: AtomicBool = AtomicBool::new(false);
+
+/// Sets how much to say and whether stdout and stderr get colour; once,
+/// at start.
+pub fn configure(v: Verbosity, out_colour: bool, err_colour: bool) {
+    VERBOSITY.store(v as u8, Ordering::Relaxed);
+    OUT_COLOUR.store(out_colour, Ordering::Relaxed);
+    ERR_COLOUR.store(err_colour, Ordering::Relaxed);
+}
+
+/// Whether stdout gets colour.
+pub fn out_colour() -> bool {
+    OUT_COLOUR.load(Ordering::Relaxed)
+}
+
+/// How much to say.
+pub fn verbosity() -> Verbosity {
+    match VERBOSITY.load(Ordering::Relaxed) {
+        0 => Verbosity::Quiet,
+        1 => Verbosity::Normal,
+        _ => Verbosity::Verbose,
+    }
+}
+
+/// What a piece of output means, which decides its colour: the one palette
+/// of every command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Done, fine, in agreement (green).
+    Good,
+    /// Changed here, or would change (yellow).
+    Change,
+    /// Changed elsewhere; comes in (cyan).
+    Incoming,
+    /// Needs the user: a conflict, a refusal (bright red).
+    Attention,
+    /// Failed or lost (red).
+    Bad,
+    /// Repository-authoritative, drifted (magenta).
+    Locked,
+    /// Left alone, not for this machine (grey).
+    Dim,
+    /// A snapshot id or hash (yellow, as git shows them).
+    Id,
+    /// A heading or a total (bold).
+    Heading,
+}
+
+impl Role {
+    /// The style of this role.
+    pub fn style(self) -> Style {
+        let fg = |c: AnsiColor| Style::new().fg_color(Some(c.into()));
+        match self {
+            Role::Good => fg(AnsiColor::Green),
+            Role::Change | Role::Id => fg(AnsiColor::Yellow),
+            Role::Incoming => fg(AnsiColor::Cyan),
+            Role::Attention => fg(AnsiColor::BrightRed),
+            Role::Bad => fg(AnsiColor::Red),
+            Role::Locked => fg(AnsiColor::Magenta),
+            Role::Dim => fg(AnsiColor::BrightBlack),
+            Role::Heading => Style::new().bold(),
+        }
+    }
+
+    /// The role of a status word a command prints first on a line
+    /// (`restored ~/x`, `failed ~/y`): one table for every command.
+    pub fn of_word(word: &str) -> Role {
+        match word.trim() {
+            "ok" | "added" | "created" | "restored" | "updated" | "recorded" | "stored"
+            | "merged" | "ran" | "deleted" | "pushed" | "pulled" | "settled" | "put back" => {
+                Role::Good
+            }
+            "behind" | "incoming" | "pull" => Role::Incoming,
+            "conflict" | "refused" | "ask" => Role::Attention,
+            "failed" | "error" | "missing" | "corrupt" | "typechange" | "damaged" => Role::Bad,
+            "drifted" | "locked" => Role::Locked,
+            "skipped" | "kept" | "unchanged" | "same" | "up to date" | "nothing" => Role::Dim,
+            _ => Role::Change,
+        }
+    }
+}
+
+/// `text` in `role`'s colour when `on`.
+pub fn paint(on: bool, role: Role, text: &str) -> String {
+    if on {
+        let s = role.style();
+        format!("{s}{text}{s:#}")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// A status word padded to `width`, in the palette's colour for it.
+pub fn word(on: bool, w: &str, width: usize) -> String {
+    styled(on, Role::of_word(w).style(), w, width)
+}
+
+/// `1 path`, `2 paths`: a count with its noun in the right number.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// [`count`] for nouns that take an `s`.
+pub fn counts(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
 
 /// Reads answers from one buffered stdin reader, so piped `y\nn\n` answers
 /// one question per line.
@@ -20,9 +152,13 @@ impl StdinPrompt {
     }
 }
 
+/// How many times a question is asked before a typo counts as "no".
+const TRIES: usize = 3;
+
 impl StdinPrompt {
     /// Reads one answer line; `None` at end of input (or on a read error).
     fn answer(&mut self, question: &str, choices: &str) -> Option<String> {
+        let _p = progress::pause();
         let mut out = io::stdout().lock();
         let _ = write!(out, "{} [{choices}] ", clean(question));
         let _ = out.flush();
@@ -42,16 +178,29 @@ impl StdinPrompt {
             }
         }
     }
+
+    fn say(&self, text: &str) {
+        let _ = writeln!(io::stdout().lock(), "{text}");
+    }
 }
 
 impl Prompt for StdinPrompt {
     fn confirm(&mut self, question: &str) -> bool {
-        self.answer(question, "y/N")
-            .is_some_and(|a| matches!(a.as_str(), "y" | "yes"))
+        for _ in 0..TRIES {
+            match self.answer(question, "y/N").as_deref() {
+                Some("y" | "yes") => return true,
+                None | Some("n" | "no" | "") => return false,
+                Some(other) => self.say(&format!(
+                    "{:?} is neither yes nor no: answer y or n (Enter: no)",
+                    clean(other)
+                )),
+            }
+        }
+        false
     }
 
     fn ask(&mut self, question: &str) -> Answer {
-        loop {
+        for _ in 0..TRIES {
             let Some(a) = self.answer(question, "y,n,d,a,q,?") else {
                 return Answer::NoInput;
             };
@@ -62,19 +211,18 @@ impl Prompt for StdinPrompt {
                 "a" | "all" => Answer::All,
                 "q" | "quit" => Answer::Quit,
                 _ => {
-                    let mut out = io::stdout().lock();
-                    let _ = writeln!(
-                        out,
+                    self.say(
                         "y - overwrite it with the repository's version\n\
                          n - keep it as it is (the default)\n\
                          d - show the difference, then ask again\n\
                          a - overwrite this one and all the rest\n\
-                         q - keep this one and all the rest; ask nothing more"
+                         q - keep this one and all the rest; ask nothing more",
                     );
                     continue;
                 }
             };
         }
+        Answer::No
     }
 
     fn show(&mut self, text: &str) {
@@ -115,7 +263,6 @@ pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
     clean_text(s, false)
 }
 
-/// Prints a warning on stderr.
 /// A byte count for people: `512 bytes`, `1.5 KiB`, `64.0 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -131,28 +278,68 @@ pub fn bytes(n: u64) -> String {
     format!("{v:.1} {}", UNITS[unit])
 }
 
+/// Prints a warning on stderr (not with `-q`).
 pub fn warn(msg: &str) {
-    eprintln!("sgard: warning: {}", clean_text(msg, true));
+    if verbosity() == Verbosity::Quiet {
+        return;
+    }
+    let _p = progress::pause();
+    let on = ERR_COLOUR.load(Ordering::Relaxed);
+    eprintln!(
+        "sgard: {} {}",
+        paint(on, Role::Change, "warning:"),
+        clean_text(msg, true)
+    );
 }
 
-/// Prints a note (such as waiting for a lock) on stderr.
+/// Prints a note (such as waiting for a lock) on stderr (not with `-q`).
 pub fn note(msg: &str) {
+    if verbosity() == Verbosity::Quiet {
+        return;
+    }
+    let _p = progress::pause();
     eprintln!("sgard: {}", clean_text(msg, true));
+}
+
+/// Prints an error and its causes on stderr, each distinct line once.
+pub fn error(err: &anyhow::Error) {
+    let on = ERR_COLOUR.load(Ordering::Relaxed);
+    let _p = progress::pause();
+    let mut stderr = io::stderr().lock();
+    let head = err.to_string();
+    let _ = writeln!(
+        stderr,
+        "sgard: {} {}",
+        paint(on, Role::Bad, "error:"),
+        clean_text(&head, true)
+    );
+    // Wrapped errors often repeat their source's text, or end with it
+    // (`connecting: tcp connect error` over `tcp connect error`): print
+    // each cause only when no line printed before already says it.
+    let mut said = vec![head];
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if text.trim().is_empty() || said.iter().any(|s| s.contains(&text)) {
+            continue;
+        }
+        let _ = writeln!(stderr, "  caused by: {}", clean_text(&text, true));
+        said.push(text);
+    }
 }
 
 /// The colour of a status word (used only when stdout gets colour; see
 /// `cmd::run`).
 pub fn state_style(s: State) -> Style {
-    let c = match s {
-        State::Ok => AnsiColor::Green,
-        State::Modified => AnsiColor::Yellow,
-        State::Behind => AnsiColor::Cyan,
-        State::Conflict => AnsiColor::BrightRed,
-        State::Drifted => AnsiColor::Magenta,
-        State::Missing | State::TypeChange | State::Error => AnsiColor::Red,
-        State::Skipped => AnsiColor::BrightBlack,
-    };
-    Style::new().fg_color(Some(c.into()))
+    match s {
+        State::Ok => Role::Good,
+        State::Modified => Role::Change,
+        State::Behind => Role::Incoming,
+        State::Conflict => Role::Attention,
+        State::Drifted => Role::Locked,
+        State::Missing | State::TypeChange | State::Error => Role::Bad,
+        State::Skipped => Role::Dim,
+    }
+    .style()
 }
 
 /// `word` padded to `width`, styled when `colour` is on.

@@ -103,11 +103,20 @@ impl Garden {
                     rule: rule.to_owned(),
                 });
             }
-            roots.push((abs, DiskKind::of(&md)));
+            let kind = DiskKind::of(&md);
+            let size = if kind == DiskKind::File { md.len() } else { 0 };
+            roots.push((abs, kind, size));
         }
         let mut report = AddReport::default();
-        self.begin_batch();
-        for (abs, kind) in roots {
+        if !self.dry_run {
+            self.begin_batch();
+        }
+        let singles = roots
+            .iter()
+            .filter(|(_, k, _)| *k != DiskKind::Dir || opts.dir);
+        let bytes = singles.clone().map(|(_, _, n)| n).sum();
+        sgard_store::progress::begin("adding", singles.count() as u64, bytes);
+        for (abs, kind, _) in roots {
             match kind {
                 DiskKind::Dir if opts.dir => {
                     self.add_one(&abs, kind, opts, false, None, &mut report)?;
@@ -179,6 +188,7 @@ impl Garden {
             }
             let tracked = self.manifest.get(&tilde);
             new += usize::from(tracked.is_none());
+            sgard_store::progress::expect(1, if kind == DiskKind::File { md.len() } else { 0 });
             let plain = kind == DiskKind::File
                 && !opts.encrypt
                 && tracked.is_none_or(|e| !new_only && !e.encrypted);
@@ -203,7 +213,9 @@ impl Garden {
                     .filter(|(_, _, plain)| *plain)
                     .map(|(p, _, _)| p.as_path())
                     .collect();
-                ahead = self.prespool(&plain).into_iter();
+                if !self.dry_run {
+                    ahead = self.prespool(&plain).into_iter();
+                }
                 if k == 0 {
                     self.env.crash_point("add-copied");
                 }
@@ -276,6 +288,9 @@ impl Garden {
                     .into(),
             ));
             return Ok(());
+        }
+        if self.dry_run {
+            return self.preview_add(abs, kind, opts, report);
         }
         if kind != DiskKind::File && (opts.template || opts.run.is_some()) {
             report.notes.push((
@@ -419,6 +434,14 @@ impl Garden {
                 self.settle(e, content, mode);
             }
         }
+        sgard_store::progress::done(
+            &tilde,
+            match outcome {
+                AddOutcome::Added => "added",
+                AddOutcome::Refreshed => "refreshed",
+                AddOutcome::Unchanged => "unchanged",
+            },
+        );
         report.entries.push((tilde, outcome));
         Ok(())
     }

@@ -107,11 +107,13 @@ impl Garden {
         if !opts.dry_run {
             self.begin_batch();
         }
+        sgard_store::progress::begin("checking", picked.len() as u64, 0);
         let mut scan = self.scan(&picked, !opts.dry_run);
         let mut recorded = Vec::new();
         for i in picked {
             sgard_store::cancel::check()?;
             let entry = &self.manifest.files[i];
+            sgard_store::progress::done(&entry.path, "checking");
             if !self.applies(entry)? {
                 continue;
             }

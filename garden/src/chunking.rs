@@ -60,6 +60,11 @@ impl Garden {
                 if !seen.insert(h) || self.store.contains_blob(&h)? || !cs.contains(&h) {
                     continue;
                 }
+                if self.dry_run {
+                    done.0 += 1;
+                    done.1 += self.store.size_of(&h)?.unwrap_or(0);
+                    continue;
+                }
                 let w = self.store.write_from(&mut |out| {
                     cs.read_to(&h, out)
                         .map(|_| ())
@@ -75,7 +80,9 @@ impl Garden {
                 done.1 += w.size;
             }
         }
-        self.set_chunking(s)?;
+        if !self.dry_run {
+            self.set_chunking(s)?;
+        }
         Ok(done)
     }
 

@@ -28,6 +28,9 @@ pub type PassphraseSource =
 #[derive(Default)]
 pub(crate) struct Keys {
     pub source: Option<PassphraseSource>,
+    /// How many passphrases the source may give before a wrong one fails
+    /// (1, or more when a person types them).
+    pub tries: u32,
     pub dek: Option<Dek>,
     pub passphrase: Option<Zeroizing<String>>,
 }
@@ -43,6 +46,12 @@ impl Garden {
     /// It is called at most once per Garden, and only when needed.
     pub fn set_passphrase_source(&mut self, source: PassphraseSource) {
         self.keys.get_mut().source = Some(source);
+    }
+
+    /// How many times a wrong passphrase is asked for again (a person at
+    /// a terminal mistypes; a variable or a file would only repeat it).
+    pub fn set_passphrase_tries(&mut self, tries: u32) {
+        self.keys.get_mut().tries = tries;
     }
 
     /// The passphrase this Garden was given, if it needed one (so a
@@ -88,8 +97,23 @@ impl Garden {
             .encryption
             .as_ref()
             .ok_or_else(not_initialized)?;
-        let pass = self.passphrase()?;
-        let dek = crypto::unlock(enc, &pass)?;
+        let tries = self.keys.borrow().tries.max(1);
+        let mut left = tries;
+        let dek = loop {
+            let pass = self.passphrase()?;
+            match crypto::unlock(enc, &pass) {
+                Ok(d) => break d,
+                Err(e) if left > 1 => {
+                    left -= 1;
+                    self.keys.borrow_mut().passphrase = None;
+                    self.note(format!(
+                        "{e}; try again ({left} {} left)",
+                        if left == 1 { "try" } else { "tries" }
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        };
         self.keys.borrow_mut().dek = Some(dek.duplicate());
         Ok(dek)
     }

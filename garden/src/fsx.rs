@@ -172,7 +172,10 @@ pub fn hash_file(path: &Path) -> Result<(Hash, Metadata)> {
     loop {
         match f.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
+            Ok(n) => {
+                h.update(&buf[..n]);
+                sgard_store::cancel::check()?;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Error::io("reading", path, e)),
         }

@@ -48,6 +48,7 @@ mod mirror;
 mod par;
 mod paths;
 mod pathtable;
+mod preview;
 mod prune;
 mod remove;
 mod restore;
@@ -94,7 +95,7 @@ pub use remove::RemoveReport;
 pub use restore::{Answer, Prompt, RestoreAction, RestoreOptions, RestoreReport};
 pub use stats::{SnapshotStats, Stats};
 pub use status::{State, StatusLine};
-pub use sync::{Base, PullReport, PushDecision, Side, Trust, head_id_of};
+pub use sync::{Base, PullPlan, PullReport, PushDecision, Side, Trust, head_id_of};
 pub use undo::UndoReport;
 pub use verify::{VerifyLine, VerifyState};
 
@@ -367,6 +368,8 @@ pub struct Garden {
     templates: std::cell::RefCell<template::Templates>,
     /// The process ends with this Garden (see [`Garden::set_process_ends`]).
     process_ends: bool,
+    /// Nothing is written (see [`Garden::set_dry_run`]).
+    dry_run: bool,
     _lock: RepoLock,
 }
 
@@ -454,6 +457,9 @@ fn merged(a: &History, b: Option<&LocalLog>) -> History {
 
 impl Drop for Garden {
     fn drop(&mut self) {
+        if self.dry_run {
+            return;
+        }
         self.fingerprints.get_mut().flush();
         let _ = self.save_index();
         // What this command added to the log, for `base::key_for`.
@@ -722,6 +728,7 @@ impl Garden {
             chunking: std::cell::OnceCell::new(),
             templates: std::cell::RefCell::default(),
             process_ends: false,
+            dry_run: false,
             root: root.to_path_buf(),
             env,
             manifest,
@@ -761,6 +768,15 @@ impl Garden {
             sink(&n);
         }
         self.note_sink = Some(NoteSink(sink));
+    }
+
+    /// Makes this Garden write nothing: the manifest, this machine's base
+    /// and index are changed in memory only, so a command that changes
+    /// only those (remove, lock, target, exclude, include) reports what it
+    /// would do. Commands that store content or write the home have dry
+    /// runs of their own; this is not one for them.
+    pub fn set_dry_run(&mut self) {
+        self.dry_run = true;
     }
 
     /// Tells the user `text` (see [`Garden::set_note_sink`] and
@@ -916,7 +932,9 @@ impl Garden {
     }
 
     fn require_exclusive(&self, what: &str) -> Result<()> {
-        if self._lock.mode() != LockMode::Exclusive {
+        // A dry run holds a shared lock and writes nothing (see
+        // `set_dry_run`): its saves are no-ops.
+        if self._lock.mode() != LockMode::Exclusive && !self.dry_run {
             return Err(Error::Invalid(format!(
                 "internal error: {what} without the exclusive lock"
             )));
@@ -927,6 +945,9 @@ impl Garden {
     /// Saves the manifest, and with it what this command recorded in the
     /// base (pending first, so a crash between the two is resolved).
     pub(crate) fn save(&mut self) -> Result<()> {
+        if self.dry_run {
+            return Ok(());
+        }
         self.require_exclusive("manifest save")?;
         self.refresh_data();
         self.base.borrow().prepare()?;
@@ -988,6 +1009,9 @@ impl Garden {
     /// # Errors
     /// [`Error::Io`] naming the file.
     pub(crate) fn save_index(&self) -> Result<()> {
+        if self.dry_run {
+            return Ok(());
+        }
         let mut base = self.base.borrow_mut();
         let Some(file) = base.index().map(Path::to_path_buf) else {
             return Ok(());

@@ -163,6 +163,9 @@ impl Garden {
                 (m, MergeOutcome::Conflicts(n.max(1)))
             }
         };
+        if self.dry_run {
+            return Ok(outcome);
+        }
         // The merged file goes to disk as a restore would write it: stored
         // first (encrypted for a secret), recorded with a safety snapshot.
         let mut result = e.clone();

@@ -94,7 +94,9 @@ impl Garden {
         let roots = self.mirror_roots(dirs)?;
         let mut report = MirrorUpReport::default();
         let mut add = AddReport::default();
-        self.begin_batch();
+        if !self.dry_run {
+            self.begin_batch();
+        }
         for (abs, _) in &roots {
             self.add_tree(abs, &AddOptions::default(), true, &mut add)?;
         }
@@ -159,6 +161,26 @@ impl Garden {
                     }
                 }
                 _ => {}
+            }
+            if self.dry_run {
+                // What the judgement says, with nothing stored.
+                match self.judge(&e, true, &Found::Unknown).map(|j| j.state) {
+                    Ok(State::Missing) => {
+                        self.manifest.files.remove(i);
+                        report.removed.push(e.path);
+                        continue;
+                    }
+                    Ok(State::Modified) => report.refreshed.push(e.path),
+                    Ok(State::TypeChange) => {
+                        report
+                            .kept
+                            .push((e.path, "its type changed on disk".into()));
+                    }
+                    Ok(_) => {}
+                    Err(err) => report.kept.push((e.path, error_chain(&err))),
+                }
+                i += 1;
+                continue;
             }
             let mut scratch = crate::CheckpointReport::default();
             match self.checkpoint_entry(&e, &mut Found::Unknown, &mut scratch) {

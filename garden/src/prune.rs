@@ -68,6 +68,7 @@ impl Garden {
         if !dry_run {
             self.require_exclusive("prune")?;
         }
+        sgard_store::progress::begin("pruning", 0, 0);
         let mut keep = self.live_blobs()?;
         let mut r = PruneReport::default();
         for b in self.store.list()? {
@@ -87,6 +88,8 @@ impl Garden {
             if dry_run || self.store.delete(&b.hash)?.is_some() {
                 r.blobs += 1;
                 r.blob_bytes += b.size;
+                sgard_store::progress::bytes(b.size);
+                sgard_store::progress::done(&b.hash.to_hex(), "pruning blob");
             }
         }
         keep.extend(protect.iter().copied());

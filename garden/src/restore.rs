@@ -747,6 +747,8 @@ impl Garden {
         // Plain files are staged on all cores.
         let (repo, local) = self.stores();
         let (confine, env) = (&self.confine, &self.env);
+        let live = slots.iter().filter(|s| s.live).count();
+        sgard_store::progress::begin("restoring", live as u64, 0);
         let staged = par::map_indices(steps.len(), 64, |i| match written(head, &steps[i].op) {
             Some(entry)
                 if slots[i].live
@@ -754,12 +756,9 @@ impl Garden {
                     && !entry.encrypted
                     && !entry.template =>
             {
-                Some(stage_plain(
-                    confine,
-                    (repo, local),
-                    entry,
-                    &env.expand(&steps[i].path),
-                ))
+                let r = stage_plain(confine, (repo, local), entry, &env.expand(&steps[i].path));
+                sgard_store::progress::done(&steps[i].path, "restoring");
+                Some(r)
             }
             _ => None,
         });
@@ -772,9 +771,14 @@ impl Garden {
             let tmp = match (plain, written(head, &s.op)) {
                 (Some(Some(r)), _) => Some(r),
                 (_, Some(entry)) if entry.kind == EntryKind::File => {
-                    Some(self.stage_entry(entry, &self.env.expand(&s.path)))
+                    let r = self.stage_entry(entry, &self.env.expand(&s.path));
+                    sgard_store::progress::done(&s.path, "restoring");
+                    Some(r)
                 }
-                _ => None,
+                _ => {
+                    sgard_store::progress::done(&s.path, "restoring");
+                    None
+                }
             };
             match tmp.transpose() {
                 Ok(t) => slot.tmp = t,

@@ -77,6 +77,51 @@ pub struct PullReport {
     pub stripped: Vec<String>,
 }
 
+/// What a pull would take (see [`Garden::plan_pull`]).
+#[derive(Clone, Debug)]
+pub struct PullPlan {
+    /// Entries the merge takes from the server (added, changed, untracked).
+    pub taken: Vec<String>,
+    /// Entries changed on both sides, settled by `--theirs`/`--ours`.
+    pub settled: Vec<String>,
+    /// Entries changed on both sides and not settled: the pull is refused.
+    pub conflicts: Vec<String>,
+    /// Taken entries outside the home folder the pull would refuse.
+    pub outside: Vec<String>,
+    /// Taken entries whose setuid/setgid bits are dropped.
+    pub stripped: Vec<String>,
+    /// The merged entries, by path.
+    merged: BTreeMap<String, Entry>,
+    /// The state of the last sync the merge is made against.
+    base_doc: Manifest,
+}
+
+impl PullPlan {
+    /// Why the pull is refused, if it is: conflicts, or entries outside
+    /// the home folder.
+    pub fn refusal(&self) -> Option<Error> {
+        if !self.conflicts.is_empty() {
+            let n = self.conflicts.len();
+            return Some(Error::Conflict(format!(
+                "{n} entr{} changed both here and on the server since the last sync: {}; \
+                 nothing was changed (use --theirs or --ours to settle them)",
+                if n == 1 { "y" } else { "ies" },
+                self.conflicts.join(", ")
+            )));
+        }
+        if !self.outside.is_empty() {
+            let n = self.outside.len();
+            return Some(Error::Conflict(format!(
+                "the server's manifest tracks {n} path{} outside your home folder ({}); \
+                 nothing was changed (`sgard pull --allow-absolute` accepts them)",
+                if n == 1 { "" } else { "s" },
+                self.outside.join(", ")
+            )));
+        }
+        None
+    }
+}
+
 /// The head id of a manifest: the hash of its rendering.
 pub fn head_id_of(m: &Manifest) -> Hash {
     Hash::of(m.to_yaml().as_bytes())
@@ -369,6 +414,93 @@ impl Garden {
         Ok(())
     }
 
+    /// Decides, entry by entry, what a pull of `theirs` would take (see
+    /// [`Garden::pull_merge`]): nothing is written. `pull --dry-run` shows
+    /// it; `pull_merge` carries it out.
+    ///
+    /// # Errors
+    /// Reading the base snapshot's document.
+    pub fn plan_pull(
+        &self,
+        theirs: &Manifest,
+        base: Option<Hash>,
+        side: Side,
+        trust: Trust,
+    ) -> Result<PullPlan> {
+        let base_doc = match base {
+            Some(b) => self
+                .snapshot_doc(&b)
+                .unwrap_or_else(|_| Manifest::new(Timestamp::zero())),
+            None => Manifest::new(Timestamp::zero()),
+        };
+        let local = &self.manifest;
+        let mut paths: BTreeSet<&str> = BTreeSet::new();
+        for m in [local, theirs, &base_doc] {
+            paths.extend(m.files.iter().map(|e| e.path.as_str()));
+        }
+        let mut plan = PullPlan {
+            taken: Vec::new(),
+            settled: Vec::new(),
+            conflicts: Vec::new(),
+            outside: Vec::new(),
+            stripped: Vec::new(),
+            merged: BTreeMap::new(),
+            base_doc: Manifest::new(Timestamp::zero()),
+        };
+        for p in paths {
+            let (b, l, t) = (base_doc.get(p), local.get(p), theirs.get(p));
+            let pick = if same_opt(l, t) || same_opt(t, b) {
+                l
+            } else if same_opt(l, b) {
+                if !same_opt(l, t) {
+                    plan.taken.push(p.to_owned());
+                }
+                t
+            } else {
+                match side {
+                    Side::Merge => {
+                        plan.conflicts.push(p.to_owned());
+                        l
+                    }
+                    Side::Ours => {
+                        plan.settled.push(p.to_owned());
+                        l
+                    }
+                    Side::Theirs => {
+                        plan.settled.push(p.to_owned());
+                        plan.taken.push(p.to_owned());
+                        t
+                    }
+                }
+            };
+            if let Some(e) = pick {
+                plan.merged.insert(p.to_owned(), e.clone());
+            }
+        }
+        // A server may not reach outside the home folder unless allowed.
+        if !trust.absolute {
+            plan.outside = plan
+                .taken
+                .iter()
+                .filter(|p| p.starts_with('/') && plan.merged.contains_key(p.as_str()))
+                .cloned()
+                .collect();
+        }
+        if !trust.setuid {
+            for p in &plan.taken {
+                if let Some(e) = plan.merged.get_mut(p)
+                    && let Some(m) = e.mode
+                    && m.bits() & 0o6000 != 0
+                {
+                    e.mode = Some(sgard_manifest::Mode::from_st_mode(m.bits() & !0o6000));
+                    plan.stripped.push(p.clone());
+                }
+            }
+        }
+        plan.base_doc = base_doc;
+        Ok(plan)
+    }
+
     /// Merges a server's state into this repository, entry by entry against
     /// `base` (the server head this repository last synced with): entries
     /// changed on one side only are taken; entries changed on both sides are
@@ -406,86 +538,24 @@ impl Garden {
             report.base = None;
             return Ok(report);
         }
-        let base_doc = match base {
-            Some(b) => self
-                .snapshot_doc(&b)
-                .unwrap_or_else(|_| Manifest::new(Timestamp::zero())),
-            None => Manifest::new(Timestamp::zero()),
-        };
         // An edit of data.yaml here is a change here.
         self.refresh_data();
+        let plan = self.plan_pull(&theirs, base, side, trust)?;
+        if let Some(e) = plan.refusal() {
+            return Err(e);
+        }
+        let PullPlan {
+            base_doc,
+            merged,
+            taken,
+            settled,
+            stripped,
+            ..
+        } = plan;
+        report.taken = taken;
+        report.settled = settled;
+        report.stripped = stripped;
         let local = self.manifest.clone();
-        let mut paths: BTreeSet<&str> = BTreeSet::new();
-        for m in [&local, &theirs, &base_doc] {
-            paths.extend(m.files.iter().map(|e| e.path.as_str()));
-        }
-        let mut merged: BTreeMap<String, Entry> = BTreeMap::new();
-        let mut conflicts = Vec::new();
-        for p in paths {
-            let (b, l, t) = (base_doc.get(p), local.get(p), theirs.get(p));
-            let pick = if same_opt(l, t) || same_opt(t, b) {
-                l
-            } else if same_opt(l, b) {
-                if !same_opt(l, t) {
-                    report.taken.push(p.to_owned());
-                }
-                t
-            } else {
-                match side {
-                    Side::Merge => {
-                        conflicts.push(p.to_owned());
-                        l
-                    }
-                    Side::Ours => {
-                        report.settled.push(p.to_owned());
-                        l
-                    }
-                    Side::Theirs => {
-                        report.settled.push(p.to_owned());
-                        report.taken.push(p.to_owned());
-                        t
-                    }
-                }
-            };
-            if let Some(e) = pick {
-                merged.insert(p.to_owned(), e.clone());
-            }
-        }
-        if !conflicts.is_empty() {
-            return Err(Error::Conflict(format!(
-                "{} entr{} changed both here and on the server since the last sync: {}; \
-                 nothing was changed (use --theirs or --ours to settle them)",
-                conflicts.len(),
-                if conflicts.len() == 1 { "y" } else { "ies" },
-                conflicts.join(", ")
-            )));
-        }
-        // A server may not reach outside the home folder unless allowed.
-        let outside: Vec<&str> = report
-            .taken
-            .iter()
-            .filter(|p| p.starts_with('/') && merged.contains_key(p.as_str()))
-            .map(String::as_str)
-            .collect();
-        if !trust.absolute && !outside.is_empty() {
-            return Err(Error::Conflict(format!(
-                "the server's manifest tracks {} path(s) outside your home folder ({}); \
-                 nothing was changed (`sgard pull --allow-absolute` accepts them)",
-                outside.len(),
-                outside.join(", ")
-            )));
-        }
-        if !trust.setuid {
-            for p in &report.taken {
-                if let Some(e) = merged.get_mut(p)
-                    && let Some(m) = e.mode
-                    && m.bits() & 0o6000 != 0
-                {
-                    e.mode = Some(sgard_manifest::Mode::from_st_mode(m.bits() & !0o6000));
-                    report.stripped.push(p.clone());
-                }
-            }
-        }
         let mut result = local.clone();
         result.files = merged.into_values().collect();
         // Top-level settings: taken from the server unless changed here.

@@ -68,7 +68,9 @@ impl Garden {
             return Ok(false);
         }
         tags.push(t);
-        write_tags(self.tags_dir(), &tags)?;
+        if !self.dry_run {
+            write_tags(self.tags_dir(), &tags)?;
+        }
         self.labels = labels(&self.env.hostname, &tags);
         Ok(true)
     }
@@ -85,7 +87,9 @@ impl Garden {
         if tags.len() == before {
             return Ok(false);
         }
-        write_tags(self.tags_dir(), &tags)?;
+        if !self.dry_run {
+            write_tags(self.tags_dir(), &tags)?;
+        }
         self.labels = labels(&self.env.hostname, &tags);
         Ok(true)
     }

@@ -75,8 +75,10 @@ impl Garden {
     ) -> Result<Vec<VerifyLine>> {
         let files = &self.manifest.files;
         let mut out = Vec::with_capacity(files.iter().filter(|e| e.hash.is_some()).count());
+        sgard_store::progress::begin("verifying", out.capacity() as u64, 0);
         for e in files {
             let Some(h) = e.hash else { continue };
+            sgard_store::progress::done(&e.path, "verifying");
             let state = match seen.get(&h) {
                 Some(s) => *s,
                 None => {

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
-use sgard_garden::LockMode;
 use sgard_store::chunks::{Params, Setting, setting::DEFAULT_THRESHOLD};
 
 use super::Ctx;
@@ -59,13 +58,13 @@ fn describe(s: &Setting, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-pub fn run(ctx: &Ctx, c: Change, out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(ctx: &Ctx, c: Change, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     if !c.off && !c.on && c.threshold.is_none() && c.sizes.is_none() {
         let g = ctx.open_repository_only()?;
         describe(&g.chunking()?, out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut g = ctx.open(LockMode::Exclusive)?;
+    let mut g = ctx.open_to_change(dry_run)?;
     let new = if c.off {
         Setting::Off
     } else {
@@ -91,14 +90,29 @@ pub fn run(ctx: &Ctx, c: Change, out: &mut dyn Write) -> Result<ExitCode> {
         Setting::On { threshold, params }
     };
     let (files, n) = g.configure_chunking(new)?;
+    if dry_run {
+        writeln!(out, "Dry run: would set")?;
+    }
     describe(&new, out)?;
     if files > 0 {
-        writeln!(
-            out,
-            "Stored {files} chunked file(s) of the head whole ({}), so the Go sgard can read them; \
-             `sgard prune` frees their chunks.",
-            bytes(n)
-        )?;
+        let files = crate::ui::count(files, "chunked file", "chunked files");
+        if dry_run {
+            writeln!(
+                out,
+                "Would store {files} of the head whole ({}), so the Go sgard can read them.",
+                bytes(n)
+            )?;
+        } else {
+            writeln!(
+                out,
+                "Stored {files} of the head whole ({}), so the Go sgard can read them; \
+                 `sgard prune` frees their chunks.",
+                bytes(n)
+            )?;
+        }
+    }
+    if dry_run {
+        writeln!(out, "Nothing was changed.")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -87,7 +87,8 @@ pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -
     }
     if conflicts > 0 {
         return Err(Fail::conflict(format!(
-            "{conflicts} edit(s) not stored: the entry changed in the repository meanwhile"
+            "{} not stored: the entry changed in the repository meanwhile",
+            crate::ui::counts(conflicts as u64, "edit")
         )));
     }
     Ok(if failed > 0 {

@@ -13,10 +13,22 @@ use sgard::context;
 
 pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<ExitCode> {
     match action {
-        EncryptAction::Init => {
-            let mut g = ctx.open(LockMode::Exclusive)?;
+        EncryptAction::Init { dry_run } => {
+            let mut g = ctx.open_to_change(dry_run)?;
             if g.encryption_initialized() {
-                return Err(anyhow!("encryption is already initialized"));
+                return Err(anyhow!(
+                    "encryption is already initialized in {} (`sgard encrypt list-slots` shows \
+                     its key slots)",
+                    ctx.repo.display()
+                ));
+            }
+            if dry_run {
+                writeln!(
+                    out,
+                    "Dry run: would create a data key and wrap it in a passphrase slot; \
+                     nothing was changed."
+                )?;
+                return Ok(ExitCode::SUCCESS);
             }
             let pass = context::new_passphrase_for_init().map_err(anyhow::Error::msg)?;
             g.encrypt_init(&pass, context::kdf_params())?;
@@ -26,23 +38,48 @@ pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<Exit
             let g = ctx.open(LockMode::Shared)?;
             let slots = g.key_slots();
             if slots.is_empty() {
-                writeln!(out, "No encryption configured.")?;
+                writeln!(
+                    out,
+                    "No encryption configured (`sgard encrypt init` sets it up)."
+                )?;
+            } else {
+                let head = format!("{:<30} {}", "SLOT", "KIND");
+                writeln!(
+                    out,
+                    "{}",
+                    crate::ui::paint(ctx.colour, crate::ui::Role::Heading, &head)
+                )?;
             }
             for (name, kind) in slots {
-                writeln!(out, "{name:<30} {kind}")?;
+                writeln!(out, "{:<30} {kind}", crate::ui::clean(&name))?;
             }
         }
-        EncryptAction::RemoveSlot { name } => {
-            let mut g = ctx.open(LockMode::Exclusive)?;
+        EncryptAction::RemoveSlot { name, dry_run } => {
+            let mut g = ctx.open_to_change(dry_run)?;
             g.remove_slot(&name)?;
-            writeln!(out, "Removed key slot {name:?}.")?;
+            if dry_run {
+                writeln!(
+                    out,
+                    "Dry run: would remove key slot {name:?}; nothing was changed."
+                )?;
+            } else {
+                writeln!(out, "Removed key slot {name:?}.")?;
+            }
         }
-        EncryptAction::ChangePassphrase => {
-            let mut g = ctx.open(LockMode::Exclusive)?;
+        EncryptAction::ChangePassphrase { dry_run } => {
+            let mut g = ctx.open_to_change(dry_run)?;
             if !g.encryption_initialized() {
                 return Err(anyhow!(
                     "encryption is not initialized; run `sgard encrypt init` first"
                 ));
+            }
+            if dry_run {
+                writeln!(
+                    out,
+                    "Dry run: would unlock the data key with the current passphrase and wrap it \
+                     under a new one; nothing was changed."
+                )?;
+                return Ok(ExitCode::SUCCESS);
             }
             // Unlock with the current passphrase first: a wrong one must fail
             // before a new one is asked for.
@@ -56,7 +93,23 @@ pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<Exit
             )?;
             writeln!(out, "Passphrase changed.")?;
         }
-        EncryptAction::RotateDek => {
+        EncryptAction::RotateDek { dry_run: true } => {
+            let g = ctx.open(LockMode::Shared)?;
+            if !g.encryption_initialized() {
+                return Err(anyhow!(
+                    "encryption is not initialized; run `sgard encrypt init` first"
+                ));
+            }
+            let files = g.manifest().files.iter().filter(|e| e.encrypted).count() as u64;
+            writeln!(
+                out,
+                "Dry run: would make a new data key, re-encrypt {} and re-wrap {}; nothing \
+                 was changed.",
+                crate::ui::counts(files, "file"),
+                crate::ui::counts(g.key_slots().len() as u64, "key slot")
+            )?;
+        }
+        EncryptAction::RotateDek { dry_run: false } => {
             let mut g = ctx.open(LockMode::Exclusive)?;
             let mut prompt = StdinPrompt::new();
             let r = g.rotate_dek(&mut prompt)?;
@@ -68,9 +121,9 @@ pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<Exit
             }
             writeln!(
                 out,
-                "Data key rotated: {} file(s) re-encrypted, {} slot(s) re-wrapped.",
-                r.reencrypted.len(),
-                r.rewrapped.len()
+                "Data key rotated: {} re-encrypted, {} re-wrapped.",
+                crate::ui::counts(r.reencrypted.len() as u64, "file"),
+                crate::ui::counts(r.rewrapped.len() as u64, "slot")
             )?;
         }
     }

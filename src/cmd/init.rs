@@ -3,12 +3,26 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use sgard_garden::Garden;
 
 use super::Ctx;
 
-pub fn run(ctx: &Ctx, out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+    if dry_run {
+        if ctx.repo.join(sgard_manifest::MANIFEST_FILE).exists() {
+            bail!(
+                "{} is already an sgard repository; nothing to create",
+                ctx.repo.display()
+            );
+        }
+        writeln!(
+            out,
+            "Dry run: would create an sgard repository at {}; nothing was created.",
+            ctx.repo.display()
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
     Garden::init(&ctx.repo, ctx.env.clone())?;
     writeln!(
         out,

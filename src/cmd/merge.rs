@@ -11,10 +11,17 @@ use sgard_garden::MergeOutcome;
 use super::Ctx;
 use super::restore::chain;
 use crate::exit::Fail;
+use crate::ui;
 
-pub fn run(ctx: &Ctx, paths: &[OsString], out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_for_home()?;
+    if dry_run {
+        g.set_dry_run();
+    }
     let results = g.merge(paths)?;
+    if dry_run {
+        return preview(ctx, &results, out);
+    }
     let mut failed = String::new();
     let mut marked = Vec::new();
     for (path, r) in &results {
@@ -53,6 +60,44 @@ pub fn run(ctx: &Ctx, paths: &[OsString], out: &mut dyn Write) -> Result<ExitCod
              merged, so the next checkpoint takes the file as you leave it",
             marked.join(", ")
         )));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `merge --dry-run` found: each file's outcome; nothing was written.
+fn preview(
+    ctx: &Ctx,
+    results: &[(String, sgard_garden::Result<MergeOutcome>)],
+    out: &mut dyn Write,
+) -> Result<ExitCode> {
+    let mut failed = String::new();
+    for (path, r) in results {
+        let (word, detail) = match r {
+            Ok(MergeOutcome::Clean) => ("merge", "would merge with no conflicts".to_owned()),
+            Ok(MergeOutcome::Conflicts(n)) => (
+                "conflict",
+                format!(
+                    "would write {} to settle by hand",
+                    ui::count(*n as u64, "conflict region", "conflict regions")
+                ),
+            ),
+            Ok(MergeOutcome::NotNeeded(why)) => ("skipped", why.clone()),
+            Err(e) => {
+                let _ = write!(failed, "\n  {path}: {}", chain(e));
+                ("failed", chain(e))
+            }
+        };
+        writeln!(
+            out,
+            "{} {} ({})",
+            ui::word(ctx.colour, word, 10),
+            ui::clean(path),
+            ui::clean(&detail)
+        )?;
+    }
+    writeln!(out, "Dry run: nothing was written.")?;
+    if !failed.is_empty() {
+        return Err(anyhow!("could not merge:{failed}"));
     }
     Ok(ExitCode::SUCCESS)
 }

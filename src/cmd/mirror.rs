@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
-use sgard_garden::{LockMode, RestoreOptions};
+use sgard_garden::RestoreOptions;
 
 use super::{Ctx, restore};
 use crate::cli::MirrorDirection;
@@ -14,37 +14,42 @@ use crate::ui::{self, StdinPrompt};
 
 pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitCode> {
     match dir {
-        MirrorDirection::Up { dirs } => {
-            let mut g = ctx.open(LockMode::Exclusive)?;
+        MirrorDirection::Up { dirs, dry_run } => {
+            let mut g = ctx.open_to_change(dry_run)?;
             let r = g.mirror_up(&dirs)?;
             for (p, why) in &r.skipped {
                 ui::warn(&format!("skipped {p}: {why}"));
             }
-            for p in &r.added {
-                writeln!(out, "{:<10} {}", "added", crate::ui::clean(p))?;
-            }
-            for p in &r.removed {
-                writeln!(out, "{:<10} {}", "removed", crate::ui::clean(p))?;
-            }
-            for p in &r.refreshed {
-                writeln!(out, "{:<10} {}", "updated", crate::ui::clean(p))?;
+            let words = if dry_run {
+                ["add", "remove", "update"]
+            } else {
+                ["added", "removed", "updated"]
+            };
+            for (word, paths) in words.iter().zip([&r.added, &r.removed, &r.refreshed]) {
+                for p in paths {
+                    writeln!(out, "{} {}", ui::word(ctx.colour, word, 10), ui::clean(p))?;
+                }
             }
             for (p, why) in &r.kept {
                 writeln!(
                     out,
-                    "{:<10} {} ({})",
-                    "kept",
-                    crate::ui::clean(p),
-                    crate::ui::clean(why)
+                    "{} {} ({})",
+                    ui::word(ctx.colour, "kept", 10),
+                    ui::clean(p),
+                    ui::clean(why)
                 )?;
             }
-            writeln!(
-                out,
-                "Mirror up complete: {} added, {} removed, {} updated.",
+            let counts = format!(
+                "{} added, {} removed, {} updated",
                 r.added.len(),
                 r.removed.len(),
                 r.refreshed.len()
-            )?;
+            );
+            if dry_run {
+                writeln!(out, "Dry run: would be {counts}; nothing was changed.")?;
+            } else {
+                writeln!(out, "Mirror up complete: {counts}.")?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         MirrorDirection::Down {
@@ -56,7 +61,7 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
             let mut g = ctx.open_for_home()?;
             let mut prompt = StdinPrompt::new();
             let r = g.mirror_down(&dirs, RestoreOptions { force, dry_run }, &mut prompt)?;
-            restore::print_actions(&r.restore, dry_run, out)?;
+            restore::print_actions(ctx.colour, &r.restore, dry_run, out)?;
             let scripts = match (no_scripts, dry_run) {
                 (true, _) => super::scripts::Scripts::Skip,
                 (false, true) => super::scripts::Scripts::List,
@@ -71,13 +76,18 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
                 ("deleted", "kept")
             };
             for p in &r.deleted {
-                writeln!(out, "{del:<10} {}", crate::ui::clean(p))?;
+                writeln!(out, "{} {}", ui::word(ctx.colour, del, 10), ui::clean(p))?;
             }
             for p in &r.kept {
-                writeln!(out, "{keep:<10} {}", crate::ui::clean(p))?;
+                writeln!(out, "{} {}", ui::word(ctx.colour, keep, 10), ui::clean(p))?;
             }
             for p in &r.removed_dirs {
-                writeln!(out, "{:<10} {}/", "rmdir", crate::ui::clean(p))?;
+                writeln!(
+                    out,
+                    "{} {}/",
+                    ui::word(ctx.colour, "rmdir", 10),
+                    ui::clean(p)
+                )?;
             }
             let mut failures: Vec<(String, String)> = r
                 .restore
@@ -105,7 +115,10 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let mut msg = format!("{} path(s) could not be mirrored:", failures.len());
+            let mut msg = format!(
+                "{} could not be mirrored:",
+                ui::counts(failures.len() as u64, "path")
+            );
             for (p, e) in &failures {
                 let _ = write!(msg, "\n  {p}: {e}");
             }

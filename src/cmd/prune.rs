@@ -7,11 +7,13 @@ use anyhow::Result;
 use sgard_garden::LockMode;
 
 use super::Ctx;
+use crate::ui::{bytes, counts};
 
 pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     if remote {
         let n = sgard::remote::client::remote_prune(&ctx.remote_opts()?)?;
-        writeln!(out, "Pruned {n} orphaned blob(s) on remote.")?;
+        let n = u64::try_from(n).unwrap_or(0);
+        writeln!(out, "Pruned {} on remote.", counts(n, "orphaned blob"))?;
         return Ok(ExitCode::SUCCESS);
     }
     if dry_run {
@@ -20,15 +22,16 @@ pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Resul
         let c = &r.chunks;
         writeln!(
             out,
-            "Would delete {} orphaned blob(s) ({} bytes), {} chunk list(s) and {} chunk(s) ({} bytes), \
-             {} blob(s) of forgotten safety snapshots ({} bytes): {} bytes in all.",
-            r.blobs,
-            r.blob_bytes,
-            c.lists,
-            c.chunks,
-            c.bytes,
-            r.local_blobs,
-            r.local_bytes,
+            "Would delete {} ({}), {} and {} ({}), {} of forgotten safety snapshots ({}): \
+             {} ({} bytes) in all.",
+            counts(r.blobs, "orphaned blob"),
+            bytes(r.blob_bytes),
+            counts(c.lists, "chunk list"),
+            counts(c.chunks, "chunk"),
+            bytes(c.bytes),
+            counts(r.local_blobs, "blob"),
+            bytes(r.local_bytes),
+            bytes(r.blob_bytes + c.bytes + r.local_bytes),
             r.blob_bytes + c.bytes + r.local_bytes
         )?;
         if let Some(why) = &c.held_back {
@@ -40,22 +43,25 @@ pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Resul
     let r = g.prune()?;
     writeln!(
         out,
-        "Pruned {} orphaned blob(s), freed {} bytes.",
-        r.blobs, r.blob_bytes
+        "Pruned {}, freed {}.",
+        counts(r.blobs, "orphaned blob"),
+        bytes(r.blob_bytes)
     )?;
     let c = &r.chunks;
     if c.lists + c.chunks > 0 {
         writeln!(
             out,
-            "Pruned {} chunk list(s) and {} chunk(s), freed {} bytes.",
-            c.lists, c.chunks, c.bytes
+            "Pruned {} and {}, freed {}.",
+            counts(c.lists, "chunk list"),
+            counts(c.chunks, "chunk"),
+            bytes(c.bytes)
         )?;
     }
     if c.journals > 0 {
         writeln!(
             out,
-            "Dropped {} journal(s) of interrupted stores (their files changed, or 30 days passed).",
-            c.journals
+            "Dropped {} of interrupted stores (their files changed, or 30 days passed).",
+            counts(c.journals, "journal")
         )?;
     }
     if let Some(why) = &c.held_back {
@@ -67,16 +73,17 @@ pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Resul
     if r.local_blobs > 0 {
         writeln!(
             out,
-            "Pruned {} blob(s) of forgotten safety snapshots from this machine's state, freed \
-             {} bytes.",
-            r.local_blobs, r.local_bytes
+            "Pruned {} of forgotten safety snapshots from this machine's state, freed {}.",
+            counts(r.local_blobs, "blob"),
+            bytes(r.local_bytes)
         )?;
     }
     if r.temps > 0 {
         writeln!(
             out,
-            "Removed {} stale temp file(s), freed {} bytes.",
-            r.temps, r.temp_bytes
+            "Removed {}, freed {}.",
+            counts(r.temps, "stale temp file"),
+            bytes(r.temp_bytes)
         )?;
     }
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ use sgard_garden::{Garden, LockMode, RestoreOptions, Side};
 
 use super::scripts::{self, Scripts};
 use super::{Ctx, restore};
+use crate::exit::Fail;
 use crate::ui::StdinPrompt;
 
 /// The flags of `pull`.
@@ -19,6 +20,7 @@ pub struct Flags {
     pub allow_absolute: bool,
     pub allow_setuid: bool,
     pub no_scripts: bool,
+    pub dry_run: bool,
 }
 
 pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
@@ -29,8 +31,23 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         allow_absolute,
         allow_setuid,
         no_scripts,
+        dry_run,
     } = f;
     let opts = ctx.remote_opts()?;
+    let trust = sgard_garden::Trust {
+        absolute: allow_absolute,
+        setuid: allow_setuid,
+    };
+    let side = if theirs {
+        Side::Theirs
+    } else if ours {
+        Side::Ours
+    } else {
+        Side::Merge
+    };
+    if dry_run {
+        return preview(ctx, &opts, side, trust, out);
+    }
     if !client::exists(&ctx.repo) {
         Garden::init(&ctx.repo, ctx.env.clone())?;
         writeln!(
@@ -40,13 +57,6 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         )?;
     }
     let mut g = ctx.open(LockMode::Exclusive)?;
-    let side = if theirs {
-        Side::Theirs
-    } else if ours {
-        Side::Ours
-    } else {
-        Side::Merge
-    };
     let mut prompt = StdinPrompt::new();
     let p = client::pull(
         &mut g,
@@ -56,10 +66,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
             force,
             dry_run: false,
         },
-        sgard_garden::Trust {
-            absolute: allow_absolute,
-            setuid: allow_setuid,
-        },
+        trust,
         &mut prompt,
     )?;
     let scripts = if no_scripts {
@@ -79,7 +86,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(out, "Pulled {} blob(s).", p.blobs)?;
+    writeln!(out, "Pulled {}.", crate::ui::counts(p.blobs, "blob"))?;
     for s in &p.report.stripped {
         crate::ui::note(&format!(
             "dropped the setuid/setgid bits the server gave {s} (`sgard pull --allow-setuid` keeps them)"
@@ -88,11 +95,88 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     for s in &p.report.settled {
         writeln!(out, "{:<10} {s}", if theirs { "theirs" } else { "ours" })?;
     }
-    restore::print_actions(&p.report.restore, false, out)?;
+    restore::print_actions(ctx.colour, &p.report.restore, false, out)?;
     let failed = scripts::run_plan(plan, out)?;
     let code = restore::finish(&p.report.restore, false, out)?;
     if !failed.is_empty() {
         return Err(scripts::failed_error(&failed));
     }
     Ok(code)
+}
+
+/// `pull --dry-run`: the server's manifest merged in memory; what would be
+/// taken, settled or refused. No blob is fetched, nothing is written (no
+/// repository is created either).
+fn preview(
+    ctx: &Ctx,
+    opts: &client::Opts,
+    side: Side,
+    trust: sgard_garden::Trust,
+    out: &mut dyn Write,
+) -> Result<ExitCode> {
+    if !client::exists(&ctx.repo) {
+        writeln!(
+            out,
+            "Dry run: would create a repository at {} and take everything the server at {} has.",
+            ctx.repo.display(),
+            opts.remote.addr
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let g = ctx.open(LockMode::Shared)?;
+    let (plan, blobs) = client::pull_plan(&g, opts, side, trust)?;
+    let c = ctx.colour;
+    for p in &plan.taken {
+        writeln!(
+            out,
+            "{} {}",
+            crate::ui::word(c, "take", 10),
+            crate::ui::clean(p)
+        )?;
+    }
+    for p in &plan.settled {
+        let how = if side == Side::Theirs {
+            "theirs"
+        } else {
+            "ours"
+        };
+        writeln!(
+            out,
+            "{} {}",
+            crate::ui::word(c, how, 10),
+            crate::ui::clean(p)
+        )?;
+    }
+    for p in &plan.conflicts {
+        writeln!(
+            out,
+            "{} {}",
+            crate::ui::word(c, "conflict", 10),
+            crate::ui::clean(p)
+        )?;
+    }
+    for p in &plan.stripped {
+        writeln!(
+            out,
+            "{} {} (its setuid/setgid bits would be dropped)",
+            crate::ui::word(c, "mode", 10),
+            crate::ui::clean(p)
+        )?;
+    }
+    if let Some(refusal) = plan.refusal() {
+        writeln!(
+            out,
+            "Dry run: the pull would be refused; nothing was changed."
+        )?;
+        return Err(Fail::conflict(refusal.to_string()));
+    }
+    writeln!(
+        out,
+        "Dry run: would take {} and fetch {} from {}, then restore what changed here \
+         (asking before overwriting your edits); nothing was changed.",
+        crate::ui::count(plan.taken.len() as u64, "entry", "entries"),
+        crate::ui::counts(blobs as u64, "blob"),
+        opts.remote.addr
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -4,18 +4,41 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use sgard::remote::client::{self, Pushed};
+use sgard::remote::client::{self, PushPlan, Pushed};
 use sgard_garden::LockMode;
 
 use super::Ctx;
+use crate::exit::Fail;
+use crate::ui;
 
-pub fn run(ctx: &Ctx, out: &mut dyn Write) -> Result<ExitCode> {
+pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let opts = ctx.remote_opts()?;
+    if dry_run {
+        let g = ctx.open(LockMode::Shared)?;
+        match client::push_plan(&g, &opts)? {
+            PushPlan::UpToDate => writeln!(out, "Already up to date: nothing would be sent.")?,
+            PushPlan::Refused => {
+                return Err(Fail::conflict(format!(
+                    "a push would be refused: the server at {} has changes this repository \
+                     has not pulled; run `sgard pull` first",
+                    opts.remote.addr
+                )));
+            }
+            PushPlan::Send { objects, bytes } => writeln!(
+                out,
+                "Dry run: would send {} ({}) to {}; nothing was sent.",
+                ui::counts(objects as u64, "object"),
+                ui::bytes(bytes),
+                opts.remote.addr
+            )?,
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut g = ctx.open(LockMode::Exclusive)?;
     g.record_data()?;
     match client::push(&mut g, &opts)? {
         Pushed::UpToDate => writeln!(out, "Already up to date.")?,
-        Pushed::Done(n) => writeln!(out, "Pushed {n} blob(s).")?,
+        Pushed::Done(n) => writeln!(out, "Pushed {}.", ui::counts(n as u64, "blob"))?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,7 +17,7 @@ pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitC
         );
     }
     match action {
-        RemoteAction::Set { addr, .. } => {
+        RemoteAction::Set { addr, dry_run, .. } => {
             let r = Remote {
                 addr: addr.clone(),
                 tls: ctx.net.tls.unwrap_or(false),
@@ -27,8 +27,12 @@ pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitC
                     .as_ref()
                     .map(|p| ctx.env.resolve(p.as_os_str())),
             };
-            config::save(&ctx.repo, &r)?;
-            write!(out, "Remote set: {addr}")?;
+            if dry_run {
+                write!(out, "Dry run: would set the remote to {addr}")?;
+            } else {
+                config::save(&ctx.repo, &r)?;
+                write!(out, "Remote set: {addr}")?;
+            }
             if r.tls {
                 write!(out, " (TLS")?;
                 if let Some(ca) = &r.tls_ca {
@@ -48,7 +52,11 @@ pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitC
                 }
             }
         },
-        RemoteAction::Unset => {
+        RemoteAction::Unset { dry_run: true } => match config::load(&ctx.repo)? {
+            Some(r) => writeln!(out, "Dry run: would forget the remote {}.", r.addr)?,
+            None => writeln!(out, "No remote configured.")?,
+        },
+        RemoteAction::Unset { dry_run: false } => {
             if config::unset(&ctx.repo)? {
                 writeln!(out, "Remote removed.")?;
             } else {

@@ -5,13 +5,29 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use sgard_garden::LockMode;
 
 use super::Ctx;
+use crate::ui;
 
-pub fn run(ctx: &Ctx, paths: &[OsString], out: &mut dyn Write) -> Result<ExitCode> {
-    let mut g = ctx.open(LockMode::Exclusive)?;
+pub fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+    let mut g = ctx.open_to_change(dry_run)?;
     let report = g.remove(paths)?;
-    writeln!(out, "Removed {} path(s)", report.removed.len())?;
+    let n = ui::counts(report.removed.len() as u64, "path");
+    if dry_run {
+        for p in &report.removed {
+            writeln!(
+                out,
+                "{} {}",
+                ui::word(ctx.colour, "untrack", 10),
+                ui::clean(p)
+            )?;
+        }
+        writeln!(
+            out,
+            "Dry run: would stop tracking {n}; nothing was changed."
+        )?;
+    } else {
+        writeln!(out, "Removed {n}")?;
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -39,7 +39,7 @@ pub fn run(
         Some(at) => g.restore_at(at, paths, opts, &mut prompt)?,
         None => g.restore(paths, opts, &mut prompt)?,
     };
-    print_actions(&report, dry_run, out)?;
+    print_actions(ctx.colour, &report, dry_run, out)?;
     // A restore of an older snapshot runs no scripts: they run for the head.
     let scripts = match (no_scripts || at.is_some(), dry_run) {
         (true, _) => Scripts::Skip,
@@ -63,20 +63,29 @@ pub fn run(
 pub fn finish(report: &RestoreReport, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let refused = report.refused();
     if report.failures.is_empty() && refused.is_empty() {
-        if dry_run {
-            writeln!(out, "Dry run: nothing was changed.")?;
-        } else {
-            writeln!(out, "Restore complete.")?;
+        let changed = report.actions.iter().any(|(_, a)| {
+            matches!(
+                a,
+                RestoreAction::Created
+                    | RestoreAction::Overwritten
+                    | RestoreAction::ModeFixed
+                    | RestoreAction::Deleted
+            )
+        });
+        match (dry_run, changed) {
+            (true, _) => writeln!(out, "Dry run: nothing was changed.")?,
+            (false, true) => writeln!(out, "Restore complete.")?,
+            (false, false) => writeln!(out, "Nothing to restore: every entry is up to date here.")?,
         }
         return Ok(ExitCode::SUCCESS);
     }
     if report.failures.is_empty() {
         let n = refused.len();
         return Err(Fail::conflict(format!(
-            "{n} entr{} differ{} here and {} left as {}: {}; answer the question at a \
+            "{} differ{} here and {} left as {}: {}; answer the question at a \
              terminal, or settle {} with `sgard restore -f PATH` (take the repository's \
              version), `sgard add PATH` (keep this one) or `sgard merge PATH`",
-            if n == 1 { "y" } else { "ies" },
+            crate::ui::count(n as u64, "entry", "entries"),
             if n == 1 { "s" } else { "" },
             if n == 1 { "was" } else { "were" },
             if n == 1 { "it is" } else { "they are" },
@@ -84,10 +93,9 @@ pub fn finish(report: &RestoreReport, dry_run: bool, out: &mut dyn Write) -> Res
             if n == 1 { "it" } else { "each" },
         )));
     }
-    let n = report.failures.len();
     let mut msg = format!(
-        "{n} entr{} could not be restored:",
-        if n == 1 { "y" } else { "ies" }
+        "{} could not be restored:",
+        crate::ui::count(report.failures.len() as u64, "entry", "entries")
     );
     for (path, err) in &report.failures {
         let _ = write!(msg, "\n  {path}: {}", chain(err));
@@ -100,15 +108,22 @@ pub fn finish(report: &RestoreReport, dry_run: bool, out: &mut dyn Write) -> Res
 }
 
 /// One line per entry that restore changed, declined or failed.
-pub fn print_actions(report: &RestoreReport, dry_run: bool, out: &mut dyn Write) -> Result<()> {
+pub fn print_actions(
+    colour: bool,
+    report: &RestoreReport,
+    dry_run: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     for (path, action) in &report.actions {
         match action {
             RestoreAction::Refused(why) => {
-                writeln!(out, "{:<10} {} ({})", "refused", clean(path), clean(why))?;
+                let w = crate::ui::word(colour, "refused", 10);
+                writeln!(out, "{w} {} ({})", clean(path), clean(why))?;
                 continue;
             }
             RestoreAction::WouldAsk(why) => {
-                writeln!(out, "{:<10} {} ({})", "ask", clean(path), clean(why))?;
+                let w = crate::ui::word(colour, "ask", 10);
+                writeln!(out, "{w} {} ({})", clean(path), clean(why))?;
                 continue;
             }
             _ => {}
@@ -133,7 +148,7 @@ pub fn print_actions(report: &RestoreReport, dry_run: bool, out: &mut dyn Write)
                 _,
             ) => continue,
         };
-        writeln!(out, "{word:<10} {}", clean(path))?;
+        writeln!(out, "{} {}", crate::ui::word(colour, word, 10), clean(path))?;
     }
     Ok(())
 }

@@ -83,17 +83,23 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
                 continue;
             }
         };
+        let colour = ui::out_colour();
         if p.what == Scripts::List {
             writeln!(
                 out,
-                "{:<10} {} ({})",
-                "would run",
+                "{} {} ({})",
+                ui::word(colour, "would run", 10),
                 ui::clean(&s.path),
                 s.run
             )?;
             continue;
         }
-        writeln!(out, "{:<10} {}", "running", ui::clean(&s.path))?;
+        writeln!(
+            out,
+            "{} {}",
+            ui::word(colour, "running", 10),
+            ui::clean(&s.path)
+        )?;
         out.flush()?;
         let mut cmd = Command::new(&staged.file);
         cmd.current_dir(&p.home);
@@ -143,10 +149,12 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
 
 /// The error of a command whose scripts failed.
 pub fn failed_error(failed: &[String]) -> anyhow::Error {
+    let n = failed.len();
     anyhow!(
-        "{} script(s) failed: {} (the files were restored; the scripts run again next time)",
-        failed.len(),
-        failed.join(", ")
+        "{} failed: {} (the files were restored; {} again next time)",
+        crate::ui::counts(n as u64, "script"),
+        failed.join(", "),
+        if n == 1 { "it runs" } else { "they run" }
     )
 }
 

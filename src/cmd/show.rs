@@ -23,7 +23,12 @@ pub fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitC
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(out, "snapshot {}", rec.id.to_hex())?;
+    let c = ctx.colour;
+    writeln!(
+        out,
+        "snapshot {}",
+        crate::ui::paint(c, crate::ui::Role::Id, &rec.id.to_hex())
+    )?;
     if let Some(p) = rec.parent {
         writeln!(out, "parent   {}", p.to_hex())?;
     }
@@ -41,12 +46,17 @@ pub fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitC
         match &c.detail {
             Some(d) => writeln!(
                 out,
-                "{:<10} {} ({})",
-                c.what,
+                "{} {} ({})",
+                crate::ui::word(ctx.colour, c.what, 10),
                 crate::ui::clean(&c.path),
                 crate::ui::clean(d)
             )?,
-            None => writeln!(out, "{:<10} {}", c.what, crate::ui::clean(&c.path))?,
+            None => writeln!(
+                out,
+                "{} {}",
+                crate::ui::word(ctx.colour, c.what, 10),
+                crate::ui::clean(&c.path)
+            )?,
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -50,12 +50,12 @@ pub fn run(ctx: &Ctx, per_snapshot: bool, as_json: bool, out: &mut dyn Write) ->
     )?;
     writeln!(
         out,
-        "Stored:            {} blob(s) {}, {} chunk(s) {}, {} chunk list(s) {}: {} in all",
-        s.blobs.0,
+        "Stored:            {} {}, {} {}, {} {}: {} in all",
+        crate::ui::counts(s.blobs.0, "blob"),
         bytes(s.blobs.1),
-        s.chunks.0,
+        crate::ui::counts(s.chunks.0, "chunk"),
         bytes(s.chunks.1),
-        s.lists.0,
+        crate::ui::counts(s.lists.0, "chunk list"),
         bytes(s.lists.1),
         bytes(s.stored_bytes())
     )?;
@@ -68,16 +68,25 @@ pub fn run(ctx: &Ctx, per_snapshot: bool, as_json: bool, out: &mut dyn Write) ->
     writeln!(out, "Prune would free:  {}", bytes(s.prunable_bytes))?;
     if per_snapshot {
         writeln!(out)?;
-        writeln!(
-            out,
+        let head = format!(
             "{:<12}  {:<23}  {:<15}  {:>7}  {:>11}  {:>11}",
             "SNAPSHOT", "TIME", "REASON", "FILES", "BYTES", "ADDED"
+        );
+        let c = ctx.colour;
+        writeln!(
+            out,
+            "{}",
+            crate::ui::paint(c, crate::ui::Role::Heading, &head)
         )?;
         for p in &s.snapshots {
             writeln!(
                 out,
-                "{:<12}  {:<23}  {:<15}  {:>7}  {:>11}  {:>11}",
-                p.record.id.short(12),
+                "{}  {:<23}  {:<15}  {:>7}  {:>11}  {:>11}",
+                crate::ui::paint(
+                    c,
+                    crate::ui::Role::Id,
+                    &format!("{:<12}", p.record.id.short(12))
+                ),
                 p.record.time.human(),
                 p.record.reason.as_str(),
                 p.files,

@@ -11,22 +11,22 @@ use crate::cli::TagAction;
 
 pub fn run(ctx: &Ctx, action: TagAction, out: &mut dyn Write) -> Result<ExitCode> {
     match action {
-        TagAction::Add { name } => {
-            let mut g = ctx.open(LockMode::Exclusive)?;
+        TagAction::Add { name, dry_run } => {
+            let mut g = ctx.open_to_change(dry_run)?;
             let t = name.trim();
-            if g.add_tag(&name)? {
-                writeln!(out, "Tag {t:?} added.")?;
-            } else {
-                writeln!(out, "Tag {t:?} is already set.")?;
+            match (g.add_tag(&name)?, dry_run) {
+                (true, false) => writeln!(out, "Tag {t:?} added.")?,
+                (true, true) => writeln!(out, "Dry run: would add tag {t:?}.")?,
+                (false, _) => writeln!(out, "Tag {t:?} is already set.")?,
             }
         }
-        TagAction::Remove { name } => {
-            let mut g = ctx.open(LockMode::Exclusive)?;
+        TagAction::Remove { name, dry_run } => {
+            let mut g = ctx.open_to_change(dry_run)?;
             let t = name.trim();
-            if g.remove_tag(&name)? {
-                writeln!(out, "Tag {t:?} removed.")?;
-            } else {
-                writeln!(out, "Tag {t:?} was not set.")?;
+            match (g.remove_tag(&name)?, dry_run) {
+                (true, false) => writeln!(out, "Tag {t:?} removed.")?,
+                (true, true) => writeln!(out, "Dry run: would remove tag {t:?}.")?,
+                (false, _) => writeln!(out, "Tag {t:?} was not set.")?,
             }
         }
         TagAction::List => {

@@ -13,7 +13,7 @@ pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_for_home()?;
     let r = g.undo(dry_run)?;
     writeln!(out, "Undoing {}", r.undone)?;
-    restore::print_actions(&r.restore, dry_run, out)?;
+    restore::print_actions(ctx.colour, &r.restore, dry_run, out)?;
     if !r.restore.failures.is_empty() {
         let mut msg = format!(
             "{} path(s) could not be put back:",

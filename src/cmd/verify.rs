@@ -9,6 +9,7 @@ use sgard_garden::VerifyState;
 
 use super::{Ctx, print_json};
 use crate::exit::Fail;
+use crate::ui;
 
 pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open_repository_only()?;
@@ -33,18 +34,24 @@ pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
                     "snapshots": snapshots}),
         )?;
     } else {
+        let c = ctx.colour;
         for l in &lines {
             writeln!(
                 out,
-                "{:<10} {}",
-                l.state.as_str(),
-                crate::ui::clean(&l.path)
+                "{} {}",
+                ui::word(c, l.state.as_str(), 10),
+                ui::clean(&l.path)
             )?;
         }
         for s in &snaps {
             for p in &s.problems {
                 let (id, why) = (s.record.id.short(12), &s.record.reason);
-                writeln!(out, "{:<10} snapshot {id} ({why}): {p}", "damaged")?;
+                writeln!(
+                    out,
+                    "{} snapshot {} ({why}): {p}",
+                    ui::word(c, "damaged", 10),
+                    ui::paint(c, ui::Role::Id, &id)
+                )?;
             }
         }
     }
@@ -52,13 +59,21 @@ pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
         out.flush()?;
         let mut parts = Vec::new();
         if bad > 0 {
+            let named: Vec<&str> = lines
+                .iter()
+                .filter(|l| l.state != VerifyState::Ok)
+                .map(|l| l.path.as_str())
+                .take(10)
+                .collect();
             parts.push(format!(
-                "{bad} entr{} with a corrupt or missing blob",
-                if bad == 1 { "y" } else { "ies" }
+                "{} with a corrupt or missing blob ({}{})",
+                ui::count(bad as u64, "entry", "entries"),
+                named.join(", "),
+                if bad > named.len() { ", …" } else { "" }
             ));
         }
         if bad_snaps > 0 {
-            parts.push(format!("{bad_snaps} damaged snapshot(s)"));
+            parts.push(ui::counts(bad_snaps as u64, "damaged snapshot"));
         }
         return Err(Fail::integrity(format!(
             "verification failed: {}",

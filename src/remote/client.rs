@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::collections::HashMap;
 
@@ -548,7 +548,7 @@ impl Client {
                         .await
                         .context("storing a pulled blob")?,
                 }
-                progress.inc(1);
+                progress.item(&h);
             }
             if let Some((_, text)) = list.as_mut() {
                 if text.len() as u64 + data.len() as u64 > MAX_LIST {
@@ -774,7 +774,7 @@ fn produce(
                         return Ok(());
                     }
                 }
-                pb.inc(1);
+                pb.item(h);
                 continue;
             }
             _ => store,
@@ -800,7 +800,7 @@ fn produce(
             }
             Err(e) => return Err(e).with_context(|| format!("reading blob {h}")),
         }
-        pb.inc(1);
+        pb.item(h);
     }
     Ok(())
 }
@@ -852,47 +852,28 @@ impl Signer {
     }
 }
 
-/// A progress bar shown on a terminal once an operation takes over a second.
+/// How far a push or pull has got, in objects (blobs, chunk lists,
+/// chunks), through the process's progress counters (the CLI draws them;
+/// bytes are counted where the store reads and writes).
 #[derive(Clone)]
 pub struct Progress {
-    bar: indicatif::ProgressBar,
-    started: Instant,
+    what: &'static str,
 }
 
 impl Progress {
-    /// A bar for `total` items labelled `what`.
-    pub fn new(total: u64, what: &str) -> Self {
-        let bar = indicatif::ProgressBar::with_draw_target(
-            Some(total),
-            indicatif::ProgressDrawTarget::hidden(),
-        );
-        if let Ok(style) =
-            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} blobs")
-        {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        bar.set_message(what.to_owned());
-        Progress {
-            bar,
-            started: Instant::now(),
-        }
+    /// `total` objects to move; `what` names the work (`pushing`).
+    pub fn new(total: u64, what: &'static str) -> Self {
+        sgard_store::progress::begin(what, total, 0);
+        Progress { what }
     }
 
-    fn inc(&self, n: u64) {
-        if self.bar.is_hidden()
-            && self.started.elapsed() > Duration::from_secs(1)
-            && std::io::IsTerminal::is_terminal(&std::io::stderr())
-        {
-            self.bar
-                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        }
-        self.bar.inc(n);
+    /// One object moved.
+    fn item(&self, h: &Hash) {
+        sgard_store::progress::done(&h.short(12), self.what);
     }
 
-    /// Removes the bar.
-    pub fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
+    /// The end of the work (the CLI removes the bar when the command ends).
+    pub fn finish(&self) {}
 }
 
 /// What `push` did.
@@ -938,7 +919,7 @@ pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
         } else {
             missing.iter().map(|h| (*h, Kind::Blob)).collect()
         };
-        let pb = Progress::new(items.len() as u64, "push");
+        let pb = Progress::new(items.len() as u64, "pushing");
         c.push_objects(&store, &items, &pb).await?;
         pb.finish();
         if !ours {
@@ -956,6 +937,66 @@ pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
     let (pushed, server_head) = out;
     g.set_sync_base(&o.remote.addr, server_head.unwrap_or(head))?;
     Ok(pushed)
+}
+
+/// What a push would do (`push --dry-run`), as the server answered a
+/// negotiation that installs nothing.
+#[derive(Debug)]
+pub enum PushPlan {
+    /// The server already has exactly this.
+    UpToDate,
+    /// The push would be refused: the server has changes to pull first.
+    Refused,
+    /// The push would send these objects (blobs, chunk lists and chunks
+    /// the server lacks) of about these many bytes.
+    Send {
+        /// Objects to send.
+        objects: usize,
+        /// Their bytes (chunk lists not counted).
+        bytes: u64,
+    },
+}
+
+/// Asks the server what a push would send; sends nothing, changes nothing
+/// on either side.
+pub fn push_plan(g: &Garden, o: &Opts) -> Result<PushPlan> {
+    g.require_history()?;
+    let base = match g.sync_base(&o.remote.addr) {
+        Some(b) => Base::Id(b),
+        None => Base::Never,
+    };
+    let m = g.manifest().clone();
+    let history = g.shared_history().records.clone();
+    let store = g.store().clone();
+    let extra = g.snapshot_blobs(&history);
+    block_on(async {
+        let mut c = Client::connect(o).await?;
+        let (d, missing, server_head) = c.push_manifest(&m, base, &history, true, &extra).await?;
+        match d {
+            Decision::UpToDate => return Ok(PushPlan::UpToDate),
+            Decision::Rejected => return Ok(PushPlan::Refused),
+            Decision::Accepted => {}
+            Decision::Unspecified => bail!("the server answered the push with no decision"),
+        }
+        let items = if server_head.is_some() {
+            plan_push(&mut c, &store, &missing).await?
+        } else {
+            missing.iter().map(|h| (*h, Kind::Blob)).collect()
+        };
+        let mut bytes = 0;
+        for (h, kind) in &items {
+            let objects = match (kind, store.chunked()) {
+                (Kind::Chunk, Some(cs)) => cs.objects(),
+                (Kind::List, _) => continue,
+                _ => &store,
+            };
+            bytes += objects.size_of(h)?.unwrap_or(0);
+        }
+        Ok::<_, anyhow::Error>(PushPlan::Send {
+            objects: items.len(),
+            bytes,
+        })
+    })?
 }
 
 /// What `pull` did.
@@ -984,7 +1025,7 @@ pub fn pull(
                 let mut c = Client::connect(o).await?;
                 let (theirs, _head, history, sizes) = c.pull_manifest().await?;
                 let missing = g_ref.missing_for(&theirs, &history)?;
-                let pb = Progress::new(missing.len() as u64, "pull");
+                let pb = Progress::new(missing.len() as u64, "pulling");
                 // An sgard server (it names its head) sends chunked content
                 // as chunks; a Go server sends every blob whole.
                 let ours = _head.is_some();
@@ -1005,10 +1046,11 @@ pub fn pull(
     if let Some(first) = lacking.first() {
         return Err(
             anyhow::Error::new(sgard_store::Error::Missing(*first)).context(format!(
-                "the server at {} did not send {} blob(s) the pull needs (first: {}); nothing \
+                "the server at {} did not send {} blob{} the pull needs (first: {}); nothing \
              was recorded",
                 o.remote.addr,
                 lacking.len(),
+                if lacking.len() == 1 { "" } else { "s" },
                 first.short(12)
             )),
         );
@@ -1031,6 +1073,32 @@ pub fn pull(
         g.set_sync_base(&o.remote.addr, b)?;
     }
     Ok(Pulled { blobs, report })
+}
+
+/// What a pull would do (`pull --dry-run`): the server's manifest is
+/// fetched and merged in memory; no blob is fetched and nothing is written.
+pub fn pull_plan(
+    g: &Garden,
+    o: &Opts,
+    side: Side,
+    trust: sgard_garden::Trust,
+) -> Result<(sgard_garden::PullPlan, usize)> {
+    let (theirs, history) = block_on(async {
+        within(
+            o.timeouts.total,
+            &o.remote.addr,
+            "asking what a pull would bring",
+            async {
+                let mut c = Client::connect(o).await?;
+                let (theirs, _, history, _) = c.pull_manifest().await?;
+                Ok::<_, anyhow::Error>((theirs, history))
+            },
+        )
+        .await?
+    })??;
+    let missing = g.missing_for(&theirs, &history)?.len();
+    let plan = g.plan_pull(&theirs, g.sync_base(&o.remote.addr), side, trust)?;
+    Ok((plan, missing))
 }
 
 /// The server's manifest (for `list --remote`).

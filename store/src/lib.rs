@@ -39,6 +39,7 @@ pub mod chunks;
 pub mod durable;
 mod error;
 mod hash;
+pub mod progress;
 mod spool;
 
 use std::fs::{self, File};
@@ -619,6 +620,7 @@ impl Store {
             }
             hasher.update(&buf[..n]);
             crate::cancel::check()?;
+            crate::progress::bytes(n as u64);
             if !each(&buf[..n]).map_err(Error::Source)? {
                 return Ok(size);
             }

@@ -74,6 +74,7 @@ fn write_chunk(
     out.write_all(bytes)
         .map_err(|e| Error::io("writing", path, e))?;
     *size += bytes.len() as u64;
+    crate::progress::bytes(bytes.len() as u64);
     match max {
         Some(limit) if *size > limit => Err(Error::TooLarge { limit }),
         _ => Ok(()),

@@ -915,7 +915,7 @@ fn rotate_dek_reencrypts_and_keeps_old_snapshots_readable() {
 
     let r = pw(&t, &["encrypt", "rotate-dek"]);
     r.ok()
-        .stdout_has("Data key rotated: 1 file(s) re-encrypted, 1 slot(s) re-wrapped.");
+        .stdout_has("Data key rotated: 1 file re-encrypted, 1 slot re-wrapped.");
     let after = t.manifest();
     let new = entry_in(&after, SECRET).unwrap();
     assert_ne!(new["hash"], old["hash"]);
@@ -1218,10 +1218,14 @@ fn list_and_remove_slots() {
     let t = TestEnv::init();
     t.sgard(["encrypt", "list-slots"])
         .ok()
-        .stdout_has("No encryption configured.");
+        .stdout_has("No encryption configured (`sgard encrypt init` sets it up).");
     setup(&t);
     let r = t.sgard(["encrypt", "list-slots"]);
     r.ok();
+    assert_eq!(
+        r.stdout.lines().next(),
+        Some(format!("{:<30} KIND", "SLOT").as_str())
+    );
     assert!(
         r.stdout
             .lines()
@@ -1299,14 +1303,34 @@ fn terminal_prompt_asks_twice_for_a_new_passphrase() {
     }
     let t = TestEnv::init();
     let before = t.manifest();
-    let r = under_pty(&t, "encrypt init", "first one\nsecond one\n");
+    // Three mismatches (an empty one among them) and it gives up.
+    let r = under_pty(
+        &t,
+        "encrypt init",
+        "first one\nsecond one\n\nthird\nfourth\n",
+    );
     assert_ne!(r.code, 0, "{r:#?}");
-    assert!(r.stdout.contains("differ"), "{r:#?}");
+    assert_eq!(r.stdout.matches("try again").count(), 2, "{r:#?}");
+    assert!(
+        r.stdout.contains("the passphrase is empty; try again"),
+        "{r:#?}"
+    );
+    assert!(
+        r.stdout
+            .contains("the two passphrases differ; nothing was changed"),
+        "{r:#?}"
+    );
     assert_eq!(t.manifest(), before);
     assert!(!t.manifest().contains("encryption"));
 
-    let r = under_pty(&t, "encrypt init", "typed twice\ntyped twice\n");
+    // A mismatch is asked again, and the second pair counts.
+    let r = under_pty(
+        &t,
+        "encrypt init",
+        "typed once\ntyped 0nce\ntyped twice\ntyped twice\n",
+    );
     r.ok()
+        .stdout_has("the two passphrases differ; try again")
         .stdout_has("Encryption initialized with passphrase slot.");
     assert!(t.manifest().contains("encryption:"));
     // What was typed is the passphrase.
@@ -1322,10 +1346,19 @@ fn terminal_prompt_asks_twice_for_a_new_passphrase() {
     pw(&t, &["restore", "-f"])
         .code(1)
         .stderr_has("wrong passphrase");
-    // And the terminal prompt answers a restore too.
-    let r = under_pty(&t, "restore -f", "typed twice\n");
-    r.ok();
+    // And the terminal prompt answers a restore too; a mistyped
+    // passphrase is asked for again.
+    let r = under_pty(&t, "restore -f", "typed tw1ce\ntyped twice\n");
+    r.ok()
+        .stdout_has("wrong passphrase")
+        .stdout_has("try again (2 tries left)");
     assert_eq!(t.read(SECRET_REL), PLAIN);
+    // Three wrong ones and it stops, writing nothing.
+    fs::remove_file(t.path(SECRET_REL)).unwrap();
+    let r = under_pty(&t, "restore -f", "a\nb\nc\n");
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert_eq!(r.stdout.matches("try again").count(), 2, "{r:#?}");
+    assert!(!t.path(SECRET_REL).exists());
 }
 
 #[test]

@@ -620,7 +620,7 @@ fn forget_and_prune_free_exactly_the_unneeded_blobs() {
     t.sgard(["verify"]).ok();
 
     let r = t.sgard(["prune"]);
-    r.ok().stdout_has("Pruned 2 orphaned blob(s)");
+    r.ok().stdout_has("Pruned 2 orphaned blobs,");
     assert!(!t.blob_path(&ids[0]).exists(), "forgotten snapshot kept");
     assert!(!t.blob_path(&sha(v[0])).exists(), "its content blob kept");
     for h in [&ids[1], &ids[2], &sha(v[1]), &sha(v[2])] {
@@ -662,7 +662,7 @@ fn forget_and_prune_free_exactly_the_unneeded_blobs() {
     assert_eq!(log(&t)[0]["parent"], Value::Null);
     t.sgard(["verify"]).ok();
     let r = t.sgard(["prune"]);
-    r.ok().stdout_has("Pruned 4 orphaned blob(s)");
+    r.ok().stdout_has("Pruned 4 orphaned blobs,");
     for h in [&ids[1], &ids[2], &sha(v[1]), &sha(v[2])] {
         assert!(!t.blob_path(h).exists(), "{h} survived prune");
     }
@@ -731,7 +731,7 @@ fn forget_keep_within() {
     assert_eq!(log_ids(&t), vec![ids[0].clone(), ids[1].clone()]);
     t.sgard(["prune"])
         .ok()
-        .stdout_has("Pruned 2 orphaned blob(s)");
+        .stdout_has("Pruned 2 orphaned blobs,");
     assert!(!t.blob_path(&sha(b"a\n")).exists());
     assert!(t.blob_path(&sha(b"b\n")).is_file());
 
@@ -784,7 +784,7 @@ fn forget_keep_daily() {
     t.sgard(["verify"]).ok();
     t.sgard(["prune"])
         .ok()
-        .stdout_has("Pruned 6 orphaned blob(s)");
+        .stdout_has("Pruned 6 orphaned blobs,");
     for i in [0, 1, 2] {
         assert!(!t.blob_path(&sha(format!("day version {i}\n"))).exists());
     }
@@ -1455,7 +1455,7 @@ fn verify_reports_damaged_snapshots_and_prune_refuses() {
     // Healthy again: prune deletes only the orphan.
     t.sgard(["prune"])
         .ok()
-        .stdout_has("Pruned 1 orphaned blob(s)");
+        .stdout_has("Pruned 1 orphaned blob,");
     assert!(!op.exists());
     assert!(t.blob_path(&sha(v1)).is_file());
 

@@ -230,7 +230,7 @@ fn s30_lock_and_unlock() {
 
     t.sgard(["lock", &a(&t, "f")])
         .ok()
-        .stdout_has("Locked 1 path(s).");
+        .stdout_has("Locked 1 path.");
     assert_eq!(tracked(&t, "~/f")["locked"], true);
     t.write("f", "edited\n");
     let st = t.sgard(["status"]);
@@ -238,7 +238,7 @@ fn s30_lock_and_unlock() {
 
     t.sgard(["unlock", &a(&t, "f")])
         .ok()
-        .stdout_has("Unlocked 1 path(s).");
+        .stdout_has("Unlocked 1 path.");
     assert_eq!(tracked(&t, "~/f")["locked"], false);
     assert!(!t.manifest().contains("locked:"), "{}", t.manifest());
     let st = t.sgard(["status"]);
@@ -475,14 +475,14 @@ fn s36_target_sets_and_clears() {
     t.sgard(["add", &a(&t, "f")]).ok();
     t.sgard(["target", &a(&t, "f"), "--only", "os:fakeos"])
         .ok()
-        .stdout_has("Updated targeting for ~/f.");
+        .stdout_has("Updated targeting for ~/f: only on os:fakeos.");
     assert_eq!(tracked(&t, "~/f")["only"], json!(["os:fakeos"]));
     assert!(t.manifest().contains("only:"), "{}", t.manifest());
     has_line(t.sgard(["status"]).ok(), &line("skipped", "~/f"));
 
     t.sgard(["target", &a(&t, "f"), "--clear"])
         .ok()
-        .stdout_has("Updated targeting for ~/f.");
+        .stdout_has("Updated targeting for ~/f: everywhere.");
     has_line(t.sgard(["status"]).ok(), &line("ok", "~/f"));
     assert!(!t.manifest().contains("only:"), "{}", t.manifest());
     let e = tracked(&t, "~/f");
@@ -563,8 +563,8 @@ fn s37_exclude_and_include() {
     app_setup(&t);
     let r = t.sgard(["exclude", &a(&t, ".config/app/sub")]);
     r.ok()
-        .stdout_has("Excluded 1 path(s)")
-        .stdout_has("~/.config/app/sub/b");
+        .stdout_has("Excluded ~/.config/app/sub.")
+        .stdout_has("Stopped tracking 1 excluded entry:\n  ~/.config/app/sub/b\n");
     assert!(entry(&t, "~/.config/app/sub/b").is_none());
     assert!(entry(&t, "~/.config/app/a").is_some());
     assert!(
@@ -602,7 +602,7 @@ fn s37_exclude_and_include() {
     // include lifts the rule; the list is empty.
     t.sgard(["include", &a(&t, ".config/app/sub")])
         .ok()
-        .stdout_has("Included 1 path(s)");
+        .stdout_has("Removed ~/.config/app/sub from the exclusion list");
     let l = t.sgard(["exclude", "--list"]);
     l.ok();
     assert_eq!(l.stdout, "");
@@ -623,8 +623,8 @@ fn s37_exclude_glob() {
 
     let r = t.sgard(["exclude", "~/.config/*/cache"]);
     r.ok()
-        .stdout_has("Excluded 1 path(s)")
-        .stdout_has("~/.config/y/cache/k");
+        .stdout_has("Excluded ~/.config/*/cache.")
+        .stdout_has("Stopped tracking 1 excluded entry:\n  ~/.config/y/cache/k\n");
     assert!(entry(&t, "~/.config/y/cache/k").is_none());
     assert!(entry(&t, "~/.config/y/keep").is_some());
     let l = t.sgard(["exclude", "--list"]);
@@ -654,7 +654,7 @@ fn s37_exclude_glob() {
 
     t.sgard(["include", "~/.config/*/cache"])
         .ok()
-        .stdout_has("Included 1 path(s)");
+        .stdout_has("Removed ~/.config/*/cache from the exclusion list");
     assert_eq!(t.sgard(["exclude", "--list"]).ok().stdout, "");
 
     // No paths and no --list: a usage error. Including an unknown rule fails

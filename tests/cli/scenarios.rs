@@ -328,7 +328,7 @@ fn literal_tilde_argument_means_home_in_every_command() {
 
     let r = run_in(&t, &sub, ["remove", "~/.bashrc"]);
     r.ok();
-    assert_eq!(r.stdout, "Removed 1 path(s)\n");
+    assert_eq!(r.stdout, "Removed 1 path\n");
     assert!(entry_paths(&t.manifest()).is_empty());
 }
 
@@ -700,10 +700,16 @@ fn restore_leaves_matching_file_alone() {
     let r = t.sgard(["restore"]);
     r.ok();
     assert!(!r.stdout.contains("Overwrite"), "{r:#?}");
-    assert_eq!(r.stdout, "Restore complete.\n");
+    assert_eq!(
+        r.stdout,
+        "Nothing to restore: every entry is up to date here.\n"
+    );
     let r = t.sgard(["restore", "--force"]);
     r.ok();
-    assert_eq!(r.stdout, "Restore complete.\n");
+    assert_eq!(
+        r.stdout,
+        "Nothing to restore: every entry is up to date here.\n"
+    );
 
     assert_eq!(ino(&p), ino_before, "the file was rewritten");
     assert_eq!(fs::metadata(&p).unwrap().modified().unwrap(), mtime_before);
@@ -875,7 +881,7 @@ fn remove_untracks_entry() {
     let t = TestEnv::tracking(".bashrc", "hi\n");
     let r = t.sgard(["remove", &s(&t.path(".bashrc"))]);
     r.ok();
-    assert_eq!(r.stdout, "Removed 1 path(s)\n");
+    assert_eq!(r.stdout, "Removed 1 path\n");
     let l = t.sgard(["list"]);
     l.ok();
     assert_eq!(l.stdout, "");
@@ -894,7 +900,7 @@ fn remove_of_folder_untracks_entries_under_it() {
     t.sgard(["add", ".config/app", ".config/application"]).ok();
     let r = t.sgard(["remove", &s(&t.path(".config/app"))]);
     r.ok();
-    assert_eq!(r.stdout, "Removed 2 path(s)\n");
+    assert_eq!(r.stdout, "Removed 2 paths\n");
     assert_eq!(entry_paths(&t.manifest()), ["~/.config/application"]);
 }
 
@@ -917,12 +923,12 @@ fn prune_deletes_orphaned_blobs() {
     t.sgard(["remove", ".bashrc"]).ok();
     let r = t.sgard(["prune"]);
     r.ok();
-    assert_eq!(r.stdout, "Pruned 1 orphaned blob(s), freed 3 bytes.\n");
+    assert_eq!(r.stdout, "Pruned 1 orphaned blob, freed 3 bytes.\n");
     assert!(!t.blob_path(&sha("hi\n")).exists());
     assert!(t.blob_path(&sha("keep\n")).is_file());
     let r = t.sgard(["prune"]);
     r.ok();
-    assert_eq!(r.stdout, "Pruned 0 orphaned blob(s), freed 0 bytes.\n");
+    assert_eq!(r.stdout, "Pruned 0 orphaned blobs, freed 0 bytes.\n");
 }
 
 #[test]
@@ -935,7 +941,7 @@ fn prune_removes_stale_temp_files() {
     r.ok();
     assert_eq!(
         r.stdout,
-        "Pruned 0 orphaned blob(s), freed 0 bytes.\nRemoved 1 stale temp file(s), freed 4 bytes.\n"
+        "Pruned 0 orphaned blobs, freed 0 bytes.\nRemoved 1 stale temp file, freed 4 bytes.\n"
     );
     assert!(!tmp.join("blob-stale").exists());
     assert!(t.blob_path(&sha("f\n")).is_file());

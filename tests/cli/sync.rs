@@ -473,18 +473,20 @@ fn token_file(t: &TestEnv) -> PathBuf {
     v[0].clone()
 }
 
-/// The `N` of `Pushed N blob(s).`.
+/// The `N` of `Pushed N blobs.` (`Pushed 1 blob.`).
 #[track_caller]
 fn pushed_count(r: &Run) -> usize {
     let line = r
         .stdout
         .lines()
         .find(|l| l.starts_with("Pushed "))
-        .unwrap_or_else(|| panic!("no `Pushed N blob(s).`; {r:#?}"));
-    assert!(line.ends_with(" blob(s)."), "{line}");
-    line["Pushed ".len()..line.len() - " blob(s).".len()]
-        .parse()
-        .unwrap()
+        .unwrap_or_else(|| panic!("no `Pushed N blobs.`; {r:#?}"));
+    let (n, noun) = line["Pushed ".len()..]
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("{line}"));
+    let n: usize = n.parse().unwrap();
+    assert_eq!(noun, if n == 1 { "blob." } else { "blobs." }, "{line}");
+    n
 }
 
 #[track_caller]
@@ -1998,7 +2000,9 @@ fn remote_config_and_remote_list_prune() {
     r.ok();
     let line = r.stdout.trim();
     assert!(
-        line.starts_with("Pruned ") && line.ends_with(" orphaned blob(s) on remote."),
+        line.starts_with("Pruned ")
+            && (line.ends_with(" orphaned blobs on remote.")
+                || line == "Pruned 1 orphaned blob on remote."),
         "{r:#?}"
     );
     // `-r ADDR` beats a dead remote.yaml, and a dead SGARD_REMOTE.

@@ -274,6 +274,7 @@ fn cut(
             other => Error::Source(io::Error::other(other.to_string())),
         })?;
         bytes += c.data.len();
+        crate::progress::bytes(c.data.len() as u64);
         group.push(c.data);
         n += 1;
         if bytes >= GROUP_BYTES {

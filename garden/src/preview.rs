@@ -1,0 +1,72 @@
+//! `add --dry-run` and `mirror up --dry-run`: what add would do with one
+//! path, decided from the disk and the manifest without storing anything.
+
+use std::path::Path;
+
+use crate::add::{AddOptions, AddOutcome, AddReport};
+use crate::fsx::{self, DiskKind};
+use crate::scan::Found;
+use crate::{Garden, Result, State};
+
+impl Garden {
+    /// Records in `report` what [`Garden::add`] would do with `abs`: track
+    /// it, refresh it (its content, mode or flags differ), leave it as it
+    /// is, or skip it. A secret whose content cannot be compared without
+    /// the passphrase counts as refreshed.
+    pub(crate) fn preview_add(
+        &self,
+        abs: &Path,
+        kind: DiskKind,
+        opts: &AddOptions,
+        report: &mut AddReport,
+    ) -> Result<()> {
+        let tilde = self.env.to_tilde(abs)?;
+        if matches!(kind, DiskKind::Fifo | DiskKind::Socket | DiskKind::Device) {
+            report.skipped.push((
+                tilde,
+                format!(
+                    "is {}; only files, symlinks and folders are tracked",
+                    kind.describe()
+                ),
+            ));
+            return Ok(());
+        }
+        if kind == DiskKind::File && opts.run.is_some() {
+            let executable =
+                fsx::lstat(abs)?.is_some_and(|md| fsx::mode_of(&md).bits() & 0o111 != 0);
+            if !executable {
+                report.skipped.push((
+                    tilde,
+                    "is not executable; a script must be (`chmod +x` it, then add it with --run)"
+                        .into(),
+                ));
+                return Ok(());
+            }
+        }
+        let outcome = match self.manifest.get(&tilde) {
+            None => AddOutcome::Added,
+            Some(e) => {
+                let file = kind == DiskKind::File;
+                let flags = (opts.lock && !e.locked)
+                    || (!opts.only.is_empty() && opts.only != e.only)
+                    || (!opts.never.is_empty() && opts.never != e.never)
+                    || (file && opts.encrypt && !e.encrypted)
+                    || (file && opts.no_encrypt && e.encrypted)
+                    || (file && opts.template && !e.template)
+                    || (file && opts.run.is_some() && opts.run != e.run);
+                let same = matches!(
+                    self.judge(e, false, &Found::Unknown).map(|j| j.state),
+                    Ok(State::Ok)
+                );
+                if same && !flags {
+                    AddOutcome::Unchanged
+                } else {
+                    AddOutcome::Refreshed
+                }
+            }
+        };
+        sgard_store::progress::done(&tilde, "checking");
+        report.entries.push((tilde, outcome));
+        Ok(())
+    }
+}
