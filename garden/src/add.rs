@@ -72,7 +72,23 @@ impl Garden {
     /// [`Error::NotFound`], [`Error::InsideRepo`], [`Error::BadPath`], or any
     /// read or store error (the manifest is then not saved).
     pub fn add(&mut self, args: &[OsString], opts: &AddOptions) -> Result<AddReport> {
-        let r = self.add_inner(args, opts);
+        let r = self.add_inner(args, opts).map_err(|e| match e {
+            Error::Io { op, path, source }
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                let rule = self
+                    .env
+                    .to_tilde(&path)
+                    .unwrap_or_else(|_| path.display().to_string());
+                Error::Unreadable {
+                    op,
+                    path,
+                    rule,
+                    source,
+                }
+            }
+            other => other,
+        });
         if r.is_err() {
             // Nothing was saved: what it recorded in the base agrees with
             // nothing in the repository.

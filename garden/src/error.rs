@@ -17,6 +17,23 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// `add` met a file or folder it may not read: nothing was added.
+    #[error(
+        "{op} {}: permission denied; nothing was added (`sgard exclude {rule}` keeps it out, \
+         or make it readable)",
+        path.display()
+    )]
+    Unreadable {
+        /// What was being done.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The exclusion rule that would keep it out (its `~/…` form).
+        rule: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
     /// The manifest could not be loaded, validated or saved.
     #[error(transparent)]
     Manifest(#[from] sgard_manifest::Error),
@@ -51,7 +68,7 @@ pub enum Error {
     #[error("{}: no such file or directory", .0.display())]
     NotFound(PathBuf),
     /// A path is not tracked.
-    #[error("not tracked: {0}")]
+    #[error("not tracked: {0} (`sgard list` shows what is; `sgard add` tracks it)")]
     NotTracked(String),
     /// A selection matched no tracked entry.
     #[error("no matching tracked entries")]

@@ -1417,7 +1417,7 @@ impl Garden {
             .map(|(i, _)| i)
             .collect();
         if picked.is_empty() {
-            return Err(Error::NoMatch);
+            return Err(Error::NotTracked(wanted.join(", ")));
         }
         Ok(picked)
     }

@@ -93,7 +93,7 @@ pub struct Refused(pub String);
 
 /// A gRPC failure, with its code kept for messages and tests.
 #[derive(Debug, thiserror::Error)]
-#[error("server said {code:?}: {message}")]
+#[error("the server answered: {} ({message})", super::explain::words(&format!("{code:?}")))]
 pub struct RemoteError {
     /// The gRPC code.
     pub code: Code,
@@ -101,7 +101,14 @@ pub struct RemoteError {
     pub message: String,
 }
 
-fn remote_err(s: Status) -> anyhow::Error {
+/// A failed call to the server at `r`: the server's answer, or what kept
+/// it from answering, in words.
+fn remote_err(s: Status, r: &Remote) -> anyhow::Error {
+    let host = r.addr.rsplit_once(':').map_or(r.addr.as_str(), |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if let Some(why) = super::explain::status(&s, &r.addr, host, r.tls_ca.as_deref()) {
+        return anyhow!("talking to {}: {why}", r.addr);
+    }
     anyhow::Error::new(RemoteError {
         code: s.code(),
         message: s.message().to_owned(),
@@ -184,19 +191,13 @@ async fn channel(r: &Remote, t: &Timeouts) -> Result<Channel> {
         .connect_timeout(t.connect);
     match within(t.connect, &r.addr, "connecting", connecting(ep)).await? {
         Ok(ch) => Ok(ch),
-        Err(e) if format!("{e:#}").contains("invalid peer certificate") => {
-            let why = match (&r.tls_ca, r.tls) {
-                (Some(ca), _) => format!(
-                    "its certificate is not in {} and not signed by a certificate in it",
-                    ca.display()
-                ),
-                _ => "its certificate is not signed by a CA this system trusts \
-                      (give the server's certificate or its CA with --tls-ca FILE)"
-                    .to_owned(),
-            };
-            Err(e.context(format!("connecting to {}: {why}", r.addr)))
+        Err(e) => {
+            let src: &(dyn std::error::Error + 'static) = e.as_ref();
+            match super::explain::reaching(src, &r.addr, host, r.tls_ca.as_deref()) {
+                Some(why) => Err(anyhow!("connecting to {}: {why}", r.addr)),
+                None => Err(e.context(format!("connecting to {}", r.addr))),
+            }
         }
-        Err(e) => Err(e.context(format!("connecting to {}", r.addr))),
     }
 }
 
@@ -258,6 +259,14 @@ impl Client {
                     self.token = None;
                     return Ok(());
                 }
+                Err(s)
+                    if !matches!(
+                        s.code(),
+                        Code::Unauthenticated | Code::PermissionDenied | Code::InvalidArgument
+                    ) =>
+                {
+                    return Err(remote_err(s, &self.opts.remote)).context("logging in");
+                }
                 _ => bail!(
                     "no SSH key to log in with: pass --ssh-key, set SGARD_SSH_KEY, start \
                      ssh-agent, or create ~/.ssh/id_ed25519"
@@ -294,7 +303,7 @@ impl Client {
                 Err(s) if s.code() == Code::PermissionDenied => {
                     tried.push(format!("{}: {}", signer.name(), s.message()));
                 }
-                Err(s) => return Err(remote_err(s)).context("authenticating"),
+                Err(s) => return Err(remote_err(s, &self.opts.remote)).context("logging in"),
             }
         }
         if tried.is_empty() {
@@ -370,7 +379,7 @@ impl Client {
                     self.token = None;
                     self.authenticate(challenge_of(&s)).await?;
                 }
-                Err(s) => return Err(remote_err(s)),
+                Err(s) => return Err(remote_err(s, &self.opts.remote)),
             }
         }
     }
@@ -503,7 +512,7 @@ impl Client {
             )
             .await?;
             let Some(msg) = next else { break };
-            let msg = msg.map_err(remote_err)?;
+            let msg = msg.map_err(|s| remote_err(s, &self.opts.remote))?;
             let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
                 continue;
             };
@@ -681,7 +690,7 @@ impl Client {
                     self.token = None;
                     self.authenticate(challenge_of(&s)).await?;
                 }
-                Err(s) => return Err(remote_err(s)),
+                Err(s) => return Err(remote_err(s, &self.opts.remote)),
             }
         }
     }

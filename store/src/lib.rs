@@ -333,12 +333,16 @@ impl Store {
         })
     }
 
-    /// A new temp file in the store's temp folder.
+    /// A new temp file in the store's temp folder, named for this process
+    /// (`blob-<pid>-…`) and registered, so a process ended by a signal
+    /// before its threads stop removes it (see [`cancel`]).
     fn temp_file(&self) -> Result<tempfile::NamedTempFile> {
         let tmp_dir = self.blobs.join(TMP_DIR);
         durable::create_dir_all_durable(&tmp_dir)?;
+        let prefix = format!("blob-{}-", std::process::id());
+        cancel::register_prefix(&tmp_dir, std::ffi::OsStr::new(&prefix));
         tempfile::Builder::new()
-            .prefix("blob-")
+            .prefix(&prefix)
             .tempfile_in(&tmp_dir)
             .map_err(|e| Error::io("creating temp file in", &tmp_dir, e))
     }

@@ -500,3 +500,57 @@ impl IndexFile {
         fs::write(&self.path, out).unwrap();
     }
 }
+
+/// Gives `to` exactly the environment and working folder of `from`.
+pub fn copy_env(from: &Command, to: &mut Command) {
+    to.env_clear();
+    for (k, v) in from.get_envs() {
+        if let Some(v) = v {
+            to.env(k, v);
+        }
+    }
+    if let Some(d) = from.get_current_dir() {
+        to.current_dir(d);
+    }
+}
+
+/// Whether an executable named `name` is on PATH.
+pub fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| {
+            fs::metadata(d.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// Runs `sgard <args>` (`args` as a shell would split them) under a
+/// pseudo-terminal (util-linux `script`) with the environment and working
+/// folder of `c`, typing `input`; stdin stays open until sgard ends (so
+/// `script` never sees EOF early). What the terminal showed, stdout and
+/// stderr together, is the run's stdout.
+pub fn pty_run(c: &Command, args: &str, input: &str) -> Run {
+    let shown = format!("'{}' {args}", TestEnv::bin().display());
+    let mut s = Command::new("script");
+    s.args(["-qec", &shown, "/dev/null"]);
+    copy_env(c, &mut s);
+    let mut child = s
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("sgard under a pty did not finish");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    drop(stdin);
+    child.wait_with_output().unwrap().into()
+}

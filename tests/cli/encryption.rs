@@ -78,29 +78,6 @@ fn wrapped(command: &Command, prefix: &[&str]) -> Command {
     c
 }
 
-/// Gives `to` exactly the environment and working folder of `from`.
-fn copy_env(from: &Command, to: &mut Command) {
-    to.env_clear();
-    for (k, v) in from.get_envs() {
-        if let Some(v) = v {
-            to.env(k, v);
-        }
-    }
-    if let Some(d) = from.get_current_dir() {
-        to.current_dir(d);
-    }
-}
-
-/// Whether an executable named `name` is on PATH.
-fn on_path(name: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| {
-            fs::metadata(d.join(name))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
-}
-
 /// A status line as `status` prints it.
 fn line(state: &str, path: &str) -> String {
     format!("{state:<10} {path}")
@@ -1265,34 +1242,11 @@ fn list_and_remove_slots() {
 
 // ---------------------------------------------------------------- 12. terminal
 
-/// Runs `sgard <args>` under a pseudo-terminal (`script`), typing `input`;
-/// stdin stays open until sgard ends (so `script` never sees EOF early).
+/// Runs `sgard <args>` under a pseudo-terminal, typing `input`.
 fn under_pty(t: &TestEnv, args: &str, input: &str) -> Run {
-    let shown = format!("'{}' {args}", TestEnv::bin().display());
     let mut c = t.command(std::iter::empty::<&OsStr>());
     c.env("SGARD_TEST_ARGON2", "1");
-    let mut s = Command::new("script");
-    s.args(["-qec", &shown, "/dev/null"]);
-    copy_env(&c, &mut s);
-    let mut child = s
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).unwrap();
-    stdin.flush().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("sgard under a pty did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    drop(stdin);
-    child.wait_with_output().unwrap().into()
+    pty_run(&c, args, input)
 }
 
 #[test]

@@ -845,8 +845,8 @@ fn restore_of_folder_restores_entries_under_it() {
 fn restore_of_untracked_path_fails() {
     let t = TestEnv::tracking("f", "f\n");
     let r = t.sgard(["restore", &s(&t.path("untracked"))]);
-    assert_ne!(r.code, 0, "{r:#?}");
-    r.stderr_has("no matching tracked entries");
+    assert_eq!(r.code, 1, "{r:#?}");
+    r.stderr_has("sgard: error: not tracked: ~/untracked (`sgard list` shows what is");
 }
 
 #[test]

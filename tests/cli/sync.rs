@@ -1249,14 +1249,35 @@ fn tls_push_pull_and_refusals() {
     a.write("f", "over tls\n");
     track(&a, &["f"]);
 
-    // Plaintext against TLS, and TLS without trusting the CA: refused.
-    let r = sg(&a, k, &["push", "-r", addr]);
-    assert_ne!(
-        r.code, 0,
-        "a plaintext client talked to a TLS server; {r:#?}"
+    // Plaintext against TLS, and TLS without trusting the CA: refused, in
+    // words that say what to do (never a TLS library's error names).
+    let r1 = sg(&a, k, &["push", "-r", addr]);
+    assert_eq!(
+        r1.code, 1,
+        "a plaintext client talked to a TLS server; {r1:#?}"
     );
-    let r = sg(&a, k, &["push", "-r", addr, "--tls"]);
-    assert_ne!(r.code, 0, "the client trusted an unknown CA; {r:#?}");
+    r1.stderr_has("did not answer as an sgard server")
+        .stderr_has("add --tls");
+    let r2 = sg(&a, k, &["push", "-r", addr, "--tls"]);
+    assert_eq!(r2.code, 1, "the client trusted an unknown CA; {r2:#?}");
+    r2.stderr_has("its certificate is not signed by a CA in this system's trusted CAs")
+        .stderr_has("--tls-ca FILE");
+    // TLS to a port that speaks plain HTTP/2 (another sgardd).
+    let plain = w.serve(&[]);
+    let r3 = sg(&a, k, &["push", "-r", &plain.addr, "--tls"]);
+    assert_eq!(r3.code, 1, "{r3:#?}");
+    r3.stderr_has("does not speak TLS").stderr_has("drop --tls");
+    drop(plain);
+    for r in [&r1, &r2, &r3] {
+        for name in [
+            "InvalidContentType",
+            "UnknownIssuer",
+            "CaUsedAsEndEntity",
+            "h2 protocol",
+        ] {
+            assert!(!r.stderr.contains(name), "{name}: {r:#?}");
+        }
+    }
     assert!(!a.repo().join("sync-state").exists());
 
     sg(&a, k, &["push", "-r", addr, "--tls", "--tls-ca", ca_s])
