@@ -6,6 +6,7 @@
 //! `SGARD_TEST_CRASH_AT`, `SGARD_TEST_INTERRUPT_AT`, `SGARD_TEST_WAIT_AT`
 //! and `SGARD_TEST_SCAN_WINDOW` become a
 //! [`sgard_garden::Env`]; nothing else in sgard reads the environment.
+//! `sgardd` asks here about its clock hook (`SGARD_TEST_CLOCK_OFFSET`).
 
 use std::path::{Path, PathBuf};
 
@@ -210,4 +211,13 @@ pub fn editor() -> String {
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
         .unwrap_or_else(|| "vi".to_owned())
+}
+
+/// Test hook for `sgardd` (`SGARD_TEST_CLOCK_OFFSET`): seconds its clock
+/// is put off the machine's, so tests can run a server with a wrong clock.
+pub fn server_clock_offset() -> i64 {
+    std::env::var("SGARD_TEST_CLOCK_OFFSET")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }
