@@ -6,5 +6,6 @@ pub mod auth;
 pub mod blobs;
 pub mod client;
 pub mod config;
+pub mod probe;
 pub mod server;
 pub mod tls;
