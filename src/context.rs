@@ -6,7 +6,9 @@
 //! `SGARD_TEST_CRASH_AT`, `SGARD_TEST_INTERRUPT_AT`, `SGARD_TEST_WAIT_AT`
 //! and `SGARD_TEST_SCAN_WINDOW` become a
 //! [`sgard_garden::Env`]; nothing else in sgard reads the environment.
-//! `sgardd` asks here about its clock hook (`SGARD_TEST_CLOCK_OFFSET`).
+//! `doctor` also asks here about `SHELL`, `PATH`, `XDG_DATA_HOME`, which
+//! editor and passphrase source would be used, and `sgardd` about its
+//! clock hook (`SGARD_TEST_CLOCK_OFFSET`).
 
 use std::path::{Path, PathBuf};
 
@@ -211,6 +213,89 @@ pub fn editor() -> String {
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
         .unwrap_or_else(|| "vi".to_owned())
+}
+
+/// Which variable `sgard edit` takes its editor from (`None`: neither is
+/// set, and `vi` is used) and the command line it holds.
+pub fn editor_source() -> (Option<&'static str>, String) {
+    for v in ["VISUAL", "EDITOR"] {
+        if let Ok(s) = std::env::var(v)
+            && !s.trim().is_empty()
+        {
+            return (Some(v), s);
+        }
+    }
+    (None, editor())
+}
+
+/// Where [`passphrase`] would take the passphrase from (for `doctor`,
+/// which never prints the passphrase itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PassphraseSource {
+    /// `SGARD_PASSPHRASE`.
+    Var,
+    /// `SGARD_PASSPHRASE_FILE`: this file's first line.
+    File(PathBuf),
+    /// `SGARD_PASSPHRASE_COMMAND`: this command's first output line.
+    Command(String),
+    /// None of them: the terminal.
+    Terminal,
+}
+
+/// The source [`passphrase`] would use, and whether `SGARD_PASSPHRASE` is
+/// set but empty (then it is passed over).
+pub fn passphrase_source() -> (PassphraseSource, bool) {
+    let empty_var = std::env::var_os("SGARD_PASSPHRASE").is_some_and(|v| v.is_empty());
+    let source = if std::env::var("SGARD_PASSPHRASE").is_ok_and(|p| !p.is_empty()) {
+        PassphraseSource::Var
+    } else if let Some(f) = std::env::var_os("SGARD_PASSPHRASE_FILE").filter(|f| !f.is_empty()) {
+        PassphraseSource::File(PathBuf::from(f))
+    } else if let Some(c) = std::env::var_os("SGARD_PASSPHRASE_COMMAND").filter(|c| !c.is_empty()) {
+        PassphraseSource::Command(c.to_string_lossy().into_owned())
+    } else {
+        PassphraseSource::Terminal
+    };
+    (source, empty_var)
+}
+
+/// The passphrase from the sources [`passphrase`] tries before the
+/// terminal (`None`: none is set); never asks.
+pub fn passphrase_unattended() -> std::result::Result<Option<Zeroizing<String>>, String> {
+    from_sources(
+        "SGARD_PASSPHRASE",
+        "SGARD_PASSPHRASE_FILE",
+        Some("SGARD_PASSPHRASE_COMMAND"),
+    )
+}
+
+/// The user's login shell (`SHELL`), if set.
+pub fn shell() -> Option<PathBuf> {
+    std::env::var_os("SHELL")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The folders of `PATH`, in order.
+pub fn path_dirs() -> Vec<PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default()
+}
+
+/// `XDG_DATA_HOME` (absolute), else `~/.local/share`.
+pub fn data_home(home: &Path) -> PathBuf {
+    match std::env::var_os("XDG_DATA_HOME") {
+        Some(s) if Path::new(&s).is_absolute() => PathBuf::from(s),
+        _ => home.join(".local/share"),
+    }
+}
+
+/// `XDG_CONFIG_HOME` (absolute), else `~/.config`.
+pub fn config_home(home: &Path) -> PathBuf {
+    match std::env::var_os("XDG_CONFIG_HOME") {
+        Some(s) if Path::new(&s).is_absolute() => PathBuf::from(s),
+        _ => home.join(".config"),
+    }
 }
 
 /// Test hook for `sgardd` (`SGARD_TEST_CLOCK_OFFSET`): seconds its clock
