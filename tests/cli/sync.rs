@@ -243,7 +243,7 @@ fn sgardd_exits(home: &Path, args: &[&str]) -> Run {
 }
 
 /// Makes an ed25519 key `dir/name` (and `name.pub`); `None` without ssh-keygen.
-fn keygen(dir: &Path, name: &str) -> Option<PathBuf> {
+pub(crate) fn keygen(dir: &Path, name: &str) -> Option<PathBuf> {
     let p = dir.join(name);
     let out = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
@@ -265,12 +265,12 @@ fn keygen(dir: &Path, name: &str) -> Option<PathBuf> {
 }
 
 /// The public key line of a key made by [`keygen`].
-fn pubkey(key: &Path) -> String {
+pub(crate) fn pubkey(key: &Path) -> String {
     fs::read_to_string(format!("{}.pub", key.display())).unwrap()
 }
 
 /// `SHA256:...`, as `ssh-keygen -lf key.pub` prints it.
-fn fingerprint(key: &Path) -> String {
+pub(crate) fn fingerprint(key: &Path) -> String {
     let o = Command::new("ssh-keygen")
         .arg("-lf")
         .arg(format!("{}.pub", key.display()))
@@ -1151,7 +1151,7 @@ fn auth_unknown_key_expired_token_replay_and_revocation() {
 
 /// Makes a CA and a server certificate for localhost / 127.0.0.1; `None`
 /// without openssl.
-fn make_certs(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+pub(crate) fn make_certs(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
     let ossl = |args: &[&str]| -> Option<()> {
         match Command::new("openssl")
             .args(args)
