@@ -159,9 +159,12 @@ pub(super) fn checks(ctx: &Ctx, out: &mut Vec<Finding>) -> Option<Manifest> {
     out.push(state_finding(ctx, &state));
     if let Some(m) = &manifest {
         out.push(base_finding(&state, m));
+    }
+    // The passphrase command may wait on the user: writers need not.
+    drop(lock);
+    if let Some(m) = &manifest {
         encryption(m, out);
     }
-    drop(lock);
     manifest
 }
 
