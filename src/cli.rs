@@ -141,6 +141,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check the repository, this machine's state, the sync server and the tools sgard uses; say what to do
+    ///
+    /// One line per check: `ok`, `warning` or `error`, what was found, and
+    /// for the last two what to do. Changes nothing. Exits 1 when a check
+    /// is an error.
+    Doctor {
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
+        /// The sync server to check [default: SGARD_REMOTE, then <repo>/remote.yaml]
+        #[arg(short = 'r', long, value_name = "HOST:PORT")]
+        remote: Option<String>,
+        #[command(flatten)]
+        net: NetArgs,
+    },
     /// Show what the repository tracks and stores: files, bytes, chunks, dedup, what prune would free
     Stats {
         /// Also show what each snapshot costs

@@ -5,6 +5,7 @@ mod checkpoint;
 mod chunking;
 mod completion;
 mod diff;
+mod doctor;
 mod edit;
 mod encrypt;
 mod exclude;
@@ -200,7 +201,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Push { remote, net, .. }
         | Command::Pull { remote, net, .. }
         | Command::List { remote, net, .. }
-        | Command::Prune { remote, net, .. } => Net::of(remote.as_ref(), Some(net)),
+        | Command::Prune { remote, net, .. }
+        | Command::Doctor { remote, net, .. } => Net::of(remote.as_ref(), Some(net)),
         Command::Remote {
             action: crate::cli::RemoteAction::Set { tls, tls_ca, .. },
         } => Net::of(
@@ -279,6 +281,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             out,
         )?,
         Command::Verify { json } => buffered(out, |o| verify::run(&ctx, json, o))?,
+        Command::Doctor { json, .. } => doctor::run(&ctx, json, out)?,
         Command::List { json, .. } => {
             buffered(out, |o| list::run(&ctx, json, ctx.net.remote.is_some(), o))?
         }

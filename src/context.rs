@@ -6,6 +6,9 @@
 //! `SGARD_TEST_CRASH_AT`, `SGARD_TEST_INTERRUPT_AT`, `SGARD_TEST_WAIT_AT`
 //! and `SGARD_TEST_SCAN_WINDOW` become a
 //! [`sgard_garden::Env`]; nothing else in sgard reads the environment.
+//! `doctor` also asks here about `SHELL`, `PATH`, `XDG_DATA_HOME`, which
+//! editor and passphrase source would be used, and `sgardd` about its
+//! clock hook (`SGARD_TEST_CLOCK_OFFSET`).
 
 use std::path::{Path, PathBuf};
 
@@ -142,7 +145,7 @@ pub fn passphrase_is_typed() -> bool {
         "SGARD_PASSPHRASE_COMMAND",
     ]
     .iter()
-    .all(|v| std::env::var_os(v).is_none())
+    .all(|v| std::env::var_os(v).is_none_or(|s| s.is_empty()))
 }
 
 fn from_sources(
@@ -150,17 +153,14 @@ fn from_sources(
     file_var: &str,
     command_var: Option<&str>,
 ) -> std::result::Result<Option<Zeroizing<String>>, String> {
+    // An empty variable is passed over (as if unset); the error at the
+    // end says it was set, so nobody hunts for a missing one.
     match std::env::var(var) {
         Ok(p) if !p.is_empty() => return Ok(Some(Zeroizing::new(p))),
-        Ok(_) => {
-            return Err(format!(
-                "{var} is set but empty; give the passphrase in it, or unset it to be asked"
-            ));
-        }
         Err(std::env::VarError::NotUnicode(_)) => {
             return Err(format!("{var} is not valid UTF-8"));
         }
-        Err(std::env::VarError::NotPresent) => {}
+        Ok(_) | Err(std::env::VarError::NotPresent) => {}
     }
     if let Some(f) = std::env::var_os(file_var).filter(|f| !f.is_empty()) {
         let text = Zeroizing::new(
@@ -196,9 +196,14 @@ fn read_tty(prompt: &str) -> std::result::Result<Zeroizing<String>, String> {
     rpassword::prompt_password(prompt)
         .map(Zeroizing::new)
         .map_err(|e| {
+            let empty = ["SGARD_PASSPHRASE", "SGARD_NEW_PASSPHRASE"]
+                .iter()
+                .find(|v| std::env::var_os(v).is_some_and(|s| s.is_empty()))
+                .map(|v| format!(" ({v} is set, but empty)"))
+                .unwrap_or_default();
             format!(
-                "no passphrase: set SGARD_PASSPHRASE, SGARD_PASSPHRASE_FILE or \
-             SGARD_PASSPHRASE_COMMAND, or run sgard on a terminal ({e})"
+                "no passphrase{empty}: set SGARD_PASSPHRASE, SGARD_PASSPHRASE_FILE or \
+                 SGARD_PASSPHRASE_COMMAND, or run sgard on a terminal (no terminal: {e})"
             )
         })
 }
@@ -251,4 +256,96 @@ pub fn editor() -> String {
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
         .unwrap_or_else(|| "vi".to_owned())
+}
+
+/// Which variable `sgard edit` takes its editor from (`None`: neither is
+/// set, and `vi` is used) and the command line it holds.
+pub fn editor_source() -> (Option<&'static str>, String) {
+    for v in ["VISUAL", "EDITOR"] {
+        if let Ok(s) = std::env::var(v)
+            && !s.trim().is_empty()
+        {
+            return (Some(v), s);
+        }
+    }
+    (None, editor())
+}
+
+/// Where [`passphrase`] would take the passphrase from (for `doctor`,
+/// which never prints the passphrase itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PassphraseSource {
+    /// `SGARD_PASSPHRASE`.
+    Var,
+    /// `SGARD_PASSPHRASE_FILE`: this file's first line.
+    File(PathBuf),
+    /// `SGARD_PASSPHRASE_COMMAND`: this command's first output line.
+    Command(String),
+    /// None of them: the terminal.
+    Terminal,
+}
+
+/// The source [`passphrase`] would use, and whether `SGARD_PASSPHRASE` is
+/// set but empty (then it is passed over).
+pub fn passphrase_source() -> (PassphraseSource, bool) {
+    let empty_var = std::env::var_os("SGARD_PASSPHRASE").is_some_and(|v| v.is_empty());
+    let source = if std::env::var("SGARD_PASSPHRASE").is_ok_and(|p| !p.is_empty()) {
+        PassphraseSource::Var
+    } else if let Some(f) = std::env::var_os("SGARD_PASSPHRASE_FILE").filter(|f| !f.is_empty()) {
+        PassphraseSource::File(PathBuf::from(f))
+    } else if let Some(c) = std::env::var_os("SGARD_PASSPHRASE_COMMAND").filter(|c| !c.is_empty()) {
+        PassphraseSource::Command(c.to_string_lossy().into_owned())
+    } else {
+        PassphraseSource::Terminal
+    };
+    (source, empty_var)
+}
+
+/// The passphrase from the sources [`passphrase`] tries before the
+/// terminal (`None`: none is set); never asks.
+pub fn passphrase_unattended() -> std::result::Result<Option<Zeroizing<String>>, String> {
+    from_sources(
+        "SGARD_PASSPHRASE",
+        "SGARD_PASSPHRASE_FILE",
+        Some("SGARD_PASSPHRASE_COMMAND"),
+    )
+}
+
+/// The user's login shell (`SHELL`), if set.
+pub fn shell() -> Option<PathBuf> {
+    std::env::var_os("SHELL")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The folders of `PATH`, in order.
+pub fn path_dirs() -> Vec<PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default()
+}
+
+/// `XDG_DATA_HOME` (absolute), else `~/.local/share`.
+pub fn data_home(home: &Path) -> PathBuf {
+    match std::env::var_os("XDG_DATA_HOME") {
+        Some(s) if Path::new(&s).is_absolute() => PathBuf::from(s),
+        _ => home.join(".local/share"),
+    }
+}
+
+/// `XDG_CONFIG_HOME` (absolute), else `~/.config`.
+pub fn config_home(home: &Path) -> PathBuf {
+    match std::env::var_os("XDG_CONFIG_HOME") {
+        Some(s) if Path::new(&s).is_absolute() => PathBuf::from(s),
+        _ => home.join(".config"),
+    }
+}
+
+/// Test hook for `sgardd` (`SGARD_TEST_CLOCK_OFFSET`): seconds its clock
+/// is put off the machine's, so tests can run a server with a wrong clock.
+pub fn server_clock_offset() -> i64 {
+    std::env::var("SGARD_TEST_CLOCK_OFFSET")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }

@@ -7,5 +7,6 @@ pub mod blobs;
 pub mod client;
 pub mod config;
 pub mod explain;
+pub mod probe;
 pub mod server;
 pub mod tls;

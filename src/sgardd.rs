@@ -97,7 +97,9 @@ fn run(args: Args) -> Result<()> {
         Garden::init(&repo, env.clone())?;
     }
     let auth = match &args.authorized_keys {
-        Some(k) => Some(Arc::new(Authority::new(k, &repo)?)),
+        Some(k) => Some(Arc::new(
+            Authority::new(k, &repo)?.with_clock_offset(context::server_clock_offset()),
+        )),
         None => None,
     };
     let tls = match (&args.tls_cert, &args.tls_key) {

@@ -674,7 +674,7 @@ fn unescape(s: &str) -> Option<String> {
 }
 
 /// Parses a base file; `None` when anything is off.
-fn parse(text: &str) -> Option<PathTable<BaseEntry>> {
+pub(crate) fn parse(text: &str) -> Option<PathTable<BaseEntry>> {
     let mut map = PathTable::default();
     for (p, b) in parse_records(text)? {
         map.insert(&p, b?);

@@ -499,7 +499,7 @@ impl Confine {
 
 /// Whether a temp file name of ours (`.sgard-restore-<pid>-…`,
 /// `.sgard-link-<pid>-…`) belongs to a process that is gone.
-fn is_debris(name: &str, dir: &Path) -> bool {
+pub(crate) fn is_debris(name: &str, dir: &Path) -> bool {
     let Some(rest) = name
         .strip_prefix(".sgard-restore-")
         .or_else(|| name.strip_prefix(".sgard-link-"))

@@ -24,6 +24,7 @@ mod checkpoint;
 mod chunking;
 pub mod crypto;
 mod diff;
+pub mod doctor;
 pub mod edit;
 mod encrypt;
 mod encrypted;

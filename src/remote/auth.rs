@@ -162,6 +162,9 @@ pub struct Authority {
     keys: Mutex<(Option<SystemTime>, HashMap<String, PublicKey>)>,
     seen: Mutex<HashMap<Vec<u8>, i64>>,
     secret: [u8; 32],
+    /// Seconds added to this machine's clock (a test hook; see
+    /// [`Authority::with_clock_offset`]).
+    offset: i64,
 }
 
 /// What a token check found.
@@ -185,9 +188,30 @@ impl Authority {
             keys: Mutex::new((None, HashMap::new())),
             seen: Mutex::new(HashMap::new()),
             secret: load_secret(&repo.join("jwt.key"))?,
+            offset: 0,
         };
         a.reload()?;
         Ok(a)
+    }
+
+    /// This authority with its clock `secs` off the machine's (a test
+    /// hook, so a test can run a server whose clock is wrong).
+    #[must_use]
+    pub fn with_clock_offset(mut self, secs: i64) -> Self {
+        self.offset = secs;
+        self
+    }
+
+    /// The server's time: unix seconds, by which challenges and tokens
+    /// are judged and dated.
+    pub fn now(&self) -> i64 {
+        unix_now().saturating_add(self.offset)
+    }
+
+    /// Whether a challenge signed at `ts` is too far from the server's
+    /// clock to be accepted.
+    pub fn outside_window(&self, ts: i64) -> bool {
+        (self.now() - ts).abs() > WINDOW_SECS
     }
 
     /// The number of authorized keys.
@@ -247,8 +271,8 @@ impl Authority {
         if !self.authorized(&fp) {
             return Err((true, format!("key {fp} not authorized")));
         }
-        let now = unix_now();
-        if (now - ts).abs() > WINDOW_SECS {
+        let now = self.now();
+        if self.outside_window(ts) {
             return Err((
                 false,
                 "challenge timestamp outside the 5-minute window".into(),
@@ -318,7 +342,7 @@ impl Authority {
             return TokenCheck::Invalid;
         };
         let authorized = self.authorized(sub);
-        match (exp > unix_now(), authorized) {
+        match (exp > self.now(), authorized) {
             (true, true) => TokenCheck::Ok(sub.to_owned()),
             (false, true) => TokenCheck::Expired,
             (_, false) => TokenCheck::Revoked,

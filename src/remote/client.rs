@@ -135,7 +135,7 @@ pub struct Client {
 }
 
 /// Whether `addr` ends in a port (`HOST:PORT`, `[V6]:PORT`).
-fn has_port(addr: &str) -> bool {
+pub(super) fn has_port(addr: &str) -> bool {
     match addr.rsplit_once(':') {
         Some((host, port)) => {
             !host.is_empty()
@@ -146,7 +146,7 @@ fn has_port(addr: &str) -> bool {
     }
 }
 
-async fn channel(r: &Remote, t: &Timeouts) -> Result<Channel> {
+pub(super) async fn channel(r: &Remote, t: &Timeouts) -> Result<Channel> {
     if !has_port(&r.addr) {
         bail!(
             "bad server address {:?}: write HOST:PORT (sgardd listens on :9473 unless told otherwise)",
@@ -246,7 +246,7 @@ impl Client {
         };
         let payload = challenge_payload(&nonce, ts);
         let mut tried = Vec::new();
-        let signers = self.signers()?;
+        let signers = Self::signers_for(&self.opts)?;
         if signers.is_empty() {
             // No key here: a server without authentication needs none.
             match self
@@ -318,9 +318,12 @@ impl Client {
         )
     }
 
-    fn signers(&self) -> Result<Vec<Signer>> {
+    /// The keys a login tries, in order: `--ssh-key` or `SGARD_SSH_KEY`
+    /// alone, else every ssh-agent key, then `~/.ssh/id_ed25519`,
+    /// `id_ecdsa`, `id_rsa`.
+    pub(super) fn signers_for(opts: &Opts) -> Result<Vec<Signer>> {
         let mut out = Vec::new();
-        let explicit = self.opts.ssh_key.clone().or_else(|| {
+        let explicit = opts.ssh_key.clone().or_else(|| {
             std::env::var_os("SGARD_SSH_KEY")
                 .filter(|s| !s.is_empty())
                 .map(PathBuf::from)
@@ -329,7 +332,7 @@ impl Client {
             out.push(Signer::File(Box::new(auth::read_private_key(&p)?), p));
             return Ok(out);
         }
-        if let Some(sock) = &self.opts.agent
+        if let Some(sock) = &opts.agent
             && let Ok(mut agent) = ssh_agent_client_rs::Client::connect(sock)
             && let Ok(ids) = agent.list_all_identities()
         {
@@ -343,7 +346,7 @@ impl Client {
             }
         }
         for name in ["id_ed25519", "id_ecdsa", "id_rsa"] {
-            let p = self.opts.home.join(".ssh").join(name);
+            let p = opts.home.join(".ssh").join(name);
             if p.exists()
                 && let Ok(k) = auth::read_private_key(&p)
             {
@@ -814,7 +817,7 @@ fn produce(
     Ok(())
 }
 
-fn challenge_of(s: &Status) -> Option<(Vec<u8>, i64)> {
+pub(super) fn challenge_of(s: &Status) -> Option<(Vec<u8>, i64)> {
     use prost::Message;
     let st = super::server::RpcStatus::decode(s.details()).ok()?;
     let any = st
@@ -826,13 +829,13 @@ fn challenge_of(s: &Status) -> Option<(Vec<u8>, i64)> {
 }
 
 /// A key that can sign a challenge.
-enum Signer {
+pub(super) enum Signer {
     File(Box<ssh_key::PrivateKey>, PathBuf),
     Agent(PathBuf, ssh_key::PublicKey),
 }
 
 impl Signer {
-    fn name(&self) -> String {
+    pub(super) fn name(&self) -> String {
         match self {
             Signer::File(_, p) => p.display().to_string(),
             Signer::Agent(_, k) => format!("agent key {}", k.fingerprint(ssh_key::HashAlg::Sha256)),
@@ -840,7 +843,7 @@ impl Signer {
     }
 
     /// (authorized_keys line, SSH wire signature).
-    fn sign(&self, payload: &[u8]) -> Result<(String, Vec<u8>)> {
+    pub(super) fn sign(&self, payload: &[u8]) -> Result<(String, Vec<u8>)> {
         match self {
             Signer::File(k, _) => Ok((
                 k.public_key().to_openssh().map_err(|e| anyhow!("{e}"))?,

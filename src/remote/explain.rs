@@ -3,6 +3,8 @@
 //! (`InvalidContentType`, `CaUsedAsEndEntity`, `h2 protocol error`).
 
 use std::error::Error as StdError;
+
+use rustls::CertificateError;
 use std::io;
 use std::path::Path;
 
@@ -39,76 +41,137 @@ fn causes<'a>(e: &'a (dyn StdError + 'static)) -> Vec<&'a (dyn StdError + 'stati
     out
 }
 
-/// What the TLS library's error means for the user, with what to do.
-fn tls(e: &rustls::Error, addr: &str, host: &str, ca: Option<&Path>) -> String {
-    use rustls::{CertificateError, Error};
-    let trust = match ca {
-        Some(ca) => format!(
-            "{} (and it is not a certificate in that file)",
-            ca.display()
-        ),
-        None => "this system's trusted CAs (give the server's certificate or its CA with \
-                 --tls-ca FILE)"
-            .to_owned(),
-    };
-    match e {
-        Error::InvalidMessage(_) | Error::InappropriateMessage { .. } => format!(
-            "{addr} does not speak TLS (its answer is not a TLS record): drop --tls, or check \
-             the port"
-        ),
-        Error::InvalidCertificate(c) => match c {
-            CertificateError::UnknownIssuer => {
-                format!("its certificate is not signed by a CA in {trust}")
-            }
-            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-                format!(
-                    "its certificate is not valid for the name {host:?} (connect by a name the \
-                     certificate lists, or give sgardd a certificate for this one)"
-                )
-            }
-            CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-                "its certificate has expired (or this machine's clock is wrong)".to_owned()
-            }
-            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-                "its certificate is not valid yet (is this machine's clock wrong?)".to_owned()
-            }
-            CertificateError::Revoked => "its certificate has been revoked".to_owned(),
-            CertificateError::BadEncoding => "its certificate cannot be parsed".to_owned(),
-            CertificateError::BadSignature => {
-                "its certificate's signature does not verify".to_owned()
-            }
-            CertificateError::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity") => {
-                "it presents a CA certificate as its own: give sgardd a certificate signed by \
-                 that CA (and the CA to sgard with --tls-ca), or pass that exact certificate \
-                 with --tls-ca"
-                    .to_owned()
-            }
-            other => format!(
-                "its certificate was refused ({})",
-                words(
-                    format!("{other:?}")
-                        .split(['(', ' ', '{'])
-                        .next()
-                        .unwrap_or("")
-                )
+/// A failed TLS handshake in words (never a rustls or webpki enum name),
+/// and what to do: `(what, hint)`. `ca` is the file given with
+/// `--tls-ca`, `host` the name the server was reached by.
+pub fn tls(r: &rustls::Error, ca: Option<&Path>, host: &str) -> (String, String) {
+    let give_ca = "give the file holding the server's certificate (or the CA that signed it): \
+                   `sgard remote set ADDR --tls-ca FILE` (or --tls-ca FILE on the command)";
+    let not_tls = "the server may not speak TLS: if sgardd runs without --tls-cert, drop TLS \
+                   here (`sgard remote set ADDR` without --tls, or --no-tls)";
+    let cert =
+        |what: String, hint: &str| (format!("the server's certificate {what}"), hint.to_owned());
+    match r {
+        rustls::Error::InvalidCertificate(c) => match c {
+            CertificateError::UnknownIssuer => match ca {
+                Some(ca) => cert(
+                    format!(
+                        "is not one of the certificates in {} and is not signed by one of them",
+                        ca.display()
+                    ),
+                    "give the file holding this server's certificate (or its CA): `sgard remote \
+                     set ADDR --tls-ca FILE`; if the server's certificate was replaced, fetch \
+                     the new one",
+                ),
+                None => cert(
+                    "is not signed by a certificate authority this system trusts".into(),
+                    give_ca,
+                ),
+            },
+            CertificateError::Expired | CertificateError::ExpiredContext { .. } => cert(
+                match c {
+                    CertificateError::ExpiredContext { not_after, .. } => {
+                        format!("expired on {}", date(not_after.as_secs()))
+                    }
+                    _ => "has expired".into(),
+                },
+                "renew the server's certificate (or check this machine's clock)",
             ),
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => cert(
+                match c {
+                    CertificateError::NotValidYetContext { not_before, .. } => {
+                        format!("is not valid before {}", date(not_before.as_secs()))
+                    }
+                    _ => "is not valid yet".into(),
+                },
+                "check this machine's clock (and the server's)",
+            ),
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                cert(
+                    match c {
+                        CertificateError::NotValidForNameContext { presented, .. }
+                            if !presented.is_empty() =>
+                        {
+                            format!("is for {}, not for {host}", presented.join(", "))
+                        }
+                        _ => format!("is not for {host}"),
+                    },
+                    "reach the server by a name its certificate carries, or make it a certificate \
+                 for this name (openssl -addext \"subjectAltName=DNS:NAME\")",
+                )
+            }
+            CertificateError::Revoked => cert("has been revoked".into(), give_ca),
+            CertificateError::BadSignature => match ca {
+                Some(ca) => cert(
+                    format!(
+                        "is not signed by a certificate in {}: one there bears its issuer's \
+                         name but has another key (a CA made again under the same name, or the \
+                         wrong file)",
+                        ca.display()
+                    ),
+                    give_ca,
+                ),
+                None => cert("is not correctly signed by its issuer".into(), give_ca),
+            },
+            CertificateError::BadEncoding => cert("is malformed".into(), give_ca),
+            CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
+                cert(
+                    "is not meant for a TLS server".into(),
+                    "give the server a certificate for TLS servers",
+                )
+            }
+            CertificateError::Other(o) => {
+                let text = o.to_string();
+                let what = if text.contains("CaUsedAsEndEntity") {
+                    "is a CA certificate, used as the server's own; trust that exact \
+                     certificate with --tls-ca FILE (sgard then pins it)"
+                        .to_owned()
+                } else if text.contains("EndEntityUsedAsCa") {
+                    "is signed by a certificate that is not a CA".to_owned()
+                } else if text.contains("UnsupportedSignatureAlgorithm") {
+                    "is signed with an algorithm sgard does not support".to_owned()
+                } else {
+                    "was refused by the certificate checks".to_owned()
+                };
+                cert(what, give_ca)
+            }
+            _ => cert("was refused by the certificate checks".into(), give_ca),
         },
-        Error::AlertReceived(a) => format!(
-            "it refused the TLS handshake ({}); does it expect a client certificate, or other \
-             TLS settings?",
-            words(&format!("{a:?}"))
+        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
+            ("the server did not answer in TLS".into(), not_tls.into())
+        }
+        rustls::Error::NoCertificatesPresented => (
+            "the server presented no certificate".into(),
+            "check sgardd's --tls-cert file".into(),
         ),
-        Error::NoCertificatesPresented => "it sent no certificate".to_owned(),
-        other => format!(
-            "the TLS handshake failed ({})",
-            words(
-                format!("{other:?}")
-                    .split(['(', ' ', '{'])
-                    .next()
-                    .unwrap_or("")
-            )
+        rustls::Error::PeerIncompatible(_) => (
+            "the server and sgard share no TLS version or cipher suite".into(),
+            "use a current TLS setup on the server (TLS 1.2 or 1.3)".into(),
+        ),
+        rustls::Error::AlertReceived(_) => (
+            "the server ended the TLS handshake with an alert".into(),
+            "see the server's log".into(),
+        ),
+        rustls::Error::DecryptError => (
+            "the TLS handshake failed: the server's key does not match its certificate".into(),
+            "check sgardd's --tls-cert and --tls-key files".into(),
+        ),
+        _ => (
+            "the TLS handshake failed".into(),
+            format!("{not_tls}; otherwise see the server's log"),
         ),
     }
+}
+
+/// A date for people (UTC).
+fn date(secs: u64) -> String {
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+        .map_or_else(
+            || format!("{secs} s after 1970"),
+            |d| d.format("%Y-%m-%d %H:%M UTC").to_string(),
+        )
 }
 
 /// What a failure to reach `addr` (`host` its host name; `ca`: the
@@ -124,7 +187,8 @@ pub fn reaching(
     let all = causes(e);
     for c in &all {
         if let Some(t) = c.downcast_ref::<rustls::Error>() {
-            return Some(tls(t, addr, host, ca));
+            let (what, hint) = tls(t, ca, host);
+            return Some(format!("{what}; {hint}"));
         }
     }
     for c in &all {

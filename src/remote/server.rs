@@ -28,7 +28,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Request, Response, Status, Streaming};
 
-use super::auth::{Authority, TokenCheck, unix_now};
+use super::auth::{Authority, TokenCheck};
 use super::blobs::{BlobSink, Kind};
 
 /// How the server is run.
@@ -100,7 +100,7 @@ impl Service {
             TokenCheck::Expired => {
                 let mut nonce = [0u8; 32];
                 let _ = getrandom::fill(&mut nonce);
-                Err(reauth_status(&nonce, unix_now()))
+                Err(reauth_status("token expired", &nonce, auth.now()))
             }
         }
     }
@@ -158,7 +158,9 @@ pub struct RpcStatus {
 /// The type URL of the challenge detail.
 pub const REAUTH_TYPE_URL: &str = "type.googleapis.com/sgard.v1.ReauthChallenge";
 
-fn reauth_status(nonce: &[u8], ts: i64) -> Status {
+/// An `Unauthenticated` status saying `message`, carrying a challenge to
+/// sign (a fresh nonce, the server's time `ts`).
+fn reauth_status(message: &str, nonce: &[u8], ts: i64) -> Status {
     use prost::Message;
     let challenge = v1::ReauthChallenge {
         nonce: nonce.to_vec(),
@@ -166,17 +168,13 @@ fn reauth_status(nonce: &[u8], ts: i64) -> Status {
     };
     let st = RpcStatus {
         code: Code::Unauthenticated as i32,
-        message: "token expired".into(),
+        message: message.into(),
         details: vec![prost_types::Any {
             type_url: REAUTH_TYPE_URL.into(),
             value: challenge.encode_to_vec(),
         }],
     };
-    Status::with_details(
-        Code::Unauthenticated,
-        "token expired",
-        st.encode_to_vec().into(),
-    )
+    Status::with_details(Code::Unauthenticated, message, st.encode_to_vec().into())
 }
 
 fn parse_history(recs: &[v1::HistoryRecord]) -> Result<Vec<Record>, Status> {
@@ -212,6 +210,14 @@ impl GardenSync for Service {
                 .map_err(|(denied, msg)| {
                     if denied {
                         Status::permission_denied(msg)
+                    } else if a.outside_window(r.timestamp) {
+                        // The key is known (that is checked first); the
+                        // clocks disagree. A challenge dated by the
+                        // server's clock says by how much (`sgard doctor`
+                        // reads it; Go clients ignore the detail).
+                        let mut nonce = [0u8; 32];
+                        let _ = getrandom::fill(&mut nonce);
+                        reauth_status(&msg, &nonce, a.now())
                     } else {
                         Status::unauthenticated(msg)
                     }

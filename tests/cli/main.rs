@@ -7,6 +7,7 @@ mod common;
 
 mod basics;
 mod chunks;
+mod doctor;
 mod encryption;
 mod evil;
 mod history;

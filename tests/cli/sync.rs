@@ -243,7 +243,7 @@ fn sgardd_exits(home: &Path, args: &[&str]) -> Run {
 }
 
 /// Makes an ed25519 key `dir/name` (and `name.pub`); `None` without ssh-keygen.
-fn keygen(dir: &Path, name: &str) -> Option<PathBuf> {
+pub(crate) fn keygen(dir: &Path, name: &str) -> Option<PathBuf> {
     let p = dir.join(name);
     let out = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
@@ -265,12 +265,12 @@ fn keygen(dir: &Path, name: &str) -> Option<PathBuf> {
 }
 
 /// The public key line of a key made by [`keygen`].
-fn pubkey(key: &Path) -> String {
+pub(crate) fn pubkey(key: &Path) -> String {
     fs::read_to_string(format!("{}.pub", key.display())).unwrap()
 }
 
 /// `SHA256:...`, as `ssh-keygen -lf key.pub` prints it.
-fn fingerprint(key: &Path) -> String {
+pub(crate) fn fingerprint(key: &Path) -> String {
     let o = Command::new("ssh-keygen")
         .arg("-lf")
         .arg(format!("{}.pub", key.display()))
@@ -1153,7 +1153,7 @@ fn auth_unknown_key_expired_token_replay_and_revocation() {
 
 /// Makes a CA and a server certificate for localhost / 127.0.0.1; `None`
 /// without openssl.
-fn make_certs(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+pub(crate) fn make_certs(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
     let ossl = |args: &[&str]| -> Option<()> {
         match Command::new("openssl")
             .args(args)
@@ -1260,13 +1260,16 @@ fn tls_push_pull_and_refusals() {
         .stderr_has("add --tls");
     let r2 = sg(&a, k, &["push", "-r", addr, "--tls"]);
     assert_eq!(r2.code, 1, "the client trusted an unknown CA; {r2:#?}");
-    r2.stderr_has("its certificate is not signed by a CA in this system's trusted CAs")
-        .stderr_has("--tls-ca FILE");
+    r2.stderr_has(
+        "the server's certificate is not signed by a certificate authority this system trusts",
+    )
+    .stderr_has("--tls-ca FILE");
     // TLS to a port that speaks plain HTTP/2 (another sgardd).
     let plain = w.serve(&[]);
     let r3 = sg(&a, k, &["push", "-r", &plain.addr, "--tls"]);
     assert_eq!(r3.code, 1, "{r3:#?}");
-    r3.stderr_has("does not speak TLS").stderr_has("drop --tls");
+    r3.stderr_has("the server did not answer in TLS")
+        .stderr_has("--no-tls");
     drop(plain);
     for r in [&r1, &r2, &r3] {
         for name in [

@@ -1,0 +1,226 @@
+//! `sgard doctor [--json]`: one line per check (`ok`, `warning`, `error`),
+//! and for the last two what to do. It changes nothing: the repository is
+//! read under a shared lock taken without waiting (a held lock is reported
+//! with its holder), this machine's state is read as it is, and the
+//! server gets a login whose token is thrown away.
+
+mod machine;
+mod repo;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anstyle::{AnsiColor, Style};
+use anyhow::Result;
+use serde_json::json;
+use sgard::remote::probe::{Finding, Level};
+
+use super::{Ctx, print_json};
+use crate::ui;
+
+pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+    let mut checks = Vec::new();
+    let found = repo::checks(ctx, &mut checks);
+    remote(ctx, found.is_some(), &mut checks);
+    machine::git(ctx, found.is_some(), &mut checks);
+    machine::editor(&mut checks);
+    machine::completion(ctx, &mut checks);
+    let count = |l: Level| checks.iter().filter(|c| c.level == l).count();
+    let (errors, warnings) = (count(Level::Error), count(Level::Warning));
+    if json {
+        let list: Vec<_> = checks
+            .iter()
+            .map(|c| {
+                json!({
+                    "check": c.check,
+                    "status": c.level.as_str(),
+                    "detail": c.detail,
+                    "hint": c.hint,
+                })
+            })
+            .collect();
+        print_json(
+            out,
+            &json!({
+                "schema": 1,
+                "checks": list,
+                "errors": errors,
+                "warnings": warnings,
+            }),
+        )?;
+    } else {
+        for c in &checks {
+            writeln!(
+                out,
+                "{} {:<13} {}",
+                ui::styled(ctx.colour, style(c.level), c.level.as_str(), 7),
+                c.check,
+                ui::clean(&c.detail)
+            )?;
+            if let Some(h) = &c.hint {
+                writeln!(out, "{:22}→ {}", "", ui::clean(h))?;
+            }
+        }
+        writeln!(
+            out,
+            "{errors} error{}, {warnings} warning{}",
+            plural(errors),
+            plural(warnings)
+        )?;
+    }
+    Ok(if errors > 0 {
+        ExitCode::from(crate::exit::ERROR)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The colour of a status word.
+fn style(l: Level) -> Style {
+    let c = match l {
+        Level::Ok => AnsiColor::Green,
+        Level::Warning => AnsiColor::Yellow,
+        Level::Error => AnsiColor::Red,
+    };
+    Style::new().fg_color(Some(c.into()))
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `1 entry`, `3 entries`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `path` for people: `~/…` under the home folder.
+fn show(ctx: &Ctx, path: &Path) -> String {
+    match path.strip_prefix(&ctx.env.home) {
+        Ok(rest) if rest.as_os_str().is_empty() => "~".into(),
+        Ok(rest) => format!("~/{}", rest.display()),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// A list for people: the first `n` items, then how many more.
+fn some_of(items: &[String], n: usize) -> String {
+    let mut s = items.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > n {
+        s.push_str(&format!(" and {} more", items.len() - n));
+    }
+    s
+}
+
+/// Gathers several findings of one check into one: the worst level, the
+/// details and hints joined.
+struct Parts {
+    check: &'static str,
+    level: Level,
+    details: Vec<String>,
+    hints: Vec<String>,
+}
+
+impl Parts {
+    fn new(check: &'static str) -> Self {
+        Parts {
+            check,
+            level: Level::Ok,
+            details: Vec::new(),
+            hints: Vec::new(),
+        }
+    }
+
+    fn ok(&mut self, detail: impl Into<String>) {
+        self.details.push(detail.into());
+    }
+
+    fn raise(&mut self, level: Level, detail: impl Into<String>, hint: impl Into<String>) {
+        let rank = |l: Level| match l {
+            Level::Ok => 0,
+            Level::Warning => 1,
+            Level::Error => 2,
+        };
+        if rank(level) > rank(self.level) {
+            self.level = level;
+        }
+        self.details.push(detail.into());
+        let h = hint.into();
+        if !h.is_empty() && !self.hints.contains(&h) {
+            self.hints.push(h);
+        }
+    }
+
+    fn finish(self) -> Finding {
+        Finding {
+            check: self.check,
+            level: self.level,
+            detail: self.details.join("; "),
+            hint: (!self.hints.is_empty()).then(|| self.hints.join("; ")),
+        }
+    }
+}
+
+/// The sync server: which one, then what the probe finds.
+fn remote(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
+    use sgard::remote::config;
+    let saved = if have_repo {
+        match config::load(&ctx.repo) {
+            Ok(s) => s,
+            Err(e) => {
+                out.push(Finding::error(
+                    "remote",
+                    format!("{e:#}"),
+                    format!(
+                        "fix the file, or write it again: `sgard remote set HOST:PORT` ({})",
+                        show(ctx, &ctx.repo.join(config::REMOTE_FILE))
+                    ),
+                ));
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    let opts = match ctx.remote_opts() {
+        Ok(o) => o,
+        Err(e) if e.to_string().starts_with("no remote configured") => {
+            out.push(Finding::ok(
+                "remote",
+                "none configured (sync through a server is optional)",
+            ));
+            return;
+        }
+        Err(e) => {
+            out.push(Finding::error(
+                "remote",
+                format!("{e:#}"),
+                "see `sgard remote show`; `sgard remote set HOST:PORT` saves a server",
+            ));
+            return;
+        }
+    };
+    let r = &opts.remote;
+    let from = if ctx.net.remote.is_some() {
+        "--remote".to_owned()
+    } else if saved.as_ref().is_some_and(|s| s.addr == r.addr) {
+        show(ctx, &ctx.repo.join(config::REMOTE_FILE))
+    } else {
+        "SGARD_REMOTE".to_owned()
+    };
+    let tls = match (&r.tls_ca, r.tls) {
+        (Some(ca), true) => format!("TLS trusting {}", show(ctx, ca)),
+        (None, true) => "TLS trusting the system's CAs".to_owned(),
+        _ => "no TLS".to_owned(),
+    };
+    out.push(Finding::ok(
+        "remote",
+        format!("{} (from {from}; {tls})", r.addr),
+    ));
+    let home = format!("{}/", ctx.env.home.display());
+    out.extend(sgard::remote::probe::probe(&opts).into_iter().map(|mut f| {
+        f.detail = f.detail.replace(&home, "~/");
+        f
+    }));
+}

@@ -1,0 +1,316 @@
+//! The tools around sgard on this machine: git (and the repository's git
+//! state), the editor `sgard edit` runs, and the shell completion.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use clap::CommandFactory;
+use sgard::context;
+use sgard::remote::probe::{Finding, Level};
+
+use super::{Parts, show};
+use crate::cli::Cli;
+use crate::cmd::Ctx;
+
+/// The executable `name` resolves to: a path as it is (when it has a
+/// `/`), else the first match in `PATH`.
+fn find_program(name: &str) -> Option<PathBuf> {
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return runnable(&p).then_some(p);
+    }
+    context::path_dirs()
+        .into_iter()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join(name))
+        .find(|p| runnable(p))
+}
+
+/// Runs a program to read its output (stdin closed); `None` when it cannot
+/// run or fails.
+fn output(cmd: &mut Command) -> Option<String> {
+    let o = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        // `git status` may otherwise refresh the index: doctor changes nothing.
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim_end().to_owned())
+}
+
+/// `git` on PATH; the repository's branch, uncommitted changes and
+/// whether git ignores its contents, when it is in a git work tree.
+pub(super) fn git(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
+    let repo = &ctx.repo;
+    let in_tree = have_repo && repo.ancestors().any(|a| a.join(".git").exists());
+    let Some(git) = find_program("git") else {
+        out.push(if in_tree {
+            Finding::warning(
+                "git",
+                format!(
+                    "git is not installed, and {} is in a git work tree",
+                    show(ctx, repo)
+                ),
+                "install git to commit and share the repository",
+            )
+        } else {
+            Finding::ok(
+                "git",
+                "not installed (needed only to keep the repository under git)",
+            )
+        });
+        return;
+    };
+    let version = output(Command::new(&git).arg("--version"))
+        .unwrap_or_else(|| "git (its version cannot be read)".into());
+    let g = |args: &[&str]| output(Command::new(&git).arg("-C").arg(repo).args(args));
+    let top = if have_repo {
+        g(&["rev-parse", "--show-toplevel"])
+    } else {
+        None
+    };
+    let Some(top) = top else {
+        out.push(Finding::ok(
+            "git",
+            if have_repo {
+                format!("{version}; the repository is not under git")
+            } else {
+                version
+            },
+        ));
+        return;
+    };
+    let mut p = Parts::new("git");
+    p.ok(version);
+    let branch = g(&["symbolic-ref", "--short", "-q", "HEAD"])
+        .or_else(|| g(&["rev-parse", "--short", "HEAD"]).map(|h| format!("detached at {h}")))
+        .unwrap_or_else(|| "no commit yet".into());
+    p.ok(format!(
+        "{} is a git work tree ({top}), branch {branch}",
+        show(ctx, repo)
+    ));
+    let shown = show(ctx, repo);
+    // `blobs/` ignored (the Go sgard's .gitignore): a clone has no contents.
+    let zero = "0".repeat(64);
+    let ignored: Vec<&str> = ["blobs", "chunks", "chunk-lists"]
+        .into_iter()
+        .filter(|d| {
+            Command::new(&git)
+                .arg("-C")
+                .arg(repo)
+                .args(["check-ignore", "-q", &format!("{d}/00/00/{zero}")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    if !ignored.is_empty() {
+        let dirs: Vec<String> = ignored.iter().map(|d| format!("{d}/")).collect();
+        p.raise(
+            Level::Warning,
+            format!(
+                "git ignores {} (a .gitignore from the Go sgard or an older sgard): a clone of \
+                 this repository has no contents and restores nothing",
+                dirs.join(" and ")
+            ),
+            format!(
+                "remove those lines from {shown}/.gitignore, then `git -C {shown} add -A && git \
+                 -C {shown} commit`"
+            ),
+        );
+    }
+    match g(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=normal",
+        "--",
+        ".",
+    ]) {
+        Some(s) if s.is_empty() => p.ok("nothing uncommitted"),
+        Some(s) => {
+            let n = s.lines().count();
+            p.raise(
+                Level::Warning,
+                format!(
+                    "{n} uncommitted change{} in the repository: other machines do not get {} \
+                     until committed and pushed",
+                    if n == 1 { "" } else { "s" },
+                    if n == 1 { "it" } else { "them" }
+                ),
+                format!("`git -C {shown} add -A && git -C {shown} commit -m MESSAGE`, then push"),
+            );
+        }
+        None => p.raise(
+            Level::Warning,
+            "`git status` fails in the repository",
+            format!("run `git -C {shown} status` to see why"),
+        ),
+    }
+    out.push(p.finish());
+}
+
+/// The first word of a shell command line (`"my editor" --wait` gives
+/// `my editor`).
+fn first_word(cmdline: &str) -> Option<String> {
+    let s = cmdline.trim_start();
+    let mut chars = s.chars();
+    match chars.next()? {
+        q @ ('"' | '\'') => Some(chars.take_while(|c| *c != q).collect()),
+        _ => s.split_whitespace().next().map(str::to_owned),
+    }
+}
+
+/// The editor `sgard edit` runs resolves to a program.
+pub(super) fn editor(out: &mut Vec<Finding>) {
+    let (var, cmdline) = context::editor_source();
+    let label = match var {
+        Some(v) => format!("{v} is `{cmdline}`"),
+        None => "neither VISUAL nor EDITOR is set, so `vi`".to_owned(),
+    };
+    let found = first_word(&cmdline).and_then(|w| find_program(&w).map(|p| (w, p)));
+    out.push(match found {
+        Some((_, p)) => Finding::ok("editor", format!("{label} ({})", p.display())),
+        None => Finding::warning(
+            "editor",
+            format!("{label}: no such program on PATH, so `sgard edit` fails"),
+            "set EDITOR (or VISUAL) to an installed editor in your shell's profile, e.g. \
+             `export EDITOR=nano`",
+        ),
+    });
+}
+
+/// The completion script of this sgard for the user's shell is installed
+/// where the shell looks.
+pub(super) fn completion(ctx: &Ctx, out: &mut Vec<Finding>) {
+    let Some(shell) = context::shell() else {
+        out.push(Finding::ok("completion", "not checked: SHELL is not set"));
+        return;
+    };
+    let name = shell
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let home = &ctx.env.home;
+    let data = context::data_home(home);
+    let config = context::config_home(home);
+    let (kind, places, dir, file, extra) = match name.as_str() {
+        "bash" => {
+            let dir = data.join("bash-completion/completions");
+            (
+                clap_complete::Shell::Bash,
+                vec![
+                    dir.join("sgard"),
+                    dir.join("sgard.bash"),
+                    PathBuf::from("/usr/local/share/bash-completion/completions/sgard"),
+                    PathBuf::from("/usr/share/bash-completion/completions/sgard"),
+                    PathBuf::from("/etc/bash_completion.d/sgard"),
+                ],
+                dir,
+                "sgard",
+                "",
+            )
+        }
+        "zsh" => {
+            let dir = home.join(".zfunc");
+            (
+                clap_complete::Shell::Zsh,
+                vec![
+                    dir.join("_sgard"),
+                    home.join(".zsh/completions/_sgard"),
+                    home.join(".zsh/completion/_sgard"),
+                    data.join("zsh/site-functions/_sgard"),
+                    PathBuf::from("/usr/local/share/zsh/site-functions/_sgard"),
+                    PathBuf::from("/usr/share/zsh/site-functions/_sgard"),
+                    PathBuf::from("/usr/share/zsh/vendor-completions/_sgard"),
+                ],
+                dir,
+                "_sgard",
+                ", and in ~/.zshrc, before `compinit`: `fpath=(~/.zfunc $fpath)`",
+            )
+        }
+        "fish" => {
+            let dir = config.join("fish/completions");
+            (
+                clap_complete::Shell::Fish,
+                vec![
+                    dir.join("sgard.fish"),
+                    data.join("fish/vendor_completions.d/sgard.fish"),
+                    PathBuf::from("/usr/local/share/fish/vendor_completions.d/sgard.fish"),
+                    PathBuf::from("/usr/share/fish/vendor_completions.d/sgard.fish"),
+                    PathBuf::from("/usr/share/fish/completions/sgard.fish"),
+                ],
+                dir,
+                "sgard.fish",
+                "",
+            )
+        }
+        _ => {
+            out.push(Finding::ok(
+                "completion",
+                format!(
+                    "not checked for {name} (`sgard completion SHELL` prints scripts for bash, \
+                     zsh, fish, elvish and powershell)"
+                ),
+            ));
+            return;
+        }
+    };
+    let target = dir.join(file);
+    let install = format!(
+        "mkdir -p {d} && sgard completion {name} > {t}{extra}",
+        d = show(ctx, &dir),
+        t = show(ctx, &target)
+    );
+    let Some(found) = places.iter().find(|p| p.is_file()) else {
+        out.push(Finding::warning(
+            "completion",
+            format!("no {name} completion for sgard is installed"),
+            install,
+        ));
+        return;
+    };
+    let mut ours = Vec::new();
+    clap_complete::generate(kind, &mut Cli::command(), "sgard", &mut ours);
+    out.push(if std::fs::read(found).is_ok_and(|t| t == ours) {
+        Finding::ok("completion", format!("{name}: {}", show(ctx, found)))
+    } else {
+        Finding::warning(
+            "completion",
+            format!(
+                "{name}: {} is not this sgard's (from another version?): commands and flags \
+                 may be missing from it",
+                show(ctx, found)
+            ),
+            if found.starts_with(home) {
+                format!("sgard completion {name} > {}", show(ctx, found))
+            } else {
+                format!("update the package that installed it, or install this one: {install}")
+            },
+        )
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_word_of_an_editor_command() {
+        assert_eq!(first_word("code --wait").as_deref(), Some("code"));
+        assert_eq!(first_word("  vim").as_deref(), Some("vim"));
+        assert_eq!(
+            first_word("\"/opt/my editor/ed\" -x").as_deref(),
+            Some("/opt/my editor/ed")
+        );
+        assert_eq!(first_word("   "), None);
+    }
+}
