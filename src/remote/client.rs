@@ -870,18 +870,24 @@ impl Signer {
 #[derive(Clone)]
 pub struct Progress {
     what: &'static str,
+    /// Where the test hooks are read (`<what>-object`, after each object).
+    env: sgard_garden::Env,
 }
 
 impl Progress {
     /// `total` objects to move; `what` names the work (`pushing`).
-    pub fn new(total: u64, what: &'static str) -> Self {
+    pub fn new(total: u64, what: &'static str, env: &sgard_garden::Env) -> Self {
         sgard_store::progress::begin(what, total, 0);
-        Progress { what }
+        Progress {
+            what,
+            env: env.clone(),
+        }
     }
 
     /// One object moved.
     fn item(&self, h: &Hash) {
         sgard_store::progress::done(&h.short(12), self.what);
+        self.env.crash_point(&format!("{}-object", self.what));
     }
 
     /// The end of the work (the CLI removes the bar when the command ends).
@@ -910,6 +916,7 @@ pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
     let store = g.store().clone();
     let head = g.head_id();
     let extra = g.snapshot_blobs(&history);
+    let env = g.env().clone();
     let out = block_on(async {
         let mut c = Client::connect(o).await?;
         let (d, missing, server_head) = c.push_manifest(&m, base, &history, true, &extra).await?;
@@ -931,7 +938,7 @@ pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
         } else {
             missing.iter().map(|h| (*h, Kind::Blob)).collect()
         };
-        let pb = Progress::new(items.len() as u64, "pushing");
+        let pb = Progress::new(items.len() as u64, "pushing", &env);
         c.push_objects(&store, &items, &pb).await?;
         pb.finish();
         if !ours {
@@ -1037,7 +1044,7 @@ pub fn pull(
                 let mut c = Client::connect(o).await?;
                 let (theirs, _head, history, sizes) = c.pull_manifest().await?;
                 let missing = g_ref.missing_for(&theirs, &history)?;
-                let pb = Progress::new(missing.len() as u64, "pulling");
+                let pb = Progress::new(missing.len() as u64, "pulling", g_ref.env());
                 // An sgard server (it names its head) sends chunked content
                 // as chunks; a Go server sends every blob whole.
                 let ours = _head.is_some();
@@ -1095,20 +1102,20 @@ pub fn pull_plan(
     side: Side,
     trust: sgard_garden::Trust,
 ) -> Result<(sgard_garden::PullPlan, usize)> {
-    let (theirs, history) = block_on(async {
+    let theirs = block_on(async {
         within(
             o.timeouts.total,
             &o.remote.addr,
             "asking what a pull would bring",
             async {
                 let mut c = Client::connect(o).await?;
-                let (theirs, _, history, _) = c.pull_manifest().await?;
-                Ok::<_, anyhow::Error>((theirs, history))
+                Ok::<_, anyhow::Error>(c.pull_manifest().await?.0)
             },
         )
         .await?
     })??;
-    let missing = g.missing_for(&theirs, &history)?.len();
+    // The content the pull would fetch (not the snapshot documents).
+    let missing = g.missing_for(&theirs, &[])?.len();
     let plan = g.plan_pull(&theirs, g.sync_base(&o.remote.addr), side, trust)?;
     Ok((plan, missing))
 }

@@ -801,7 +801,7 @@ fn checkpoint_and_status_take_paths_and_checkpoint_has_a_dry_run() {
     assert_eq!(st.stdout, "modified   ~/.vimrc  (content)\n");
     desk.sg(&["status", "~/nothing"])
         .code(1)
-        .stderr_has("no matching");
+        .stderr_has("not tracked: ~/nothing");
 
     let manifest = fs::read(desk.repo.join("manifest.yaml")).unwrap();
     let history = fs::read(desk.repo.join("history.yaml")).unwrap();

@@ -21,3 +21,4 @@ mod statcache;
 mod sync;
 mod templates;
 mod trust;
+mod ux;

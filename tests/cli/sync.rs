@@ -10,7 +10,7 @@
 //! is killed when its [`Server`] guard drops, even when a test panics. Every
 //! wait is bounded.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -2563,4 +2563,153 @@ fn templates_their_data_and_script_flags_travel_through_push_and_pull() {
     assert_eq!(b.read(".gitconfig"), b"email = a@new.example on testhost\n");
     assert_eq!(fs::read_to_string(b.path("setup.log")).unwrap(), "ran\n");
     local(&b, &["status", "--exit-code"]).ok();
+}
+
+/// Every file under `dir` with its bytes (what a dry run must not touch).
+fn snapshot_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    files_under(dir)
+        .into_iter()
+        .filter(|p| !p.ends_with("lock") && !p.ends_with("lock.turn"))
+        .map(|p| {
+            let bytes = fs::read(dir.join(&p)).unwrap();
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// `push -n` asks the server what it lacks and sends nothing; `pull -n`
+/// merges the server's manifest in memory and writes nothing, anywhere;
+/// both say what the real command would refuse (exit 4).
+#[test]
+fn push_and_pull_dry_runs_change_nothing_on_either_side() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let mut a = TestEnv::init();
+    a.write("f", "one\n");
+    a.write("g", noise(50_000, 7));
+    track(&a, &["f", "g"]);
+
+    let server_before = snapshot_of(&srv.repo);
+    let r = sg(&a, ka, &["push", "-n", "-r", addr]);
+    r.ok().stdout_has("Dry run: would send 3 objects");
+    assert_eq!(snapshot_of(&srv.repo), server_before, "a dry push wrote");
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    sg(&a, ka, &["push", "-n", "-r", addr])
+        .ok()
+        .stdout_has("Already up to date: nothing would be sent.");
+
+    // A home with no repository: nothing is created.
+    let mut b = TestEnv::new();
+    sg(&b, kb, &["pull", "-n", "-r", addr])
+        .ok()
+        .stdout_has("would create a repository");
+    assert!(!b.repo().exists());
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+
+    // A changes f: B's dry pull names it and changes nothing.
+    change(&mut a, "f", "two\n", 5);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let home_before = snapshot_of(&b.home);
+    let r = sg(&b, kb, &["pull", "-n", "-r", addr]);
+    r.ok()
+        .stdout_has("take       ~/f\n")
+        .stdout_has("would take 1 entry and fetch 1 blob");
+    assert_eq!(snapshot_of(&b.home), home_before, "a dry pull wrote");
+    assert_eq!(b.read("f"), b"one\n");
+
+    // B changed f too: the dry pull shows the conflict and exits 4 like
+    // the pull; the dry push says a push would be refused.
+    change(&mut b, "f", "three\n", 6);
+    let home_before = snapshot_of(&b.home);
+    let r = sg(&b, kb, &["pull", "-n", "-r", addr]);
+    r.code(4)
+        .stdout_has("conflict   ~/f\n")
+        .stderr_has("changed both here and on the server");
+    let r = sg(&b, kb, &["push", "--dry-run", "-r", addr]);
+    r.code(4).stderr_has("a push would be refused");
+    assert_eq!(snapshot_of(&b.home), home_before);
+    // --theirs settles it in the dry run too.
+    sg(&b, kb, &["pull", "-n", "--theirs", "-r", addr])
+        .ok()
+        .stdout_has("theirs     ~/f\n");
+    assert_eq!(b.read("f"), b"three\n");
+    drop(srv);
+}
+
+/// Starts `sgard args` held after its first object moved (the test hook
+/// `<what>-object`), sends `sig` while it waits, then lets it go on: it
+/// must stop at once with exit 130.
+fn interrupted(t: &TestEnv, key: &Path, args: &[&str], what: &str, sig: &str) -> Run {
+    let gate = t.outside().join(format!("gate-{what}{sig}"));
+    let hook = format!("{what}-object:{}", gate.display());
+    let mut c = client_cmd(t, Some(key), args, &[("SGARD_TEST_WAIT_AT", &hook)]);
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reached = gate.with_extension("reached");
+    let t0 = Instant::now();
+    while !reached.exists() {
+        assert!(
+            t0.elapsed() < LIMIT,
+            "{what} never reached its first object"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    let st = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    thread::sleep(Duration::from_millis(100));
+    fs::write(&gate, "go").unwrap();
+    wait_run(child, LIMIT, what)
+}
+
+/// Ctrl-C or SIGTERM in the middle of a push and of a pull: exit 130,
+/// `interrupted`, no temp file on either side, nothing half-recorded; the
+/// next push and pull finish the work.
+#[test]
+fn push_and_pull_end_cleanly_when_interrupted() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let a = TestEnv::init();
+    for i in 0..3 {
+        a.write(&format!("big{i}"), noise(3 << 20, i));
+    }
+    local(&a, &["chunking", "--off"]).ok();
+    track(&a, &["big0", "big1", "big2"]);
+    for sig in ["-INT", "-TERM"] {
+        let r = interrupted(&a, ka, &["push", "-r", addr], "pushing", sig);
+        assert_eq!(r.code, 130, "{sig}: {r:#?}");
+        r.stderr_has("interrupted");
+        assert_no_temp_blobs(&a.repo());
+        assert_no_temp_blobs(&srv.repo);
+        // The server took no head from the half push.
+        let r = sg(&a, ka, &["list", "-r", addr]);
+        r.ok();
+        assert!(
+            !r.stdout.contains("~/big0"),
+            "a half push is visible: {r:#?}"
+        );
+    }
+    let b = TestEnv::new();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+
+    let r = interrupted(&b, kb, &["pull", "-r", addr], "pulling", "-INT");
+    assert_eq!(r.code, 130, "{r:#?}");
+    r.stderr_has("interrupted");
+    assert_no_temp_blobs(&b.repo());
+    for i in 0..3 {
+        assert!(
+            !b.path(&format!("big{i}")).exists(),
+            "a half pull restored big{i}"
+        );
+    }
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    for i in 0..3 {
+        let name = format!("big{i}");
+        assert_eq!(b.read(&name), a.read(&name));
+    }
+    drop(srv);
 }
