@@ -31,14 +31,14 @@ pub fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Re
     for r in recs {
         writeln!(
             out,
-            "{}  {}  {:<10} {:<15} {} entries, {} bytes, {} new blob(s){}",
+            "{}  {}  {:<10} {:<15} {}, {}, {}{}",
             r.id.short(12),
             r.time.human(),
             crate::ui::clean(&r.host),
             crate::ui::clean(r.reason.as_str()),
-            r.entries,
-            r.bytes,
-            r.new_blobs,
+            counted(r.entries, "entry", "entries"),
+            counted(r.bytes, "byte", "bytes"),
+            counted(r.new_blobs, "new blob", "new blobs"),
             r.message
                 .as_deref()
                 .map(|m| format!("  {}", crate::ui::clean(m)))
@@ -46,6 +46,11 @@ pub fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Re
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `1 entry`, `2 entries`.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The JSON form of a history record.
