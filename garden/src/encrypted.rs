@@ -30,6 +30,9 @@ pub(crate) struct Keys {
     pub source: Option<PassphraseSource>,
     pub dek: Option<Dek>,
     pub passphrase: Option<Zeroizing<String>>,
+    /// Why the source gave no passphrase, when it failed: it is asked once
+    /// per command, so the next secret fails the same way without asking.
+    pub refused: Option<String>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -66,14 +69,24 @@ impl Garden {
         if let Some(p) = &k.passphrase {
             return Ok(p.clone());
         }
+        if let Some(why) = &k.refused {
+            return Err(Error::Crypto(why.clone()));
+        }
         let src = k
             .source
             .as_mut()
             .ok_or_else(|| Error::Crypto("a passphrase is needed, but none is available".into()))?;
-        let p = src().map_err(Error::Crypto)?;
-        if p.is_empty() {
-            return Err(Error::Crypto("the passphrase is empty".into()));
-        }
+        let p = match src() {
+            Ok(p) if p.is_empty() => Err("the passphrase is empty".to_owned()),
+            other => other,
+        };
+        let p = match p {
+            Ok(p) => p,
+            Err(why) => {
+                k.refused = Some(why.clone());
+                return Err(Error::Crypto(why));
+            }
+        };
         k.passphrase = Some(p.clone());
         Ok(p)
     }
@@ -83,13 +96,25 @@ impl Garden {
         if let Some(d) = &self.keys.borrow().dek {
             return Ok(d.duplicate());
         }
+        if let Some(why) = &self.keys.borrow().refused {
+            return Err(Error::Crypto(why.clone()));
+        }
         let enc = self
             .manifest
             .encryption
             .as_ref()
             .ok_or_else(not_initialized)?;
         let pass = self.passphrase()?;
-        let dek = crypto::unlock(enc, &pass)?;
+        let dek = match crypto::unlock(enc, &pass) {
+            Ok(d) => d,
+            Err(Error::Crypto(why)) => {
+                // A wrong passphrase stays wrong: the next secret of this
+                // command fails the same way without another Argon2 run.
+                self.keys.borrow_mut().refused = Some(why.clone());
+                return Err(Error::Crypto(why));
+            }
+            Err(e) => return Err(e),
+        };
         self.keys.borrow_mut().dek = Some(dek.duplicate());
         Ok(dek)
     }
