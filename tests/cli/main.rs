@@ -14,6 +14,7 @@ mod hostile;
 mod index;
 mod local;
 mod machines;
+mod polish;
 mod scenarios;
 mod sqlite;
 mod statcache;

@@ -1,0 +1,157 @@
+//! The behaviour fixes of issue 16, item 6: `diff` and targeting, `diff`
+//! of secrets without the key, the fingerprint cache keyed by content, what
+//! a checkpoint that failed an entry says, `add --follow`, the modes of
+//! folders a restore creates, what `undo` shows and asks, and what `log`
+//! counts.
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::process::Stdio;
+
+use crate::common::*;
+
+/// The passphrase of the encrypted repositories made here.
+const PW: &str = "correct horse battery staple";
+
+/// Runs sgard with tiny Argon2 parameters, stdin closed and `env` added.
+fn run(t: &TestEnv, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut c = t.command(args);
+    c.env("SGARD_TEST_ARGON2", "1").stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap().into()
+}
+
+/// Runs sgard with the passphrase [`PW`].
+fn pw(t: &TestEnv, args: &[&str]) -> Run {
+    run(t, args, &[("SGARD_PASSPHRASE", PW)])
+}
+
+/// A repository with encryption set up.
+fn encrypted_repo() -> TestEnv {
+    let t = TestEnv::init();
+    pw(&t, &["encrypt", "init"]).ok();
+    t
+}
+
+/// `log --json`'s records, newest first.
+fn log_json(t: &TestEnv) -> Vec<serde_json::Value> {
+    let r = t.sgard(["log", "--json"]);
+    r.ok();
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    v["snapshots"].as_array().unwrap().clone()
+}
+
+// ------------------------------------------------------------------ log
+
+#[test]
+fn log_counts_the_contents_a_snapshot_adds_not_its_own_blob() {
+    let t = TestEnv::init();
+    t.write("a", "one\n");
+    // Big enough to be stored in chunks: still one content.
+    t.write("big", vec![7u8; 3 << 20]);
+    t.sgard(["add", "a", "big"]).ok();
+    t.sgard(["checkpoint", "-m", "first"]).ok();
+    let recs = log_json(&t);
+    assert_eq!(recs[0]["new_blobs"], 2, "{recs:#?}");
+    t.sgard(["log"])
+        .ok()
+        .stdout_has("2 entries, ")
+        .stdout_has(", 2 new blobs  first");
+
+    // One file changed: one new content, whatever the snapshot stored.
+    t.write("a", "two\n");
+    t.sgard(["checkpoint", "-m", "second"]).ok();
+    let recs = log_json(&t);
+    assert_eq!(recs[0]["new_blobs"], 1, "{recs:#?}");
+    t.sgard(["log", "-n", "1"])
+        .ok()
+        .stdout_has(", 1 new blob  second");
+
+    // A content that comes back from an older snapshot is not new to the
+    // parent either way; a mode change adds none.
+    t.chmod("a", 0o600);
+    t.sgard(["checkpoint", "-m", "third"]).ok();
+    assert_eq!(log_json(&t)[0]["new_blobs"], 0);
+    t.sgard(["log", "-n", "1"])
+        .ok()
+        .stdout_has(", 0 new blobs  third");
+}
+
+// ------------------------------------------------------------------ diff
+
+#[test]
+fn diff_leaves_out_entries_targeted_away_unless_named() {
+    let t = TestEnv::init();
+    t.write("here", "a\n");
+    t.write("away", "b\n");
+    t.write("dir/away2", "c\n");
+    t.sgard(["add", "here"]).ok();
+    t.sgard(["add", "--only", "os:fakeos", "away", "dir"]).ok();
+    t.write("away", "changed on the other machine's copy\n");
+    t.write("dir/away2", "changed too\n");
+
+    // status skips them; diff agrees.
+    t.sgard(["status", "--exit-code"]).ok();
+    let r = t.sgard(["diff", "--exit-code"]);
+    r.ok().stdout_has("No changes.");
+    t.sgard(["diff", "--stat"])
+        .ok()
+        .stdout_has(" 0 file(s) changed");
+    // A folder argument keeps targeting.
+    t.sgard(["diff", "--exit-code", "dir"]).ok();
+    t.sgard(["diff", "--exit-code", "here", "dir"]).ok();
+
+    // Named exactly, it is diffed.
+    let r = t.sgard(["diff", "--exit-code", "away"]);
+    r.code(1).stdout_has("+changed on the other machine's copy");
+    let r = t.sgard(["diff", "--exit-code", "here", "dir/away2"]);
+    r.code(1).stdout_has("+changed too");
+    assert!(!r.stdout.contains("other machine"), "{r:#?}");
+}
+
+#[test]
+fn diff_reports_a_secret_it_cannot_decrypt_and_goes_on() {
+    let t = encrypted_repo();
+    t.write("a", "plain one\n");
+    t.write("b", "plain two\n");
+    t.write(".secret", "hidden\n");
+    pw(&t, &["add", "--encrypt", ".secret"]).ok();
+    t.sgard(["add", "a", "b"]).ok();
+    t.write(".secret", "hidden, edited\n");
+    t.write("b", "plain two, edited\n");
+
+    for exit_code in [false, true] {
+        let mut args = vec!["diff"];
+        if exit_code {
+            args.push("--exit-code");
+        }
+        let r = run(&t, &args, &[]);
+        r.code(1)
+            .stdout_has("+plain two, edited")
+            .stderr_has("sgard: error: ~/.secret: cannot decrypt: no passphrase");
+        assert_eq!(
+            r.stderr.matches("sgard: error:").count(),
+            1,
+            "one line for the one file; {r:#?}"
+        );
+    }
+    let r = run(&t, &["diff", "--stat"], &[]);
+    r.code(1)
+        .stdout_has(" ~/b ")
+        .stdout_has("1 file(s) changed")
+        .stderr_has("~/.secret: cannot decrypt");
+    let r = run(&t, &["diff", "--stat", "--json"], &[]);
+    r.code(1);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["files_changed"], 1);
+    assert_eq!(v["errors"][0]["path"], "~/.secret");
+
+    // Nothing else differs: said so, still an error.
+    t.write("b", "plain two\n");
+    let r = run(&t, &["diff"], &[]);
+    r.code(1).stdout_has("No changes in the other files.");
+    // With the passphrase, all is well.
+    pw(&t, &["diff"]).ok().stdout_has("+hidden, edited");
+}
