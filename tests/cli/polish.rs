@@ -155,3 +155,40 @@ fn diff_reports_a_secret_it_cannot_decrypt_and_goes_on() {
     // With the passphrase, all is well.
     pw(&t, &["diff"]).ok().stdout_has("+hidden, edited");
 }
+
+// ------------------------------------------------------------------ checkpoint
+
+#[test]
+fn a_checkpoint_that_failed_an_entry_is_not_complete() {
+    let t = encrypted_repo();
+    t.write("a", "one\n");
+    t.write("b", "two\n");
+    t.write(".secret", "hidden\n");
+    pw(&t, &["add", "--encrypt", ".secret"]).ok();
+    t.sgard(["add", "a", "b"]).ok();
+    pw(&t, &["checkpoint"]).ok();
+    t.write("a", "one, edited\n");
+    t.write("b", "two, edited\n");
+    t.write(".secret", "hidden, edited\n");
+
+    let r = run(&t, &["checkpoint", "-m", "partly"], &[]);
+    r.code(1)
+        .stdout_has("failed     ~/.secret (")
+        .stdout_has("Checkpoint recorded snapshot ")
+        .stdout_has(" (2 entries); 1 entry failed: ~/.secret.")
+        .stderr_has("sgard: error: 1 entry could not be checkpointed")
+        .stderr_has(": ~/.secret");
+    assert!(!r.stdout.contains("complete"), "{r:#?}");
+    let head = &log_json(&t)[0];
+    assert_eq!(head["message"], "partly");
+    assert!(t.manifest().contains(&sha("one, edited\n")));
+
+    // Only the secret is left: nothing recorded, and it says so.
+    let r = run(&t, &["checkpoint"], &[]);
+    r.code(1)
+        .stdout_has("Checkpoint recorded nothing; 1 entry failed: ~/.secret.");
+    assert!(!r.stdout.contains("complete"), "{r:#?}");
+    pw(&t, &["checkpoint"])
+        .ok()
+        .stdout_has("Checkpoint complete: snapshot ");
+}
