@@ -216,7 +216,10 @@ impl Garden {
             return Some(p == disk_sha);
         }
         let h = e.hash?;
-        self.fingerprints.borrow().get(&h).map(|p| p == disk_sha)
+        self.fingerprints
+            .borrow_mut()
+            .get(&h)
+            .map(|p| p == disk_sha)
     }
 
     /// Whether an encrypted entry holds the plaintext at `abs` (whose SHA-256

@@ -676,7 +676,7 @@ impl Garden {
         let local = local_dir
             .as_ref()
             .map(|d| LocalLog::load(d.join("undo"), &mut notes, &mut index));
-        let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
+        let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref());
         let stat = match &mut found {
             Some(index::Found::Usable(l)) => std::mem::take(&mut l.stat),
             _ => statcache::Table::default(),

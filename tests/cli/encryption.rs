@@ -392,10 +392,7 @@ fn snapshot_id(r: &Run) -> String {
 fn cache_files(t: &TestEnv) -> Vec<PathBuf> {
     files_under(&t.path(".state/sgard"))
         .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("fingerprints-"))
-        })
+        .filter(|p| p.file_name().is_some_and(|n| n == "fingerprints"))
         .collect()
 }
 

@@ -192,3 +192,128 @@ fn a_checkpoint_that_failed_an_entry_is_not_complete() {
         .ok()
         .stdout_has("Checkpoint complete: snapshot ");
 }
+
+// ------------------------------------------------------------------ fingerprints
+
+/// A secret tracked, checkpointed with the passphrase, then looked at only
+/// through this machine's fingerprint cache.
+fn tracked_secret() -> TestEnv {
+    let t = encrypted_repo();
+    t.write(".secret", "hidden\n");
+    pw(&t, &["add", "--encrypt", ".secret"]).ok();
+    pw(&t, &["checkpoint"]).ok();
+    t
+}
+
+#[test]
+fn a_copied_repository_knows_its_unchanged_secrets_without_the_key() {
+    let t = tracked_secret();
+    // A copy that is another repository (no shared id, so no shared
+    // record of the last sync): only the fingerprint of the content says
+    // the secret is unchanged.
+    let copy = t.path("copy");
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(t.repo())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::remove_file(copy.join("repo-id")).unwrap();
+    let r = run(&t, &["--repo", "~/copy", "status", "--exit-code"], &[]);
+    r.ok().stdout_has("ok         ~/.secret");
+    run(&t, &["--repo", "~/copy", "diff", "--exit-code"], &[]).ok();
+
+    // One cache for the machine; the per-repository files are gone.
+    let state = t.home.join(".state/sgard");
+    assert!(state.join("fingerprints").is_file());
+    let old: Vec<_> = fs::read_dir(&state)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("fingerprints-"))
+        .collect();
+    assert!(old.is_empty(), "{old:?}");
+    assert_eq!(
+        mode_of(&state.join("fingerprints")),
+        0o600,
+        "the cache is private"
+    );
+}
+
+#[test]
+fn the_per_repository_caches_of_older_versions_are_merged_in() {
+    let t = tracked_secret();
+    let state = t.home.join(".state/sgard");
+    // As an older version left it: one file per repository path.
+    let text = fs::read_to_string(state.join("fingerprints")).unwrap();
+    fs::remove_file(state.join("fingerprints")).unwrap();
+    fs::write(state.join("fingerprints-0123456789abcdef"), &text).unwrap();
+    let copy = t.path("copy");
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(t.repo())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::remove_file(copy.join("repo-id")).unwrap();
+    run(&t, &["--repo", "~/copy", "status", "--exit-code"], &[]).ok();
+    assert!(!state.join("fingerprints-0123456789abcdef").exists());
+    assert_eq!(
+        fs::read_to_string(state.join("fingerprints")).unwrap(),
+        text
+    );
+}
+
+/// A `sgardd --insecure-no-auth` on a loopback port, killed when dropped.
+struct Sgardd(std::process::Child, String);
+
+impl Drop for Sgardd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Sgardd {
+    fn start(dir: &std::path::Path) -> Sgardd {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sgardd"))
+            .arg("--repo")
+            .arg(dir.join("srv"))
+            .args(["--init", "--insecure-no-auth", "--listen", "127.0.0.1:0"])
+            .current_dir(dir)
+            .env_clear()
+            .env("HOME", dir)
+            .env("SGARD_NOW", NOW)
+            .env("SGARD_HOSTNAME", "server")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("sgardd exited").unwrap();
+            if let Some(rest) = line.strip_prefix("sgardd serving on ") {
+                break rest.split_whitespace().next().unwrap().to_owned();
+            }
+        };
+        // Keep draining its output.
+        std::thread::spawn(move || for _ in lines {});
+        Sgardd(child, addr)
+    }
+}
+
+#[test]
+fn a_pull_into_a_new_repository_knows_the_unchanged_secret() {
+    let t = tracked_secret();
+    let srv_dir = tempfile::tempdir().unwrap();
+    let srv = Sgardd::start(srv_dir.path());
+    t.sgard(["push", "-r", &srv.1]).ok();
+    // The same home pulls into a new repository: its file is there already.
+    let r = run(&t, &["--repo", "~/other", "pull", "-r", &srv.1], &[]);
+    r.ok();
+    let r = run(&t, &["--repo", "~/other", "status", "--exit-code"], &[]);
+    r.ok().stdout_has("ok         ~/.secret");
+}
