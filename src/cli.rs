@@ -265,10 +265,16 @@ pub enum Command {
         json: bool,
     },
     /// Reverse the most recent restore, mirror down or undo
+    ///
+    /// Says what it will reverse (the operation, its time, the paths) and,
+    /// on a terminal, asks first.
     Undo {
         /// Show what would change; change nothing
         #[arg(short = 'n', long)]
         dry_run: bool,
+        /// Do not ask: reverse it
+        #[arg(short = 'y', long)]
+        yes: bool,
     },
     /// Drop snapshots from the history (their blobs go at the next prune)
     #[command(group(ArgGroup::new("which").required(true).args(["ids", "keep_last", "keep_within", "keep_daily"])))]

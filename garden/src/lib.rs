@@ -95,7 +95,7 @@ pub use restore::{Answer, Prompt, RestoreAction, RestoreOptions, RestoreReport};
 pub use stats::{SnapshotStats, Stats};
 pub use status::{State, StatusLine};
 pub use sync::{Base, PullReport, PushDecision, Side, Trust, head_id_of};
-pub use undo::UndoReport;
+pub use undo::{UndoReport, UndoSummary};
 pub use verify::{VerifyLine, VerifyState};
 
 pub use sgard_manifest as manifest;

@@ -666,6 +666,7 @@ impl Garden {
         prior: Option<&std::collections::HashMap<String, Option<crate::base::BaseEntry>>>,
     ) -> Result<()> {
         if steps.is_empty() {
+            self.note_changed_nothing(what);
             return Ok(());
         }
         self.require_home_writer("restore")?;
@@ -789,6 +790,7 @@ impl Garden {
         }
         self.commit_batch()?;
         if !any {
+            self.note_changed_nothing(what);
             return Ok(());
         }
         // 3. The before/after documents of what will be done, over the
@@ -843,6 +845,7 @@ impl Garden {
         drop((before, after));
         drop(fixed);
         self.push_local_records(records)?;
+        self.clear_changed_nothing();
         report.before = Some(id);
         if let Some(prior) = prior {
             {

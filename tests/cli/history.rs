@@ -464,7 +464,7 @@ fn undo_puts_back_bytes_and_mode_and_redo_works() {
     // Undo: exact bytes and mode back, the created file gone.
     let r = t.sgard(["undo"]);
     r.ok()
-        .stdout_has("Undoing restore")
+        .stdout_has("Undo the restore of ")
         .stdout_has("Undo complete");
     assert!(has_line(&r.stdout, "restored", "~/f"), "{r:#?}");
     assert!(has_line(&r.stdout, "deleted", "~/g"), "{r:#?}");
@@ -478,7 +478,7 @@ fn undo_puts_back_bytes_and_mode_and_redo_works() {
 
     // Undo the undo: the restored state is back.
     let r = t.sgard(["undo"]);
-    r.ok().stdout_has("Undoing undo");
+    r.ok().stdout_has("Undo the undo ");
     assert_eq!(t.read("f"), b"stored f\n");
     assert_eq!(mode_of(&t.path("f")), 0o644);
     assert_eq!(t.read("g"), b"stored g\n");

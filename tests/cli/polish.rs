@@ -317,3 +317,96 @@ fn a_pull_into_a_new_repository_knows_the_unchanged_secret() {
     let r = run(&t, &["--repo", "~/other", "status", "--exit-code"], &[]);
     r.ok().stdout_has("ok         ~/.secret");
 }
+
+// ------------------------------------------------------------------ undo
+
+#[test]
+fn undo_says_what_it_reverses_before_it_does() {
+    let t = TestEnv::init();
+    t.write("a", "stored a\n");
+    t.write("b", "stored b\n");
+    t.sgard(["add", "a", "b"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    t.write("a", "local a\n");
+    fs::remove_file(t.path("b")).unwrap();
+    t.sgard(["restore", "-f"]).ok();
+
+    let want = "Undo the restore of 2026-03-23 12:00:00 UTC on this machine: 2 paths: ~/a, ~/b\n";
+    let r = t.sgard(["undo", "--dry-run"]);
+    r.ok().stdout_has(want).stdout_has("Dry run");
+    assert!(r.stdout.starts_with(want), "{r:#?}");
+    // Not a terminal, nothing unusual: no question (scripts go on).
+    let r = t.sgard(["undo"]);
+    r.ok().stdout_has(want).stdout_has("Undo complete.");
+    assert!(!r.stdout.contains("Reverse it?"), "{r:#?}");
+    assert_eq!(t.read("a"), b"local a\n");
+    assert!(!t.path("b").exists());
+}
+
+#[test]
+fn undo_lists_at_most_twenty_paths() {
+    let t = TestEnv::init();
+    let names: Vec<String> = (0..25).map(|i| format!("d/f{i:02}")).collect();
+    for n in &names {
+        t.write(n, "stored\n");
+    }
+    t.sgard(["add", "d"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    for n in &names {
+        fs::remove_file(t.path(n)).unwrap();
+    }
+    t.sgard(["restore"]).ok();
+    let r = t.sgard(["undo", "-n"]);
+    r.ok()
+        .stdout_has("on this machine: 25 paths: ~/d/f00, ~/d/f01, ")
+        .stdout_has(", ~/d/f19, and 5 more\n");
+    assert!(!r.stdout.contains("~/d/f20,"), "{r:#?}");
+}
+
+#[test]
+fn undo_does_not_silently_reach_past_a_restore_that_changed_nothing() {
+    let mut t = TestEnv::init();
+    t.write("f", "one\n");
+    t.sgard(["add", "f"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    t.now = "2026-03-23T13:00:00Z".into();
+    t.write("f", "two\n");
+    t.sgard(["checkpoint"]).ok();
+    // This one changes the file...
+    t.now = "2026-03-23T14:00:00Z".into();
+    t.sgard(["restore", "--at", "@~1", "f"]).ok();
+    assert_eq!(t.read("f"), b"one\n");
+    // ...this one finds it as it wants it: it changes nothing.
+    t.now = "2026-03-23T15:00:00Z".into();
+    let r = t.sgard(["restore", "--at", "@~1", "f"]);
+    r.ok();
+
+    let note = "The latest restore --at ";
+    let when = "(2026-03-23 15:00:00 UTC) changed nothing; the most recent one that changed \
+                files was restore --at ";
+    // Without a terminal and without -y: refused, nothing changed.
+    let r = t.sgard(["undo"]);
+    r.code(4)
+        .stdout_has(note)
+        .stdout_has(when)
+        .stdout_has(" at 2026-03-23 14:00:00 UTC.")
+        .stderr_has("not confirmed");
+    assert_eq!(t.read("f"), b"one\n");
+    // The dry run shows the same, and asks nothing.
+    t.sgard(["undo", "--dry-run"]).ok().stdout_has(when);
+    // An answer on stdin counts.
+    let r = t.sgard_stdin(["undo"], "n\n");
+    r.code(4).stdout_has("Reverse it? [y/N]");
+    assert_eq!(t.read("f"), b"one\n");
+    let r = t.sgard_stdin(["undo"], "y\n");
+    r.ok().stdout_has("Undo complete.");
+    assert_eq!(t.read("f"), b"two\n");
+
+    // -y needs no answer.
+    t.sgard(["undo"]).ok();
+    assert_eq!(t.read("f"), b"one\n");
+    t.sgard(["restore", "--at", "@~1", "f"]).ok();
+    t.sgard(["undo"]).code(4);
+    t.sgard(["undo", "-y"]).ok();
+    assert_eq!(t.read("f"), b"two\n");
+}
