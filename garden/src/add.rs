@@ -116,6 +116,10 @@ impl Garden {
                 _ => self.add_one(&abs, kind, opts, false, None, &mut report)?,
             }
         }
+        // The folders above what was added, as they are here (see
+        // `folders.rs`), so a restore elsewhere makes them alike.
+        let added: Vec<String> = report.entries.iter().map(|(p, _)| p.clone()).collect();
+        self.refresh_folders(&added);
         self.commit_batch()?;
         self.manifest.updated = self.env.now;
         self.save()?;

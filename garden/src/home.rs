@@ -472,6 +472,33 @@ impl Confine {
         Ok(())
     }
 
+    /// Creates the folder `abs` with exactly `mode` if nothing is there;
+    /// what is there already (a folder, or anything else) is left as it is.
+    /// Returns whether it created it.
+    ///
+    /// # Errors
+    /// As [`Confine::parent`]; [`Error::Io`].
+    pub fn create_dir(&self, abs: &Path, mode: Mode) -> Result<bool> {
+        let p = self.parent(abs, true)?;
+        match rustix::fs::mkdirat(&*p.fd, &p.name, RMode::from_raw_mode(0o700)) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => return Ok(false),
+            Err(e) => return Err(io_err("creating folder", abs, e)),
+        }
+        let fd = rustix::fs::openat(
+            &*p.fd,
+            &p.name,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            RMode::empty(),
+        )
+        .map_err(|e| io_err("opening folder", abs, e))?;
+        // The umask does not decide it: the mode is the recorded one.
+        rustix::fs::fchmod(&fd, RMode::from_raw_mode(mode.bits()))
+            .map_err(|e| io_err("setting mode of", abs, e))?;
+        rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))?;
+        Ok(true)
+    }
+
     /// Removes the file, symlink or empty folder at `abs` (nothing there is
     /// fine).
     ///

@@ -31,6 +31,7 @@ mod env;
 mod error;
 mod fingerprints;
 mod flags;
+mod folders;
 pub mod fsx;
 mod history;
 mod home;

@@ -741,6 +741,15 @@ impl Garden {
             }
             slots.push(slot);
         }
+        // Missing folders the repository has a mode for are made first,
+        // with it (folders that exist keep theirs).
+        self.create_recorded_folders(
+            steps
+                .iter()
+                .zip(&slots)
+                .filter(|(s, slot)| slot.live && matches!(s.op, Op::Write { .. }))
+                .map(|(s, _)| s.path.as_str()),
+        );
         // 2. Every file is staged: its content verified (and decrypted) into
         // a temp file beside its destination before anything is recorded, so
         // a missing or corrupt blob fails its entry and never reaches the

@@ -410,3 +410,158 @@ fn undo_does_not_silently_reach_past_a_restore_that_changed_nothing() {
     t.sgard(["undo", "-y"]).ok();
     assert_eq!(t.read("f"), b"two\n");
 }
+
+// ------------------------------------------------------------------ folder modes
+
+/// The `folders:` records of a manifest, as `(path, mode)` pairs.
+fn folder_records(manifest: &str) -> Vec<(String, String)> {
+    let Some(rest) = manifest.split("\nfolders:\n").nth(1) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut lines = rest.lines();
+    while let Some(l) = lines.next() {
+        let Some(p) = l.strip_prefix("    - path: ") else {
+            break;
+        };
+        let m = lines.next().unwrap().trim().strip_prefix("mode: ").unwrap();
+        out.push((p.to_owned(), m.trim_matches('"').to_owned()));
+    }
+    out
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[test]
+fn restore_creates_folders_with_the_modes_they_had_where_they_were_added() {
+    let t = TestEnv::init();
+    t.write(".ssh/config", "Host *\n");
+    t.write(".config/app/sub/x", "x\n");
+    t.chmod(".ssh", 0o700);
+    t.chmod(".config/app", 0o750);
+    t.sgard(["add", ".ssh/config", ".config/app"]).ok();
+    // Only what is not 0755, never the home; the folders are no entries.
+    assert_eq!(
+        folder_records(&t.manifest()),
+        pairs(&[("~/.config/app", "0750"), ("~/.ssh", "0700")])
+    );
+    assert!(!t.sgard(["list"]).stdout.contains("dir "));
+
+    // A new machine: another home restoring from this repository.
+    let other = TestEnv::new();
+    let repo = t.repo();
+    let r = other.sgard([
+        std::ffi::OsStr::new("--repo"),
+        repo.as_os_str(),
+        "restore".as_ref(),
+    ]);
+    r.ok();
+    assert_eq!(mode_of(&other.path(".ssh")), 0o700);
+    assert_eq!(mode_of(&other.path(".config/app")), 0o750);
+    assert_eq!(mode_of(&other.path(".config/app/sub")), 0o755 & !umask());
+    assert_eq!(other.read(".ssh/config"), b"Host *\n");
+
+    // A folder that exists keeps its mode.
+    let third = TestEnv::new();
+    fs::create_dir(third.path(".ssh")).unwrap();
+    third.chmod(".ssh", 0o755);
+    third
+        .sgard([
+            std::ffi::OsStr::new("--repo"),
+            repo.as_os_str(),
+            "restore".as_ref(),
+        ])
+        .ok();
+    assert_eq!(mode_of(&third.path(".ssh")), 0o755);
+    // ...and its checkpoint does not loosen the record: it never agreed
+    // with the repository on that folder.
+    third.write(".ssh/config", "Host *\n  User me\n");
+    third
+        .sgard([
+            std::ffi::OsStr::new("--repo"),
+            repo.as_os_str(),
+            "checkpoint".as_ref(),
+        ])
+        .ok();
+    assert!(t.manifest().contains("User me") || t.manifest().contains(&sha("Host *\n  User me\n")));
+    assert_eq!(
+        folder_records(&t.manifest()),
+        pairs(&[("~/.config/app", "0750"), ("~/.ssh", "0700")])
+    );
+}
+
+/// This process's umask (what folders made without a record get).
+fn umask() -> u32 {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("x");
+    fs::create_dir(&p).unwrap();
+    0o777 & !mode_of(&p)
+}
+
+#[test]
+fn a_folder_mode_changed_here_is_recorded_by_checkpoint() {
+    let t = TestEnv::init();
+    t.write(".ssh/config", "Host *\n");
+    t.chmod(".ssh", 0o700);
+    t.sgard(["add", ".ssh/config"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    // Only the folder changed: that is a change to record.
+    t.chmod(".ssh", 0o750);
+    let r = t.sgard(["checkpoint"]);
+    r.ok()
+        .stdout_has("Checkpoint complete: snapshot ")
+        .stderr_has("recorded the mode of folder ~/.ssh (0750)");
+    assert_eq!(folder_records(&t.manifest()), pairs(&[("~/.ssh", "0750")]));
+    // Back to the default: the record goes.
+    t.chmod(".ssh", 0o755);
+    t.sgard(["checkpoint"]).ok();
+    assert_eq!(folder_records(&t.manifest()), Vec::new());
+    assert!(!t.manifest().contains("folders:"));
+    // Nothing tracked below it any more: no record either.
+    t.chmod(".ssh", 0o700);
+    t.sgard(["add", ".ssh/config"]).ok();
+    assert_eq!(folder_records(&t.manifest()), pairs(&[("~/.ssh", "0700")]));
+    t.sgard(["remove", ".ssh/config"]).ok();
+    t.write("f", "f\n");
+    t.sgard(["add", "f"]).ok();
+    assert_eq!(folder_records(&t.manifest()), Vec::new());
+}
+
+#[test]
+fn folder_modes_travel_through_push_and_pull_without_special_bits() {
+    let a = TestEnv::init();
+    a.write(".ssh/config", "Host *\n");
+    a.write("shared/x", "x\n");
+    a.chmod(".ssh", 0o700);
+    fs::set_permissions(a.path("shared"), fs::Permissions::from_mode(0o2770)).unwrap();
+    a.sgard(["add", ".ssh/config", "shared/x"]).ok();
+    assert_eq!(
+        folder_records(&a.manifest()),
+        pairs(&[("~/.ssh", "0700"), ("~/shared", "2770")])
+    );
+    a.sgard(["checkpoint"]).ok();
+    let srv_dir = tempfile::tempdir().unwrap();
+    let srv = Sgardd::start(srv_dir.path());
+    a.sgard(["push", "-r", &srv.1]).ok();
+
+    let b = TestEnv::new();
+    let r = b.sgard(["pull", "-r", &srv.1]);
+    r.ok();
+    assert_eq!(mode_of(&b.path(".ssh")), 0o700);
+    // setgid from a server is dropped unless allowed.
+    assert_eq!(mode_of(&b.path("shared")), 0o770);
+    assert_eq!(
+        folder_records(&b.manifest()),
+        pairs(&[("~/.ssh", "0700"), ("~/shared", "0770")])
+    );
+    let c = TestEnv::new();
+    c.sgard(["pull", "--allow-setuid", "-r", &srv.1]).ok();
+    assert_eq!(mode_of(&c.path("shared")), 0o2770);
+    // And through the history: the snapshot holds them too.
+    let recs = log_json(&b);
+    assert!(!recs.is_empty());
+}
