@@ -444,6 +444,11 @@ pub struct AddArgs {
     /// once per content, or whenever the content changes
     #[arg(long, value_name = "WHEN", value_parser = ["once", "onchange"])]
     pub run: Option<String>,
+    /// Follow symlinks: one to a folder is walked as that folder (its files
+    /// tracked under the link's path); one to a file is tracked with the
+    /// file it points to
+    #[arg(long)]
+    pub follow: bool,
 }
 
 /// `encrypt` subcommands.

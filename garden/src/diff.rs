@@ -111,7 +111,7 @@ impl Garden {
     /// Whether `e` is diffed here: it applies to this machine, or an
     /// argument names it exactly.
     fn wanted_here(&self, e: &sgard_manifest::Entry, named: &[String]) -> Result<bool> {
-        Ok(self.applies(e)? || named.iter().any(|n| *n == e.path))
+        Ok(self.applies(e)? || named.contains(&e.path))
     }
 
     /// One entry's diff, its error kept as its result (an interruption

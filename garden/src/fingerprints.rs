@@ -161,7 +161,7 @@ impl Fingerprints {
         let mut records: Vec<(Hash, Seen)> = merged.into_iter().collect();
         // Oldest first (ties by hash, so the text is stable); the least
         // recently used beyond the bound go.
-        records.sort_by(|a, b| (a.1.used, a.0).cmp(&(b.1.used, b.0)));
+        records.sort_by_key(|a| (a.1.used, a.0));
         let drop = records.len().saturating_sub(MAX);
         let mut text = String::with_capacity((records.len() - drop) * 130);
         for (c, s) in &records[drop..] {

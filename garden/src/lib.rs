@@ -710,7 +710,8 @@ impl Garden {
                     &env.state_dir.clone().unwrap_or_default().join("sgard"),
                     &env.cache_dir.clone().unwrap_or_default().join("sgard"),
                 ],
-            ),
+            )
+            .following(add::followed_links(local_dir.as_deref(), &env)),
             notes: std::cell::RefCell::new(notes),
             note_sink: None,
             base: std::cell::RefCell::new(base),

@@ -435,6 +435,24 @@ impl Manifest {
         }
     }
 
+    /// The first entry tracked below a file or a symlink entry, and that
+    /// entry's path (what loading refuses; see [`Manifest::from_yaml`]):
+    /// for a command to check before it saves.
+    pub fn below_file_or_link(&self) -> Option<(&str, &str)> {
+        let files = &self.files;
+        files.iter().enumerate().find_map(|(i, e)| {
+            if e.kind == EntryKind::Directory {
+                return None;
+            }
+            let prefix = format!("{}/", e.path);
+            let at = i + 1 + files[i + 1..].partition_point(|x| x.path.as_str() < prefix.as_str());
+            files
+                .get(at)
+                .filter(|x| x.path.starts_with(&prefix))
+                .map(|x| (x.path.as_str(), e.path.as_str()))
+        })
+    }
+
     /// Every blob hash the manifest references.
     pub fn referenced_blobs(&self) -> impl Iterator<Item = Hash> + '_ {
         self.files.iter().filter_map(|e| e.hash).chain(self.data)

@@ -22,6 +22,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
         no_encrypt: args.no_encrypt,
         template: args.template,
         run: args.run.as_deref().and_then(Run::parse),
+        follow: args.follow,
     };
     let report = g.add(&args.paths, &opts)?;
     for (path, why) in &report.skipped {
@@ -29,6 +30,9 @@ pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
     }
     for (path, why) in &report.notes {
         ui::warn(&format!("{path}: {why}"));
+    }
+    for note in &report.links {
+        ui::note(note);
     }
     let added = report.count(AddOutcome::Added);
     let refreshed = report.count(AddOutcome::Refreshed);

@@ -565,3 +565,214 @@ fn folder_modes_travel_through_push_and_pull_without_special_bits() {
     let recs = log_json(&b);
     assert!(!recs.is_empty());
 }
+
+// ------------------------------------------------------------------ add --follow
+
+/// A stow-style home: `~/.config/tmux -> <outside>/dotfiles/tmux`, a
+/// folder outside the home holding `tmux.conf` and `plugins/p.conf`.
+fn stowed() -> (TestEnv, std::path::PathBuf) {
+    let t = TestEnv::init();
+    let dots = t.outside().join("dotfiles/tmux");
+    fs::create_dir_all(dots.join("plugins")).unwrap();
+    fs::write(dots.join("tmux.conf"), "set -g mouse on\n").unwrap();
+    fs::write(dots.join("plugins/p.conf"), "plugin\n").unwrap();
+    fs::create_dir_all(t.path(".config")).unwrap();
+    t.write(".config/other", "other\n");
+    symlink(&dots, t.path(".config/tmux")).unwrap();
+    (t, dots)
+}
+
+#[test]
+fn a_walk_that_meets_a_symlinked_folder_says_so() {
+    let (t, dots) = stowed();
+    let r = t.sgard(["add", ".config"]);
+    let note = format!(
+        "sgard: ~/.config/tmux is a symlink to a folder ({}): stored as a link; \
+         `sgard add --follow` stores what it points to\n",
+        dots.display()
+    );
+    r.ok().stderr_has(&note);
+    assert_eq!(r.stderr.matches("is a symlink").count(), 1, "{r:#?}");
+    let m = t.manifest();
+    assert!(
+        m.contains("- path: ~/.config/tmux\n      type: link"),
+        "{m}"
+    );
+    assert!(!m.contains("tmux.conf"), "{m}");
+}
+
+#[test]
+fn add_follow_stores_what_a_symlinked_folder_points_to() {
+    let (t, dots) = stowed();
+    t.sgard(["add", "--follow", ".config"]).ok();
+    let m = t.manifest();
+    for p in [
+        "~/.config/other",
+        "~/.config/tmux/tmux.conf",
+        "~/.config/tmux/plugins/p.conf",
+    ] {
+        assert!(m.contains(&format!("- path: {p}\n")), "{p}: {m}");
+    }
+    assert!(!m.contains("type: link"), "{m}");
+    // Later commands read through the link.
+    t.sgard(["status", "--exit-code"]).ok();
+    fs::write(dots.join("tmux.conf"), "set -g mouse off\n").unwrap();
+    t.sgard(["status"])
+        .ok()
+        .stdout_has("modified   ~/.config/tmux/tmux.conf");
+    t.sgard(["diff"]).ok().stdout_has("+set -g mouse off");
+    t.sgard(["checkpoint"])
+        .ok()
+        .stdout_has("updated    ~/.config/tmux/tmux.conf");
+    assert!(t.manifest().contains(&sha("set -g mouse off\n")));
+
+    // Restore writes through the link this machine followed: the link stays.
+    fs::remove_file(dots.join("plugins/p.conf")).unwrap();
+    t.sgard(["restore"])
+        .ok()
+        .stdout_has("created    ~/.config/tmux/plugins/p.conf");
+    assert_eq!(fs::read(dots.join("plugins/p.conf")).unwrap(), b"plugin\n");
+    assert!(
+        fs::symlink_metadata(t.path(".config/tmux"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    fs::write(dots.join("tmux.conf"), "local edit\n").unwrap();
+    t.sgard(["restore", "-f", ".config/tmux/tmux.conf"]).ok();
+    assert_eq!(
+        fs::read(dots.join("tmux.conf")).unwrap(),
+        b"set -g mouse off\n"
+    );
+    assert!(
+        fs::symlink_metadata(t.path(".config/tmux"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+
+    // A link pointing elsewhere now is not written through.
+    let elsewhere = t.outside().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    fs::remove_file(t.path(".config/tmux")).unwrap();
+    symlink(&elsewhere, t.path(".config/tmux")).unwrap();
+    let r = t.sgard(["restore", "-f"]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    r.stderr_has("is a symlink; sgard never writes through one");
+    assert!(!elsewhere.join("tmux.conf").exists());
+
+    // A new machine gets a real folder.
+    let other = TestEnv::new();
+    let repo = t.repo();
+    other
+        .sgard([
+            std::ffi::OsStr::new("--repo"),
+            repo.as_os_str(),
+            "restore".as_ref(),
+        ])
+        .ok();
+    let md = fs::symlink_metadata(other.path(".config/tmux")).unwrap();
+    assert!(md.is_dir());
+    assert_eq!(other.read(".config/tmux/tmux.conf"), b"set -g mouse off\n");
+}
+
+#[test]
+fn add_follow_of_the_link_itself_and_of_a_later_walk() {
+    let (t, _dots) = stowed();
+    t.sgard(["add", "--follow", ".config/tmux"]).ok();
+    assert!(t.manifest().contains("- path: ~/.config/tmux/tmux.conf\n"));
+    assert!(!t.manifest().contains("type: link"), "{}", t.manifest());
+    // A walk without --follow keeps following what this machine followed
+    // (a link entry there would be refused below its files).
+    let r = t.sgard(["add", ".config"]);
+    r.ok();
+    assert!(!r.stderr.contains("is a symlink"), "{r:#?}");
+    assert!(t.manifest().contains("- path: ~/.config/other\n"));
+}
+
+#[test]
+fn add_follow_ends_loops_with_a_note() {
+    let t = TestEnv::init();
+    t.write("d/sub/f", "f\n");
+    symlink("..", t.path("d/sub/up")).unwrap();
+    symlink(t.path("d"), t.path("d/sub/again")).unwrap();
+    let r = t.sgard(["add", "--follow", "d"]);
+    r.ok()
+        .stderr_has("~/d/sub/up is a symlink to a folder it is inside (..): not followed")
+        .stderr_has("~/d/sub/again is a symlink to a folder it is inside (");
+    let m = t.manifest();
+    assert!(m.contains("- path: ~/d/sub/f\n"), "{m}");
+    assert!(m.contains("- path: ~/d/sub/up\n      type: link"), "{m}");
+    // A link to the home, given as the argument: not followed either.
+    symlink(&t.home, t.path("home-again")).unwrap();
+    t.sgard(["add", "--follow", "home-again"])
+        .ok()
+        .stderr_has("~/home-again is a symlink to a folder it is inside");
+}
+
+#[test]
+fn add_follow_of_a_symlink_to_a_file_tracks_both() {
+    let t = TestEnv::init();
+    t.write("dotfiles/bashrc", "alias ll='ls -l'\n");
+    symlink("dotfiles/bashrc", t.path(".bashrc")).unwrap();
+    let r = t.sgard(["add", "--follow", ".bashrc"]);
+    r.ok().stderr_has(
+        "~/.bashrc is a symlink to a file: tracked the link and the file it points to, \
+         ~/dotfiles/bashrc",
+    );
+    let m = t.manifest();
+    assert!(m.contains("- path: ~/.bashrc\n      type: link"), "{m}");
+    assert!(m.contains("- path: ~/dotfiles/bashrc\n"), "{m}");
+    t.sgard(["status", "--exit-code"]).ok();
+    // Without --follow: the link alone, as ever.
+    let u = TestEnv::init();
+    u.write("dotfiles/bashrc", "x\n");
+    symlink("dotfiles/bashrc", u.path(".bashrc")).unwrap();
+    u.sgard(["add", ".bashrc"]).ok();
+    assert!(!u.manifest().contains("~/dotfiles/bashrc"));
+}
+
+#[test]
+fn a_link_tracked_as_a_link_is_replaced_when_followed_and_never_has_entries_below() {
+    let (t, _dots) = stowed();
+    t.sgard(["add", ".config/tmux"]).ok();
+    assert!(t.manifest().contains("type: link"));
+    // A file below the tracked link: refused, nothing changed (the
+    // manifest would not load again).
+    let before = t.manifest();
+    let r = t.sgard(["add", ".config/tmux/tmux.conf"]);
+    r.code(1)
+        .stderr_has("~/.config/tmux/tmux.conf: is below ~/.config/tmux, which is tracked as a file or a symlink");
+    assert_eq!(t.manifest(), before);
+    t.sgard(["status"]).ok();
+    // Followed now: the link's entry gives way to the files.
+    let r = t.sgard(["add", "--follow", ".config/tmux"]);
+    r.ok()
+        .stderr_has("~/.config/tmux was tracked as a symlink; it is followed now");
+    let m = t.manifest();
+    assert!(!m.contains("type: link"), "{m}");
+    assert!(m.contains("- path: ~/.config/tmux/tmux.conf\n"), "{m}");
+    t.sgard(["status", "--exit-code"]).ok();
+
+    // Another machine with the same link, never followed there: a walk
+    // finds files tracked below it and walks it too.
+    let other = TestEnv::new();
+    fs::create_dir_all(other.path(".config")).unwrap();
+    symlink(
+        t.outside().join("dotfiles/tmux"),
+        other.path(".config/tmux"),
+    )
+    .unwrap();
+    other.write(".config/mine", "mine\n");
+    let repo = t.repo();
+    let r = other.sgard([
+        std::ffi::OsStr::new("--repo"),
+        repo.as_os_str(),
+        "add".as_ref(),
+        ".config".as_ref(),
+    ]);
+    r.ok();
+    let m = t.manifest();
+    assert!(!m.contains("type: link"), "{m}");
+    assert!(m.contains("- path: ~/.config/mine\n"), "{m}");
+}
