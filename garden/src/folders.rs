@@ -16,7 +16,10 @@
 //! machine) is left as it is here; a folder the repository has no record of
 //! is recorded as the disk has it; one that differs with no agreement here
 //! keeps the repository's record. So a machine whose `~/.ssh` was 0755
-//! before sgard came never loosens another machine's 0700.
+//! before sgard came never loosens another machine's 0700. A manifest with
+//! no records at all while this machine agreed on some was rewritten by the
+//! Go sgard (it drops the list): the agreed modes the disk still has are
+//! recorded again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -124,6 +127,11 @@ impl Garden {
         }
         let mut agreed = self.load_agreed();
         let before = agreed.clone();
+        // No record at all where this machine agreed on some: the Go sgard
+        // rewrote the manifest (it drops the list), which is no news; what
+        // this disk still has as agreed is recorded again.
+        let dropped = self.manifest.folders.is_empty()
+            && agreed.values().any(|m| m.bits() != DEFAULT_FOLDER_MODE);
         let mut changed = Vec::new();
         for f in folders {
             // A tracked folder keeps its own mode in its entry.
@@ -145,8 +153,9 @@ impl Garden {
             let recorded = self.manifest.folder_mode(f);
             let repo = recorded.unwrap_or(Mode::from_st_mode(DEFAULT_FOLDER_MODE));
             let take = match agreed.get(f) {
-                // Not moved here (the repository may have moved: left).
-                Some(a) if *a == disk => false,
+                // Not moved here (the repository may have moved: left),
+                // unless the whole list was dropped.
+                Some(a) if *a == disk => dropped && recorded.is_none(),
                 // Moved here only.
                 Some(a) => *a == repo,
                 None => disk != repo && recorded.is_none(),

@@ -516,6 +516,14 @@ fn a_folder_mode_changed_here_is_recorded_by_checkpoint() {
         .stdout_has("Checkpoint complete: snapshot ")
         .stderr_has("recorded the mode of folder ~/.ssh (0750)");
     assert_eq!(folder_records(&t.manifest()), pairs(&[("~/.ssh", "0750")]));
+    // The Go sgard drops the list when it rewrites the manifest: the next
+    // checkpoint records it again from this disk.
+    let m = t.manifest();
+    let i = m.find("folders:\n").unwrap();
+    fs::write(t.repo().join("manifest.yaml"), &m[..i]).unwrap();
+    assert_eq!(folder_records(&t.manifest()), Vec::new());
+    t.sgard(["checkpoint"]).ok();
+    assert_eq!(folder_records(&t.manifest()), pairs(&[("~/.ssh", "0750")]));
     // Back to the default: the record goes.
     t.chmod(".ssh", 0o755);
     t.sgard(["checkpoint"]).ok();
