@@ -307,10 +307,16 @@ pub enum Command {
         json: bool,
     },
     /// Reverse the most recent restore, mirror down or undo
+    ///
+    /// Says what it will reverse (the operation, its time, the paths) and,
+    /// on a terminal, asks first.
     Undo {
         /// Show what would change; change nothing
         #[arg(short = 'n', long)]
         dry_run: bool,
+        /// Do not ask: reverse it
+        #[arg(short = 'y', long)]
+        yes: bool,
     },
     /// Drop snapshots from the history (their blobs go at the next prune)
     #[command(group(ArgGroup::new("which").required(true).args(["ids", "keep_last", "keep_within", "keep_daily"])))]
@@ -495,6 +501,14 @@ pub struct AddArgs {
     /// once per content, or whenever the content changes
     #[arg(long, value_name = "WHEN", value_parser = ["once", "onchange"])]
     pub run: Option<String>,
+    /// Follow symlinks: one to a folder is walked as that folder (its files
+    /// tracked under the link's path); one to a file is tracked with the
+    /// file it points to
+    #[arg(long)]
+    pub follow: bool,
+    /// Show what would be tracked or refreshed; store nothing
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
 }
 
 /// `encrypt` subcommands.

@@ -334,7 +334,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Remote { action } => remote::run(&ctx, action, out)?,
         Command::Log { max, json } => buffered(out, |o| log::run(&ctx, max, json, o))?,
         Command::Show { id, json } => show::run(&ctx, &id, json, out)?,
-        Command::Undo { dry_run } => undo::run(&ctx, dry_run, out)?,
+        Command::Undo { dry_run, yes } => undo::run(&ctx, dry_run, yes, out)?,
         Command::Forget {
             ids,
             keep_last,

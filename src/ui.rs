@@ -301,6 +301,49 @@ pub fn note(msg: &str) {
     eprintln!("sgard: {}", clean_text(msg, true));
 }
 
+/// Prints one error line (`sgard: error: …`) on stderr, for a command that
+/// goes on after it.
+pub fn error_line(msg: &str) {
+    let on = ERR_COLOUR.load(Ordering::Relaxed);
+    let _p = progress::pause();
+    eprintln!(
+        "sgard: {} {}",
+        paint(on, Role::Bad, "error:"),
+        clean_text(msg, true)
+    );
+}
+
+/// A unified diff with its lines coloured as git colours them: headers
+/// bold, hunks cyan, removed lines red, added lines green.
+pub fn paint_diff(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for line in text.split_inclusive('\n') {
+        let role = if line.starts_with("+++") || line.starts_with("---") {
+            Some(Role::Heading)
+        } else if line.starts_with("@@") {
+            Some(Role::Incoming)
+        } else if line.starts_with('+') {
+            Some(Role::Good)
+        } else if line.starts_with('-') {
+            Some(Role::Bad)
+        } else {
+            None
+        };
+        match role {
+            Some(r) => {
+                let (body, end) = match line.strip_suffix('\n') {
+                    Some(b) => (b, "\n"),
+                    None => (line, ""),
+                };
+                out.push_str(&paint(true, r, body));
+                out.push_str(end);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// Prints an error and its causes on stderr, each distinct line once.
 pub fn error(err: &anyhow::Error) {
     let on = ERR_COLOUR.load(Ordering::Relaxed);

@@ -28,6 +28,10 @@ pub struct AddOptions {
     pub template: bool,
     /// Mark the files as scripts run after restores.
     pub run: Option<sgard_manifest::Run>,
+    /// Follow symlinks: one to a folder is walked as the folder (its files
+    /// tracked under the link's path); one to a file is tracked as a link
+    /// and the file it points to is tracked too.
+    pub follow: bool,
 }
 
 /// What happened to one path.
@@ -50,6 +54,9 @@ pub struct AddReport {
     pub skipped: Vec<(String, String)>,
     /// Things worth telling (e.g. `--encrypt` ignored for a symlink).
     pub notes: Vec<(String, String)>,
+    /// What happened to symlinks met (stored as links though they point to
+    /// folders, followed, loops): whole sentences, one per link.
+    pub links: Vec<String>,
 }
 
 impl AddReport {
@@ -138,8 +145,39 @@ impl Garden {
                     self.add_one(&abs, kind, opts, false, None, &mut report)?;
                 }
                 DiskKind::Dir => self.add_tree(&abs, opts, false, &mut report)?,
+                DiskKind::Link => {
+                    let chain: Vec<PathBuf> = canonical_parent(&abs).into_iter().collect();
+                    match self.link_plan(&abs, opts, &chain, &mut report) {
+                        LinkPlan::Walk(chain) => {
+                            self.add_tree_with(&abs, opts, false, chain, &mut report)?;
+                        }
+                        LinkPlan::AlsoFile(real) => {
+                            self.add_one(&abs, kind, opts, false, None, &mut report)?;
+                            self.add_one(&real, DiskKind::File, opts, false, None, &mut report)?;
+                        }
+                        LinkPlan::Link => {
+                            self.add_one(&abs, kind, opts, false, None, &mut report)?;
+                        }
+                    }
+                }
                 _ => self.add_one(&abs, kind, opts, false, None, &mut report)?,
             }
+        }
+        // The folders above what was added, as they are here (see
+        // `folders.rs`), so a restore elsewhere makes them alike.
+        let added: Vec<String> = report.entries.iter().map(|(p, _)| p.clone()).collect();
+        self.refresh_folders(&added);
+        // A manifest with an entry below a file or a symlink does not load
+        // again: refused before it is saved.
+        if let Some((below, above)) = self.manifest.below_file_or_link() {
+            return Err(Error::Unsupported {
+                path: below.to_owned(),
+                reason: format!(
+                    "is below {above}, which is tracked as a file or a symlink; nothing can be \
+                     tracked below one (`sgard remove {above}` first, or `sgard add --follow` \
+                     for a symlink to a folder); nothing was changed"
+                ),
+            });
         }
         self.commit_batch()?;
         self.manifest.updated = self.env.now;
@@ -155,60 +193,116 @@ impl Garden {
         new_only: bool,
         report: &mut AddReport,
     ) -> Result<()> {
-        let mut walk = walkdir::WalkDir::new(root)
-            .follow_links(false)
-            .sort_by_file_name()
-            .into_iter();
+        let chain = std::fs::canonicalize(root).into_iter().collect();
+        self.add_tree_with(root, opts, new_only, chain, report)
+    }
+
+    /// As [`Garden::add_tree`]; `chain` holds the real paths of the
+    /// folders this walk is inside (the root's, and those of the symlinks
+    /// followed to reach it), so a symlink back into one of them is a loop.
+    fn add_tree_with(
+        &mut self,
+        root: &Path,
+        opts: &AddOptions,
+        new_only: bool,
+        chain: Vec<PathBuf>,
+        report: &mut AddReport,
+    ) -> Result<()> {
         // Walk first (cheap, in order), then copy the plain files into the
-        // store on all cores, then record every path in walk order.
-        let mut found = Vec::new();
+        // store on all cores, then record every path in walk order. A
+        // symlink to a folder that is followed is walked after the folder
+        // it is in (and a file a followed symlink points to is taken where
+        // it lies).
+        let mut found: Vec<(PathBuf, DiskKind, bool)> = Vec::new();
         let mut new = 0;
-        while let Some(item) = walk.next() {
-            let ent = item.map_err(|e| walk_error(root, e))?;
-            let md = ent.metadata().map_err(|e| walk_error(ent.path(), e))?;
-            let kind = DiskKind::of(&md);
-            let path = ent.path().to_path_buf();
-            let Ok(tilde) = self.env.to_tilde(&path) else {
-                report
-                    .skipped
-                    .push((path.display().to_string(), "name cannot be stored".into()));
+        let mut also_files = false;
+        let mut walks = std::collections::VecDeque::from([(root.to_path_buf(), chain)]);
+        while let Some((top, chain)) = walks.pop_front() {
+            let mut walk = walkdir::WalkDir::new(&top)
+                .follow_links(false)
+                .sort_by_file_name()
+                .into_iter();
+            while let Some(item) = walk.next() {
+                let ent = item.map_err(|e| walk_error(&top, e))?;
+                // The top of a walk may be a followed symlink: the folder
+                // it points to is what is walked.
+                let md = if ent.depth() == 0 {
+                    std::fs::metadata(ent.path())
+                        .map_err(|e| Error::io("inspecting", ent.path(), e))?
+                } else {
+                    ent.metadata().map_err(|e| walk_error(ent.path(), e))?
+                };
+                let kind = DiskKind::of(&md);
+                let path = ent.path().to_path_buf();
+                let Ok(tilde) = self.env.to_tilde(&path) else {
+                    report
+                        .skipped
+                        .push((path.display().to_string(), "name cannot be stored".into()));
+                    if kind == DiskKind::Dir {
+                        walk.skip_current_dir();
+                    }
+                    continue;
+                };
+                if self.manifest.excluded_by(&tilde).is_some() {
+                    if kind == DiskKind::Dir {
+                        walk.skip_current_dir();
+                    }
+                    continue;
+                }
                 if kind == DiskKind::Dir {
-                    walk.skip_current_dir();
+                    if self.is_repo_dir(&md) {
+                        walk.skip_current_dir();
+                    }
+                    continue;
                 }
-                continue;
-            };
-            if self.manifest.excluded_by(&tilde).is_some() {
-                if kind == DiskKind::Dir {
-                    walk.skip_current_dir();
+                // What this item gives: itself, and for a followed symlink
+                // to a file, the file it points to.
+                let size = if kind == DiskKind::File { md.len() } else { 0 };
+                let mut items = vec![(path, kind, tilde, size)];
+                if kind == DiskKind::Link && ent.depth() > 0 {
+                    let link = items[0].0.clone();
+                    match self.link_plan(&link, opts, &chain, report) {
+                        LinkPlan::Walk(inner) => {
+                            walks.push_back((link, inner));
+                            continue;
+                        }
+                        LinkPlan::AlsoFile(real) => {
+                            if let Ok(t) = self.env.to_tilde(&real) {
+                                also_files = true;
+                                items.push((real, DiskKind::File, t, 0));
+                            }
+                        }
+                        LinkPlan::Link => {}
+                    }
                 }
-                continue;
-            }
-            if kind == DiskKind::Dir {
-                if self.is_repo_dir(&md) {
-                    walk.skip_current_dir();
+                for (path, kind, tilde, size) in items {
+                    if kind == DiskKind::File
+                        && let Some(db) = crate::sqlite::side_file_of(&path)
+                    {
+                        let db = self
+                            .env
+                            .to_tilde(&db)
+                            .unwrap_or_else(|_| db.display().to_string());
+                        report.skipped.push((
+                            tilde,
+                            format!("part of the SQLite database {db}, which is captured whole"),
+                        ));
+                        continue;
+                    }
+                    let tracked = self.manifest.get(&tilde);
+                    new += usize::from(tracked.is_none());
+                    sgard_store::progress::expect(1, size);
+                    let plain = kind == DiskKind::File
+                        && !opts.encrypt
+                        && tracked.is_none_or(|e| !new_only && !e.encrypted);
+                    found.push((path, kind, plain));
                 }
-                continue;
             }
-            if kind == DiskKind::File
-                && let Some(db) = crate::sqlite::side_file_of(&path)
-            {
-                let db = self
-                    .env
-                    .to_tilde(&db)
-                    .unwrap_or_else(|_| db.display().to_string());
-                report.skipped.push((
-                    tilde,
-                    format!("part of the SQLite database {db}, which is captured whole"),
-                ));
-                continue;
-            }
-            let tracked = self.manifest.get(&tilde);
-            new += usize::from(tracked.is_none());
-            sgard_store::progress::expect(1, if kind == DiskKind::File { md.len() } else { 0 });
-            let plain = kind == DiskKind::File
-                && !opts.encrypt
-                && tracked.is_none_or(|e| !new_only && !e.encrypted);
-            found.push((path, kind, plain));
+        }
+        if also_files {
+            // A file a symlink points to may also lie in the walk.
+            let mut seen = std::collections::HashSet::new();
+            found.retain(|(p, _, _)| seen.insert(p.clone()));
         }
         // The new entries arrive in path order: room for them once, not by
         // doubling (at 100,000 files, a third more than the entries).
@@ -540,6 +634,194 @@ impl Garden {
         }
         self.manifest.upsert(fresh);
         AddOutcome::Refreshed
+    }
+}
+
+/// What `add` does with a symlink it meets.
+enum LinkPlan {
+    /// Track it as a link.
+    Link,
+    /// Walk the folder it points to under its own path (the real paths of
+    /// the folders the walk is then inside).
+    Walk(Vec<PathBuf>),
+    /// Track it as a link, and the file it points to (its real path) too.
+    AlsoFile(PathBuf),
+}
+
+/// The real path of the folder holding `abs`.
+fn canonical_parent(abs: &Path) -> Option<PathBuf> {
+    abs.parent().and_then(|p| std::fs::canonicalize(p).ok())
+}
+
+/// The file in this repository's state where `add --follow` records the
+/// symlinks to folders it walked (`~/path<TAB>target` lines).
+const FOLLOWED_FILE: &str = "followed";
+
+/// How many symlinks one path may pass through before a walk stops
+/// following (a guard beside the loop check, for exotic mounts).
+const MAX_FOLLOWS: usize = 40;
+
+/// The symlinks to folders this machine's `add --follow` walked, as
+/// absolute path → target (see [`crate::home::Confine::following`]).
+pub(crate) fn followed_links(
+    local_dir: Option<&Path>,
+    env: &crate::Env,
+) -> std::collections::HashMap<PathBuf, PathBuf> {
+    read_followed(local_dir)
+        .into_iter()
+        .map(|(p, t)| (env.expand(&p), PathBuf::from(t)))
+        .collect()
+}
+
+fn read_followed(local_dir: Option<&Path>) -> Vec<(String, String)> {
+    let Some(text) = local_dir
+        .and_then(|d| sgard_store::durable::read_regular_to_string(&d.join(FOLLOWED_FILE)).ok())
+    else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter(|(p, _)| p.starts_with("~/") || p.starts_with('/'))
+        .map(|(p, t)| (p.to_owned(), t.to_owned()))
+        .collect()
+}
+
+impl Garden {
+    /// Decides what to do with the symlink at `abs` met by `add` (`chain`:
+    /// the real paths of the folders the walk is inside), saying so in
+    /// `report.links` where that is news.
+    fn link_plan(
+        &mut self,
+        abs: &Path,
+        opts: &AddOptions,
+        chain: &[PathBuf],
+        report: &mut AddReport,
+    ) -> LinkPlan {
+        let shown = self
+            .env
+            .to_tilde(abs)
+            .unwrap_or_else(|_| abs.display().to_string());
+        let Ok(target) = fsx::read_link(abs) else {
+            return LinkPlan::Link;
+        };
+        let Ok(md) = std::fs::metadata(abs) else {
+            if opts.follow {
+                report.links.push(format!(
+                    "{shown} is a symlink to nothing ({target}): stored as a link"
+                ));
+            }
+            return LinkPlan::Link;
+        };
+        let Ok(real) = std::fs::canonicalize(abs) else {
+            return LinkPlan::Link;
+        };
+        if md.is_dir() {
+            // Followed here before: its entries are under it, and a link
+            // entry there would be refused; so it is walked again.
+            let followed = self.env.to_tilde(abs).ok().is_some_and(|t| {
+                read_followed(self.local_dir.as_deref())
+                    .iter()
+                    .any(|(p, x)| *p == t && *x == target)
+            });
+            // Tracked below it already (followed on another machine, or
+            // here before this machine kept a record): a link entry there
+            // would be refused, so it is walked.
+            let below = self.env.to_tilde(abs).ok().is_some_and(|t| {
+                let prefix = format!("{t}/");
+                let at = self
+                    .manifest
+                    .files
+                    .partition_point(|e| e.path.as_str() < prefix.as_str());
+                self.manifest
+                    .files
+                    .get(at)
+                    .is_some_and(|e| e.path.starts_with(&prefix))
+            });
+            if !opts.follow && !followed && !below {
+                report.links.push(format!(
+                    "{shown} is a symlink to a folder ({target}): stored as a link; \
+                     `sgard add --follow` stores what it points to"
+                ));
+                return LinkPlan::Link;
+            }
+            let inside = canonical_parent(abs)
+                .into_iter()
+                .chain(chain.iter().cloned())
+                .any(|c| c.starts_with(&real));
+            if inside || chain.len() >= MAX_FOLLOWS {
+                report.links.push(format!(
+                    "{shown} is a symlink to a folder it is inside ({target}): not followed \
+                     (the walk would never end); stored as a link"
+                ));
+                return LinkPlan::Link;
+            }
+            if self.is_repo_dir(&md) || self.is_in_repo(&real) {
+                return LinkPlan::Link;
+            }
+            if let Ok(t) = self.env.to_tilde(abs) {
+                self.remember_followed(&t, &target);
+                if self
+                    .manifest
+                    .get(&t)
+                    .is_some_and(|e| e.kind == sgard_manifest::EntryKind::Link)
+                {
+                    report.links.push(format!(
+                        "{shown} was tracked as a symlink; it is followed now, and its entry \
+                         is replaced by the files below it"
+                    ));
+                    self.manifest.remove(&t);
+                }
+            }
+            let mut inner = chain.to_vec();
+            inner.push(real);
+            return LinkPlan::Walk(inner);
+        }
+        if !opts.follow || !md.is_file() {
+            return LinkPlan::Link;
+        }
+        match self.env.to_tilde(&real) {
+            Ok(t) if !self.is_in_repo(&real) && self.manifest.excluded_by(&t).is_none() => {
+                report.links.push(format!(
+                    "{shown} is a symlink to a file: tracked the link and the file it points \
+                     to, {t}"
+                ));
+                LinkPlan::AlsoFile(real)
+            }
+            _ => {
+                report.links.push(format!(
+                    "{shown} is a symlink to {}, which sgard does not track: stored as a link",
+                    real.display()
+                ));
+                LinkPlan::Link
+            }
+        }
+    }
+
+    /// Records that this machine followed the symlink `path` (pointing to
+    /// `target`), so a restore writes its entries through it (best effort:
+    /// without the record a restore refuses to, and says why).
+    fn remember_followed(&self, path: &str, target: &str) {
+        let Some(dir) = self.local_dir.as_deref().filter(|_| !self.dry_run) else {
+            return;
+        };
+        if path.contains(['\t', '\n']) || target.contains(['\t', '\n']) {
+            return;
+        }
+        let mut all = read_followed(Some(dir));
+        if all.iter().any(|(p, t)| p == path && t == target) {
+            return;
+        }
+        all.retain(|(p, _)| p != path);
+        all.push((path.to_owned(), target.to_owned()));
+        all.sort();
+        let text: String = all.iter().map(|(p, t)| format!("{p}\t{t}\n")).collect();
+        if sgard_store::durable::create_private_dir_all(dir).is_ok() {
+            let _ = sgard_store::durable::write_atomic(
+                &dir.join(FOLLOWED_FILE),
+                text.as_bytes(),
+                0o600,
+            );
+        }
     }
 }
 

@@ -194,7 +194,9 @@ impl Garden {
             return Ok(report);
         }
         let message = message.filter(|m| !m.is_empty()).map(str::to_owned);
-        let changed = !recorded.is_empty();
+        // A folder above an entry whose mode changed here is recorded too.
+        let folders_moved = self.refresh_folders_for(args);
+        let changed = !recorded.is_empty() || folders_moved;
         let head_is_snapshot = self.history.head().is_some_and(|r| r.id == self.head_hash);
         if !changed && head_is_snapshot {
             // Nothing to record: the newest snapshot already is this state

@@ -39,17 +39,22 @@ impl Garden {
     ///
     /// # Errors
     /// [`Error::NotTracked`]; [`Error::Unsupported`] for links and folders;
-    /// [`Error::Integrity`] when the stored blob fails its hash.
+    /// [`Error::Integrity`] when the stored blob fails its hash;
+    /// [`Error::Crypto`] (`cannot decrypt: …`) for a secret without its key.
     pub fn diff(&self, arg: &OsStr) -> Result<Diff> {
-        self.diff_entry(self.entry_at(arg)?, "stored")
+        self.diff_one(self.entry_at(arg)?, "stored")?
     }
 
     /// Diffs every file entry selected by `args` (all when empty; a folder
-    /// selects the files under it), in manifest order.
+    /// selects the files under it), in manifest order. Entries targeted
+    /// away from this machine are left out unless an argument names one
+    /// exactly (a folder argument keeps targeting, as `status` does). One
+    /// entry that cannot be diffed (a secret without the passphrase, an
+    /// unreadable file) does not stop the others: its error is its result.
     ///
     /// # Errors
-    /// [`Error::NoMatch`] when `args` select no file; as [`Garden::diff`].
-    pub fn diff_many(&self, args: &[std::ffi::OsString]) -> Result<Vec<(String, Diff)>> {
+    /// [`Error::NoMatch`] when `args` select no file; [`Error::Interrupted`].
+    pub fn diff_many(&self, args: &[std::ffi::OsString]) -> Result<Vec<(String, Result<Diff>)>> {
         let picked: Vec<usize> = self
             .select(args)?
             .into_iter()
@@ -58,35 +63,68 @@ impl Garden {
         if picked.is_empty() {
             return Err(Error::NoMatch);
         }
+        let named = self.tilde_args(args)?;
         let mut out = Vec::new();
         for i in picked {
             let e = &self.manifest.files[i];
-            out.push((e.path.clone(), self.diff_entry(e, "stored")?));
+            if !self.wanted_here(e, &named)? {
+                continue;
+            }
+            out.push((e.path.clone(), self.diff_one(e, "stored")?));
         }
         Ok(out)
     }
 
     /// Diffs the file entries of snapshot `at` (selected by `args`, all when
-    /// empty) against the disk.
+    /// empty) against the disk, with the targeting and per-entry errors of
+    /// [`Garden::diff_many`].
     ///
     /// # Errors
-    /// As [`Garden::resolve`], [`Garden::snapshot_doc`], [`Garden::diff`].
-    pub fn diff_at(&self, at: &str, args: &[std::ffi::OsString]) -> Result<Vec<(String, Diff)>> {
+    /// As [`Garden::resolve`], [`Garden::snapshot_doc`]; [`Error::NoMatch`].
+    pub fn diff_at(
+        &self,
+        at: &str,
+        args: &[std::ffi::OsString],
+    ) -> Result<Vec<(String, Result<Diff>)>> {
         let idx = self.resolve(at)?;
         let id = self.history.records[idx].id;
         let doc = self.snapshot_doc(&id)?;
         let label = id.short(12);
+        let named = self.tilde_args(args)?;
         let mut out = Vec::new();
+        let mut any = false;
         for i in self.select_in(&doc.files, args)? {
             let e = &doc.files[i];
             if e.kind == EntryKind::File {
-                out.push((e.path.clone(), self.diff_entry(e, &label)?));
+                any = true;
+                if self.wanted_here(e, &named)? {
+                    out.push((e.path.clone(), self.diff_one(e, &label)?));
+                }
             }
         }
-        if out.is_empty() {
+        if !any {
             return Err(Error::NoMatch);
         }
         Ok(out)
+    }
+
+    /// Whether `e` is diffed here: it applies to this machine, or an
+    /// argument names it exactly.
+    fn wanted_here(&self, e: &sgard_manifest::Entry, named: &[String]) -> Result<bool> {
+        Ok(self.applies(e)? || named.contains(&e.path))
+    }
+
+    /// One entry's diff, its error kept as its result (an interruption
+    /// stops the command). A secret that cannot be decrypted says so.
+    fn diff_one(&self, e: &sgard_manifest::Entry, label: &str) -> Result<Result<Diff>> {
+        sgard_store::cancel::check()?;
+        match self.diff_entry(e, label) {
+            Err(err) if err.is_interrupted() => Err(err),
+            Err(Error::Crypto(m)) if e.encrypted => {
+                Ok(Err(Error::Crypto(format!("cannot decrypt: {m}"))))
+            }
+            other => Ok(other),
+        }
     }
 
     /// Diffs the file entries of two snapshots (selected by `args`).

@@ -33,6 +33,9 @@ pub(crate) struct Keys {
     pub tries: u32,
     pub dek: Option<Dek>,
     pub passphrase: Option<Zeroizing<String>>,
+    /// Why the source gave no passphrase, when it failed: it is asked once
+    /// per command, so the next secret fails the same way without asking.
+    pub refused: Option<String>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -75,14 +78,24 @@ impl Garden {
         if let Some(p) = &k.passphrase {
             return Ok(p.clone());
         }
+        if let Some(why) = &k.refused {
+            return Err(Error::Crypto(why.clone()));
+        }
         let src = k
             .source
             .as_mut()
             .ok_or_else(|| Error::Crypto("a passphrase is needed, but none is available".into()))?;
-        let p = src().map_err(Error::Crypto)?;
-        if p.is_empty() {
-            return Err(Error::Crypto("the passphrase is empty".into()));
-        }
+        let p = match src() {
+            Ok(p) if p.is_empty() => Err("the passphrase is empty".to_owned()),
+            other => other,
+        };
+        let p = match p {
+            Ok(p) => p,
+            Err(why) => {
+                k.refused = Some(why.clone());
+                return Err(Error::Crypto(why));
+            }
+        };
         k.passphrase = Some(p.clone());
         Ok(p)
     }
@@ -91,6 +104,9 @@ impl Garden {
     pub(crate) fn dek(&self) -> Result<Dek> {
         if let Some(d) = &self.keys.borrow().dek {
             return Ok(d.duplicate());
+        }
+        if let Some(why) = &self.keys.borrow().refused {
+            return Err(Error::Crypto(why.clone()));
         }
         let enc = self
             .manifest
@@ -103,13 +119,19 @@ impl Garden {
             let pass = self.passphrase()?;
             match crypto::unlock(enc, &pass) {
                 Ok(d) => break d,
-                Err(e) if left > 1 => {
+                Err(Error::Crypto(why)) if left > 1 => {
                     left -= 1;
                     self.keys.borrow_mut().passphrase = None;
                     self.note(format!(
-                        "{e}; try again ({left} {} left)",
+                        "{why}; try again ({left} {} left)",
                         if left == 1 { "try" } else { "tries" }
                     ));
+                }
+                Err(Error::Crypto(why)) => {
+                    // A wrong passphrase stays wrong: the next secret of this
+                    // command fails the same way without another Argon2 run.
+                    self.keys.borrow_mut().refused = Some(why.clone());
+                    return Err(Error::Crypto(why));
                 }
                 Err(e) => return Err(e),
             }
@@ -215,7 +237,10 @@ impl Garden {
             return Some(p == disk_sha);
         }
         let h = e.hash?;
-        self.fingerprints.borrow().get(&h).map(|p| p == disk_sha)
+        self.fingerprints
+            .borrow_mut()
+            .get(&h)
+            .map(|p| p == disk_sha)
     }
 
     /// Whether an encrypted entry holds the plaintext at `abs` (whose SHA-256

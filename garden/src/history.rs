@@ -302,11 +302,13 @@ impl Garden {
     /// open batch, if any, which is committed here), then the log record
     /// (the commit point), then manifest.yaml. A crash between the last two
     /// is finished by the next `open`.
+    /// `stored`: the content blobs this run wrote (the count recorded when
+    /// the parent snapshot cannot be read).
     pub(crate) fn commit_head(
         &mut self,
         reason: Reason,
         message: Option<String>,
-        new_blobs: u64,
+        stored: u64,
     ) -> Result<Record> {
         self.require_exclusive("checkpoint")?;
         self.refresh_data();
@@ -318,9 +320,11 @@ impl Garden {
             .store
             .write_from(&mut |out| self.manifest.write_yaml(out))?;
         self.known_size(w.hash, w.size);
+        let parent = self.history.head().map(|r| r.id);
+        let new_content = self.new_content(parent, stored);
         let rec = Record {
             id: w.hash,
-            parent: self.history.head().map(|r| r.id),
+            parent,
             time: self.env.now,
             host: identity::short_hostname(&self.env.hostname),
             machine: self.machine.clone(),
@@ -328,7 +332,7 @@ impl Garden {
             message,
             entries: self.manifest.files.len() as u64,
             bytes: self.content_bytes(self.manifest.referenced_blobs()),
-            new_blobs: new_blobs + u64::from(w.new),
+            new_blobs: new_content,
             head_before: Some(self.head_hash),
         };
         self.base.borrow().prepare()?;
@@ -340,6 +344,28 @@ impl Garden {
         self.env.crash_point("head-before-base");
         self.flush_base()?;
         Ok(rec)
+    }
+
+    /// How many contents the head references that the snapshot `parent`
+    /// did not: what a new snapshot adds, whichever command stored it (an
+    /// `add` stores content without a snapshot; the next checkpoint records
+    /// it). A chunked file counts once; the snapshot's own blob never. With
+    /// no parent every content is new; with a parent that cannot be read,
+    /// `stored` (what this run wrote) is the best answer there is.
+    fn new_content(&self, parent: Option<Hash>, stored: u64) -> u64 {
+        let old: HashSet<Hash> = match parent {
+            None => HashSet::new(),
+            Some(id) => match self.snapshot_doc(&id) {
+                Ok(doc) => doc.referenced_blobs().collect(),
+                Err(_) => return stored,
+            },
+        };
+        let new: HashSet<Hash> = self
+            .manifest
+            .referenced_blobs()
+            .filter(|h| !old.contains(h))
+            .collect();
+        new.len() as u64
     }
 
     /// Stores the after document of a change to the home folder (the
@@ -369,14 +395,16 @@ impl Garden {
             new_blobs: new,
             head_before: None,
         };
+        // Content captured from the disk counts; the documents' own blobs
+        // do not.
         let rb = rec(
             b.hash,
             self.history.head().map(|r| r.id),
             Reason::BeforeRestore,
             before,
-            new_blobs + u64::from(b.new),
+            new_blobs,
         );
-        let ra = rec(a.hash, Some(b.hash), reason, after, u64::from(a.new));
+        let ra = rec(a.hash, Some(b.hash), reason, after, 0);
         Ok(vec![rb, ra])
     }
 

@@ -7,13 +7,18 @@
 //! `O_NOFOLLOW | O_DIRECTORY` from the folder above: a symlink in a folder
 //! above a tracked path is an error for that entry, never a way out, and
 //! every operation happens relative to the folder's descriptor, so swapping
-//! a folder for a symlink meanwhile leads nowhere. The repository and
-//! sgard's own state and cache folders are never written through an entry.
+//! a folder for a symlink meanwhile leads nowhere. The one exception is a
+//! symlink to a folder that this machine's `add --follow` walked (a
+//! machine-local list, never from a manifest or a server), while it still
+//! points where it did then: its entries are written through it. The
+//! repository and sgard's own state and cache folders are never written
+//! through an entry.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +45,10 @@ pub(crate) struct Confine {
     /// registered once per folder for Ctrl-C, and the next file's number.
     run: Arc<OsStr>,
     staged: AtomicU64,
+    /// Symlinks to folders this machine's `add --follow` walked (their
+    /// absolute paths and targets as read then): the only symlinks a write
+    /// goes through, and only while they still point where they did.
+    follow: HashMap<PathBuf, PathBuf>,
 }
 
 /// An opened folder and its path, shared by every path in it.
@@ -143,7 +152,34 @@ impl Confine {
             dirs: Mutex::new(HashMap::new()),
             run: Arc::from(run_prefix("restore").as_os_str()),
             staged: AtomicU64::new(0),
+            follow: HashMap::new(),
         }
+    }
+
+    /// Lets writes go through these symlinks to folders (absolute path →
+    /// target as read when `add --follow` walked them), while each still
+    /// points there: the folders of followed entries. Any other symlink on
+    /// the way stays an error.
+    pub fn following(mut self, links: HashMap<PathBuf, PathBuf>) -> Self {
+        self.follow = links;
+        self
+    }
+
+    /// Opens the symlink `part` in `cur` (at `at`) as the folder it points
+    /// to, if it is one this machine followed and it still points there.
+    fn open_followed(&self, cur: &OwnedFd, part: &OsStr, at: &Path) -> Option<OwnedFd> {
+        let want = self.follow.get(at)?;
+        let target = rustix::fs::readlinkat(cur, part, Vec::new()).ok()?;
+        if Path::new(std::ffi::OsStr::from_bytes(target.as_bytes())) != want.as_path() {
+            return None;
+        }
+        rustix::fs::openat(
+            cur,
+            part,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+            RMode::empty(),
+        )
+        .ok()
     }
 
     fn refuse(abs: &Path, reason: impl Into<String>) -> Error {
@@ -252,7 +288,10 @@ impl Confine {
                     rustix::fs::openat(&cur, part, flags, RMode::empty())
                         .map_err(|e| self.why(abs, &cur, part, &at, e))?
                 }
-                Err(e) => return Err(self.why(abs, &cur, part, &at, e)),
+                Err(e) => match self.open_followed(&cur, part, &at) {
+                    Some(fd) => fd,
+                    None => return Err(self.why(abs, &cur, part, &at, e)),
+                },
             };
             self.check(abs, &next, &at)?;
             cur = next;
@@ -470,6 +509,33 @@ impl Confine {
                 .map_err(|e| io_err("setting mode of", abs, e))?;
         }
         Ok(())
+    }
+
+    /// Creates the folder `abs` with exactly `mode` if nothing is there;
+    /// what is there already (a folder, or anything else) is left as it is.
+    /// Returns whether it created it.
+    ///
+    /// # Errors
+    /// As [`Confine::parent`]; [`Error::Io`].
+    pub fn create_dir(&self, abs: &Path, mode: Mode) -> Result<bool> {
+        let p = self.parent(abs, true)?;
+        match rustix::fs::mkdirat(&*p.fd, &p.name, RMode::from_raw_mode(0o700)) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => return Ok(false),
+            Err(e) => return Err(io_err("creating folder", abs, e)),
+        }
+        let fd = rustix::fs::openat(
+            &*p.fd,
+            &p.name,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            RMode::empty(),
+        )
+        .map_err(|e| io_err("opening folder", abs, e))?;
+        // The umask does not decide it: the mode is the recorded one.
+        rustix::fs::fchmod(&fd, RMode::from_raw_mode(mode.bits()))
+            .map_err(|e| io_err("setting mode of", abs, e))?;
+        rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))?;
+        Ok(true)
     }
 
     /// Removes the file, symlink or empty folder at `abs` (nothing there is

@@ -32,6 +32,7 @@ mod env;
 mod error;
 mod fingerprints;
 mod flags;
+mod folders;
 pub mod fsx;
 mod history;
 mod home;
@@ -97,7 +98,7 @@ pub use restore::{Answer, Prompt, RestoreAction, RestoreOptions, RestoreReport};
 pub use stats::{SnapshotStats, Stats};
 pub use status::{State, StatusLine};
 pub use sync::{Base, PullPlan, PullReport, PushDecision, Side, Trust, head_id_of};
-pub use undo::UndoReport;
+pub use undo::{UndoReport, UndoSummary};
 pub use verify::{VerifyLine, VerifyState};
 
 pub use sgard_manifest as manifest;
@@ -683,7 +684,7 @@ impl Garden {
         let local = local_dir
             .as_ref()
             .map(|d| LocalLog::load(d.join("undo"), &mut notes, &mut index));
-        let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref(), root);
+        let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref());
         let stat = match &mut found {
             Some(index::Found::Usable(l)) => std::mem::take(&mut l.stat),
             _ => statcache::Table::default(),
@@ -716,7 +717,8 @@ impl Garden {
                     &env.state_dir.clone().unwrap_or_default().join("sgard"),
                     &env.cache_dir.clone().unwrap_or_default().join("sgard"),
                 ],
-            ),
+            )
+            .following(add::followed_links(local_dir.as_deref(), &env)),
             notes: std::cell::RefCell::new(notes),
             note_sink: None,
             base: std::cell::RefCell::new(base),

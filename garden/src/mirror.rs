@@ -202,6 +202,8 @@ impl Garden {
             }
             i += 1;
         }
+        let under: Vec<OsString> = roots.iter().map(|(a, _)| a.clone().into()).collect();
+        self.refresh_folders_for(&under);
         self.commit_batch()?;
         self.manifest.updated = self.env.now;
         self.save()?;

@@ -666,6 +666,7 @@ impl Garden {
         prior: Option<&std::collections::HashMap<String, Option<crate::base::BaseEntry>>>,
     ) -> Result<()> {
         if steps.is_empty() {
+            self.note_changed_nothing(what);
             return Ok(());
         }
         self.require_home_writer("restore")?;
@@ -740,6 +741,15 @@ impl Garden {
             }
             slots.push(slot);
         }
+        // Missing folders the repository has a mode for are made first,
+        // with it (folders that exist keep theirs).
+        self.create_recorded_folders(
+            steps
+                .iter()
+                .zip(&slots)
+                .filter(|(s, slot)| slot.live && matches!(s.op, Op::Write { .. }))
+                .map(|(s, _)| s.path.as_str()),
+        );
         // 2. Every file is staged: its content verified (and decrypted) into
         // a temp file beside its destination before anything is recorded, so
         // a missing or corrupt blob fails its entry and never reaches the
@@ -793,6 +803,7 @@ impl Garden {
         }
         self.commit_batch()?;
         if !any {
+            self.note_changed_nothing(what);
             return Ok(());
         }
         // 3. The before/after documents of what will be done, over the
@@ -847,6 +858,7 @@ impl Garden {
         drop((before, after));
         drop(fixed);
         self.push_local_records(records)?;
+        self.clear_changed_nothing();
         report.before = Some(id);
         if let Some(prior) = prior {
             {

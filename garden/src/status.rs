@@ -390,7 +390,7 @@ impl Garden {
         if !e.encrypted {
             return Some(h);
         }
-        self.fingerprints.borrow().get(&h).or(e.plaintext_hash)
+        self.fingerprints.borrow_mut().get(&h).or(e.plaintext_hash)
     }
 
     /// Gives a machine that never kept a base for this repository (sgard

@@ -314,6 +314,10 @@ impl Garden {
         if m.data.is_none() {
             m.data = self.manifest.data;
         }
+        // Folder modes likewise (a manifest with none keeps the server's).
+        if m.folders.is_empty() {
+            m.folders.clone_from(&self.manifest.folders);
+        }
         let id = head_id_of(&m);
         self.manifest = m;
         // The repository's data.yaml is the pushed one (what saving records).
@@ -581,13 +585,25 @@ impl Garden {
                 self.data_path().display()
             ));
         }
+        // Folder modes, per folder (a Go server keeps none: then kept).
+        let (folders, stripped) = crate::folders::merge(
+            &base_doc.folders,
+            &local.folders,
+            &theirs.folders,
+            trust.setuid,
+        );
+        result.folders = folders;
+        report
+            .stripped
+            .extend(stripped.into_iter().map(|p| format!("{p} (folder)")));
         self.merge_history(history)?;
         // Keep the server's state as a blob: it is the next pull's base.
         self.store.write_bytes(theirs.to_yaml().as_bytes())?;
         let new_head = result.files != local.files
             || result.exclude != local.exclude
             || result.encryption != local.encryption
-            || result.data != local.data;
+            || result.data != local.data
+            || result.folders != local.folders;
         let data_changed = result.data != local.data;
         if new_head {
             result.updated = self.env.now;

@@ -1,11 +1,32 @@
 //! `undo`: reverse the most recent change sgard made to the home folder.
 
-use sgard_manifest::Entry;
 use sgard_manifest::history::Reason;
+use sgard_manifest::{Entry, Timestamp};
 
 use crate::fsx::{self, DiskKind};
 use crate::restore::{Op, Step};
 use crate::{Error, Garden, RestoreAction, RestoreReport, Result};
+
+/// The file, in this home's local log, naming the latest restore-like
+/// operation when it changed nothing (and so left no safety snapshot).
+const NOOP_FILE: &str = "latest-changed-nothing";
+
+/// What [`Garden::undo`] would reverse, for the user to see (and confirm)
+/// before anything changes.
+#[derive(Clone, Debug)]
+pub struct UndoSummary {
+    /// The operation: its record's description (`restore --at 3f2a…`,
+    /// `pull from …`), else its kind.
+    pub operation: String,
+    /// When it was done.
+    pub time: Timestamp,
+    /// The paths it changed, sorted.
+    pub paths: Vec<String>,
+    /// This machine's latest restore-like operation, when it changed
+    /// nothing (so it left nothing to undo, and `undo` reaches past it to
+    /// [`UndoSummary::operation`]): what it was and when.
+    pub latest_changed_nothing: Option<(String, Timestamp)>,
+}
 
 /// The result of [`Garden::undo`].
 #[derive(Debug, Default)]
@@ -28,33 +49,10 @@ impl Garden {
     /// [`Error::Snapshot`] when there is nothing to undo or its snapshots are
     /// gone; snapshot integrity errors.
     pub fn undo(&mut self, dry_run: bool) -> Result<UndoReport> {
-        self.require_history()?;
-        let recs = &self.history.records;
-        let a_idx = recs
-            .iter()
-            .rposition(|r| r.reason.is_restore_like() && self.is_mine(r))
-            .ok_or_else(|| {
-                Error::Snapshot("nothing to undo: no restore on this machine in the history".into())
-            })?;
-        let a_rec = recs[a_idx].clone();
-        let b_idx = self
-            .parent_index(a_idx)
-            .filter(|&i| recs[i].reason == Reason::BeforeRestore)
-            .ok_or_else(|| {
-                Error::Snapshot(format!(
-                    "cannot undo {}: its before-restore snapshot is not in the history",
-                    a_rec.id.short(12)
-                ))
-            })?;
-        let b_id = recs[b_idx].id;
-        let after = self.snapshot_doc(&a_rec.id)?;
-        let before = self.snapshot_doc(&b_id)?;
-        let mut paths: Vec<String> = after.files.iter().map(|e| e.path.clone()).collect();
-        paths.extend(after.absent.iter().cloned());
-        paths.extend(before.files.iter().map(|e| e.path.clone()));
-        paths.extend(before.absent.iter().cloned());
-        paths.sort();
-        paths.dedup();
+        let (a_idx, b_idx) = self.undo_target()?;
+        let a_rec = self.history.records[a_idx].clone();
+        let b_id = self.history.records[b_idx].id;
+        let (after, before, paths) = self.undo_docs(a_idx, b_idx)?;
         let mut report = UndoReport {
             undone: format!(
                 "{} {}{}",
@@ -149,6 +147,101 @@ impl Garden {
         }
         report.restore.sort();
         Ok(report)
+    }
+
+    /// What [`Garden::undo`] would reverse: the operation, its time, the
+    /// paths it changed, and whether this machine's latest restore-like
+    /// operation changed nothing (see [`UndoSummary`]).
+    ///
+    /// # Errors
+    /// As [`Garden::undo`].
+    pub fn undo_summary(&self) -> Result<UndoSummary> {
+        let (a_idx, b_idx) = self.undo_target()?;
+        let (_, _, paths) = self.undo_docs(a_idx, b_idx)?;
+        let rec = &self.history.records[a_idx];
+        Ok(UndoSummary {
+            operation: rec
+                .message
+                .clone()
+                .unwrap_or_else(|| rec.reason.as_str().to_owned()),
+            time: rec.time,
+            paths,
+            latest_changed_nothing: self.latest_changed_nothing(),
+        })
+    }
+
+    /// The record of the operation `undo` reverses (this home's newest
+    /// restore-like one) and of its `before-restore` snapshot.
+    fn undo_target(&self) -> Result<(usize, usize)> {
+        self.require_history()?;
+        let recs = &self.history.records;
+        let a_idx = recs
+            .iter()
+            .rposition(|r| r.reason.is_restore_like() && self.is_mine(r))
+            .ok_or_else(|| {
+                Error::Snapshot("nothing to undo: no restore on this machine in the history".into())
+            })?;
+        let b_idx = self
+            .parent_index(a_idx)
+            .filter(|&i| recs[i].reason == Reason::BeforeRestore)
+            .ok_or_else(|| {
+                Error::Snapshot(format!(
+                    "cannot undo {}: its before-restore snapshot is not in the history",
+                    recs[a_idx].id.short(12)
+                ))
+            })?;
+        Ok((a_idx, b_idx))
+    }
+
+    /// The after and before documents of the operation, and every path
+    /// either names, sorted.
+    fn undo_docs(
+        &self,
+        a_idx: usize,
+        b_idx: usize,
+    ) -> Result<(
+        sgard_manifest::Manifest,
+        sgard_manifest::Manifest,
+        Vec<String>,
+    )> {
+        let after = self.snapshot_doc(&self.history.records[a_idx].id)?;
+        let before = self.snapshot_doc(&self.history.records[b_idx].id)?;
+        let mut paths: Vec<String> = after.files.iter().map(|e| e.path.clone()).collect();
+        paths.extend(after.absent.iter().cloned());
+        paths.extend(before.files.iter().map(|e| e.path.clone()));
+        paths.extend(before.absent.iter().cloned());
+        paths.sort();
+        paths.dedup();
+        Ok((after, before, paths))
+    }
+
+    /// Notes that a restore-like operation (`what`) just changed nothing, so
+    /// a later `undo` does not reach past it without saying so (best
+    /// effort: the note only adds a question).
+    pub(crate) fn note_changed_nothing(&self, what: &str) {
+        let Some(l) = &self.local else { return };
+        let text = format!("{}\n{}\n", self.env.now, what.replace('\n', " "));
+        if sgard_store::durable::create_private_dir_all(&l.dir).is_ok() {
+            let _ =
+                sgard_store::durable::write_atomic(&l.dir.join(NOOP_FILE), text.as_bytes(), 0o600);
+        }
+    }
+
+    /// Forgets that note: an operation that changed something was recorded.
+    pub(crate) fn clear_changed_nothing(&self) {
+        if let Some(l) = &self.local {
+            let _ = std::fs::remove_file(l.dir.join(NOOP_FILE));
+        }
+    }
+
+    /// The latest restore-like operation, if it changed nothing: what it
+    /// was and when (see [`Garden::note_changed_nothing`]).
+    fn latest_changed_nothing(&self) -> Option<(String, Timestamp)> {
+        let l = self.local.as_ref()?;
+        let text = sgard_store::durable::read_regular_to_string(&l.dir.join(NOOP_FILE)).ok()?;
+        let (time, what) = text.split_once('\n')?;
+        let time = Timestamp::parse(time).ok()?;
+        Some((what.trim_end().to_owned(), time))
     }
 
     /// The disk state of a path as an entry, without storing anything.

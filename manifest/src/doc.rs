@@ -115,6 +115,13 @@ impl<'a> DocRef<'a> {
         if !self.header.exclude.is_empty() {
             e.list(0, "exclude", &self.header.exclude);
         }
+        if !self.header.folders.is_empty() {
+            e.open(0, "folders");
+            for f in &self.header.folders {
+                e.item(4, "path", &f.path);
+                e.raw(6, "mode", &format!("\"{}\"", f.mode));
+            }
+        }
         if !self.absent.is_empty() {
             e.list(0, "absent", &self.absent);
         }

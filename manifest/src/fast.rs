@@ -19,7 +19,7 @@
 //! messages users see).
 
 use crate::history::{RawHistory, RawRecord};
-use crate::yaml::{RawEntry, RawManifest};
+use crate::yaml::{RawEntry, RawFolder, RawManifest};
 
 /// Reads manifest text, or `None` when it is not in the subset.
 #[cfg(test)]
@@ -79,6 +79,10 @@ fn manifest_with<T>(
             "absent" => {
                 let v = p.seq(0, value, string_item)?;
                 set(&mut m.absent, v)?;
+            }
+            "folders" => {
+                let v = p.seq(0, value, Parser::folder)?;
+                set(&mut m.folders, v)?;
             }
             // `encryption` and anything unknown: serde-saphyr's business.
             _ => return None,
@@ -281,6 +285,24 @@ impl<'a> Parser<'a> {
                 let v = self.seq(col, value, string_item)?;
                 set(&mut e.never, v)
             }
+            _ => None,
+        }
+    }
+
+    fn folder(&mut self, first: &'a str, col: usize) -> Option<RawFolder> {
+        self.mapping(first, col, Self::folder_field)
+    }
+
+    fn folder_field(
+        &mut self,
+        f: &mut RawFolder,
+        key: &str,
+        value: Option<&'a str>,
+        _col: usize,
+    ) -> Option<()> {
+        match key {
+            "path" => set(&mut f.path, string(value?)?),
+            "mode" => set(&mut f.mode, string(value?)?),
             _ => None,
         }
     }
@@ -550,6 +572,9 @@ mod tests {
                 &m.exclude,
                 m.encryption.is_some(),
                 &m.absent,
+                m.folders
+                    .as_ref()
+                    .map(|v| v.iter().map(|f| (&f.path, &f.mode)).collect::<Vec<_>>()),
             )
         )
     }
@@ -753,6 +778,16 @@ mod tests {
         m.upsert(Entry::new(s.to_owned(), EntryKind::Directory, now));
         m.exclude = vec![format!("~/{s}"), s.to_owned()];
         m.absent = vec![format!("~/gone/{s}"), s.to_owned()];
+        m.folders = vec![
+            crate::FolderMode {
+                path: format!("~/{s}"),
+                mode: Mode::from_st_mode(0o700),
+            },
+            crate::FolderMode {
+                path: s.to_owned(),
+                mode: Mode::from_st_mode(0o2750),
+            },
+        ];
         m
     }
 
@@ -762,6 +797,8 @@ mod tests {
         m.files.retain(|e| crate::validate_path(&e.path).is_ok());
         m.exclude.retain(|p| crate::validate_path(p).is_ok());
         m.absent.retain(|p| crate::validate_path(p).is_ok());
+        m.folders
+            .retain(|f| f.path.starts_with("~/") && crate::validate_path(&f.path).is_ok());
         m
     }
 

@@ -319,7 +319,26 @@ pub struct Manifest {
     /// last recorded, so it travels with the manifest through sync and
     /// history. Not a Go sgard field (the Go tool drops it when it saves).
     pub data: Option<Hash>,
+    /// The modes of folders above tracked paths (under the home, never the
+    /// home itself) that are not `0755`, so a restore creates them as they
+    /// were where they were added (`~/.ssh` 0700). Sorted by path, unique.
+    /// Not a Go sgard field (the Go tool ignores it, and drops it when it
+    /// saves).
+    pub folders: Vec<FolderMode>,
 }
+
+/// The mode of a folder above tracked paths (see [`Manifest::folders`]).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FolderMode {
+    /// A `~/…` path.
+    pub path: String,
+    /// Its permission bits.
+    pub mode: Mode,
+}
+
+/// The mode a folder is assumed to have when [`Manifest::folders`] has no
+/// record of it.
+pub const DEFAULT_FOLDER_MODE: u32 = 0o755;
 
 impl Manifest {
     /// An empty manifest created at `now`.
@@ -330,6 +349,7 @@ impl Manifest {
             updated: now,
             message: None,
             data: None,
+            folders: Vec::new(),
             files: Vec::new(),
             exclude: Vec::new(),
             encryption: None,
@@ -374,6 +394,63 @@ impl Manifest {
             .iter()
             .find(|r| exclude::excludes(r, path))
             .map(String::as_str)
+    }
+
+    /// The recorded mode of the folder `path`, if any.
+    pub fn folder_mode(&self, path: &str) -> Option<Mode> {
+        self.folders
+            .binary_search_by(|f| f.path.as_str().cmp(path))
+            .ok()
+            .map(|i| self.folders[i].mode)
+    }
+
+    /// Records the mode of the folder `path` (`None`, or the default
+    /// `0755`: no record). Returns whether the record changed.
+    pub fn set_folder_mode(&mut self, path: &str, mode: Option<Mode>) -> bool {
+        let mode = mode.filter(|m| m.bits() != DEFAULT_FOLDER_MODE);
+        match (
+            self.folders.binary_search_by(|f| f.path.as_str().cmp(path)),
+            mode,
+        ) {
+            (Ok(i), Some(m)) if self.folders[i].mode == m => false,
+            (Ok(i), Some(m)) => {
+                self.folders[i].mode = m;
+                true
+            }
+            (Ok(i), None) => {
+                self.folders.remove(i);
+                true
+            }
+            (Err(i), Some(m)) => {
+                self.folders.insert(
+                    i,
+                    FolderMode {
+                        path: path.to_owned(),
+                        mode: m,
+                    },
+                );
+                true
+            }
+            (Err(_), None) => false,
+        }
+    }
+
+    /// The first entry tracked below a file or a symlink entry, and that
+    /// entry's path (what loading refuses; see [`Manifest::from_yaml`]):
+    /// for a command to check before it saves.
+    pub fn below_file_or_link(&self) -> Option<(&str, &str)> {
+        let files = &self.files;
+        files.iter().enumerate().find_map(|(i, e)| {
+            if e.kind == EntryKind::Directory {
+                return None;
+            }
+            let prefix = format!("{}/", e.path);
+            let at = i + 1 + files[i + 1..].partition_point(|x| x.path.as_str() < prefix.as_str());
+            files
+                .get(at)
+                .filter(|x| x.path.starts_with(&prefix))
+                .map(|x| (x.path.as_str(), e.path.as_str()))
+        })
     }
 
     /// Every blob hash the manifest references.
@@ -610,17 +687,45 @@ fn validate_with(raw: RawManifest, checked: Option<Vec<Entry>>, origin: &Path) -
         .map(|h| parse_hash(&h, "data"))
         .transpose()
         .map_err(|r| field("data", r))?;
+    let folders =
+        validate_folders(raw.folders.unwrap_or_default()).map_err(|r| field("folders", r))?;
     Ok(Manifest {
         version: SCHEMA_VERSION,
         created,
         updated,
         message: raw.message.filter(|m| !m.is_empty()),
         data,
+        folders,
         files,
         exclude,
         encryption,
         absent,
     })
+}
+
+/// The folder modes as read: each a clean `~/…` path (the home itself and
+/// absolute paths are not recorded) with a mode; sorted, no path twice.
+fn validate_folders(raw: Vec<yaml::RawFolder>) -> Result<Vec<FolderMode>, String> {
+    let mut out = Vec::with_capacity(raw.len());
+    for r in raw {
+        let path = r.path.ok_or("a folder has no `path`")?;
+        validate_path(&path).map_err(|e| format!("{path:?}: {e}"))?;
+        if !path.starts_with("~/") {
+            return Err(format!(
+                "{path:?}: only folders under the home (`~/…`) are recorded"
+            ));
+        }
+        let mode = Mode::parse(r.mode.as_deref().unwrap_or_default())
+            .map_err(|e| format!("{path:?}: {e}"))?;
+        out.push(FolderMode { path, mode });
+    }
+    if !out.is_sorted_by(|a, b| a.path < b.path) {
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        if let Some(w) = out.windows(2).find(|w| w[0].path == w[1].path) {
+            return Err(format!("{:?} is listed twice", w[0].path));
+        }
+    }
+    Ok(out)
 }
 
 /// Puts `files` (in the order read) in path order and refuses duplicates

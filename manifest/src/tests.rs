@@ -359,3 +359,36 @@ fn templates_and_scripts_round_trip_as_go_skips_them() {
     assert!(out.contains("run: onchange\n"), "{out}");
     assert_eq!(Manifest::from_yaml(&out).unwrap(), m);
 }
+
+#[test]
+fn folder_modes_round_trip_and_are_checked() {
+    let mut m = Manifest::from_yaml("version: 1\nfiles: []\n").unwrap();
+    assert!(m.set_folder_mode("~/.ssh", Some(Mode::from_st_mode(0o700))));
+    assert!(m.set_folder_mode("~/.config/app", Some(Mode::from_st_mode(0o750))));
+    assert!(!m.set_folder_mode("~/.config", Some(Mode::from_st_mode(0o755))));
+    let text = m.to_yaml();
+    assert!(
+        text.contains("folders:\n    - path: ~/.config/app\n      mode: \"0750\"\n    - path: ~/.ssh\n      mode: \"0700\"\n"),
+        "{text}"
+    );
+    let back = Manifest::from_yaml(&text).unwrap();
+    assert_eq!(back, m);
+    assert_eq!(back.folder_mode("~/.ssh"), Some(Mode::from_st_mode(0o700)));
+    // Back to the default: no record.
+    assert!(m.set_folder_mode("~/.ssh", Some(Mode::from_st_mode(0o755))));
+    assert_eq!(m.folder_mode("~/.ssh"), None);
+    for (bad, why) in [
+        ("    - path: /etc\n      mode: \"0700\"\n", "under the home"),
+        ("    - path: ~/../x\n      mode: \"0700\"\n", "`..`"),
+        ("    - path: ~/x\n      mode: \"9999\"\n", "octal"),
+        ("    - path: ~/x\n", "octal"),
+        (
+            "    - path: ~/x\n      mode: \"0700\"\n    - path: ~/x\n      mode: \"0750\"\n",
+            "twice",
+        ),
+    ] {
+        let text = format!("version: 1\nfiles: []\nfolders:\n{bad}");
+        let err = Manifest::from_yaml(&text).unwrap_err().to_string();
+        assert!(err.contains("folders") && err.contains(why), "{err}");
+    }
+}

@@ -23,6 +23,14 @@ pub(crate) struct RawManifest {
     pub encryption: Option<RawEncryption>,
     pub absent: Option<Vec<String>>,
     pub data: Option<String>,
+    pub folders: Option<Vec<RawFolder>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct RawFolder {
+    pub path: Option<String>,
+    pub mode: Option<String>,
 }
 
 #[derive(Deserialize, Default)]

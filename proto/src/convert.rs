@@ -66,6 +66,14 @@ pub fn manifest_to_proto(m: &Manifest) -> v1::Manifest {
         updated: Some(ts(&m.updated)),
         message: m.message.clone().unwrap_or_default(),
         data: hex(&m.data),
+        folders: m
+            .folders
+            .iter()
+            .map(|f| v1::FolderMode {
+                path: f.path.clone(),
+                mode: f.mode.to_string(),
+            })
+            .collect(),
         files: m.files.iter().map(entry_to_proto).collect(),
         encryption: m.encryption.as_ref().map(|e| v1::Encryption {
             algorithm: e.algorithm.clone(),
@@ -121,6 +129,16 @@ pub fn manifest_from_proto(p: &v1::Manifest) -> Result<Manifest, Invalid> {
     m.version = u32::try_from(p.version.max(1)).map_err(|_| Invalid("bad version".into()))?;
     m.message = opt(&p.message);
     m.data = hash(&p.data, "data")?;
+    for f in &p.folders {
+        let mode = Mode::parse(&f.mode).map_err(|r| Invalid(format!("{}: {r}", f.path)))?;
+        m.folders.push(sgard_manifest::FolderMode {
+            path: f.path.clone(),
+            mode,
+        });
+    }
+    // In path order, as the manifest keeps them (the validator below
+    // refuses a path given twice).
+    m.folders.sort_by(|a, b| a.path.cmp(&b.path));
     m.exclude = p.exclude.clone();
     for f in &p.files {
         let kind = match f.r#type.as_str() {

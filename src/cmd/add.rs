@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use sgard_garden::{AddOptions, AddOutcome, LockMode};
+use sgard_garden::{AddOptions, AddOutcome};
 use sgard_manifest::Run;
 
 use super::Ctx;
@@ -12,7 +12,7 @@ use crate::cli::AddArgs;
 use crate::ui;
 
 pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
-    let mut g = ctx.open(LockMode::Exclusive)?;
+    let mut g = ctx.open_to_change(args.dry_run)?;
     let opts = AddOptions {
         dir: args.dir,
         lock: args.lock,
@@ -22,6 +22,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
         no_encrypt: args.no_encrypt,
         template: args.template,
         run: args.run.as_deref().and_then(Run::parse),
+        follow: args.follow,
     };
     let report = g.add(&args.paths, &opts)?;
     for (path, why) in &report.skipped {
@@ -30,15 +31,46 @@ pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
     for (path, why) in &report.notes {
         ui::warn(&format!("{path}: {why}"));
     }
+    for note in &report.links {
+        ui::note(note);
+    }
     let added = report.count(AddOutcome::Added);
     let refreshed = report.count(AddOutcome::Refreshed);
     let unchanged = report.count(AddOutcome::Unchanged);
-    write!(out, "Added {added} path(s)")?;
+    if args.dry_run {
+        for (path, outcome) in &report.entries {
+            let word = match outcome {
+                AddOutcome::Added => "add",
+                AddOutcome::Refreshed => "refresh",
+                AddOutcome::Unchanged => continue,
+            };
+            writeln!(
+                out,
+                "{} {}",
+                ui::word(ctx.colour, word, 10),
+                ui::clean(path)
+            )?;
+        }
+        write!(
+            out,
+            "Dry run: would add {}",
+            ui::counts(added as u64, "path")
+        )?;
+    } else {
+        write!(out, "Added {}", ui::counts(added as u64, "path"))?;
+    }
     if refreshed > 0 {
-        write!(out, ", refreshed {refreshed}")?;
+        write!(
+            out,
+            ", refresh{} {refreshed}",
+            if args.dry_run { "" } else { "ed" }
+        )?;
     }
     if unchanged > 0 {
         write!(out, ", {unchanged} already up to date")?;
+    }
+    if args.dry_run {
+        write!(out, "; nothing was changed.")?;
     }
     writeln!(out)?;
     Ok(ExitCode::SUCCESS)

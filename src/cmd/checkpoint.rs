@@ -19,7 +19,7 @@ pub fn run(
 ) -> Result<ExitCode> {
     let mut g = ctx.open(LockMode::Exclusive)?;
     let report = g.checkpoint(message, paths, CheckpointOptions { dry_run })?;
-    let mut failed = 0;
+    let mut failed = Vec::new();
     for (path, change) in &report.changes {
         let (word, detail) = match change {
             EntryChange::Content if dry_run => ("update", String::new()),
@@ -37,7 +37,7 @@ pub fn run(
                 format!(" ({why}; the repository's version is kept)"),
             ),
             EntryChange::Failed(why) => {
-                failed += 1;
+                failed.push(crate::ui::clean(path).into_owned());
                 ("failed", format!(" ({why})"))
             }
             EntryChange::Template => (
@@ -50,10 +50,44 @@ pub fn run(
         };
         writeln!(
             out,
-            "{word:<10} {}{}",
+            "{} {}{}",
+            crate::ui::word(ctx.colour, word, 10),
             crate::ui::clean(path),
             crate::ui::clean(&detail)
         )?;
+    }
+    if !failed.is_empty() && !dry_run {
+        // Not "complete": say what was recorded and what was not.
+        let recorded = report
+            .changes
+            .iter()
+            .filter(|(_, c)| matches!(c, EntryChange::Content | EntryChange::Mode))
+            .count();
+        let done = match (report.unchanged, report.snapshot) {
+            (false, Some(id)) => format!(
+                "Checkpoint recorded snapshot {} ({})",
+                id.short(12),
+                entries(recorded)
+            ),
+            _ => "Checkpoint recorded nothing".to_owned(),
+        };
+        writeln!(
+            out,
+            "{done}; {} failed: {}.",
+            entries(failed.len()),
+            failed.join(", ")
+        )?;
+        bail!(
+            "{} could not be checkpointed and {} kept as {} (see `failed` above): {}",
+            entries(failed.len()),
+            if failed.len() == 1 { "is" } else { "are" },
+            if failed.len() == 1 {
+                "it was"
+            } else {
+                "they were"
+            },
+            failed.join(", ")
+        );
     }
     match (dry_run, report.unchanged, report.snapshot) {
         (true, _, _) => writeln!(out, "Dry run: nothing was recorded.")?,
@@ -73,10 +107,11 @@ pub fn run(
         }
         (false, false, None) => writeln!(out, "Checkpoint complete.")?,
     }
-    if failed > 0 {
+    if !failed.is_empty() {
         bail!(
-            "{failed} entr{} could not be checkpointed (kept as before)",
-            plural_y(failed)
+            "{} could not be checkpointed: {}",
+            entries(failed.len()),
+            failed.join(", ")
         );
     }
     let conflicts = report.conflicts();
@@ -93,6 +128,11 @@ pub fn run(
         )));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `1 entry`, `2 entries`.
+fn entries(n: usize) -> String {
+    format!("{n} entr{}", plural_y(n))
 }
 
 fn plural_y(n: usize) -> &'static str {

@@ -9,6 +9,7 @@ use serde_json::json;
 use sgard_garden::{Diff, LockMode};
 
 use super::{Ctx, print_json};
+use crate::exit::{ERROR, INTEGRITY};
 
 /// The flags of `diff`.
 pub struct Flags {
@@ -24,15 +25,21 @@ pub fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Resu
         (Some(a), Some(b)) => g.resolve(a).is_ok() && g.resolve(b).is_ok(),
         _ => false,
     };
-    let diffs = if let Some(at) = &f.at {
+    let results = if let Some(at) = &f.at {
         g.diff_at(at, paths)?
     } else if paths.len() >= 2 && as_ids(&paths[0], &paths[1]) {
         let (a, b) = (paths[0].to_string_lossy(), paths[1].to_string_lossy());
         g.diff_snapshots(&a, &b, &paths[2..])?
+            .into_iter()
+            .map(|(p, d)| (p, Ok(d)))
+            .collect()
     } else if paths.len() == 1 {
         // One path names one file exactly (a folder still works through diff_many).
-        match g.diff(&paths[0]) {
-            Ok(d) => vec![(g.env().to_tilde(&g.env().resolve(&paths[0]))?, d)],
+        match g.entry_at(&paths[0]) {
+            Ok(e) => match g.diff(&paths[0]) {
+                Err(err) if err.is_interrupted() => return Err(err.into()),
+                r => vec![(e.path.clone(), r)],
+            },
             // Not an entry: maybe a folder of entries; else say it is not tracked.
             Err(e @ sgard_garden::Error::NotTracked(_)) => match g.diff_many(paths) {
                 Err(sgard_garden::Error::NoMatch) => return Err(e.into()),
@@ -43,15 +50,41 @@ pub fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Resu
     } else {
         g.diff_many(paths)?
     };
+    // Each file that could not be diffed is named once, on stderr; the
+    // others are shown all the same, and the command fails at the end.
+    let mut diffs = Vec::with_capacity(results.len());
+    let mut failed = Vec::new();
+    for (path, r) in results {
+        match r {
+            Ok(d) => diffs.push((path, d)),
+            Err(e) => {
+                let why = sgard_garden::error_chain(&e);
+                let line = if why.starts_with(path.as_str()) {
+                    why
+                } else {
+                    format!("{path}: {why}")
+                };
+                crate::ui::error_line(&line);
+                failed.push((path, e));
+            }
+        }
+    }
     let differs = diffs.iter().any(|(_, d)| *d != Diff::Same);
     if f.stat {
-        stat(&diffs, f.json, out)?;
+        stat(&diffs, &failed, f.json, out)?;
     } else if !differs {
-        writeln!(out, "No changes.")?;
+        if failed.is_empty() {
+            writeln!(out, "No changes.")?;
+        } else if !diffs.is_empty() {
+            writeln!(out, "No changes in the other files.")?;
+        }
     } else {
         for (_, d) in &diffs {
             match d {
                 Diff::Same => {}
+                Diff::Text { text, .. } if ctx.colour => {
+                    out.write_all(crate::ui::paint_diff(text).as_bytes())?;
+                }
                 Diff::Text { text, .. } => out.write_all(text.as_bytes())?,
                 Diff::Binary { path } => {
                     writeln!(
@@ -62,6 +95,18 @@ pub fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Resu
             }
         }
     }
+    if !failed.is_empty() {
+        // An error, not a difference: 1 even with --exit-code, 3 when
+        // stored content failed its check.
+        out.flush()?;
+        return Ok(ExitCode::from(
+            if failed.iter().any(|(_, e)| e.is_integrity()) {
+                INTEGRITY
+            } else {
+                ERROR
+            },
+        ));
+    }
     Ok(if f.exit_code && differs {
         ExitCode::from(1)
     } else {
@@ -69,9 +114,18 @@ pub fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Resu
     })
 }
 
-fn stat(diffs: &[(String, Diff)], json: bool, out: &mut dyn Write) -> Result<()> {
+fn stat(
+    diffs: &[(String, Diff)],
+    failed: &[(String, sgard_garden::Error)],
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     let changed: Vec<_> = diffs.iter().filter(|(_, d)| *d != Diff::Same).collect();
     if json {
+        let errors: Vec<_> = failed
+            .iter()
+            .map(|(path, e)| json!({"path": path, "error": sgard_garden::error_chain(e)}))
+            .collect();
         let files: Vec<_> = changed
             .iter()
             .map(|(path, d)| match d {
@@ -87,7 +141,7 @@ fn stat(diffs: &[(String, Diff)], json: bool, out: &mut dyn Write) -> Result<()>
         return print_json(
             out,
             &json!({"schema": 1, "files": files, "files_changed": changed.len(),
-                    "insertions": ins, "deletions": del}),
+                    "insertions": ins, "deletions": del, "errors": errors}),
         );
     }
     let width = changed.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
@@ -110,8 +164,10 @@ fn stat(diffs: &[(String, Diff)], json: bool, out: &mut dyn Write) -> Result<()>
     let (ins, del) = totals(&changed);
     writeln!(
         out,
-        " {} file(s) changed, {ins} insertion(s)(+), {del} deletion(s)(-)",
-        changed.len()
+        " {} changed, {}(+), {}(-)",
+        crate::ui::counts(changed.len() as u64, "file"),
+        crate::ui::counts(ins as u64, "insertion"),
+        crate::ui::counts(del as u64, "deletion")
     )?;
     Ok(())
 }

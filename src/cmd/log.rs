@@ -31,14 +31,14 @@ pub fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Re
     for r in recs {
         writeln!(
             out,
-            "{}  {}  {:<10} {:<15} {} entries, {} bytes, {} new blob(s){}",
-            r.id.short(12),
+            "{}  {}  {:<10} {:<15} {}, {}, {}{}",
+            crate::ui::paint(ctx.colour, crate::ui::Role::Id, &r.id.short(12)),
             r.time.human(),
             crate::ui::clean(&r.host),
             crate::ui::clean(r.reason.as_str()),
-            r.entries,
-            r.bytes,
-            r.new_blobs,
+            crate::ui::count(r.entries, "entry", "entries"),
+            crate::ui::count(r.bytes, "byte", "bytes"),
+            crate::ui::count(r.new_blobs, "new blob", "new blobs"),
             r.message
                 .as_deref()
                 .map(|m| format!("  {}", crate::ui::clean(m)))
@@ -85,21 +85,21 @@ pub fn forget(
     })?;
     let dropped = g.forget(&policy, dry_run)?;
     let word = if dry_run { "forget" } else { "forgot" };
+    let c = ctx.colour;
     for r in &dropped {
-        writeln!(out, "{word:<10} {} {}", r.id.short(12), r.reason)?;
-    }
-    if dry_run {
         writeln!(
             out,
-            "Dry run: {} snapshot(s) would be forgotten; nothing was changed.",
-            dropped.len()
+            "{} {} {}",
+            crate::ui::word(c, word, 10),
+            crate::ui::paint(c, crate::ui::Role::Id, &r.id.short(12)),
+            r.reason
         )?;
+    }
+    let n = crate::ui::counts(dropped.len() as u64, "snapshot");
+    if dry_run {
+        writeln!(out, "Dry run: {n} would be forgotten; nothing was changed.")?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(
-        out,
-        "Forgot {} snapshot(s); run `sgard prune` to free their blobs.",
-        dropped.len()
-    )?;
+    writeln!(out, "Forgot {n}; run `sgard prune` to free their blobs.")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,23 +1,60 @@
 //! `sgard undo`
 
 use std::fmt::Write as _;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
+use sgard_garden::{Prompt, UndoSummary};
 
 use super::{Ctx, restore};
 use crate::exit::{CONFLICT, Fail};
+use crate::ui;
 
-pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+/// How many paths the summary lists before it only counts the rest.
+const LISTED: usize = 20;
+
+/// Whether `undo` may ask: stdin is a terminal. The one place it decides,
+/// so a pseudo-terminal is a terminal and a pipe never is.
+pub fn asks() -> bool {
+    std::io::stdin().is_terminal()
+}
+
+pub fn run(ctx: &Ctx, dry_run: bool, yes: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_for_home()?;
+    let s = g.undo_summary()?;
+    writeln!(out, "{}", summary(&s))?;
+    if let Some((what, when)) = &s.latest_changed_nothing {
+        writeln!(
+            out,
+            "The latest {} ({}) changed nothing; the most recent one that changed files \
+             was {} at {}.",
+            ui::clean(what),
+            when.human(),
+            ui::clean(&s.operation),
+            s.time.human()
+        )?;
+    }
+    if !dry_run && !yes {
+        // Reaching past an operation that changed nothing is asked about
+        // even without a terminal (an answer on stdin, or -y); otherwise a
+        // script (no terminal) is not asked.
+        let must_ask = s.latest_changed_nothing.is_some();
+        if must_ask || asks() {
+            out.flush()?;
+            if !ui::StdinPrompt::new().confirm("Reverse it?") {
+                return Err(Fail::conflict(
+                    "not confirmed; nothing was undone (`sgard undo -y` reverses it without asking)",
+                ));
+            }
+        }
+    }
     let r = g.undo(dry_run)?;
-    writeln!(out, "Undoing {}", r.undone)?;
     restore::print_actions(ctx.colour, &r.restore, dry_run, out)?;
     if !r.restore.failures.is_empty() {
         let mut msg = format!(
-            "{} path(s) could not be put back:",
-            r.restore.failures.len()
+            "{} could not be put back:",
+            ui::counts(r.restore.failures.len() as u64, "path")
         );
         for (p, e) in &r.restore.failures {
             let _ = write!(msg, "\n  {p}: {}", restore::chain(e));
@@ -47,4 +84,26 @@ pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
         }
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `Undo the restore --at 3f2a… of 2026-03-23 12:00:00 UTC on this
+/// machine: 2 paths: ~/a, ~/b` (the paths beyond [`LISTED`] counted).
+fn summary(s: &UndoSummary) -> String {
+    let n = s.paths.len();
+    let mut listed: Vec<String> = s
+        .paths
+        .iter()
+        .take(LISTED)
+        .map(|p| ui::clean(p).into_owned())
+        .collect();
+    if n > LISTED {
+        listed.push(format!("and {} more", n - LISTED));
+    }
+    format!(
+        "Undo the {} of {} on this machine: {n} path{}: {}",
+        ui::clean(&s.operation),
+        s.time.human(),
+        if n == 1 { "" } else { "s" },
+        listed.join(", ")
+    )
 }

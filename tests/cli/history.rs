@@ -464,7 +464,7 @@ fn undo_puts_back_bytes_and_mode_and_redo_works() {
     // Undo: exact bytes and mode back, the created file gone.
     let r = t.sgard(["undo"]);
     r.ok()
-        .stdout_has("Undoing restore")
+        .stdout_has("Undo the restore of ")
         .stdout_has("Undo complete");
     assert!(has_line(&r.stdout, "restored", "~/f"), "{r:#?}");
     assert!(has_line(&r.stdout, "deleted", "~/g"), "{r:#?}");
@@ -478,7 +478,7 @@ fn undo_puts_back_bytes_and_mode_and_redo_works() {
 
     // Undo the undo: the restored state is back.
     let r = t.sgard(["undo"]);
-    r.ok().stdout_has("Undoing undo");
+    r.ok().stdout_has("Undo the undo ");
     assert_eq!(t.read("f"), b"stored f\n");
     assert_eq!(mode_of(&t.path("f")), 0o644);
     assert_eq!(t.read("g"), b"stored g\n");
@@ -657,7 +657,7 @@ fn forget_and_prune_free_exactly_the_unneeded_blobs() {
     t.sgard(["checkpoint", "-m", "four"]).ok();
     let head = checkpoint_ids(&t)[0].clone();
     let r = t.sgard(["forget", "--keep-last", "1"]);
-    r.ok().stdout_has("Forgot 2 snapshot(s)");
+    r.ok().stdout_has("Forgot 2 snapshots");
     assert_eq!(log_ids(&t), vec![head.clone()]);
     assert_eq!(log(&t)[0]["parent"], Value::Null);
     t.sgard(["verify"]).ok();
@@ -693,11 +693,11 @@ fn forget_keep_last_counts_checkpoints() {
     let r = t.sgard(["forget", "--keep-last", "2", "--dry-run"]);
     r.ok()
         .stdout_has(&format!("forget     {} checkpoint", &ids[0][..12]))
-        .stdout_has("Dry run: 1 snapshot(s) would be forgotten");
+        .stdout_has("Dry run: 1 snapshot would be forgotten");
     assert_eq!(history_bytes(&t), before, "a dry run wrote the log");
     t.sgard(["forget", "--keep-last", "2"])
         .ok()
-        .stdout_has("Forgot 1 snapshot(s)");
+        .stdout_has("Forgot 1 snapshot");
     let kept = checkpoint_ids(&t);
     assert_eq!(kept, vec![ids[2].clone(), ids[1].clone()]);
     assert_eq!(log_ids(&t).len(), 8, "the restores were forgotten");
@@ -775,7 +775,7 @@ fn forget_keep_daily() {
     assert_eq!(log(&t)[4]["time"], "2026-03-20T10:00:00Z");
 
     let r = t.sgard(["forget", "--keep-daily", "2"]);
-    r.ok().stdout_has("Forgot 3 snapshot(s)");
+    r.ok().stdout_has("Forgot 3 snapshots");
     // Kept: 03-23 12:00 (head) and 03-21 20:00 (newest of 03-21).
     assert_eq!(log_ids(&t), vec![ids[0].clone(), ids[1].clone()]);
     let j = log(&t);

@@ -146,7 +146,7 @@ fn app_setup(t: &TestEnv) {
     t.write(".config/app/sub/b", "b\n");
     t.sgard(["add", &a(t, ".config/app")])
         .ok()
-        .stdout_has("Added 2 path(s)");
+        .stdout_has("Added 2 paths");
 }
 
 // ---------------------------------------------------------------------------
@@ -271,7 +271,7 @@ fn s31_dir_entry_tracks_the_folder_not_its_contents() {
     t.chmod("d", 0o700);
     t.sgard(["add", "--dir", &a(&t, "d")])
         .ok()
-        .stdout_has("Added 1 path(s)");
+        .stdout_has("Added 1 path");
     let v = list_json(&t);
     let entries = v["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 1, "{v:#}");
@@ -922,7 +922,7 @@ fn s39_mirror_down_never_touches_the_repository() {
     t.write(".config/app/a", "a\n");
     t.write(".config/app/sub/b", "b\n");
     let r = t.sgard(["add", "--repo", &repo, &a(&t, ".config/app")]);
-    r.ok().stdout_has("Added 2 path(s)");
+    r.ok().stdout_has("Added 2 paths");
     let listed: Value = json_doc(t.sgard(["list", "--json", "--repo", &repo]).ok());
     assert_eq!(listed["entries"].as_array().unwrap().len(), 2, "{listed:#}");
 

@@ -15,6 +15,7 @@ mod hostile;
 mod index;
 mod local;
 mod machines;
+mod polish;
 mod scenarios;
 mod sqlite;
 mod statcache;

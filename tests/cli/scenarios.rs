@@ -204,7 +204,7 @@ fn add_file_records_entry_and_blob() {
     t.chmod(".bashrc", 0o644);
     let r = t.sgard(["add", &s(&t.path(".bashrc"))]);
     r.ok();
-    assert_eq!(r.stdout, "Added 1 path(s)\n");
+    assert_eq!(r.stdout, "Added 1 path\n");
     let m = t.manifest();
     assert_eq!(entry_paths(&m), ["~/.bashrc"]);
     let h = sha("hi\n");
@@ -232,7 +232,7 @@ fn add_again_keeps_one_entry() {
     t.sgard(["add", &s(&t.path(".bashrc"))]).ok();
     let r = t.sgard(["add", &s(&t.path(".bashrc"))]);
     r.ok();
-    assert_eq!(r.stdout, "Added 0 path(s), 1 already up to date\n");
+    assert_eq!(r.stdout, "Added 0 paths, 1 already up to date\n");
     let m = t.manifest();
     assert_eq!(entry_paths(&m), ["~/.bashrc"]);
 }
@@ -246,7 +246,7 @@ fn add_folder_recurses_lexically_without_folder_entries() {
     t.write(".config/app/sub/a", "sa\n");
     let r = t.sgard(["add", &s(&t.path(".config/app"))]);
     r.ok();
-    assert_eq!(r.stdout, "Added 4 path(s)\n");
+    assert_eq!(r.stdout, "Added 4 paths\n");
     let m = t.manifest();
     assert_eq!(
         entry_paths(&m),
@@ -267,7 +267,7 @@ fn add_symlink_stores_raw_target_and_no_blob() {
     symlink("../elsewhere/target", t.path(".hl")).unwrap();
     let r = t.sgard(["add", &s(&t.path(".hl"))]);
     r.ok();
-    assert_eq!(r.stdout, "Added 1 path(s)\n");
+    assert_eq!(r.stdout, "Added 1 path\n");
     let m = t.manifest();
     assert_eq!(field(&m, "~/.hl", "type").as_deref(), Some("link"));
     assert_eq!(
@@ -309,7 +309,7 @@ fn literal_tilde_argument_means_home_in_every_command() {
 
     let r = run_in(&t, &sub, ["add", "~/.bashrc"]);
     r.ok();
-    assert_eq!(r.stdout, "Added 1 path(s)\n");
+    assert_eq!(r.stdout, "Added 1 path\n");
     assert_eq!(entry_paths(&t.manifest()), ["~/.bashrc"]);
     assert!(!sub.join("~").exists());
 

@@ -723,6 +723,7 @@ fn manifest_msg(files: Vec<v1::ManifestEntry>, updated: i64) -> v1::Manifest {
         encryption: None,
         exclude: Vec::new(),
         data: String::new(),
+        folders: Vec::new(),
     }
 }
 

@@ -114,6 +114,20 @@ fn every_writing_command_has_a_dry_run_that_changes_nothing() {
     t.write("d/y", "y\n");
     fs::remove_file(t.path("d/new")).unwrap();
 
+    // add: a new file, a changed one, an unchanged one, a symlinked folder
+    // followed.
+    t.write("n1", "n1\n");
+    t.write("a", "a changed\n");
+    t.write("elsewhere/inner", "i\n");
+    std::os::unix::fs::symlink(t.path("elsewhere"), t.path("d/linked")).unwrap();
+    dry(&t, &["add", "-n", "n1", "a", "big"], &[])
+        .stdout_has("add        ~/n1\n")
+        .stdout_has("refresh    ~/a\n")
+        .stdout_has("would add 1 path, refresh 1, 1 already up to date; nothing was changed.");
+    dry(&t, &["add", "-n", "--follow", "d"], &[]).stdout_has("add        ~/d/linked/inner\n");
+    t.write("a", "a\n");
+    fs::remove_file(t.path("d/linked")).unwrap();
+
     // encryption: init, then its other commands.
     dry(&t, &["encrypt", "init", "-n"], &[PASS]).stdout_has("would create a data key");
     t.command(["encrypt", "init"])
@@ -293,6 +307,16 @@ fn colour_on_a_terminal_only_and_never_with_no_color() {
     assert!(r.stdout.contains("\x1b[31merror:"), "{r:#?}");
     let r = pty_run(&c, "verify", "");
     assert!(r.stdout.contains("\x1b[32mok"), "{r:#?}");
+    t.write("f", "g\n");
+    let r = pty_run(&c, "diff", "");
+    assert!(r.stdout.contains("\x1b[31m-f"), "{r:#?}");
+    assert!(r.stdout.contains("\x1b[32m+g"), "{r:#?}");
+    t.sgard(["checkpoint"]).ok();
+    let r = pty_run(&c, "log", "");
+    assert!(
+        r.stdout.contains("\x1b[33m"),
+        "snapshot ids in yellow: {r:#?}"
+    );
 
     c.env("NO_COLOR", "1");
     fs::remove_file(t.path("f")).unwrap();

@@ -230,6 +230,13 @@ pub(crate) fn put_manifest(w: &mut Writer, m: &Manifest) {
         }
     }
     w.strs(&m.absent);
+    // Last: a section an older build wrote ends before it, and then does
+    // not decode (the manifest is parsed again).
+    w.count(m.folders.len());
+    for f in &m.folders {
+        w.str(&f.path);
+        w.u32(f.mode.bits());
+    }
 }
 
 fn put_entry(w: &mut Writer, e: &Entry) {
@@ -319,12 +326,20 @@ pub(crate) fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
         _ => return None,
     };
     let absent = r.strs()?;
+    let n = r.count(4 + 4)?;
+    let mut folders = Vec::with_capacity(n.min(super::MAX_RESERVE));
+    for _ in 0..n {
+        let path = r.str()?;
+        let mode = sgard_manifest::Mode::parse(&format!("{:o}", r.u32()?)).ok()?;
+        folders.push(sgard_manifest::FolderMode { path, mode });
+    }
     Some(Manifest {
         version,
         created,
         updated,
         message,
         data,
+        folders,
         files,
         exclude,
         encryption,
@@ -456,7 +471,8 @@ mod tests {
               type: file\n  run: once\n  updated: 2026-03-23T12:00:00Z\n\
             - path: ~/.config\n  type: directory\n  mode: \"0700\"\n  updated: 2026-03-23T12:00:00Z\n\
             - path: ~/l ink\n  type: link\n  target: ../x y\n  locked: true\n  updated: 2026-03-23T12:00:00Z\n  never: [mac]\n\
-            exclude: [~/.cache]\n";
+            exclude: [~/.cache]\n\
+            folders:\n- path: ~/.ssh\n  mode: \"0700\"\n- path: ~/bin\n  mode: \"2750\"\n";
         Manifest::from_yaml(text).unwrap()
     }
 
@@ -468,6 +484,7 @@ mod tests {
         let back = get_manifest(&mut Reader::new(&w.buf)).unwrap();
         assert_eq!(back, m);
         assert!(back.data.is_some());
+        assert_eq!(back.folders.len(), 2);
         let t = back.get("~/.gitconfig").unwrap();
         assert!(t.template && t.run == Some(sgard_manifest::Run::OnChange));
         assert_eq!(
