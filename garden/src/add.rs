@@ -486,13 +486,7 @@ impl Garden {
                 e
             }
             DiskKind::Fifo | DiskKind::Socket | DiskKind::Device => {
-                report.skipped.push((
-                    tilde,
-                    format!(
-                        "is {}; only files, symlinks and folders are tracked",
-                        kind.describe()
-                    ),
-                ));
+                report.skipped.push((tilde, untrackable(kind)));
                 return Ok(());
             }
         };
@@ -500,11 +494,7 @@ impl Garden {
             && opts.run.is_some()
             && entry.mode.is_some_and(|m| m.bits() & 0o111 == 0)
         {
-            report.skipped.push((
-                tilde,
-                "is not executable; a script must be (`chmod +x` it, then add it with --run)"
-                    .into(),
-            ));
+            report.skipped.push((tilde, NOT_EXECUTABLE.into()));
             return Ok(());
         }
         if entry.kind == EntryKind::File {
@@ -823,6 +813,18 @@ impl Garden {
             );
         }
     }
+}
+
+/// Why a script that is not executable is not added.
+pub(crate) const NOT_EXECUTABLE: &str =
+    "is not executable; a script must be (`chmod +x` it, then add it with --run)";
+
+/// Why a FIFO, socket or device is not tracked.
+pub(crate) fn untrackable(kind: DiskKind) -> String {
+    format!(
+        "is {}; only files, symlinks and folders are tracked",
+        kind.describe()
+    )
 }
 
 fn walk_error(at: &Path, e: walkdir::Error) -> Error {

@@ -486,29 +486,13 @@ impl Confine {
             .map_err(|e| io_err("setting mode of", abs, e))
     }
 
-    /// Makes `abs` a folder (creating it if needed) with exactly `mode`.
+    /// Creates the folder `abs` unless it exists, and sets `mode` on it
+    /// (on an existing folder too).
     ///
     /// # Errors
     /// As [`Confine::parent`]; [`Error::Io`].
     pub fn mkdir(&self, abs: &Path, mode: Option<Mode>) -> Result<()> {
-        let p = self.parent(abs, true)?;
-        match rustix::fs::mkdirat(&*p.fd, &p.name, RMode::from_raw_mode(0o700)) {
-            Ok(()) => rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))?,
-            Err(Errno::EXIST) => {}
-            Err(e) => return Err(io_err("creating folder", abs, e)),
-        }
-        let fd = rustix::fs::openat(
-            &*p.fd,
-            &p.name,
-            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            RMode::empty(),
-        )
-        .map_err(|e| io_err("opening folder", abs, e))?;
-        if let Some(m) = mode {
-            rustix::fs::fchmod(&fd, RMode::from_raw_mode(m.bits()))
-                .map_err(|e| io_err("setting mode of", abs, e))?;
-        }
-        Ok(())
+        self.make_dir(abs, mode, true).map(|_| ())
     }
 
     /// Creates the folder `abs` with exactly `mode` if nothing is there;
@@ -518,24 +502,39 @@ impl Confine {
     /// # Errors
     /// As [`Confine::parent`]; [`Error::Io`].
     pub fn create_dir(&self, abs: &Path, mode: Mode) -> Result<bool> {
+        self.make_dir(abs, Some(mode), false)
+    }
+
+    /// Creates the folder `abs` (0700 until its mode is set; the umask
+    /// does not decide it) unless something is there, then sets `mode` on
+    /// it when it was created, or on what is there when `existing`. The
+    /// folder holding it is synced after a creation. Returns whether it
+    /// created it.
+    fn make_dir(&self, abs: &Path, mode: Option<Mode>, existing: bool) -> Result<bool> {
         let p = self.parent(abs, true)?;
-        match rustix::fs::mkdirat(&*p.fd, &p.name, RMode::from_raw_mode(0o700)) {
-            Ok(()) => {}
-            Err(Errno::EXIST) => return Ok(false),
+        let created = match rustix::fs::mkdirat(&*p.fd, &p.name, RMode::from_raw_mode(0o700)) {
+            Ok(()) => true,
+            Err(Errno::EXIST) => false,
             Err(e) => return Err(io_err("creating folder", abs, e)),
+        };
+        if !created && !existing {
+            return Ok(false);
         }
-        let fd = rustix::fs::openat(
-            &*p.fd,
-            &p.name,
-            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            RMode::empty(),
-        )
-        .map_err(|e| io_err("opening folder", abs, e))?;
-        // The umask does not decide it: the mode is the recorded one.
-        rustix::fs::fchmod(&fd, RMode::from_raw_mode(mode.bits()))
-            .map_err(|e| io_err("setting mode of", abs, e))?;
-        rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))?;
-        Ok(true)
+        if let Some(m) = mode {
+            let fd = rustix::fs::openat(
+                &*p.fd,
+                &p.name,
+                OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                RMode::empty(),
+            )
+            .map_err(|e| io_err("opening folder", abs, e))?;
+            rustix::fs::fchmod(&fd, RMode::from_raw_mode(m.bits()))
+                .map_err(|e| io_err("setting mode of", abs, e))?;
+        }
+        if created {
+            rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))?;
+        }
+        Ok(created)
     }
 
     /// Removes the file, symlink or empty folder at `abs` (nothing there is

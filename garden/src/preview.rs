@@ -22,24 +22,16 @@ impl Garden {
     ) -> Result<()> {
         let tilde = self.env.to_tilde(abs)?;
         if matches!(kind, DiskKind::Fifo | DiskKind::Socket | DiskKind::Device) {
-            report.skipped.push((
-                tilde,
-                format!(
-                    "is {}; only files, symlinks and folders are tracked",
-                    kind.describe()
-                ),
-            ));
+            report.skipped.push((tilde, crate::add::untrackable(kind)));
             return Ok(());
         }
         if kind == DiskKind::File && opts.run.is_some() {
             let executable =
                 fsx::lstat(abs)?.is_some_and(|md| fsx::mode_of(&md).bits() & 0o111 != 0);
             if !executable {
-                report.skipped.push((
-                    tilde,
-                    "is not executable; a script must be (`chmod +x` it, then add it with --run)"
-                        .into(),
-                ));
+                report
+                    .skipped
+                    .push((tilde, crate::add::NOT_EXECUTABLE.into()));
                 return Ok(());
             }
         }

@@ -903,19 +903,45 @@ pub enum Pushed {
     UpToDate,
 }
 
+/// What a push offers the server: the manifest, the history and the
+/// snapshot blobs, against the server head this repository last synced.
+struct PushInput {
+    base: Base,
+    m: Manifest,
+    history: Vec<Record>,
+    store: Store,
+    extra: Vec<Hash>,
+}
+
+impl PushInput {
+    fn of(g: &Garden, o: &Opts) -> Result<PushInput> {
+        g.require_history()?;
+        let base = match g.sync_base(&o.remote.addr) {
+            Some(b) => Base::Id(b),
+            None => Base::Never,
+        };
+        let history = g.shared_history().records.clone();
+        Ok(PushInput {
+            base,
+            m: g.manifest().clone(),
+            extra: g.snapshot_blobs(&history),
+            history,
+            store: g.store().clone(),
+        })
+    }
+}
+
 /// Pushes the repository: a fast-forward of the server head this repository
 /// last synced with, or refused (exit 4) when the server has changes to pull.
 pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
-    g.require_history()?;
-    let base = match g.sync_base(&o.remote.addr) {
-        Some(b) => Base::Id(b),
-        None => Base::Never,
-    };
-    let m = g.manifest().clone();
-    let history = g.shared_history().records.clone();
-    let store = g.store().clone();
+    let PushInput {
+        base,
+        m,
+        history,
+        store,
+        extra,
+    } = PushInput::of(g, o)?;
     let head = g.head_id();
-    let extra = g.snapshot_blobs(&history);
     let env = g.env().clone();
     let out = block_on(async {
         let mut c = Client::connect(o).await?;
@@ -979,15 +1005,13 @@ pub enum PushPlan {
 /// Asks the server what a push would send; sends nothing, changes nothing
 /// on either side.
 pub fn push_plan(g: &Garden, o: &Opts) -> Result<PushPlan> {
-    g.require_history()?;
-    let base = match g.sync_base(&o.remote.addr) {
-        Some(b) => Base::Id(b),
-        None => Base::Never,
-    };
-    let m = g.manifest().clone();
-    let history = g.shared_history().records.clone();
-    let store = g.store().clone();
-    let extra = g.snapshot_blobs(&history);
+    let PushInput {
+        base,
+        m,
+        history,
+        store,
+        extra,
+    } = PushInput::of(g, o)?;
     block_on(async {
         let mut c = Client::connect(o).await?;
         let (d, missing, server_head) = c.push_manifest(&m, base, &history, true, &extra).await?;

@@ -467,3 +467,33 @@ fn an_unreadable_file_names_itself_and_the_exclude_rule() {
         .stderr_has("`sgard exclude ~/conf/locked` keeps it out");
     assert_eq!(t.manifest(), before);
 }
+
+/// `undo` on a terminal says what it will reverse and asks; `n` (or a
+/// typo three times) reverses nothing (exit 4), `y` reverses it; `-y` asks
+/// nothing.
+#[test]
+fn undo_asks_on_a_terminal() {
+    if !on_path("script") {
+        eprintln!("note: `script` (util-linux) is not installed; skipping the pty test");
+        return;
+    }
+    let t = TestEnv::tracking("f", "one\n");
+    t.write("f", "local\n");
+    t.sgard(["restore", "-f"]).ok();
+    assert_eq!(t.read("f"), b"one\n");
+    let c = t.command(std::iter::empty::<&str>());
+    let r = pty_run(&c, "undo", "n\n");
+    assert_eq!(r.code, 4, "{r:#?}");
+    r.stdout_has("Undo the restore of")
+        .stdout_has("~/f")
+        .stdout_has("Reverse it? [y/N]");
+    assert_eq!(t.read("f"), b"one\n");
+    let r = pty_run(&c, "undo", "y\n");
+    r.ok();
+    assert_eq!(t.read("f"), b"local\n");
+    // -y: no question, on a terminal too.
+    let r = pty_run(&c, "undo -y", "");
+    r.ok();
+    assert!(!r.stdout.contains("Reverse it?"), "{r:#?}");
+    assert_eq!(t.read("f"), b"one\n");
+}
