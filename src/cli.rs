@@ -662,7 +662,18 @@ pub fn better_suggestion(e: clap::Error) -> clap::Error {
     };
     let typed = typed.clone();
     let cmd = <Cli as clap::CommandFactory>::command();
-    let near: Vec<(usize, &str)> = cmd
+    // The command the mistyped name was given to (`sgard mirror dwon`: the
+    // subcommands of `mirror`): the names before it that name subcommands.
+    let mut parent = &cmd;
+    for arg in std::env::args().skip(1) {
+        if arg == typed {
+            break;
+        }
+        if let Some(sub) = parent.find_subcommand(&arg) {
+            parent = sub;
+        }
+    }
+    let near: Vec<(usize, &str)> = parent
         .get_subcommands()
         .flat_map(|s| std::iter::once(s.get_name()).chain(s.get_all_aliases()))
         .map(|name| (strsim::damerau_levenshtein(&typed, name), name))

@@ -132,9 +132,14 @@ impl Ctx {
     }
 
     /// Opens the repository to change the home folder only (restore, undo,
-    /// mirror down, merge): it may be read-only, and then says so.
-    pub fn open_for_home(&self) -> Result<Garden> {
-        let g = Garden::open_for_home(&self.repo, self.env.clone(), &ui::note)?;
+    /// mirror down, merge), or with `dry_run` to say what would change (no
+    /// home lock, nothing written): it may be read-only, and then says so.
+    pub fn open_for_home(&self, dry_run: bool) -> Result<Garden> {
+        let g = if dry_run {
+            Garden::open_for_home_dry_run(&self.repo, self.env.clone(), &ui::note)?
+        } else {
+            Garden::open_for_home(&self.repo, self.env.clone(), &ui::note)?
+        };
         if g.repository_is_read_only() {
             ui::note(&format!(
                 "{} is read-only: restoring from it; the safety snapshot (for `sgard \
@@ -382,6 +387,7 @@ fn answers(c: &Command) -> bool {
         | Command::Render { .. }
         | Command::Data { .. }
         | Command::Identity { .. }
+        | Command::Doctor { .. }
         | Command::Version
         | Command::Completion { .. }
         | Command::Man { dir: None } => true,
@@ -396,6 +402,49 @@ fn answers(c: &Command) -> bool {
             sizes,
             ..
         } => !off && !on && threshold.is_none() && sizes.is_none(),
+        // A dry run's report is what it was asked for.
+        _ => dry_run_of(c),
+    }
+}
+
+/// Whether the command was asked for a dry run.
+fn dry_run_of(c: &Command) -> bool {
+    use crate::cli::{EncryptAction, MirrorDirection, RemoteAction, TagAction};
+    match c {
+        Command::Add(a) => a.dry_run,
+        Command::Init { dry_run }
+        | Command::Remove { dry_run, .. }
+        | Command::Checkpoint { dry_run, .. }
+        | Command::Restore { dry_run, .. }
+        | Command::RunScripts { dry_run }
+        | Command::Merge { dry_run, .. }
+        | Command::Prune { dry_run, .. }
+        | Command::Chunking { dry_run, .. }
+        | Command::Push { dry_run, .. }
+        | Command::Pull { dry_run, .. }
+        | Command::Undo { dry_run, .. }
+        | Command::Forget { dry_run, .. }
+        | Command::Lock { dry_run, .. }
+        | Command::Unlock { dry_run, .. }
+        | Command::Target { dry_run, .. }
+        | Command::Exclude { dry_run, .. }
+        | Command::Include { dry_run, .. } => *dry_run,
+        Command::Tag {
+            action: TagAction::Add { dry_run, .. } | TagAction::Remove { dry_run, .. },
+        }
+        | Command::Remote {
+            action: RemoteAction::Set { dry_run, .. } | RemoteAction::Unset { dry_run },
+        }
+        | Command::Mirror {
+            direction: MirrorDirection::Up { dry_run, .. } | MirrorDirection::Down { dry_run, .. },
+        }
+        | Command::Encrypt {
+            action:
+                EncryptAction::Init { dry_run }
+                | EncryptAction::RemoveSlot { dry_run, .. }
+                | EncryptAction::ChangePassphrase { dry_run }
+                | EncryptAction::RotateDek { dry_run },
+        } => *dry_run,
         _ => false,
     }
 }

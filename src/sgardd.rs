@@ -94,7 +94,9 @@ fn run(args: Args) -> Result<()> {
                 repo.display()
             );
         }
-        Garden::init(&repo, env.clone())?;
+        // Older than any machine's repository, so the Go client's first
+        // push (taken only when newer than the server's) is taken.
+        Garden::init(&repo, env.clone())?.backdate_empty_head()?;
     }
     let auth = match &args.authorized_keys {
         Some(k) => Some(Arc::new(

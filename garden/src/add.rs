@@ -158,6 +158,7 @@ impl Garden {
                         LinkPlan::Link => {
                             self.add_one(&abs, kind, opts, false, None, &mut report)?;
                         }
+                        LinkPlan::Skip => {}
                     }
                 }
                 _ => self.add_one(&abs, kind, opts, false, None, &mut report)?,
@@ -170,14 +171,7 @@ impl Garden {
         // A manifest with an entry below a file or a symlink does not load
         // again: refused before it is saved.
         if let Some((below, above)) = self.manifest.below_file_or_link() {
-            return Err(Error::Unsupported {
-                path: below.to_owned(),
-                reason: format!(
-                    "is below {above}, which is tracked as a file or a symlink; nothing can be \
-                     tracked below one (`sgard remove {above}` first, or `sgard add --follow` \
-                     for a symlink to a folder); nothing was changed"
-                ),
-            });
+            return Err(below_tracked(below, above));
         }
         self.commit_batch()?;
         self.manifest.updated = self.env.now;
@@ -273,6 +267,7 @@ impl Garden {
                             }
                         }
                         LinkPlan::Link => {}
+                        LinkPlan::Skip => continue,
                     }
                 }
                 for (path, kind, tilde, size) in items {
@@ -636,6 +631,9 @@ enum LinkPlan {
     Walk(Vec<PathBuf>),
     /// Track it as a link, and the file it points to (its real path) too.
     AlsoFile(PathBuf),
+    /// Neither: the repository tracks entries below it (another machine has
+    /// a folder there), and this machine never chose to follow it.
+    Skip,
 }
 
 /// The real path of the folder holding `abs`.
@@ -713,9 +711,10 @@ impl Garden {
                     .iter()
                     .any(|(p, x)| *p == t && *x == target)
             });
-            // Tracked below it already (followed on another machine, or
-            // here before this machine kept a record): a link entry there
-            // would be refused, so it is walked.
+            // Tracked below it already (a folder on another machine): a link
+            // entry there would be refused, and following it is this
+            // machine's choice alone (restores would write through it), so
+            // it is skipped unless --follow says so.
             let below = self.env.to_tilde(abs).ok().is_some_and(|t| {
                 let prefix = format!("{t}/");
                 let at = self
@@ -727,7 +726,15 @@ impl Garden {
                     .get(at)
                     .is_some_and(|e| e.path.starts_with(&prefix))
             });
-            if !opts.follow && !followed && !below {
+            if !opts.follow && !followed && below {
+                report.links.push(format!(
+                    "{shown} is a symlink to a folder ({target}) here, and the repository \
+                     tracks entries below it: skipped; `sgard add --follow {shown}` follows \
+                     it on this machine (restores then write through it)"
+                ));
+                return LinkPlan::Skip;
+            }
+            if !opts.follow && !followed {
                 report.links.push(format!(
                     "{shown} is a symlink to a folder ({target}): stored as a link; \
                      `sgard add --follow` stores what it points to"
@@ -749,7 +756,9 @@ impl Garden {
                 return LinkPlan::Link;
             }
             if let Ok(t) = self.env.to_tilde(abs) {
-                self.remember_followed(&t, &target);
+                if opts.follow {
+                    self.remember_followed(&t, &target);
+                }
                 if self
                     .manifest
                     .get(&t)
@@ -812,6 +821,18 @@ impl Garden {
                 0o600,
             );
         }
+    }
+}
+
+/// The refusal of an entry below one tracked as a file or a symlink.
+pub(crate) fn below_tracked(below: &str, above: &str) -> Error {
+    Error::Unsupported {
+        path: below.to_owned(),
+        reason: format!(
+            "is below {above}, which is tracked as a file or a symlink; nothing can be \
+             tracked below one (`sgard remove {above}` first, or `sgard add --follow` \
+             for a symlink to a folder); nothing was changed"
+        ),
     }
 }
 

@@ -824,6 +824,18 @@ impl Garden {
         self.root.join(MANIFEST_FILE)
     }
 
+    /// Opens the repository at `root` for a dry run of a command that
+    /// changes the home (restore, undo, mirror down, merge): a shared lock,
+    /// no home lock, nothing written (see [`Garden::set_dry_run`]).
+    ///
+    /// # Errors
+    /// As [`Garden::open`].
+    pub fn open_for_home_dry_run(root: &Path, env: Env, on_wait: &dyn Fn(&str)) -> Result<Garden> {
+        let mut g = Garden::open(root, env, LockMode::Shared, on_wait)?;
+        g.set_dry_run();
+        Ok(g)
+    }
+
     /// Opens the repository at `root` to change the home folder only
     /// (restore, undo, mirror down, merge): a shared lock on the repository
     /// (it is only read; it may be read-only) and an exclusive one on this

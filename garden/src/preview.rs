@@ -36,7 +36,18 @@ impl Garden {
             }
         }
         let outcome = match self.manifest.get(&tilde) {
-            None => AddOutcome::Added,
+            None => {
+                // As the add would refuse it.
+                let above = crate::folders::parents_of(&tilde).find(|p| {
+                    self.manifest
+                        .get(p)
+                        .is_some_and(|e| e.kind != sgard_manifest::EntryKind::Directory)
+                });
+                if let Some(above) = above {
+                    return Err(crate::add::below_tracked(&tilde, above));
+                }
+                AddOutcome::Added
+            }
             Some(e) => {
                 let file = kind == DiskKind::File;
                 let flags = (opts.lock && !e.locked)

@@ -122,6 +122,22 @@ impl PullPlan {
     }
 }
 
+/// A manifest without any run flag (the Go sgard drops the field when it
+/// writes one) takes the flags `from` has for the same paths; one with any
+/// flag says what it means.
+fn keep_runs(m: &mut Manifest, from: &Manifest) {
+    if m.files.iter().any(|e| e.run.is_some()) {
+        return;
+    }
+    for e in &mut m.files {
+        if let Some(o) = from.get(&e.path)
+            && o.kind == e.kind
+        {
+            e.run = o.run;
+        }
+    }
+}
+
 /// The head id of a manifest: the hash of its rendering.
 pub fn head_id_of(m: &Manifest) -> Hash {
     Hash::of(m.to_yaml().as_bytes())
@@ -318,6 +334,8 @@ impl Garden {
         if m.folders.is_empty() {
             m.folders.clone_from(&self.manifest.folders);
         }
+        // And the scripts' run flags, by path.
+        keep_runs(&mut m, &self.manifest);
         let id = head_id_of(&m);
         self.manifest = m;
         // The repository's data.yaml is the pushed one (what saving records).
@@ -418,6 +436,36 @@ impl Garden {
         Ok(())
     }
 
+    /// Makes an empty head older than any push: the Go client pushes only
+    /// a manifest newer than the server's (by `updated`), so a server made
+    /// after the machines' last changes must not look newer than them
+    /// (`sgardd --init`). A head with anything in it is left alone.
+    ///
+    /// # Errors
+    /// Saving the manifest.
+    pub fn backdate_empty_head(&mut self) -> Result<()> {
+        if !self.manifest.files.is_empty() || self.manifest.encryption.is_some() {
+            return Ok(());
+        }
+        self.manifest.updated = Timestamp::zero();
+        self.save()
+    }
+
+    /// Moves the manifest's `updated` past `t` and saves: a Go server takes
+    /// a push only of a manifest newer than its own, and an empty server
+    /// made after this repository's last change holds nothing to pull.
+    ///
+    /// # Errors
+    /// Saving the manifest.
+    pub fn move_updated_past(&mut self, t: Timestamp) -> Result<()> {
+        if self.manifest.updated > t {
+            return Ok(());
+        }
+        self.manifest.updated =
+            Timestamp::from_datetime(t.datetime() + chrono::TimeDelta::milliseconds(1));
+        self.save()
+    }
+
     /// Decides, entry by entry, what a pull of `theirs` would take (see
     /// [`Garden::pull_merge`]): nothing is written. `pull --dry-run` shows
     /// it; `pull_merge` carries it out.
@@ -431,6 +479,15 @@ impl Garden {
         side: Side,
         trust: Trust,
     ) -> Result<PullPlan> {
+        // A manifest the Go sgard wrote has no run flags: that is no news.
+        let mut with_runs;
+        let theirs = if theirs.files.iter().any(|e| e.run.is_some()) {
+            theirs
+        } else {
+            with_runs = theirs.clone();
+            keep_runs(&mut with_runs, &self.manifest);
+            &with_runs
+        };
         let base_doc = match base {
             Some(b) => self
                 .snapshot_doc(&b)

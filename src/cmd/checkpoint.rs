@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use sgard_garden::{CheckpointOptions, EntryChange, LockMode};
+use sgard_garden::{CheckpointOptions, EntryChange};
 
 use super::Ctx;
 use crate::exit::Fail;
@@ -17,7 +17,7 @@ pub fn run(
     dry_run: bool,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
-    let mut g = ctx.open(LockMode::Exclusive)?;
+    let mut g = ctx.open_to_change(dry_run)?;
     let report = g.checkpoint(message, paths, CheckpointOptions { dry_run })?;
     let mut failed = Vec::new();
     for (path, change) in &report.changes {

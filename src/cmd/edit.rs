@@ -38,7 +38,7 @@ pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -
         // Told to end meanwhile: nothing is stored, the copy goes.
         sgard_store::cancel::check()?;
         if !status.success() {
-            ui::warn(&format!(
+            ui::error_line(&format!(
                 "{path}: the editor `{editor}` exited with {status}; nothing was changed"
             ));
             failed += 1;
@@ -55,7 +55,7 @@ pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -
                 // Nothing was stored: the edit is kept for the user.
                 let msg = sgard_garden::error_chain(&e);
                 let kept = session.keep();
-                ui::warn(&match kept {
+                ui::error_line(&match kept {
                     Some(f) => format!("{msg}; your edit is kept in {}", f.display()),
                     None => msg,
                 });

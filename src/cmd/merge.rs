@@ -14,10 +14,7 @@ use crate::exit::Fail;
 use crate::ui;
 
 pub fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let mut g = ctx.open_for_home()?;
-    if dry_run {
-        g.set_dry_run();
-    }
+    let mut g = ctx.open_for_home(dry_run)?;
     let results = g.merge(paths)?;
     if dry_run {
         return preview(ctx, &results, out);

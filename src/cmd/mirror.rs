@@ -58,7 +58,7 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
             dry_run,
             no_scripts,
         } => {
-            let mut g = ctx.open_for_home()?;
+            let mut g = ctx.open_for_home(dry_run)?;
             let mut prompt = StdinPrompt::new();
             let r = g.mirror_down(&dirs, RestoreOptions { force, dry_run }, &mut prompt)?;
             restore::print_actions(ctx.colour, &r.restore, dry_run, out)?;

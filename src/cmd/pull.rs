@@ -123,7 +123,7 @@ fn preview(
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let g = ctx.open(LockMode::Shared)?;
+    let g = ctx.open_to_change(true)?;
     let (plan, blobs) = client::pull_plan(&g, opts, side, trust)?;
     let c = ctx.colour;
     for p in &plan.taken {
@@ -172,8 +172,9 @@ fn preview(
     }
     writeln!(
         out,
-        "Dry run: would take {} and fetch {} from {}, then restore what changed here \
-         (asking before overwriting your edits); nothing was changed.",
+        "Dry run: would take {} and fetch {} of content (and the history's snapshots) \
+         from {}, then restore what changed here (asking before overwriting your edits); \
+         nothing was changed.",
         crate::ui::count(plan.taken.len() as u64, "entry", "entries"),
         crate::ui::counts(blobs as u64, "blob"),
         opts.remote.addr

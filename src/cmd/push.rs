@@ -14,7 +14,7 @@ use crate::ui;
 pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let opts = ctx.remote_opts()?;
     if dry_run {
-        let g = ctx.open(LockMode::Shared)?;
+        let g = ctx.open_to_change(true)?;
         match client::push_plan(&g, &opts)? {
             PushPlan::UpToDate => writeln!(out, "Already up to date: nothing would be sent.")?,
             PushPlan::Refused => {
@@ -24,10 +24,10 @@ pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
                     opts.remote.addr
                 )));
             }
-            PushPlan::Send { objects, bytes } => writeln!(
+            PushPlan::Send { blobs, bytes } => writeln!(
                 out,
                 "Dry run: would send {} ({}) to {}; nothing was sent.",
-                ui::counts(objects as u64, "object"),
+                ui::counts(blobs as u64, "blob"),
                 ui::bytes(bytes),
                 opts.remote.addr
             )?,

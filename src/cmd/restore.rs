@@ -32,7 +32,7 @@ pub fn run(
         dry_run,
         no_scripts,
     } = flags;
-    let mut g = ctx.open_for_home()?;
+    let mut g = ctx.open_for_home(dry_run)?;
     let mut prompt = StdinPrompt::new();
     let opts = RestoreOptions { force, dry_run };
     let report = match at {

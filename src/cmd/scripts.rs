@@ -78,7 +78,7 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
         let (s, staged) = match item {
             Ok(x) => x,
             Err((path, why)) => {
-                ui::warn(&format!("{path}: the script cannot run: {why}"));
+                ui::error_line(&format!("{path}: the script cannot run: {why}"));
                 failed.push(path);
                 continue;
             }
@@ -125,7 +125,7 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
         let status = match status {
             Ok(st) => st,
             Err(e) => {
-                ui::warn(&format!("{}: the script could not start: {e}", s.path));
+                ui::error_line(&format!("{}: the script could not start: {e}", s.path));
                 failed.push(s.path.clone());
                 continue;
             }
@@ -138,7 +138,7 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
             sgard_store::cancel::request();
             return Err(anyhow!(sgard_store::Error::Interrupted));
         }
-        ui::warn(&format!(
+        ui::error_line(&format!(
             "{}: the script failed ({status}); it runs again next time",
             s.path
         ));
@@ -160,7 +160,7 @@ pub fn failed_error(failed: &[String]) -> anyhow::Error {
 
 /// `sgard run-scripts [--dry-run]`.
 pub fn run(ctx: &super::Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open_for_home()?;
+    let g = ctx.open_for_home(dry_run)?;
     let what = if dry_run { Scripts::List } else { Scripts::Run };
     let p = plan(&g, what)?;
     drop(g);

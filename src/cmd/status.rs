@@ -45,7 +45,7 @@ pub fn run(
             {
                 // Keep the warning after the lines before it.
                 out.flush()?;
-                ui::warn(&format!("{}: {d}", l.path));
+                ui::error_line(&format!("{}: {d}", l.path));
             }
         }
     }

@@ -21,33 +21,35 @@ pub fn asks() -> bool {
 }
 
 pub fn run(ctx: &Ctx, dry_run: bool, yes: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let mut g = ctx.open_for_home()?;
+    let mut g = ctx.open_for_home(dry_run)?;
     let s = g.undo_summary()?;
-    writeln!(out, "{}", summary(&s))?;
+    let mut text = summary(&s);
     if let Some((what, when)) = &s.latest_changed_nothing {
-        writeln!(
-            out,
-            "The latest {} ({}) changed nothing; the most recent one that changed files \
+        text.push_str(&format!(
+            "\nThe latest {} ({}) changed nothing; the most recent one that changed files \
              was {} at {}.",
             ui::clean(what),
             when.human(),
             ui::clean(&s.operation),
             s.time.human()
-        )?;
+        ));
     }
-    if !dry_run && !yes {
-        // Reaching past an operation that changed nothing is asked about
-        // even without a terminal (an answer on stdin, or -y); otherwise a
-        // script (no terminal) is not asked.
-        let must_ask = s.latest_changed_nothing.is_some();
-        if must_ask || asks() {
-            out.flush()?;
-            if !ui::StdinPrompt::new().confirm("Reverse it?") {
-                return Err(Fail::conflict(
-                    "not confirmed; nothing was undone (`sgard undo -y` reverses it without asking)",
-                ));
-            }
+    // Reaching past an operation that changed nothing is asked about even
+    // without a terminal (an answer on stdin, or -y); otherwise a script
+    // (no terminal) is not asked.
+    let ask = !dry_run && !yes && (s.latest_changed_nothing.is_some() || asks());
+    if ask {
+        // Part of the question: shown with it, even with -q.
+        let mut prompt = ui::StdinPrompt::new();
+        out.flush()?;
+        prompt.show(&text);
+        if !prompt.confirm("Reverse it?") {
+            return Err(Fail::conflict(
+                "not confirmed; nothing was undone (`sgard undo -y` reverses it without asking)",
+            ));
         }
+    } else {
+        writeln!(out, "{text}")?;
     }
     let r = g.undo(dry_run)?;
     restore::print_actions(ctx.colour, &r.restore, dry_run, out)?;

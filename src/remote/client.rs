@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use anyhow::{Context, Result, anyhow, bail};
 use sgard_garden::{Base, Garden, Prompt, PullReport, RestoreOptions, Side};
-use sgard_manifest::Manifest;
 use sgard_manifest::history::Record;
+use sgard_manifest::{Manifest, Timestamp};
 use sgard_proto::convert;
 use sgard_proto::v1::garden_sync_client::GardenSyncClient;
 use sgard_proto::v1::push_manifest_response::Decision;
@@ -102,11 +102,21 @@ pub struct RemoteError {
 }
 
 /// A failed call to the server at `r`: the server's answer, or what kept
-/// it from answering, in words.
-fn remote_err(s: Status, r: &Remote) -> anyhow::Error {
+/// it from answering, in words. `answered`: the server had answered a call
+/// of this connection before (so it is an sgard server on the right port,
+/// and a broken connection is only that).
+fn remote_err(s: Status, r: &Remote, answered: bool) -> anyhow::Error {
     let host = r.addr.rsplit_once(':').map_or(r.addr.as_str(), |(h, _)| h);
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if let Some(why) = super::explain::status(&s, &r.addr, host, r.tls_ca.as_deref()) {
+        if answered {
+            return anyhow!(
+                "talking to {}: the connection broke off ({}); nothing was recorded, run the \
+                 command again",
+                r.addr,
+                s.message()
+            );
+        }
         return anyhow!("talking to {}: {why}", r.addr);
     }
     anyhow::Error::new(RemoteError {
@@ -132,6 +142,8 @@ pub struct Client {
     token: Option<String>,
     token_path: Option<PathBuf>,
     no_auth: bool,
+    /// A call of this connection was answered.
+    answered: bool,
 }
 
 /// Whether `addr` ends in a port (`HOST:PORT`, `[V6]:PORT`).
@@ -215,6 +227,7 @@ impl Client {
             token_path,
             opts: opts.clone(),
             no_auth: false,
+            answered: false,
         })
     }
 
@@ -265,7 +278,8 @@ impl Client {
                         Code::Unauthenticated | Code::PermissionDenied | Code::InvalidArgument
                     ) =>
                 {
-                    return Err(remote_err(s, &self.opts.remote)).context("logging in");
+                    return Err(remote_err(s, &self.opts.remote, self.answered))
+                        .context("logging in");
                 }
                 _ => bail!(
                     "no SSH key to log in with: pass --ssh-key, set SGARD_SSH_KEY, start \
@@ -292,6 +306,7 @@ impl Client {
                     let token = r.into_inner().token;
                     config::save_token(self.token_path.as_deref(), &token)?;
                     self.token = Some(token);
+                    self.answered = true;
                     return Ok(());
                 }
                 Err(s) if s.code() == Code::Unimplemented => {
@@ -303,7 +318,10 @@ impl Client {
                 Err(s) if s.code() == Code::PermissionDenied => {
                     tried.push(format!("{}: {}", signer.name(), s.message()));
                 }
-                Err(s) => return Err(remote_err(s, &self.opts.remote)).context("logging in"),
+                Err(s) => {
+                    return Err(remote_err(s, &self.opts.remote, self.answered))
+                        .context("logging in");
+                }
             }
         }
         if tried.is_empty() {
@@ -376,13 +394,16 @@ impl Client {
             )
             .await?;
             match answer {
-                Ok(r) => return Ok(r.into_inner()),
+                Ok(r) => {
+                    self.answered = true;
+                    return Ok(r.into_inner());
+                }
                 Err(s) if s.code() == Code::Unauthenticated && !again && !self.no_auth => {
                     again = true;
                     self.token = None;
                     self.authenticate(challenge_of(&s)).await?;
                 }
-                Err(s) => return Err(remote_err(s, &self.opts.remote)),
+                Err(s) => return Err(remote_err(s, &self.opts.remote, self.answered)),
             }
         }
     }
@@ -515,7 +536,7 @@ impl Client {
             )
             .await?;
             let Some(msg) = next else { break };
-            let msg = msg.map_err(|s| remote_err(s, &self.opts.remote))?;
+            let msg = msg.map_err(|s| remote_err(s, &self.opts.remote, self.answered))?;
             let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
                 continue;
             };
@@ -693,7 +714,7 @@ impl Client {
                     self.token = None;
                     self.authenticate(challenge_of(&s)).await?;
                 }
-                Err(s) => return Err(remote_err(s, &self.opts.remote)),
+                Err(s) => return Err(remote_err(s, &self.opts.remote, self.answered)),
             }
         }
     }
@@ -889,9 +910,6 @@ impl Progress {
         sgard_store::progress::done(&h.short(12), self.what);
         self.env.crash_point(&format!("{}-object", self.what));
     }
-
-    /// The end of the work (the CLI removes the bar when the command ends).
-    pub fn finish(&self) {}
 }
 
 /// What `push` did.
@@ -934,6 +952,56 @@ impl PushInput {
 /// Pushes the repository: a fast-forward of the server head this repository
 /// last synced with, or refused (exit 4) when the server has changes to pull.
 pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
+    let mut moved = false;
+    loop {
+        match push_once(g, o)? {
+            Push::Done(pushed, server_head) => {
+                let head = server_head.unwrap_or_else(|| g.head_id());
+                g.set_sync_base(&o.remote.addr, head)?;
+                return Ok(pushed);
+            }
+            // A Go server made after this repository's last change looks
+            // newer, though it holds nothing: move past it, once.
+            Push::FreshGoServer(t) if !moved => {
+                moved = true;
+                g.move_updated_past(t)?;
+            }
+            Push::FreshGoServer(_) => {
+                return Err(anyhow::Error::new(Refused(
+                    "the server has changes this repository has not pulled; run `sgard pull` \
+                     first, then push again"
+                        .into(),
+                )));
+            }
+        }
+    }
+}
+
+/// How one push attempt ended.
+enum Push {
+    /// Pushed (or nothing to push); the server's new head, if it names one.
+    Done(Pushed, Option<Hash>),
+    /// Refused by an empty Go server whose `updated` is this time.
+    FreshGoServer(Timestamp),
+}
+
+/// The contents a Go server never asks for (it asks only for the blobs of
+/// `type: file` entries): template sources and the template data. They are
+/// sent whole with every push to one, so a pull from it finds them.
+fn unasked_by_go(m: &Manifest) -> Vec<Hash> {
+    let mut v: Vec<Hash> = m
+        .files
+        .iter()
+        .filter(|e| e.template)
+        .filter_map(|e| e.hash)
+        .chain(m.data)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn push_once(g: &Garden, o: &Opts) -> Result<Push> {
     let PushInput {
         base,
         m,
@@ -941,15 +1009,22 @@ pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
         store,
         extra,
     } = PushInput::of(g, o)?;
-    let head = g.head_id();
     let env = g.env().clone();
-    let out = block_on(async {
+    block_on(async {
         let mut c = Client::connect(o).await?;
         let (d, missing, server_head) = c.push_manifest(&m, base, &history, true, &extra).await?;
         let ours = server_head.is_some();
         match d {
-            Decision::UpToDate => return Ok::<_, anyhow::Error>((Pushed::UpToDate, server_head)),
+            Decision::UpToDate => {
+                return Ok::<_, anyhow::Error>(Push::Done(Pushed::UpToDate, server_head));
+            }
             Decision::Rejected => {
+                if !ours {
+                    let theirs = c.pull_manifest().await?.0;
+                    if theirs.files.is_empty() && theirs.encryption.is_none() {
+                        return Ok(Push::FreshGoServer(theirs.updated));
+                    }
+                }
                 return Err(anyhow::Error::new(Refused(
                     "the server has changes this repository has not pulled; run `sgard pull` \
                      first, then push again"
@@ -962,26 +1037,30 @@ pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
         let items = if ours {
             plan_push(&mut c, &store, &missing).await?
         } else {
-            missing.iter().map(|h| (*h, Kind::Blob)).collect()
+            let mut all = missing.clone();
+            all.extend(
+                unasked_by_go(&m)
+                    .into_iter()
+                    .filter(|h| !missing.contains(h)),
+            );
+            all.into_iter().map(|h| (h, Kind::Blob)).collect()
         };
         let pb = Progress::new(items.len() as u64, "pushing", &env);
         c.push_objects(&store, &items, &pb).await?;
-        pb.finish();
         if !ours {
             // A Go server installed the manifest at the end of PushBlobs.
-            return Ok((Pushed::Done(missing.len()), None));
+            return Ok(Push::Done(Pushed::Done(items.len()), None));
         }
         let (d, _, new_head) = c.push_manifest(&m, base, &history, false, &extra).await?;
         match d {
-            Decision::Accepted | Decision::UpToDate => Ok((Pushed::Done(missing.len()), new_head)),
+            Decision::Accepted | Decision::UpToDate => {
+                Ok(Push::Done(Pushed::Done(missing.len()), new_head))
+            }
             _ => Err(anyhow::Error::new(Refused(
                 "the server changed during the push; run `sgard pull`, then push again".into(),
             ))),
         }
-    })??;
-    let (pushed, server_head) = out;
-    g.set_sync_base(&o.remote.addr, server_head.unwrap_or(head))?;
-    Ok(pushed)
+    })?
 }
 
 /// What a push would do (`push --dry-run`), as the server answered a
@@ -992,12 +1071,13 @@ pub enum PushPlan {
     UpToDate,
     /// The push would be refused: the server has changes to pull first.
     Refused,
-    /// The push would send these objects (blobs, chunk lists and chunks
-    /// the server lacks) of about these many bytes.
+    /// The push would send this many blobs (contents the server lacks;
+    /// between sgard peers, only their chunks the server lacks) of about
+    /// these many bytes.
     Send {
-        /// Objects to send.
-        objects: usize,
-        /// Their bytes (chunk lists not counted).
+        /// Blobs to send.
+        blobs: usize,
+        /// The bytes to send (chunk lists not counted).
         bytes: u64,
     },
 }
@@ -1014,6 +1094,38 @@ pub fn push_plan(g: &Garden, o: &Opts) -> Result<PushPlan> {
     } = PushInput::of(g, o)?;
     block_on(async {
         let mut c = Client::connect(o).await?;
+        // A Go server keeps a negotiated manifest for the next PushBlobs of
+        // anyone: it is never sent one by a dry run. Its decision is made
+        // here as it would make it, by `updated`.
+        let (theirs, server_head, _, _) = c.pull_manifest().await?;
+        if server_head.is_none() {
+            let fresh = theirs.files.is_empty() && theirs.encryption.is_none();
+            if m.updated == theirs.updated {
+                return Ok(PushPlan::UpToDate);
+            }
+            if m.updated < theirs.updated && !fresh {
+                return Ok(PushPlan::Refused);
+            }
+            let known: std::collections::HashSet<Hash> = theirs.referenced_blobs().collect();
+            let mut send: Vec<Hash> = m
+                .files
+                .iter()
+                .filter(|e| e.kind == sgard_manifest::EntryKind::File && !e.template)
+                .filter_map(|e| e.hash)
+                .filter(|h| !known.contains(h))
+                .chain(unasked_by_go(&m))
+                .collect();
+            send.sort_unstable();
+            send.dedup();
+            let mut bytes = 0;
+            for h in &send {
+                bytes += store.size_of(h)?.unwrap_or(0);
+            }
+            return Ok(PushPlan::Send {
+                blobs: send.len(),
+                bytes,
+            });
+        }
         let (d, missing, server_head) = c.push_manifest(&m, base, &history, true, &extra).await?;
         match d {
             Decision::UpToDate => return Ok(PushPlan::UpToDate),
@@ -1036,7 +1148,7 @@ pub fn push_plan(g: &Garden, o: &Opts) -> Result<PushPlan> {
             bytes += objects.size_of(h)?.unwrap_or(0);
         }
         Ok::<_, anyhow::Error>(PushPlan::Send {
-            objects: items.len(),
+            blobs: missing.len(),
             bytes,
         })
     })?
@@ -1076,7 +1188,6 @@ pub fn pull(
                 // The snapshot documents are here now: fetch what they reference.
                 let more = g_ref.snapshot_blobs_missing(&history)?;
                 n += c.pull_content(&store, &more, &sizes, &pb, ours).await?;
-                pb.finish();
                 Ok::<_, anyhow::Error>((theirs, history, n))
             })
             .await?

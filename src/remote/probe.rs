@@ -238,7 +238,7 @@ async fn reach(addr: &str, limit: Duration) -> Result<Reached, (String, String)>
     }
     let detail = match last {
         Some(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-            format!("nothing listens on {addr} (connection refused)")
+            format!("nothing is listening at {addr} (connection refused)")
         }
         Some(e) => format!("cannot connect to {addr}: {e}"),
         None => format!("{host} has no address"),

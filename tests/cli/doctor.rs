@@ -725,7 +725,7 @@ fn an_unreachable_server_is_an_error() {
         &r,
         "connection",
         "error",
-        &["nothing listens", &addr, "sgardd"],
+        &["nothing is listening at", &addr, "sgardd"],
     );
     assert!(!checks(&r).iter().any(|(n, _)| n == "login" || n == "tls"));
 }

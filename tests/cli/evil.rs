@@ -43,6 +43,11 @@ pub struct Script {
     pub stall_manifest: bool,
     /// Declared blob sizes to send (none: like a Go server).
     pub sizes: HashMap<String, u64>,
+    /// The RPCs called, in order (`PushManifest`, `PushBlobs`, …).
+    pub calls: Vec<&'static str>,
+    /// A manifest accepted by PushManifest, installed at the end of the
+    /// next PushBlobs (as the Go sgardd does).
+    pub pending: Option<v1::Manifest>,
 }
 
 impl Script {
@@ -103,18 +108,75 @@ impl GardenSync for Evil {
         Err(Status::unimplemented("no login here"))
     }
 
+    /// As the Go sgardd decides: a newer manifest is accepted (and kept
+    /// for the next PushBlobs), asking for the blobs of `type: file`
+    /// entries it lacks; an older one is refused; the same time is up to
+    /// date.
     async fn push_manifest(
         &self,
-        _: Request<v1::PushManifestRequest>,
+        req: Request<v1::PushManifestRequest>,
     ) -> Result<Response<v1::PushManifestResponse>, Status> {
-        Err(Status::unimplemented("read-only"))
+        let mut s = self.0.lock().unwrap();
+        s.calls.push("PushManifest");
+        let theirs = req.into_inner().manifest.unwrap_or_default();
+        let secs = |m: &v1::Manifest| m.updated.map(|t| (t.seconds, t.nanos));
+        let (client, server) = (secs(&theirs), secs(&s.manifest));
+        use v1::push_manifest_response::Decision;
+        let (decision, missing) = if client > server {
+            let missing = theirs
+                .files
+                .iter()
+                .filter(|e| e.r#type == "file" && !e.hash.is_empty())
+                .filter(|e| !s.blobs.contains_key(&e.hash))
+                .map(|e| e.hash.clone())
+                .collect();
+            s.pending = Some(theirs);
+            (Decision::Accepted, missing)
+        } else if server > client {
+            (Decision::Rejected, Vec::new())
+        } else {
+            (Decision::UpToDate, Vec::new())
+        };
+        Ok(Response::new(v1::PushManifestResponse {
+            decision: decision as i32,
+            missing_blobs: missing,
+            server_updated: s.manifest.updated,
+            ..Default::default()
+        }))
     }
 
+    /// Stores every blob sent (whatever its name, hash-checked), then
+    /// installs the pending manifest.
     async fn push_blobs(
         &self,
-        _: Request<tonic::Streaming<v1::PushBlobsRequest>>,
+        req: Request<tonic::Streaming<v1::PushBlobsRequest>>,
     ) -> Result<Response<v1::PushBlobsResponse>, Status> {
-        Err(Status::unimplemented("read-only"))
+        use tokio_stream::StreamExt;
+        self.0.lock().unwrap().calls.push("PushBlobs");
+        let mut stream = req.into_inner();
+        let mut got: Vec<(String, Vec<u8>)> = Vec::new();
+        while let Some(msg) = stream.next().await {
+            let Some(c) = msg?.chunk else { continue };
+            if !c.hash.is_empty() {
+                got.push((c.hash, c.data));
+            } else if let Some(last) = got.last_mut() {
+                last.1.extend_from_slice(&c.data);
+            }
+        }
+        let mut s = self.0.lock().unwrap();
+        let n = got.len();
+        for (h, data) in got {
+            if sha(&data) != h {
+                return Err(Status::invalid_argument("hash mismatch"));
+            }
+            s.blobs.insert(h, data);
+        }
+        if let Some(m) = s.pending.take() {
+            s.manifest = m;
+        }
+        Ok(Response::new(v1::PushBlobsResponse {
+            blobs_received: i32::try_from(n).unwrap(),
+        }))
     }
 
     async fn missing_chunks(
@@ -128,6 +190,7 @@ impl GardenSync for Evil {
         &self,
         _: Request<v1::PullManifestRequest>,
     ) -> Result<Response<v1::PullManifestResponse>, Status> {
+        self.0.lock().unwrap().calls.push("PullManifest");
         let s = self.0.lock().unwrap().clone();
         if s.stall_manifest {
             tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -196,6 +259,8 @@ impl GardenSync for Evil {
 /// A running hostile server; stopped when dropped.
 pub struct EvilServer {
     pub addr: String,
+    /// The state it serves (and what pushes did to it).
+    pub script: Arc<Mutex<Script>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -213,7 +278,8 @@ impl Drop for EvilServer {
 
 /// Starts a hostile server on 127.0.0.1 serving `script`.
 pub fn serve(script: Script) -> EvilServer {
-    let s2 = Arc::new(Mutex::new(script));
+    let shared = Arc::new(Mutex::new(script));
+    let s2 = Arc::clone(&shared);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
@@ -242,6 +308,7 @@ pub fn serve(script: Script) -> EvilServer {
     let addr = addr_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     EvilServer {
         addr,
+        script: shared,
         stop: Some(stop_tx),
         thread: Some(thread),
     }

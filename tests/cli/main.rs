@@ -10,6 +10,7 @@ mod chunks;
 mod doctor;
 mod encryption;
 mod evil;
+mod gopeer;
 mod history;
 mod hostile;
 mod index;

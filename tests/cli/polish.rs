@@ -571,7 +571,17 @@ fn folder_modes_travel_through_push_and_pull_without_special_bits() {
     assert_eq!(mode_of(&c.path("shared")), 0o2770);
     // And through the history: the snapshot holds them too.
     let recs = log_json(&b);
-    assert!(!recs.is_empty());
+    let pull = recs
+        .iter()
+        .find(|r| r["reason"] == "pull")
+        .unwrap_or_else(|| panic!("no pull record: {recs:?}"));
+    let id = pull["id"].as_str().unwrap();
+    let snapshot = fs::read_to_string(b.blob_path(id)).unwrap();
+    assert_eq!(
+        folder_records(&snapshot),
+        pairs(&[("~/.ssh", "0700"), ("~/shared", "0770")]),
+        "{snapshot}"
+    );
 }
 
 // ------------------------------------------------------------------ add --follow
@@ -783,4 +793,36 @@ fn a_link_tracked_as_a_link_is_replaced_when_followed_and_never_has_entries_belo
     let m = t.manifest();
     assert!(!m.contains("type: link"), "{m}");
     assert!(m.contains("- path: ~/.config/mine\n"), "{m}");
+}
+
+/// Another machine tracks files under a folder that is a symlink here:
+/// a plain `add` of the folder above it never starts following the link
+/// (that is this machine's choice alone, `--follow`), so a restore cannot be
+/// made to write through it into the place it points to.
+#[test]
+fn entries_below_a_symlink_here_never_make_add_follow_it() {
+    let a = TestEnv::init();
+    a.write(".local/share/foo/evil", "from elsewhere\n");
+    a.sgard(["add", "~/.local"]).ok();
+    let repo = a.repo();
+    let repo = repo.to_str().unwrap();
+    let b = TestEnv::new();
+    let target = b.outside().join("target");
+    fs::create_dir_all(&target).unwrap();
+    fs::create_dir_all(b.path(".local/share")).unwrap();
+    std::os::unix::fs::symlink(&target, b.path(".local/share/foo")).unwrap();
+    b.write(".local/other", "mine\n");
+    let r = b.sgard(["--repo", repo, "add", "~/.local"]);
+    r.ok()
+        .stderr_has("~/.local/share/foo is a symlink to a folder")
+        .stderr_has("skipped; `sgard add --follow ~/.local/share/foo` follows it");
+    let r = b.sgard(["--repo", repo, "restore", "-f"]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert!(
+        !target.join("evil").exists(),
+        "a restore wrote through a symlink this machine never chose to follow"
+    );
+    // Chosen here with --follow: then it is followed.
+    b.sgard(["--repo", repo, "add", "--follow", "~/.local/share/foo"])
+        .ok();
 }

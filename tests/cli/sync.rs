@@ -2589,11 +2589,19 @@ fn push_and_pull_dry_runs_change_nothing_on_either_side() {
     a.write("g", noise(50_000, 7));
     track(&a, &["f", "g"]);
 
+    // A first push with a token, so the dry runs below log in with it as
+    // well (a login writes the token, which is not the dry run's doing).
     let server_before = snapshot_of(&srv.repo);
+    sg(&a, ka, &["list", "-r", addr]).ok();
+    let client_before = snapshot_of(&a.home);
     let r = sg(&a, ka, &["push", "-n", "-r", addr]);
-    r.ok().stdout_has("Dry run: would send 3 objects");
+    r.ok().stdout_has("Dry run: would send 3 blobs");
     assert_eq!(snapshot_of(&srv.repo), server_before, "a dry push wrote");
-    sg(&a, ka, &["push", "-r", addr]).ok();
+    assert_eq!(snapshot_of(&a.home), client_before, "a dry push wrote here");
+    // The push then sends what the dry run said.
+    sg(&a, ka, &["push", "-r", addr])
+        .ok()
+        .stdout_has("Pushed 3 blobs.");
     sg(&a, ka, &["push", "-n", "-r", addr])
         .ok()
         .stdout_has("Already up to date: nothing would be sent.");
@@ -2613,7 +2621,7 @@ fn push_and_pull_dry_runs_change_nothing_on_either_side() {
     let r = sg(&b, kb, &["pull", "-n", "-r", addr]);
     r.ok()
         .stdout_has("take       ~/f\n")
-        .stdout_has("would take 1 entry and fetch 1 blob");
+        .stdout_has("would take 1 entry and fetch 1 blob of content");
     assert_eq!(snapshot_of(&b.home), home_before, "a dry pull wrote");
     assert_eq!(b.read("f"), b"one\n");
 
@@ -2713,4 +2721,78 @@ fn push_and_pull_end_cleanly_when_interrupted() {
         assert_eq!(b.read(&name), a.read(&name));
     }
     drop(srv);
+}
+
+/// A Go client's push (no base id; its manifests carry no `run:` flags, no
+/// `data:` and no `folders:`) to a fresh `sgardd --init` is taken (the new
+/// server is older than any machine), and keeps the server's run flags, so
+/// our next pull does not spread the loss.
+#[test]
+fn a_go_clients_push_is_taken_by_a_fresh_server_and_keeps_the_run_flags() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let a = TestEnv::init();
+    a.write("bin/setup", "#!/bin/sh\necho ran >> \"$HOME/ran\"\n");
+    a.chmod("bin/setup", 0o755);
+    local(&a, &["add", "--run", "once", "~/bin/setup"]).ok();
+    local(&a, &["checkpoint"]).ok();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(addr).await;
+        let token = login(&mut c, kb).await;
+        let pulled = pull_manifest(&mut c, &token).await.unwrap();
+        let mut m = pulled.manifest.unwrap();
+        // What the Go client sends back after an edit of another file: the
+        // same entries without run flags, and a newer time.
+        for e in &mut m.files {
+            e.run = String::new();
+        }
+        let other = b"go edit\n".to_vec();
+        m.files.push(file_entry("~/go-file", &sha(&other)));
+        m.updated = pb_time(now_secs() + 3600);
+        let req = v1::PushManifestRequest {
+            manifest: Some(m),
+            ..Default::default()
+        };
+        let r = tmo(c.push_manifest(authed(req, &token)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.decision, Decision::Accepted as i32);
+        push_blobs(&mut c, &token, vec![(sha(&other), other)])
+            .await
+            .unwrap();
+    });
+    let m = fs::read_to_string(srv.repo.join("manifest.yaml")).unwrap();
+    assert!(m.contains("~/go-file"), "{m}");
+    assert!(
+        m.contains("run: once"),
+        "the Go client's push dropped the flag: {m}"
+    );
+    let b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(b.read("ran"), b"ran\n", "the script did not run");
+    drop(srv);
+
+    // A fresh `sgardd --init` is older than any machine: a Go client's
+    // first push (taken only when newer than the server's) is taken.
+    let fresh = serve(
+        &w.srv_home(),
+        &w.root().join("fresh"),
+        &w.serve_args(0, &[]),
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(&fresh.addr).await;
+        let token = login(&mut c, ka).await;
+        let mut req = push_req(vec![], "", false);
+        if let Some(m) = req.manifest.as_mut() {
+            m.updated = pb_time(1);
+        }
+        let r = tmo(c.push_manifest(authed(req, &token)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.decision, Decision::Accepted as i32, "{r:?}");
+    });
 }

@@ -13,9 +13,9 @@ use std::time::Duration;
 use crate::common::*;
 
 /// Every file under `dir` (the home, with the repository and the
-/// machine-local state in it), with its bytes and mode: what a dry run
-/// must leave exactly as it was.
-fn tree(dir: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
+/// machine-local state in it), with its bytes, mode and modification time:
+/// what a dry run must leave exactly as it was (not even rewritten).
+fn tree(dir: &Path) -> BTreeMap<String, (Vec<u8>, u32, i64)> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -23,14 +23,18 @@ fn tree(dir: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
             let p = e.unwrap().path();
             let md = fs::symlink_metadata(&p).unwrap();
             let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            let mtime = {
+                use std::os::unix::fs::MetadataExt;
+                md.mtime() * 1_000_000_000 + md.mtime_nsec()
+            };
             if md.is_dir() {
                 stack.push(p);
-                out.insert(rel, (Vec::new(), md.permissions().mode()));
+                out.insert(rel, (Vec::new(), md.permissions().mode(), 0));
             } else if md.is_file() {
-                out.insert(rel, (fs::read(&p).unwrap(), md.permissions().mode()));
+                out.insert(rel, (fs::read(&p).unwrap(), md.permissions().mode(), mtime));
             } else {
                 let target = fs::read_link(&p).unwrap();
-                out.insert(rel, (target.display().to_string().into_bytes(), 0));
+                out.insert(rel, (target.display().to_string().into_bytes(), 0, 0));
             }
         }
     }
@@ -81,6 +85,13 @@ fn every_writing_command_has_a_dry_run_that_changes_nothing() {
     t.sgard(["remote", "set", "127.0.0.1:1"]).ok();
 
     dry(&t, &["remove", "-n", "~/a"], &[]).stdout_has("untrack    ~/a");
+    // checkpoint and restore, with something to record and to restore.
+    t.write("a", "a edited\n");
+    dry(&t, &["checkpoint", "-n"], &[]).stdout_has("update     ~/a");
+    t.write("a", "a\n");
+    fs::remove_file(t.path("d/x")).unwrap();
+    dry(&t, &["restore", "-n"], &[]).stdout_has("create     ~/d/x");
+    t.sgard(["restore"]).ok();
     dry(&t, &["lock", "-n", "~/d"], &[])
         .stdout_has("lock       ~/d/x")
         .stdout_has("would lock 2 paths");
@@ -195,6 +206,13 @@ fn quiet_prints_only_errors_and_verbose_lists_every_path() {
     r.ok();
     assert_eq!(r.stderr, "", "{r:#?}");
     t.sgard(["-q", "-v", "status"]).code(2);
+    // A dry run's report and doctor's checks are answers: -q keeps them.
+    t.write("d/new", "n\n");
+    t.sgard(["-q", "add", "-n", "d"])
+        .ok()
+        .stdout_has("add        ~/d/new");
+    fs::remove_file(t.path("d/new")).unwrap();
+    t.sgard(["-q", "doctor"]).stdout_has("manifest");
 }
 
 /// Runs `sgard <args>` under a pseudo-terminal (`quiet`: with -q), the add
@@ -385,6 +403,11 @@ fn a_mistyped_command_suggests_only_the_nearest() {
     let r = t.sgard(["xyzzy"]);
     r.code(2);
     assert!(!r.stderr.contains("similar"), "{r:#?}");
+    // Below a command, its own subcommands are the candidates.
+    t.sgard(["mirror", "dwon"]).code(2).stderr_has("'down'");
+    t.sgard(["encrypt", "rotate-dke"])
+        .code(2)
+        .stderr_has("'rotate-dek'");
 }
 
 #[test]
