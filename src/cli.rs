@@ -273,6 +273,9 @@ pub enum Command {
         /// Do not run the scripts that are due
         #[arg(long)]
         no_scripts: bool,
+        /// Take a head no key signed, though this repository's heads are signed (a Go client's push)
+        #[arg(long)]
+        allow_unsigned: bool,
         /// Fetch what the server has and show what the pull would change; change nothing here
         #[arg(short = 'n', long)]
         dry_run: bool,
@@ -419,6 +422,12 @@ pub enum Command {
         #[command(subcommand)]
         direction: MirrorDirection,
     },
+    /// The keys this machine trusts to sign this repository's heads (`pull` refuses others)
+    Trust {
+        /// What to do
+        #[command(subcommand)]
+        action: TrustAction,
+    },
     /// Print sgard's version
     Version,
     /// Print a shell completion script
@@ -539,6 +548,31 @@ pub enum EncryptAction {
     /// Replace the data key and re-encrypt every encrypted file
     RotateDek {
         /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+}
+
+/// `trust` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum TrustAction {
+    /// Trust the key in a public key file (KEY.pub) to sign heads
+    Add {
+        /// The public key file (one OpenSSH public key line)
+        #[arg(value_name = "KEY.pub")]
+        key: PathBuf,
+        /// Say what would be trusted; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// List the trusted keys
+    List,
+    /// Stop trusting a key (its SHA256 fingerprint, or its comment)
+    Remove {
+        /// The key's fingerprint (`SHA256:…`) or comment
+        #[arg(value_name = "KEY")]
+        which: String,
+        /// Say what would be removed; change nothing
         #[arg(short = 'n', long)]
         dry_run: bool,
     },

@@ -31,6 +31,7 @@ mod stats;
 mod status;
 mod tag;
 mod target;
+mod trust;
 mod undo;
 mod verify;
 
@@ -321,6 +322,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             allow_absolute,
             allow_setuid,
             no_scripts,
+            allow_unsigned,
             dry_run,
             ..
         } => pull::run(
@@ -332,6 +334,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 allow_absolute,
                 allow_setuid,
                 no_scripts,
+                allow_unsigned,
                 dry_run,
             },
             out,
@@ -357,6 +360,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
         } => target::run(&ctx, &paths, only, never, clear, dry_run, out)?,
         Command::Tag { action } => tag::run(&ctx, action, out)?,
+        Command::Trust { action } => trust::run(&ctx, action, out)?,
         Command::Identity { json } => identity::run(&ctx, json, out)?,
         Command::Exclude {
             paths,
@@ -392,6 +396,7 @@ fn answers(c: &Command) -> bool {
         | Command::Completion { .. }
         | Command::Man { dir: None } => true,
         Command::Tag { action } => matches!(action, TagAction::List),
+        Command::Trust { action } => matches!(action, crate::cli::TrustAction::List),
         Command::Exclude { list, .. } => *list,
         Command::Remote { action } => matches!(action, RemoteAction::Show),
         Command::Encrypt { action } => matches!(action, EncryptAction::ListSlots),
@@ -431,6 +436,11 @@ fn dry_run_of(c: &Command) -> bool {
         | Command::Include { dry_run, .. } => *dry_run,
         Command::Tag {
             action: TagAction::Add { dry_run, .. } | TagAction::Remove { dry_run, .. },
+        }
+        | Command::Trust {
+            action:
+                crate::cli::TrustAction::Add { dry_run, .. }
+                | crate::cli::TrustAction::Remove { dry_run, .. },
         }
         | Command::Remote {
             action: RemoteAction::Set { dry_run, .. } | RemoteAction::Unset { dry_run },

@@ -73,6 +73,12 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         {
             return CONFLICT;
         }
+        if cause
+            .downcast_ref::<sgard::remote::client::Untrusted>()
+            .is_some()
+        {
+            return INTEGRITY;
+        }
         if let Some(g) = cause.downcast_ref::<sgard_garden::Error>()
             && g.is_integrity()
         {

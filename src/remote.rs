@@ -10,3 +10,4 @@ pub mod explain;
 pub mod probe;
 pub mod server;
 pub mod tls;
+pub mod trust;

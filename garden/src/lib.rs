@@ -795,6 +795,12 @@ impl Garden {
         }
     }
 
+    /// This machine's folder of state for this repository (`None`: no
+    /// machine-local state).
+    pub fn local_state_dir(&self) -> Option<&Path> {
+        self.local_dir.as_deref()
+    }
+
     /// The repository folder.
     pub fn root(&self) -> &Path {
         &self.root

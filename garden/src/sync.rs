@@ -188,6 +188,9 @@ impl Garden {
 /// The machine-local file remembering, per server, the head last synced.
 pub const SYNC_STATE_FILE: &str = "sync-state";
 
+/// Where a server keeps the signature pushed with its head.
+pub const HEAD_SIGNATURE_FILE: &str = "head-signature";
+
 impl Garden {
     /// The server head this repository last synced with at `server`.
     pub fn sync_base(&self, server: &str) -> Option<Hash> {
@@ -313,7 +316,19 @@ impl Garden {
     ///
     /// # Errors
     /// [`Error::Conflict`] when blobs are missing (nothing changes then).
-    pub fn install_push(&mut self, m: Manifest, history: Vec<Record>, who: &str) -> Result<Hash> {
+    /// With `signature` (the head statement and its signature, checked by
+    /// the caller to name exactly this manifest), the manifest is installed
+    /// exactly as pushed and the signature is kept with it (see
+    /// [`Garden::head_signature`]); without, what a Go client drops is kept
+    /// from the server's (template data, folder modes, run flags) and any
+    /// signature of an earlier head is dropped.
+    pub fn install_push(
+        &mut self,
+        m: Manifest,
+        history: Vec<Record>,
+        who: &str,
+        signature: Option<(&str, &str)>,
+    ) -> Result<Hash> {
         self.require_exclusive("push")?;
         let missing = self.missing_for(&m, &history)?;
         if !missing.is_empty() {
@@ -325,18 +340,25 @@ impl Garden {
         }
         self.merge_history(history)?;
         let mut m = m;
-        // A manifest without data (from the Go sgard, which drops the field)
-        // keeps the data this repository has: emptying data.yaml clears it.
-        if m.data.is_none() {
-            m.data = self.manifest.data;
+        if signature.is_none() {
+            // A manifest without data (from the Go sgard, which drops the
+            // field) keeps the data this repository has: emptying data.yaml
+            // clears it.
+            if m.data.is_none() {
+                m.data = self.manifest.data;
+            }
+            // Folder modes likewise (a manifest with none keeps the server's).
+            if m.folders.is_empty() {
+                m.folders.clone_from(&self.manifest.folders);
+            }
+            // And the scripts' run flags, by path.
+            keep_runs(&mut m, &self.manifest);
         }
-        // Folder modes likewise (a manifest with none keeps the server's).
-        if m.folders.is_empty() {
-            m.folders.clone_from(&self.manifest.folders);
-        }
-        // And the scripts' run flags, by path.
-        keep_runs(&mut m, &self.manifest);
         let id = head_id_of(&m);
+        // The old head's signature goes first: a crash between the two
+        // writes leaves a head without one, never a signature on a head it
+        // does not name.
+        self.set_head_signature(None)?;
         self.manifest = m;
         // The repository's data.yaml is the pushed one (what saving records).
         self.install_data()?;
@@ -351,7 +373,46 @@ impl Garden {
                 0,
             )?;
         }
-        Ok(self.head_id())
+        let head = self.head_id();
+        if let Some(sig) = signature {
+            self.set_head_signature(Some(sig))?;
+        }
+        Ok(head)
+    }
+
+    /// The statement and signature pushed with the current head, if it was
+    /// signed (a signature kept for another head, after the repository was
+    /// changed here, is no signature of this one).
+    pub fn head_signature(&self) -> Option<(String, String)> {
+        let text =
+            sgard_store::durable::read_regular_to_string(&self.root.join(HEAD_SIGNATURE_FILE))
+                .ok()?;
+        let (first, rest) = text.split_once('\n')?;
+        let id = Hash::parse(first.strip_prefix("head ")?).ok()?;
+        if id != self.head_id() {
+            return None;
+        }
+        let at = rest.find("-----BEGIN SSH SIGNATURE-----")?;
+        Some((rest[..at].to_owned(), rest[at..].to_owned()))
+    }
+
+    /// Keeps (or, with `None`, drops) the signature of the current head:
+    /// `<repo>/head-signature`, the head's id, the statement, the signature.
+    fn set_head_signature(&self, sig: Option<(&str, &str)>) -> Result<()> {
+        let path = self.root.join(HEAD_SIGNATURE_FILE);
+        match sig {
+            Some((statement, signature)) => sgard_store::durable::write_atomic(
+                &path,
+                format!("head {}\n{statement}{signature}", self.head_id().to_hex()).as_bytes(),
+                0o644,
+            )?,
+            None => match std::fs::remove_file(&path) {
+                Ok(()) => sgard_store::durable::fsync_dir(&self.root)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("removing", &path, e)),
+            },
+        }
+        Ok(())
     }
 
     /// Blobs that the snapshots of `records` reference and this store lacks

@@ -20,6 +20,7 @@ pub struct Flags {
     pub allow_absolute: bool,
     pub allow_setuid: bool,
     pub no_scripts: bool,
+    pub allow_unsigned: bool,
     pub dry_run: bool,
 }
 
@@ -31,6 +32,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         allow_absolute,
         allow_setuid,
         no_scripts,
+        allow_unsigned,
         dry_run,
     } = f;
     let opts = ctx.remote_opts()?;
@@ -46,7 +48,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         Side::Merge
     };
     if dry_run {
-        return preview(ctx, &opts, side, trust, out);
+        return preview(ctx, &opts, side, trust, allow_unsigned, out);
     }
     if !client::exists(&ctx.repo) {
         Garden::init(&ctx.repo, ctx.env.clone())?;
@@ -67,6 +69,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
             dry_run: false,
         },
         trust,
+        allow_unsigned,
         &mut prompt,
     )?;
     let scripts = if no_scripts {
@@ -87,6 +90,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(out, "Pulled {}.", crate::ui::counts(p.blobs, "blob"))?;
+    trusted_note(p.newly_trusted.as_deref(), false);
     for s in &p.report.stripped {
         crate::ui::note(&format!(
             "dropped the setuid/setgid bits the server gave {s} (`sgard pull --allow-setuid` keeps them)"
@@ -112,6 +116,7 @@ fn preview(
     opts: &client::Opts,
     side: Side,
     trust: sgard_garden::Trust,
+    allow_unsigned: bool,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
     if !client::exists(&ctx.repo) {
@@ -124,7 +129,8 @@ fn preview(
         return Ok(ExitCode::SUCCESS);
     }
     let g = ctx.open_to_change(true)?;
-    let (plan, blobs) = client::pull_plan(&g, opts, side, trust)?;
+    let (plan, blobs, newly) = client::pull_plan(&g, opts, side, trust, allow_unsigned)?;
+    trusted_note(newly.as_deref(), true);
     let c = ctx.colour;
     for p in &plan.taken {
         writeln!(
@@ -180,4 +186,17 @@ fn preview(
         opts.remote.addr
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says that the key that signed the server's head is trusted now, on
+/// first use (or would be, in a dry run).
+fn trusted_note(fingerprint: Option<&str>, dry_run: bool) {
+    if let Some(fp) = fingerprint {
+        crate::ui::note(&format!(
+            "{} the key {fp}, which signed the server's head, to sign this repository's heads \
+             (first use: no key was trusted here yet); check it is one of your machines' keys \
+             (`ssh-keygen -lf KEY.pub` there); `sgard trust remove {fp}` undoes this",
+            if dry_run { "would trust" } else { "trusting" }
+        ));
+    }
 }

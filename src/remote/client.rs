@@ -135,6 +135,20 @@ pub fn block_on<F: Future>(f: F) -> Result<F::Output> {
     Ok(rt.block_on(f))
 }
 
+/// What a server says its head is.
+pub struct ServerHead {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// Its id (sgard servers name it; a Go server does not).
+    pub id: Option<Hash>,
+    /// The server's history.
+    pub history: Vec<Record>,
+    /// The sizes of the blobs they name, as the server declares them.
+    pub sizes: HashMap<Hash, u64>,
+    /// The head statement and its signature, if the head is signed.
+    pub signed: Option<(String, String)>,
+}
+
 /// A connected, possibly authenticated client.
 pub struct Client {
     inner: GardenSyncClient<Channel>,
@@ -409,9 +423,7 @@ impl Client {
     }
 
     /// The server's manifest, head id, history and declared blob sizes.
-    pub async fn pull_manifest(
-        &mut self,
-    ) -> Result<(Manifest, Option<Hash>, Vec<Record>, HashMap<Hash, u64>)> {
+    pub async fn pull_manifest(&mut self) -> Result<ServerHead> {
         let r = self
             .call(v1::PullManifestRequest {}, |mut c, r| async move {
                 c.pull_manifest(r).await
@@ -437,7 +449,15 @@ impl Client {
             .iter()
             .filter_map(|(h, n)| Some((Hash::parse(h).ok()?, *n)))
             .collect();
-        Ok((m, head, history, sizes))
+        let signed = (!r.head_signature.is_empty() || !r.head_statement.is_empty())
+            .then(|| (r.head_statement.clone(), r.head_signature.clone()));
+        Ok(ServerHead {
+            manifest: m,
+            id: head,
+            history,
+            sizes,
+            signed,
+        })
     }
 
     /// Fetches content into `store`, each object checked against its name
@@ -643,8 +663,12 @@ impl Client {
         history: &[Record],
         negotiate: bool,
         extra: &[Hash],
+        signed: Option<&(String, String)>,
     ) -> Result<(Decision, Vec<Hash>, Option<Hash>)> {
+        let (head_statement, head_signature) = signed.cloned().unwrap_or_default();
         let req = v1::PushManifestRequest {
+            head_statement,
+            head_signature,
             manifest: Some(convert::manifest_to_proto(m)),
             base_id: match base {
                 Base::Legacy => String::new(),
@@ -985,6 +1009,39 @@ enum Push {
     FreshGoServer(Timestamp),
 }
 
+/// Signs the head statement of a push of `m` with `history` with the first
+/// key that signs (the keys a login would try, in order): the statement,
+/// the signature and the key. `None` when there is no key at all (a server
+/// without logins).
+fn sign_head(
+    o: &Opts,
+    m: &Manifest,
+    history: &[Record],
+) -> Result<Option<(String, String, ssh_key::PublicKey)>> {
+    use super::trust::{Statement, sign};
+    let signers = Client::signers_for(o)?;
+    if signers.is_empty() {
+        return Ok(None);
+    }
+    let st = Statement::of(sgard_garden::head_id_of(m), history);
+    let mut tried = Vec::new();
+    for s in &signers {
+        match sign(s, &st) {
+            Ok(armored) => {
+                let key = ssh_key::SshSig::from_pem(&armored)
+                    .map(|sig| ssh_key::PublicKey::from(sig.public_key().clone()))
+                    .map_err(|e| anyhow!("reading back the head signature: {e}"))?;
+                return Ok(Some((st.to_text(), armored, key)));
+            }
+            Err(e) => tried.push(format!("{}: {e:#}", s.name())),
+        }
+    }
+    bail!(
+        "no key could sign the head (every push is signed; see `sgard trust`): {}",
+        tried.join("; ")
+    )
+}
+
 /// The contents a Go server never asks for (it asks only for the blobs of
 /// `type: file` entries): template sources and the template data. They are
 /// sent whole with every push to one, so a pull from it finds them.
@@ -1010,9 +1067,15 @@ fn push_once(g: &Garden, o: &Opts) -> Result<Push> {
         extra,
     } = PushInput::of(g, o)?;
     let env = g.env().clone();
+    let (signed, own_key) = match sign_head(o, &m, &history)? {
+        Some((st, sig, key)) => (Some((st, sig)), Some(key)),
+        None => (None, None),
+    };
     block_on(async {
         let mut c = Client::connect(o).await?;
-        let (d, missing, server_head) = c.push_manifest(&m, base, &history, true, &extra).await?;
+        let (d, missing, server_head) = c
+            .push_manifest(&m, base, &history, true, &extra, None)
+            .await?;
         let ours = server_head.is_some();
         match d {
             Decision::UpToDate => {
@@ -1020,7 +1083,7 @@ fn push_once(g: &Garden, o: &Opts) -> Result<Push> {
             }
             Decision::Rejected => {
                 if !ours {
-                    let theirs = c.pull_manifest().await?.0;
+                    let theirs = c.pull_manifest().await?.manifest;
                     if theirs.files.is_empty() && theirs.encryption.is_none() {
                         return Ok(Push::FreshGoServer(theirs.updated));
                     }
@@ -1051,9 +1114,17 @@ fn push_once(g: &Garden, o: &Opts) -> Result<Push> {
             // A Go server installed the manifest at the end of PushBlobs.
             return Ok(Push::Done(Pushed::Done(items.len()), None));
         }
-        let (d, _, new_head) = c.push_manifest(&m, base, &history, false, &extra).await?;
+        let (d, _, new_head) = c
+            .push_manifest(&m, base, &history, false, &extra, signed.as_ref())
+            .await?;
         match d {
             Decision::Accepted | Decision::UpToDate => {
+                // This machine's own key signs its heads: trusted here.
+                if let (Some(key), Some(dir)) = (&own_key, g.local_state_dir()) {
+                    let store = super::trust::TrustStore::in_dir(dir);
+                    store.add(key)?;
+                    store.note_signed()?;
+                }
                 Ok(Push::Done(Pushed::Done(missing.len()), new_head))
             }
             _ => Err(anyhow::Error::new(Refused(
@@ -1097,7 +1168,11 @@ pub fn push_plan(g: &Garden, o: &Opts) -> Result<PushPlan> {
         // A Go server keeps a negotiated manifest for the next PushBlobs of
         // anyone: it is never sent one by a dry run. Its decision is made
         // here as it would make it, by `updated`.
-        let (theirs, server_head, _, _) = c.pull_manifest().await?;
+        let ServerHead {
+            manifest: theirs,
+            id: server_head,
+            ..
+        } = c.pull_manifest().await?;
         if server_head.is_none() {
             let fresh = theirs.files.is_empty() && theirs.encryption.is_none();
             if m.updated == theirs.updated {
@@ -1126,7 +1201,9 @@ pub fn push_plan(g: &Garden, o: &Opts) -> Result<PushPlan> {
                 bytes,
             });
         }
-        let (d, missing, server_head) = c.push_manifest(&m, base, &history, true, &extra).await?;
+        let (d, missing, server_head) = c
+            .push_manifest(&m, base, &history, true, &extra, None)
+            .await?;
         match d {
             Decision::UpToDate => return Ok(PushPlan::UpToDate),
             Decision::Rejected => return Ok(PushPlan::Refused),
@@ -1161,6 +1238,8 @@ pub struct Pulled {
     pub blobs: u64,
     /// The merge and restore.
     pub report: PullReport,
+    /// The fingerprint of the key trusted on first use, if any.
+    pub newly_trusted: Option<String>,
 }
 
 /// Pulls the server's state and merges it (see `Garden::pull_merge`).
@@ -1170,15 +1249,25 @@ pub fn pull(
     side: Side,
     ropts: RestoreOptions,
     trust: sgard_garden::Trust,
+    allow_unsigned: bool,
     prompt: &mut dyn Prompt,
 ) -> Result<Pulled> {
     let store = g.store().clone();
-    let (theirs, history, blobs) = {
+    let (theirs, history, blobs, newly_trusted) = {
         let g_ref = &*g;
         block_on(async {
             within(o.timeouts.total, &o.remote.addr, "pulling", async {
                 let mut c = Client::connect(o).await?;
-                let (theirs, _head, history, sizes) = c.pull_manifest().await?;
+                let head = c.pull_manifest().await?;
+                // Nothing is fetched for a head this machine cannot trust.
+                let checked = check_head(g_ref, &o.remote.addr, &head, allow_unsigned, true)?;
+                let ServerHead {
+                    manifest: theirs,
+                    id: _head,
+                    sizes,
+                    ..
+                } = head;
+                let history = checked.history;
                 let missing = g_ref.missing_for(&theirs, &history)?;
                 let pb = Progress::new(missing.len() as u64, "pulling", g_ref.env());
                 // An sgard server (it names its head) sends chunked content
@@ -1188,7 +1277,7 @@ pub fn pull(
                 // The snapshot documents are here now: fetch what they reference.
                 let more = g_ref.snapshot_blobs_missing(&history)?;
                 n += c.pull_content(&store, &more, &sizes, &pb, ours).await?;
-                Ok::<_, anyhow::Error>((theirs, history, n))
+                Ok::<_, anyhow::Error>((theirs, history, n, checked.newly_trusted))
             })
             .await?
         })??
@@ -1226,8 +1315,113 @@ pub fn pull(
     if let Some(b) = report.base {
         g.set_sync_base(&o.remote.addr, b)?;
     }
-    Ok(Pulled { blobs, report })
+    Ok(Pulled {
+        blobs,
+        report,
+        newly_trusted,
+    })
 }
+
+/// A head this machine may take, and the history records it may take with
+/// it.
+pub struct HeadCheck {
+    /// The records of the server's history the head's signature covers
+    /// (all of them, for an unsigned head this machine accepts).
+    pub history: Vec<Record>,
+    /// The fingerprint of a key trusted now on first use.
+    pub newly_trusted: Option<String>,
+}
+
+/// Judges the server's head (see [`super::trust`]): a signed head must be
+/// signed by a key this machine trusts (on first use, when it trusts none
+/// and never saw a signed head here, the signer is trusted, if `record`)
+/// and name exactly the manifest sent; only the history records it names
+/// are taken. An unsigned head is taken only where no signed head was ever
+/// seen and no key is trusted, or with `allow_unsigned`.
+///
+/// # Errors
+/// [`Untrusted`] (exit 3) for a head that fails; I/O errors.
+pub fn check_head(
+    g: &Garden,
+    addr: &str,
+    head: &ServerHead,
+    allow_unsigned: bool,
+    record: bool,
+) -> Result<HeadCheck> {
+    use super::trust::{Statement, TrustStore, fingerprint, record_digest, verify};
+    let untrusted = |why: String| {
+        anyhow::Error::new(Untrusted(format!(
+            "refusing the head of the server at {addr}: {why}; nothing was written"
+        )))
+    };
+    let Some(dir) = g.local_state_dir() else {
+        return Ok(HeadCheck {
+            history: head.history.clone(),
+            newly_trusted: None,
+        });
+    };
+    let store = TrustStore::in_dir(dir);
+    let Some((statement, signature)) = &head.signed else {
+        if allow_unsigned {
+            return Ok(HeadCheck {
+                history: head.history.clone(),
+                newly_trusted: None,
+            });
+        }
+        if store.signed_seen() || !store.keys()?.is_empty() {
+            return Err(untrusted(
+                "it is not signed, and this repository's heads are (a Go client's push, or \
+                 a server that lost or dropped the signature); `sgard pull --allow-unsigned` \
+                 takes it if you know where it came from"
+                    .into(),
+            ));
+        }
+        return Ok(HeadCheck {
+            history: head.history.clone(),
+            newly_trusted: None,
+        });
+    };
+    let st = Statement::parse(statement).map_err(|e| untrusted(format!("{e:#}")))?;
+    let key = verify(statement, signature).map_err(|e| untrusted(format!("{e:#}")))?;
+    let fp = fingerprint(&key);
+    if st.manifest != sgard_garden::head_id_of(&head.manifest) {
+        return Err(untrusted(format!(
+            "its manifest is not the one signed (by {fp}): it was changed after it was pushed"
+        )));
+    }
+    let mut newly_trusted = None;
+    if !store.trusts(&key)? {
+        if store.signed_seen() || !store.keys()?.is_empty() {
+            return Err(untrusted(format!(
+                "it is signed by {fp}, a key this machine does not trust for this repository \
+                 (`sgard trust list`); if it is one of your machines' keys, `sgard trust add \
+                 KEY.pub` here"
+            )));
+        }
+        if record {
+            store.add(&key)?;
+        }
+        newly_trusted = Some(fp);
+    }
+    if record {
+        store.note_signed()?;
+    }
+    let history = head
+        .history
+        .iter()
+        .filter(|r| st.records.contains(&record_digest(r)))
+        .cloned()
+        .collect();
+    Ok(HeadCheck {
+        history,
+        newly_trusted,
+    })
+}
+
+/// A head refused by this machine's trust (exit 3).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Untrusted(pub String);
 
 /// What a pull would do (`pull --dry-run`): the server's manifest is
 /// fetched and merged in memory; no blob is fetched and nothing is written.
@@ -1236,30 +1430,34 @@ pub fn pull_plan(
     o: &Opts,
     side: Side,
     trust: sgard_garden::Trust,
-) -> Result<(sgard_garden::PullPlan, usize)> {
-    let theirs = block_on(async {
+    allow_unsigned: bool,
+) -> Result<(sgard_garden::PullPlan, usize, Option<String>)> {
+    let head = block_on(async {
         within(
             o.timeouts.total,
             &o.remote.addr,
             "asking what a pull would bring",
             async {
                 let mut c = Client::connect(o).await?;
-                Ok::<_, anyhow::Error>(c.pull_manifest().await?.0)
+                c.pull_manifest().await
             },
         )
         .await?
     })??;
+    // Judged as the pull would judge it, recording nothing.
+    let checked = check_head(g, &o.remote.addr, &head, allow_unsigned, false)?;
+    let theirs = head.manifest;
     // The content the pull would fetch (not the snapshot documents).
     let missing = g.missing_for(&theirs, &[])?.len();
     let plan = g.plan_pull(&theirs, g.sync_base(&o.remote.addr), side, trust)?;
-    Ok((plan, missing))
+    Ok((plan, missing, checked.newly_trusted))
 }
 
 /// The server's manifest (for `list --remote`).
 pub fn remote_manifest(o: &Opts) -> Result<Manifest> {
     block_on(async {
         let mut c = Client::connect(o).await?;
-        Ok::<_, anyhow::Error>(c.pull_manifest().await?.0)
+        Ok::<_, anyhow::Error>(c.pull_manifest().await?.manifest)
     })?
 }
 

@@ -264,7 +264,10 @@ impl GardenSync for Service {
         let who = self.who(&req)?;
         let out = self
             .blocking(LockMode::Shared, |g| {
+                let (head_statement, head_signature) = g.head_signature().unwrap_or_default();
                 Ok(v1::PullManifestResponse {
+                    head_statement,
+                    head_signature,
                     manifest: Some(convert::manifest_to_proto(g.manifest())),
                     head_id: g.head_id().to_hex(),
                     history: g
@@ -409,6 +412,7 @@ impl Service {
         };
         let negotiate = r.negotiate;
         let extra = parse_hashes(&r.extra_blobs)?;
+        let signature = signed_head(&r, &manifest, &history)?;
         let who_owned = who.to_owned();
         let pending = self.pending.clone();
         self.blocking(LockMode::Exclusive, move |g| {
@@ -452,8 +456,11 @@ impl Service {
                             missing.len()
                         )));
                     }
+                    let sig = signature
+                        .as_ref()
+                        .map(|(st, sig)| (st.as_str(), sig.as_str()));
                     let head = g
-                        .install_push(manifest, history, &who_owned)
+                        .install_push(manifest, history, &who_owned, sig)
                         .map_err(garden_status)?;
                     Ok(resp(Decision::Accepted, vec![], Some(head)))
                 }
@@ -497,7 +504,7 @@ impl Service {
         if let Some((manifest, history)) = pending {
             let who = who.to_owned();
             self.blocking(LockMode::Exclusive, move |g| {
-                g.install_push(manifest, history, &who)
+                g.install_push(manifest, history, &who, None)
                     .map(|_| ())
                     .map_err(garden_status)
             })
@@ -505,6 +512,33 @@ impl Service {
         }
         Ok(received)
     }
+}
+
+/// The statement and signature a push carries, checked: well formed, a
+/// good signature, naming exactly the pushed manifest and every pushed
+/// history record. (Whose key it is, is for the pulling machines to judge.)
+fn signed_head(
+    r: &v1::PushManifestRequest,
+    manifest: &sgard_manifest::Manifest,
+    history: &[sgard_manifest::history::Record],
+) -> Result<Option<(String, String)>, Status> {
+    use super::trust;
+    if r.head_signature.is_empty() && r.head_statement.is_empty() {
+        return Ok(None);
+    }
+    let bad = |why: String| Status::invalid_argument(format!("the head signature: {why}"));
+    let st = trust::Statement::parse(&r.head_statement).map_err(|e| bad(e.to_string()))?;
+    trust::verify(&r.head_statement, &r.head_signature).map_err(|e| bad(e.to_string()))?;
+    if st.manifest != sgard_garden::head_id_of(manifest) {
+        return Err(bad("it names another manifest than the one pushed".into()));
+    }
+    if history
+        .iter()
+        .any(|rec| !st.records.contains(&trust::record_digest(rec)))
+    {
+        return Err(bad("a pushed history record is not in it".into()));
+    }
+    Ok(Some((r.head_statement.clone(), r.head_signature.clone())))
 }
 
 /// Hashes named in a request, each validated.

