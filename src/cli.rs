@@ -285,6 +285,17 @@ pub enum Command {
         #[command(flatten)]
         net: NetArgs,
     },
+    /// The machines of this garden as the sync server sees them: where each is, when it was seen
+    Fleet {
+        /// Print one JSON document
+        #[arg(long)]
+        json: bool,
+        /// The sync server [default: SGARD_REMOTE, then <repo>/remote.yaml]
+        #[arg(short = 'r', long, value_name = "HOST:PORT")]
+        remote: Option<String>,
+        #[command(flatten)]
+        net: NetArgs,
+    },
     /// Configure the sync server of this repository
     Remote {
         /// What to do

@@ -9,6 +9,7 @@ mod doctor;
 mod edit;
 mod encrypt;
 mod exclude;
+mod fleet;
 mod identity;
 mod info;
 mod init;
@@ -208,7 +209,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         | Command::Pull { remote, net, .. }
         | Command::List { remote, net, .. }
         | Command::Prune { remote, net, .. }
-        | Command::Doctor { remote, net, .. } => Net::of(remote.as_ref(), Some(net)),
+        | Command::Doctor { remote, net, .. }
+        | Command::Fleet { remote, net, .. } => Net::of(remote.as_ref(), Some(net)),
         Command::Remote {
             action: crate::cli::RemoteAction::Set { tls, tls_ca, .. },
         } => Net::of(
@@ -361,6 +363,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         } => target::run(&ctx, &paths, only, never, clear, dry_run, out)?,
         Command::Tag { action } => tag::run(&ctx, action, out)?,
         Command::Trust { action } => trust::run(&ctx, action, out)?,
+        Command::Fleet { json, .. } => fleet::run(&ctx, json, out)?,
         Command::Identity { json } => identity::run(&ctx, json, out)?,
         Command::Exclude {
             paths,
@@ -392,6 +395,7 @@ fn answers(c: &Command) -> bool {
         | Command::Data { .. }
         | Command::Identity { .. }
         | Command::Doctor { .. }
+        | Command::Fleet { .. }
         | Command::Version
         | Command::Completion { .. }
         | Command::Man { dir: None } => true,

@@ -156,10 +156,15 @@ pub fn encode_sig(sig: &Signature) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The authorized keys by fingerprint, each with the garden it names.
+type KeyTable = HashMap<String, (PublicKey, String)>;
+
 /// The server's side: who may log in, replay protection, token signing.
 pub struct Authority {
     keys_path: PathBuf,
-    keys: Mutex<(Option<SystemTime>, HashMap<String, PublicKey>)>,
+    /// The authorized keys by fingerprint, with the garden each names, as
+    /// of the file's modification time.
+    keys: Mutex<(Option<SystemTime>, KeyTable)>,
     seen: Mutex<HashMap<Vec<u8>, i64>>,
     secret: [u8; 32],
     /// Seconds added to this machine's clock (a test hook; see
@@ -233,27 +238,47 @@ impl Authority {
         let text = std::fs::read_to_string(&self.keys_path)
             .with_context(|| format!("reading {}", self.keys_path.display()))?;
         let mut map = HashMap::new();
-        for line in text
+        for (n, line) in text
             .lines()
             .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .enumerate()
+            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
         {
-            // Skip options before the key type, as sshd allows.
+            // Options before the key type, as sshd allows: `garden="home"`
+            // names the key's garden; others are passed over.
             let start = line
                 .find("ssh-")
                 .or_else(|| line.find("ecdsa-"))
                 .unwrap_or(0);
-            if let Ok(k) = PublicKey::from_openssh(&line[start..]) {
-                map.insert(k.fingerprint(HashAlg::Sha256).to_string(), k);
-            }
+            let Ok(k) = PublicKey::from_openssh(&line[start..]) else {
+                continue;
+            };
+            let garden = match garden_option(&line[..start]) {
+                Ok(g) => g,
+                Err(why) => {
+                    tracing::warn!(
+                        "{} line {}: {why}; the key is not authorized",
+                        self.keys_path.display(),
+                        n + 1
+                    );
+                    continue;
+                }
+            };
+            map.insert(k.fingerprint(HashAlg::Sha256).to_string(), (k, garden));
         }
         *guard = (Some(mtime), map);
         Ok(())
     }
 
     fn authorized(&self, fp: &str) -> bool {
+        self.garden_of(fp).is_some()
+    }
+
+    /// The garden of the authorized key `fp` (`None`: not authorized),
+    /// as `authorized_keys` says now.
+    pub fn garden_of(&self, fp: &str) -> Option<String> {
         let _ = self.reload();
-        self.keys.lock().is_ok_and(|k| k.1.contains_key(fp))
+        self.keys.lock().ok()?.1.get(fp).map(|(_, g)| g.clone())
     }
 
     /// Checks a challenge response; returns a token.
@@ -350,6 +375,58 @@ impl Authority {
     }
 }
 
+/// The garden an `authorized_keys` line's options name (`garden="home"`),
+/// else the default one. OpenSSH's syntax: options separated by commas,
+/// values in double quotes (a `\"` inside is a quote).
+fn garden_option(options: &str) -> std::result::Result<String, String> {
+    let mut garden = None;
+    let mut opt = String::new();
+    let mut quoted = false;
+    let mut escaped = false;
+    let mut all = Vec::new();
+    for c in options.trim().chars() {
+        match c {
+            '\\' if quoted && !escaped => escaped = true,
+            '"' if !escaped => quoted = !quoted,
+            ',' if !quoted => all.push(std::mem::take(&mut opt)),
+            c => {
+                escaped = false;
+                opt.push(c);
+            }
+        }
+    }
+    if quoted {
+        return Err("an option's quote is not closed".into());
+    }
+    all.push(opt);
+    for o in all {
+        if let Some(v) = o.strip_prefix("garden=") {
+            if garden.is_some() {
+                return Err("two garden options".into());
+            }
+            if !valid_garden(v) {
+                return Err(format!(
+                    "garden {v:?} is not a garden name (a-z, 0-9, `.`, `_`, `-`, up to 64, \
+                     starting with a letter or digit)"
+                ));
+            }
+            garden = Some(v.to_owned());
+        }
+    }
+    Ok(garden.unwrap_or_else(|| super::server::DEFAULT_GARDEN.to_owned()))
+}
+
+/// Whether `name` may name a garden: a folder name, and a key in object
+/// storage, that nothing can read as something else.
+pub fn valid_garden(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(c))
+}
+
 fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
     let mut m = <Hmac<sha2::Sha256> as hmac::KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| <Hmac<sha2::Sha256> as hmac::KeyInit>::new(&Default::default()));
@@ -408,4 +485,31 @@ pub fn read_private_key(path: &Path) -> Result<PrivateKey> {
         );
     }
     Ok(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_names_its_garden_in_its_options() {
+        assert_eq!(garden_option("").unwrap(), "default");
+        assert_eq!(garden_option(r#"garden="home" "#).unwrap(), "home");
+        assert_eq!(
+            garden_option(r#"no-pty,garden="team-a.1",command="x,y""#).unwrap(),
+            "team-a.1"
+        );
+        for bad in [
+            r#"garden="../etc""#,
+            r#"garden="Home""#,
+            r#"garden="""#,
+            r#"garden="a/b""#,
+            r#"garden="a",garden="b""#,
+            r#"garden="open"#,
+        ] {
+            assert!(garden_option(bad).is_err(), "{bad}");
+        }
+        assert!(!valid_garden(&"a".repeat(65)));
+        assert!(valid_garden("0x"));
+    }
 }

@@ -622,6 +622,30 @@ impl Client {
         Ok((sink.done, lists))
     }
 
+    /// Tells the server what this machine has after a push or a pull, for
+    /// its fleet view. Best effort: a server without the view (the Go
+    /// sgardd) or a failure changes nothing.
+    pub async fn report(&mut self, env: &sgard_garden::Env, head: Hash, op: &str) {
+        let req = v1::ReportRequest {
+            host: sgard_garden::identity::short_hostname(&env.hostname),
+            version: env!("CARGO_PKG_VERSION").into(),
+            head: head.to_hex(),
+            op: op.into(),
+        };
+        let _ = self
+            .call(req, |mut c, r| async move { c.report(r).await })
+            .await;
+    }
+
+    /// The server's view of the machines of this garden.
+    pub async fn fleet(&mut self) -> Result<v1::FleetResponse> {
+        self.call(
+            v1::FleetRequest {},
+            |mut c, r| async move { c.fleet(r).await },
+        )
+        .await
+    }
+
     /// Which of `chunks` the server lacks (`None`: it cannot say, so it
     /// cannot take chunks: an older server).
     pub async fn missing_chunks(&mut self, chunks: &[Hash]) -> Result<Option<Vec<Hash>>> {
@@ -1119,6 +1143,9 @@ fn push_once(g: &Garden, o: &Opts) -> Result<Push> {
             .await?;
         match d {
             Decision::Accepted | Decision::UpToDate => {
+                if let Some(h) = new_head {
+                    c.report(&env, h, "push").await;
+                }
                 // This machine's own key signs its heads: trusted here.
                 if let (Some(key), Some(dir)) = (&own_key, g.local_state_dir()) {
                     let store = super::trust::TrustStore::in_dir(dir);
@@ -1315,6 +1342,17 @@ pub fn pull(
     if let Some(b) = report.base {
         g.set_sync_base(&o.remote.addr, b)?;
     }
+    // What this machine has now, for the server's fleet view (best effort,
+    // and never longer than a connection's timeout).
+    let (head, env) = (g.head_id(), g.env().clone());
+    let _ = block_on(async {
+        let said = async {
+            if let Ok(mut c) = Client::connect(o).await {
+                c.report(&env, head, "pull").await;
+            }
+        };
+        let _ = tokio::time::timeout(o.timeouts.connect, said).await;
+    });
     Ok(Pulled {
         blobs,
         report,
@@ -1472,4 +1510,24 @@ pub fn remote_prune(o: &Opts) -> Result<i32> {
 /// Whether `path` exists (used to decide on repository creation).
 pub fn exists(path: &Path) -> bool {
     path.join(sgard_manifest::MANIFEST_FILE).exists()
+}
+
+/// The server's view of the machines of this garden (`sgard fleet`).
+///
+/// # Errors
+/// Connection errors; a server without the view (the Go sgardd) says so.
+pub fn fleet(o: &Opts) -> Result<v1::FleetResponse> {
+    block_on(async {
+        let mut c = Client::connect(o).await?;
+        c.fleet().await.map_err(|e| {
+            if format!("{e:#}").to_lowercase().contains("unimplemented") {
+                anyhow!(
+                    "the server at {} keeps no fleet view (a Go sgardd?); sgard's own sgardd does",
+                    o.remote.addr
+                )
+            } else {
+                e
+            }
+        })
+    })?
 }

@@ -10,7 +10,7 @@
 //! progress); nonces are accepted once.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,6 +30,7 @@ use tonic::{Code, Request, Response, Status, Streaming};
 
 use super::auth::{Authority, TokenCheck};
 use super::blobs::{BlobSink, Kind};
+use super::fleet;
 
 /// How the server is run.
 #[derive(Clone, Debug)]
@@ -54,6 +55,19 @@ impl Default for Limits {
 
 type Pending = (Manifest, Vec<Record>);
 
+/// The garden of keys that name none.
+pub const DEFAULT_GARDEN: &str = "default";
+/// Where the other gardens' repositories are, in the served folder.
+pub const GARDENS_DIR: &str = "gardens";
+
+/// Who called: their key's fingerprint, how the log names them (with their
+/// garden), and their garden's repository.
+struct Caller {
+    who: String,
+    label: String,
+    repo: PathBuf,
+}
+
 /// The service.
 pub struct Service {
     repo: PathBuf,
@@ -62,6 +76,8 @@ pub struct Service {
     limits: Limits,
     pending: Arc<Mutex<HashMap<String, Pending>>>,
     streams: Arc<Semaphore>,
+    /// One garden's repository is made at a time.
+    init_lock: Mutex<()>,
 }
 
 impl Service {
@@ -80,6 +96,62 @@ impl Service {
             limits,
             pending: Arc::default(),
             streams,
+            init_lock: Mutex::new(()),
+        }
+    }
+
+    /// Who called, and the repository of their garden (made at its first
+    /// use).
+    fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+        let who = self.who(req)?;
+        let garden = match &self.auth {
+            None => DEFAULT_GARDEN.to_owned(),
+            Some(a) => a
+                .garden_of(&who)
+                .ok_or_else(|| Status::permission_denied("key no longer authorized"))?,
+        };
+        let repo = self.garden_repo(&garden)?;
+        let label = if garden == DEFAULT_GARDEN {
+            who.clone()
+        } else {
+            format!("{who} ({garden})")
+        };
+        Ok(Caller { who, label, repo })
+    }
+
+    /// The repository of `garden`: the served folder for the default one,
+    /// `gardens/<name>` in it for the others (made at first use, with an
+    /// empty head older than any push).
+    fn garden_repo(&self, garden: &str) -> Result<PathBuf, Status> {
+        if garden == DEFAULT_GARDEN {
+            return Ok(self.repo.clone());
+        }
+        let repo = self.repo.join(GARDENS_DIR).join(garden);
+        if repo.join(sgard_manifest::MANIFEST_FILE).exists() {
+            return Ok(repo);
+        }
+        let _one = self
+            .init_lock
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?;
+        if !repo.join(sgard_manifest::MANIFEST_FILE).exists() {
+            let env = (self.env)().map_err(Status::internal)?;
+            sgard_store::durable::create_dir_all_durable(&self.repo.join(GARDENS_DIR))
+                .map_err(store_status)?;
+            Garden::init(&repo, env)
+                .and_then(|mut g| g.backdate_empty_head())
+                .map_err(garden_status)?;
+            tracing::info!(garden, "made the garden's repository");
+        }
+        Ok(repo)
+    }
+
+    /// The server's time, unix seconds (the authority's clock, test hook
+    /// included).
+    fn now(&self) -> i64 {
+        match &self.auth {
+            Some(a) => a.now(),
+            None => super::auth::unix_now(),
         }
     }
 
@@ -105,12 +177,12 @@ impl Service {
         }
     }
 
-    async fn blocking<T, F>(&self, mode: LockMode, f: F) -> Result<T, Status>
+    async fn blocking<T, F>(&self, repo: &Path, mode: LockMode, f: F) -> Result<T, Status>
     where
         T: Send + 'static,
         F: FnOnce(&mut Garden) -> Result<T, Status> + Send + 'static,
     {
-        let repo = self.repo.clone();
+        let repo = repo.to_path_buf();
         let env = (self.env)().map_err(Status::internal)?;
         tokio::task::spawn_blocking(move || {
             let mut g = Garden::open(&repo, env, mode, &|_| {}).map_err(garden_status)?;
@@ -232,10 +304,10 @@ impl GardenSync for Service {
         req: Request<v1::PushManifestRequest>,
     ) -> Result<Response<v1::PushManifestResponse>, Status> {
         let started = Instant::now();
-        let who = self.who(&req)?;
+        let c = self.caller(&req)?;
         let r = req.into_inner();
-        let out = self.push_manifest_inner(&who, r).await;
-        log_rpc("PushManifest", &who, started, &out);
+        let out = self.push_manifest_inner(&c, r).await;
+        log_rpc("PushManifest", &c.label, started, &out);
         out.map(Response::new)
     }
 
@@ -244,15 +316,15 @@ impl GardenSync for Service {
         req: Request<Streaming<v1::PushBlobsRequest>>,
     ) -> Result<Response<v1::PushBlobsResponse>, Status> {
         let started = Instant::now();
-        let who = self.who(&req)?;
+        let c = self.caller(&req)?;
         let permit = self
             .streams
             .clone()
             .try_acquire_owned()
             .map_err(|_| Status::resource_exhausted("too many pushes at once; try again"))?;
-        let out = self.push_blobs_inner(&who, req.into_inner()).await;
+        let out = self.push_blobs_inner(&c, req.into_inner()).await;
         drop(permit);
-        log_rpc("PushBlobs", &who, started, &out);
+        log_rpc("PushBlobs", &c.label, started, &out);
         out.map(|n| Response::new(v1::PushBlobsResponse { blobs_received: n }))
     }
 
@@ -261,9 +333,9 @@ impl GardenSync for Service {
         req: Request<v1::PullManifestRequest>,
     ) -> Result<Response<v1::PullManifestResponse>, Status> {
         let started = Instant::now();
-        let who = self.who(&req)?;
+        let c = self.caller(&req)?;
         let out = self
-            .blocking(LockMode::Shared, |g| {
+            .blocking(&c.repo, LockMode::Shared, |g| {
                 let (head_statement, head_signature) = g.head_signature().unwrap_or_default();
                 Ok(v1::PullManifestResponse {
                     head_statement,
@@ -284,7 +356,7 @@ impl GardenSync for Service {
                 })
             })
             .await;
-        log_rpc("PullManifest", &who, started, &out);
+        log_rpc("PullManifest", &c.label, started, &out);
         out.map(Response::new)
     }
 
@@ -295,11 +367,11 @@ impl GardenSync for Service {
         req: Request<v1::PullBlobsRequest>,
     ) -> Result<Response<Self::PullBlobsStream>, Status> {
         let started = Instant::now();
-        let who = self.who(&req)?;
+        let c = self.caller(&req)?;
         let r = req.into_inner();
         let (lists, chunks) = (r.lists, r.chunks);
         let hashes = parse_hashes(&r.hashes)?;
-        let store = sgard_store::Store::open(&self.repo);
+        let store = sgard_store::Store::open(&c.repo);
         let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
         tokio::task::spawn_blocking(move || {
             for h in hashes {
@@ -318,7 +390,7 @@ impl GardenSync for Service {
                 }
             }
         });
-        log_rpc("PullBlobs", &who, started, &Ok::<(), Status>(()));
+        log_rpc("PullBlobs", &c.label, started, &Ok::<(), Status>(()));
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
@@ -329,7 +401,7 @@ impl GardenSync for Service {
         req: Request<v1::MissingChunksRequest>,
     ) -> Result<Response<v1::MissingChunksResponse>, Status> {
         let started = Instant::now();
-        let who = self.who(&req)?;
+        let c = self.caller(&req)?;
         let hashes = req.into_inner().hashes;
         if hashes.len() > 1_000_000 {
             return Err(Status::invalid_argument(
@@ -337,7 +409,7 @@ impl GardenSync for Service {
             ));
         }
         let hashes = parse_hashes(&hashes)?;
-        let store = sgard_store::Store::open(&self.repo);
+        let store = sgard_store::Store::open(&c.repo);
         let out = tokio::task::spawn_blocking(move || {
             let Some(cs) = store.chunked() else {
                 return Ok(hashes);
@@ -352,7 +424,7 @@ impl GardenSync for Service {
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?;
-        log_rpc("MissingChunks", &who, started, &out);
+        log_rpc("MissingChunks", &c.label, started, &out);
         out.map(|m: Vec<Hash>| {
             Response::new(v1::MissingChunksResponse {
                 missing: m.iter().map(Hash::to_hex).collect(),
@@ -360,12 +432,95 @@ impl GardenSync for Service {
         })
     }
 
+    async fn report(
+        &self,
+        req: Request<v1::ReportRequest>,
+    ) -> Result<Response<v1::ReportResponse>, Status> {
+        let started = Instant::now();
+        let c = self.caller(&req)?;
+        let r = req.into_inner();
+        let op = match r.op.as_str() {
+            "push" => fleet::Op::Push,
+            "pull" => fleet::Op::Pull,
+            other => return Err(Status::invalid_argument(format!("unknown op {other:?}"))),
+        };
+        let head = Hash::parse(&r.head).map_err(|_| Status::invalid_argument("malformed head"))?;
+        let now = self.now();
+        let (repo, who) = (c.repo.clone(), c.who.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            fleet::record(&repo, &who, &r.host, &r.version, head, op, now)
+                .map_err(|e| Status::invalid_argument(format!("{e:#}")))
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
+        log_rpc("Report", &c.label, started, &out);
+        out.map(|()| Response::new(v1::ReportResponse {}))
+    }
+
+    async fn fleet(
+        &self,
+        req: Request<v1::FleetRequest>,
+    ) -> Result<Response<v1::FleetResponse>, Status> {
+        let started = Instant::now();
+        let c = self.caller(&req)?;
+        let now = self.now();
+        let repo = c.repo.clone();
+        let out = self
+            .blocking(&c.repo, LockMode::Shared, move |g| {
+                let head = g.head_id();
+                let known: std::collections::HashSet<Hash> = g
+                    .shared_history()
+                    .records
+                    .iter()
+                    .flat_map(|r| [Some(r.id), r.head_before])
+                    .flatten()
+                    .collect();
+                let machines = fleet::list(&repo)
+                    .map_err(|e| Status::internal(format!("{e:#}")))?
+                    .into_iter()
+                    .map(|m| {
+                        let state = match m.head {
+                            Some(h) if h == head => "current",
+                            Some(h) if known.contains(&h) => "behind",
+                            _ => "ahead",
+                        };
+                        v1::FleetMachine {
+                            host: m.host,
+                            key: m.key,
+                            head: m.head.map(|h| h.to_hex()).unwrap_or_default(),
+                            last_push: m.last_push.map(|s| prost_types::Timestamp {
+                                seconds: s,
+                                nanos: 0,
+                            }),
+                            last_pull: m.last_pull.map(|s| prost_types::Timestamp {
+                                seconds: s,
+                                nanos: 0,
+                            }),
+                            version: m.version,
+                            state: state.into(),
+                        }
+                    })
+                    .collect();
+                Ok(v1::FleetResponse {
+                    head_id: head.to_hex(),
+                    machines,
+                    server_time: Some(prost_types::Timestamp {
+                        seconds: now,
+                        nanos: 0,
+                    }),
+                })
+            })
+            .await;
+        log_rpc("Fleet", &c.label, started, &out);
+        out.map(Response::new)
+    }
+
     async fn prune(
         &self,
         req: Request<v1::PruneRequest>,
     ) -> Result<Response<v1::PruneResponse>, Status> {
         let started = Instant::now();
-        let who = self.who(&req)?;
+        let c = self.caller(&req)?;
         let protect: std::collections::HashSet<Hash> = self
             .pending
             .lock()
@@ -379,14 +534,14 @@ impl GardenSync for Service {
             .collect();
         let grace = self.limits.prune_grace;
         let out = self
-            .blocking(LockMode::Exclusive, move |g| {
+            .blocking(&c.repo, LockMode::Exclusive, move |g| {
                 let r = g.prune_with(&protect, Some(grace)).map_err(garden_status)?;
                 Ok(v1::PruneResponse {
                     blobs_removed: i32::try_from(r.blobs).unwrap_or(i32::MAX),
                 })
             })
             .await;
-        log_rpc("Prune", &who, started, &out);
+        log_rpc("Prune", &c.label, started, &out);
         out.map(Response::new)
     }
 }
@@ -394,7 +549,7 @@ impl GardenSync for Service {
 impl Service {
     async fn push_manifest_inner(
         &self,
-        who: &str,
+        c: &Caller,
         r: v1::PushManifestRequest,
     ) -> Result<v1::PushManifestResponse, Status> {
         let m = r
@@ -413,9 +568,9 @@ impl Service {
         let negotiate = r.negotiate;
         let extra = parse_hashes(&r.extra_blobs)?;
         let signature = signed_head(&r, &manifest, &history)?;
-        let who_owned = who.to_owned();
+        let who_owned = c.who.clone();
         let pending = self.pending.clone();
-        self.blocking(LockMode::Exclusive, move |g| {
+        self.blocking(&c.repo, LockMode::Exclusive, move |g| {
             let server_updated = Some(prost_types::Timestamp {
                 seconds: g.manifest().updated.datetime().timestamp(),
                 nanos: i32::try_from(g.manifest().updated.datetime().timestamp_subsec_nanos())
@@ -471,10 +626,11 @@ impl Service {
 
     async fn push_blobs_inner(
         &self,
-        who: &str,
+        c: &Caller,
         mut stream: Streaming<v1::PushBlobsRequest>,
     ) -> Result<i32, Status> {
-        let store = sgard_store::Store::open(&self.repo);
+        let who = c.who.as_str();
+        let store = sgard_store::Store::open(&c.repo);
         let mut sink = BlobSink::new(store, Some(self.limits.max_blob));
         while let Some(msg) = stream.next().await {
             let msg = msg?;
@@ -503,7 +659,7 @@ impl Service {
             .remove(who);
         if let Some((manifest, history)) = pending {
             let who = who.to_owned();
-            self.blocking(LockMode::Exclusive, move |g| {
+            self.blocking(&c.repo, LockMode::Exclusive, move |g| {
                 g.install_push(manifest, history, &who, None)
                     .map(|_| ())
                     .map_err(garden_status)

@@ -186,6 +186,20 @@ impl GardenSync for Evil {
         Err(Status::unimplemented("no chunks here"))
     }
 
+    async fn report(
+        &self,
+        _: Request<v1::ReportRequest>,
+    ) -> Result<Response<v1::ReportResponse>, Status> {
+        Err(Status::unimplemented("like a Go server"))
+    }
+
+    async fn fleet(
+        &self,
+        _: Request<v1::FleetRequest>,
+    ) -> Result<Response<v1::FleetResponse>, Status> {
+        Err(Status::unimplemented("like a Go server"))
+    }
+
     async fn pull_manifest(
         &self,
         _: Request<v1::PullManifestRequest>,

@@ -3008,3 +3008,143 @@ fn trusted_keys_and_unsigned_heads() {
     assert_eq!(c_home.read("f"), b"three\n");
     drop(srv);
 }
+
+/// `garden="name"` in `authorized_keys` puts a key's machines in a garden
+/// of their own: its heads, history and objects are invisible to other
+/// gardens' keys (no existence oracle either), and a change of the file
+/// applies without a restart.
+#[test]
+fn gardens_are_isolated_and_follow_the_authorized_keys_file() {
+    let w = world_or_skip!(3);
+    let (ka, kb, kc) = (w.key(0), w.key(1), w.key(2));
+    let lines = format!(
+        "garden=\"home\" {}no-pty,garden=\"work\" {}{}",
+        pubkey(ka),
+        pubkey(kb),
+        pubkey(kc)
+    );
+    fs::write(w.auth_keys(), &lines).unwrap();
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    let secret = noise(10_000, 9);
+    a.write("home-only", &secret);
+    track(&a, &["home-only"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    assert!(srv.repo.join("gardens/home/manifest.yaml").is_file());
+    // work and the default garden see nothing of it.
+    for k in [kb, kc] {
+        let r = sg(&TestEnv::init(), k, &["list", "-r", addr]);
+        r.ok();
+        assert!(!r.stdout.contains("home-only"), "{r:#?}");
+    }
+    // Not even by asking for the object or its chunks.
+    let h = sha(&secret);
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(addr).await;
+        let token = login(&mut c, kb).await;
+        let got = pull_blobs(&mut c, &token, &[h.as_str()]).await;
+        assert!(
+            got.is_err() || got.unwrap().is_empty(),
+            "work read home's object"
+        );
+        let r = tmo(c.missing_chunks(authed(
+            v1::MissingChunksRequest {
+                hashes: vec![h.clone()],
+            },
+            &token,
+        )))
+        .await
+        .unwrap()
+        .into_inner();
+        assert_eq!(
+            r.missing,
+            vec![h.clone()],
+            "an existence oracle across gardens"
+        );
+    });
+    // Moving kb into home (no restart): it sees home's head.
+    let lines = format!(
+        "garden=\"home\" {}garden=\"home\" {}{}",
+        pubkey(ka),
+        pubkey(kb),
+        pubkey(kc)
+    );
+    fs::write(w.auth_keys(), &lines).unwrap();
+    // The file's time must differ for the reload to see it.
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    fs::File::options()
+        .write(true)
+        .open(w.auth_keys())
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let b = TestEnv::init();
+    sg(&b, kb, &["list", "-r", addr])
+        .ok()
+        .stdout_has("home-only");
+    drop(srv);
+}
+
+/// `sgard fleet` lists the machines of the garden: host, key, state
+/// (current / behind / ahead) and when each was last seen.
+#[test]
+fn fleet_shows_a_machine_behind() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let mut a = TestEnv::init();
+    a.write("f", "one\n");
+    track(&a, &["f"]);
+    let on = |host: &'static str| [("SGARD_HOSTNAME", host)];
+    sg_env(&a, Some(ka), &["push", "-r", addr], &on("laptop")).ok();
+    let b = TestEnv::new();
+    sg_env(&b, Some(kb), &["pull", "-r", addr], &on("desktop")).ok();
+    let r = sg_env(
+        &a,
+        Some(ka),
+        &["fleet", "-r", addr, "--json"],
+        &on("laptop"),
+    );
+    let v = json_of(r.ok());
+    let state = |v: &Value, host: &str| {
+        v["machines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["host"] == host)
+            .unwrap_or_else(|| panic!("{host} missing: {v}"))["state"]
+            .clone()
+    };
+    assert_eq!(state(&v, "laptop"), "current");
+    assert_eq!(state(&v, "desktop"), "current");
+    // A moves on: B is behind; A's own edit not pushed yet makes A ahead.
+    change(&mut a, "f", "two\n", 5);
+    sg_env(&a, Some(ka), &["push", "-r", addr], &on("laptop")).ok();
+    let v = json_of(
+        sg_env(
+            &a,
+            Some(ka),
+            &["fleet", "-r", addr, "--json"],
+            &on("laptop"),
+        )
+        .ok(),
+    );
+    assert_eq!(state(&v, "desktop"), "behind");
+    assert_eq!(state(&v, "laptop"), "current");
+    let desk = v["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["host"] == "desktop")
+        .unwrap()
+        .clone();
+    assert_eq!(desk["behind"], true);
+    assert!(desk["last_sync"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(desk["key"], fingerprint(kb));
+    // The text view says the same.
+    sg_env(&a, Some(ka), &["fleet", "-r", addr], &on("laptop"))
+        .ok()
+        .stdout_has("desktop")
+        .stdout_has("behind");
+    drop(srv);
+}
