@@ -7,6 +7,7 @@ pub mod blobs;
 pub mod client;
 pub mod config;
 pub mod explain;
+pub mod metrics;
 pub mod probe;
 pub mod server;
 pub mod tls;
