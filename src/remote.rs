@@ -8,6 +8,7 @@ pub mod client;
 pub mod config;
 pub mod explain;
 pub mod fleet;
+pub mod metrics;
 pub mod probe;
 pub mod server;
 pub mod tls;

@@ -2,7 +2,9 @@
 //!
 //! Serves one repository over gRPC (`sgard.v1.GardenSync`, wire-compatible
 //! with the Go sgardd) to `sgard push` / `sgard pull`, authenticating clients
-//! by their SSH keys.
+//! by their SSH keys. Operations: the standard gRPC health service,
+//! Prometheus metrics on `--metrics ADDR`, `--log-format json`, and a
+//! graceful shutdown on SIGTERM/SIGINT bounded by `--shutdown-grace`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,6 +16,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use sgard::context;
 use sgard::remote::auth::Authority;
+use sgard::remote::metrics;
 use sgard::remote::server::{Limits, Service, serve};
 use sgard_garden::Garden;
 
@@ -52,6 +55,26 @@ struct Args {
     /// Push streams served at once
     #[arg(long, value_name = "N", default_value_t = 16)]
     max_streams: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics (no authentication:
+    /// use a loopback or private address)
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// How log lines are written on stderr
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// On SIGTERM or SIGINT, how long calls in progress may take to finish
+    /// before they are cut off
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    shutdown_grace: u64,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// One line of text per event
+    Text,
+    /// One JSON object per line (fields at the top level)
+    Json,
 }
 
 fn main() -> ExitCode {
@@ -76,12 +99,25 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> Result<()> {
-    tracing_subscriber::fmt()
+/// Logs on stderr, as text or one JSON object per line.
+fn init_logs(format: LogFormat) {
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
+}
+
+fn run(args: Args) -> Result<()> {
+    init_logs(args.log_format);
     if args.insecure_no_auth && !args.listen.ip().is_loopback() {
         bail!("--insecure-no-auth only serves a loopback address (127.0.0.1 or ::1)");
     }
@@ -123,15 +159,24 @@ fn run(args: Args) -> Result<()> {
     let env_fn: Arc<dyn Fn() -> Result<sgard_garden::Env, String> + Send + Sync> =
         Arc::new(|| context::env().map_err(|e| e.to_string()));
     let service = Service::new(repo.clone(), env_fn, auth.clone(), limits);
+    let grace = Duration::from_secs(args.shutdown_grace);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         let local = listener.local_addr()?;
+        let metrics_listener = match args.metrics {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("listening on {addr} (--metrics)"))?,
+            ),
+            None => None,
+        };
         if tls.is_some() {
             println!("TLS enabled");
         }
@@ -148,25 +193,80 @@ fn run(args: Args) -> Result<()> {
             ),
             None => println!("WARNING: authentication disabled (--insecure-no-auth)"),
         }
+        let signals = signals()?;
+        if let Some(l) = metrics_listener {
+            println!("sgardd metrics on http://{}/metrics", l.local_addr()?);
+            tokio::spawn(metrics::serve(l, repo.clone()));
+        }
         println!("sgardd serving on {local} (repo: {})", repo.display());
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        serve(listener, service, tls, shutdown_signal()).await
-    })
+        let mut first = signals.clone();
+        let shutdown = async move {
+            // An error: the signal task is gone; serve on.
+            if first.wait_for(|n| *n >= 1).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            tracing::info!(
+                calls = metrics::calls_in_flight(),
+                grace_secs = grace.as_secs(),
+                "shutting down: no new connections; finishing the calls in progress"
+            );
+        };
+        let mut more = signals;
+        let cut_off = async move {
+            if more.wait_for(|n| *n >= 1).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(grace) => {}
+                _ = more.wait_for(|n| *n >= 2) => {
+                    tracing::info!("a second signal: not waiting any longer");
+                }
+            }
+        };
+        tokio::select! {
+            served = serve(listener, service, tls, shutdown) => served,
+            () = cut_off => {
+                // Dropping the calls' tasks (below, with the runtime) ends
+                // each one where it waits: a push's unfinished blob is
+                // dropped with its temp file, and a manifest is installed
+                // whole (on its blocking thread) or not at all.
+                tracing::warn!(
+                    calls = metrics::calls_in_flight(),
+                    "grace period over: cutting off the calls still in progress"
+                );
+                Ok(())
+            }
+        }
+    });
+    // Blocking work already running (a blob being written, a manifest
+    // being installed) gets a little longer to end by itself.
+    rt.shutdown_timeout(Duration::from_secs(10));
+    served?;
+    tracing::info!("stopped");
+    Ok(())
 }
 
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// Counts the SIGTERMs and SIGINTs received from now on (the handlers
+/// are in place when this returns, before the server says it serves): the
+/// first starts the shutdown, a second ends the grace period at once.
+fn signals() -> Result<tokio::sync::watch::Receiver<u32>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    let (tx, rx) = tokio::sync::watch::channel(0u32);
+    tokio::spawn(async move {
+        loop {
+            let got = tokio::select! {
+                s = term.recv() => s,
+                s = int.recv() => s,
+            };
+            if got.is_none() {
+                break;
             }
-            Err(_) => std::future::pending::<()>().await,
+            tx.send_modify(|n| *n += 1);
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        () = term => {},
-    }
-    tracing::info!("shutting down: finishing calls in progress");
+    });
+    Ok(rx)
 }

@@ -257,10 +257,14 @@ fn parse_history(recs: &[v1::HistoryRecord]) -> Result<Vec<Record>, Status> {
 }
 
 fn log_rpc(name: &str, who: &str, started: Instant, result: &Result<impl Sized, Status>) {
-    let ms = started.elapsed().as_millis();
+    let took = started.elapsed();
+    let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+    let code = result.as_ref().map_or_else(Status::code, |_| Code::Ok);
+    super::metrics::rpc_done(name, code, took);
+    let code = super::metrics::code_name(code);
     match result {
-        Ok(_) => tracing::info!(rpc = name, client = who, ms, "ok"),
-        Err(s) => tracing::info!(rpc = name, client = who, ms, code = ?s.code(), "{}", s.message()),
+        Ok(_) => tracing::info!(rpc = name, client = who, ms, code = %code, "ok"),
+        Err(s) => tracing::info!(rpc = name, client = who, ms, code = %code, "{}", s.message()),
     }
 }
 
@@ -646,6 +650,7 @@ impl Service {
                     .await
                     .map_err(store_status)?;
             }
+            super::metrics::bytes_received(data.len());
             if !data.is_empty() && !sink.feed(data).await.map_err(store_status)? {
                 return Err(Status::invalid_argument("data before any blob hash"));
             }
@@ -737,6 +742,7 @@ fn send_list(
         .list_text(h)
         .map_err(|e| Status::data_loss(format!("chunk list {h}: {}", chain(&e))))?;
     for chunk in super::blobs::list_messages(h, &text) {
+        super::metrics::bytes_sent(chunk.data.len());
         if tx
             .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
             .is_err()
@@ -755,6 +761,7 @@ fn send_object(
 ) -> Result<(), Status> {
     let mut first = true;
     let sent = store.read_chunks(h, CHUNK_SIZE, &mut |data| {
+        super::metrics::bytes_sent(data.len());
         let chunk = BlobChunk {
             hash: if first { h.to_hex() } else { String::new() },
             data: data.to_vec(),
@@ -778,14 +785,26 @@ fn send_object(
     }
 }
 
-/// Serves until `shutdown` resolves; in-flight calls finish first.
+/// Serves until `shutdown` resolves; in-flight calls finish first. The
+/// standard `grpc.health.v1.Health` service answers `SERVING` for `""` and
+/// `sgard.v1.GardenSync`, and `NOT_SERVING` once `shutdown` resolved.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     service: Service,
     tls: Option<tonic::transport::ServerTlsConfig>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let svc = v1::garden_sync_server::GardenSyncServer::new(service)
+    type SyncServer = v1::garden_sync_server::GardenSyncServer<Service>;
+    let (health, health_svc) = tonic_health::server::health_reporter();
+    health.set_serving::<SyncServer>().await;
+    let shutdown = async move {
+        shutdown.await;
+        health.set_not_serving::<SyncServer>().await;
+        health
+            .set_service_status("", tonic_health::ServingStatus::NotServing)
+            .await;
+    };
+    let svc = SyncServer::new(service)
         .max_decoding_message_size(4 << 20)
         .max_encoding_message_size(4 << 20);
     let mut builder = tonic::transport::Server::builder()
@@ -795,6 +814,8 @@ pub async fn serve(
         builder = builder.tls_config(t)?;
     }
     builder
+        .layer(super::metrics::InFlightLayer)
+        .add_service(health_svc)
         .add_service(svc)
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),

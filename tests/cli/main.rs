@@ -16,6 +16,7 @@ mod hostile;
 mod index;
 mod local;
 mod machines;
+mod ops;
 mod polish;
 mod scenarios;
 mod sqlite;

@@ -36,7 +36,7 @@ use std::os::unix::fs::PermissionsExt as _;
 // ---------------------------------------------------------------- helpers
 
 /// How long one command may run before the test calls it hung.
-const LIMIT: Duration = Duration::from_secs(40);
+pub(crate) const LIMIT: Duration = Duration::from_secs(40);
 
 /// How long one raw RPC may take.
 const RPC_LIMIT: Duration = Duration::from_secs(20);
@@ -44,7 +44,7 @@ const RPC_LIMIT: Duration = Duration::from_secs(20);
 /// Waits for `child` (stdout and stderr piped), draining both; kills it and
 /// fails the test if it runs past `limit`.
 #[track_caller]
-fn wait_run(child: Child, limit: Duration, what: &str) -> Run {
+pub(crate) fn wait_run(child: Child, limit: Duration, what: &str) -> Run {
     wait_limited(child, limit)
         .unwrap_or_else(|stderr| panic!("`{what}` hung: killed after {limit:?}; stderr: {stderr}"))
 }
@@ -62,7 +62,12 @@ fn run_cmd(mut c: Command, what: &str) -> Run {
 }
 
 /// A `sgard` command in `t`: no ssh-agent, `--ssh-key key` when given.
-fn client_cmd(t: &TestEnv, key: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Command {
+pub(crate) fn client_cmd(
+    t: &TestEnv,
+    key: Option<&Path>,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Command {
     let mut full: Vec<OsString> = args.iter().map(OsString::from).collect();
     if let Some(k) = key {
         full.push("--ssh-key".into());
@@ -87,24 +92,26 @@ fn sg_env(t: &TestEnv, key: Option<&Path>, args: &[&str], env: &[(&str, &str)]) 
 
 /// Runs `sgard args --ssh-key key` in `t`, bounded.
 #[track_caller]
-fn sg(t: &TestEnv, key: &Path, args: &[&str]) -> Run {
+pub(crate) fn sg(t: &TestEnv, key: &Path, args: &[&str]) -> Run {
     sg_env(t, Some(key), args, &[])
 }
 
 /// Runs a local `sgard` command in `t` (no key), bounded.
 #[track_caller]
-fn local(t: &TestEnv, args: &[&str]) -> Run {
+pub(crate) fn local(t: &TestEnv, args: &[&str]) -> Run {
     sg_env(t, None, args, &[])
 }
 
 /// A running `sgardd`; killed (SIGKILL) and reaped when dropped.
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
     /// `127.0.0.1:PORT`.
-    addr: String,
+    pub(crate) addr: String,
     port: u16,
-    repo: PathBuf,
+    pub(crate) repo: PathBuf,
     log: Arc<Mutex<String>>,
+    /// What it printed on stdout before `sgardd serving on`.
+    pub(crate) banner: String,
 }
 
 impl Drop for Server {
@@ -122,7 +129,7 @@ impl Server {
     }
 
     /// What the server wrote on stderr so far.
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }
@@ -182,6 +189,7 @@ fn try_serve(home: &Path, repo: &Path, args: &[OsString]) -> Result<Server, Stri
         port: 0,
         repo: repo.to_path_buf(),
         log,
+        banner: String::new(),
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = String::new();
@@ -199,6 +207,7 @@ fn try_serve(home: &Path, repo: &Path, args: &[OsString]) -> Result<Server, Stri
                     );
                     server.port = addr.rsplit_once(':').unwrap().1.parse().unwrap();
                     server.addr = addr;
+                    server.banner = seen;
                     return Ok(server);
                 }
             }
@@ -225,7 +234,7 @@ fn try_serve(home: &Path, repo: &Path, args: &[OsString]) -> Result<Server, Stri
 
 /// Like [`try_serve`], failing the test when the server does not start.
 #[track_caller]
-fn serve(home: &Path, repo: &Path, args: &[OsString]) -> Server {
+pub(crate) fn serve(home: &Path, repo: &Path, args: &[OsString]) -> Server {
     try_serve(home, repo, args).unwrap_or_else(|e| panic!("sgardd did not start: {e}"))
 }
 
@@ -285,14 +294,14 @@ pub(crate) fn fingerprint(key: &Path) -> String {
 
 /// A scratch folder with a server home, a server repository path, client
 /// keys and an `authorized_keys` listing them.
-struct World {
+pub(crate) struct World {
     dir: tempfile::TempDir,
     keys: Vec<PathBuf>,
 }
 
 impl World {
     /// `n` keys, all authorized; `None` when ssh-keygen is missing.
-    fn new(n: usize) -> Option<World> {
+    pub(crate) fn new(n: usize) -> Option<World> {
         let w = World::bare();
         let kdir = w.root().join("keys");
         fs::create_dir_all(&kdir).unwrap();
@@ -319,20 +328,20 @@ impl World {
         self.dir.path()
     }
 
-    fn key(&self, i: usize) -> &Path {
+    pub(crate) fn key(&self, i: usize) -> &Path {
         &self.keys[i]
     }
 
     /// A key that is not in `authorized_keys`.
-    fn stranger(&self) -> PathBuf {
+    pub(crate) fn stranger(&self) -> PathBuf {
         keygen(&self.root().join("keys"), "stranger").unwrap()
     }
 
-    fn srv_home(&self) -> PathBuf {
+    pub(crate) fn srv_home(&self) -> PathBuf {
         self.root().join("srvhome")
     }
 
-    fn srv_repo(&self) -> PathBuf {
+    pub(crate) fn srv_repo(&self) -> PathBuf {
         self.root().join("srv").join("repo")
     }
 
@@ -343,7 +352,7 @@ impl World {
     /// `sgardd` over [`World::srv_repo`] with `authorized_keys`, on
     /// `127.0.0.1:0`, plus `extra`.
     #[track_caller]
-    fn serve(&self, extra: &[&str]) -> Server {
+    pub(crate) fn serve(&self, extra: &[&str]) -> Server {
         serve(
             &self.srv_home(),
             &self.srv_repo(),
@@ -351,7 +360,7 @@ impl World {
         )
     }
 
-    fn serve_args(&self, port: u16, extra: &[&str]) -> Vec<OsString> {
+    pub(crate) fn serve_args(&self, port: u16, extra: &[&str]) -> Vec<OsString> {
         let mut a: Vec<OsString> = vec![
             "--authorized-keys".into(),
             self.auth_keys().into(),
@@ -376,6 +385,8 @@ macro_rules! world_or_skip {
     };
 }
 
+pub(crate) use world_or_skip;
+
 /// The usual start of a sync test: a world with two keys (`ka`, `kb`) and
 /// a plain server (`srv`, listening at `addr`), as `let` bindings named by
 /// the caller. Skips the test when ssh-keygen is missing.
@@ -389,7 +400,7 @@ macro_rules! two_machines_one_server {
 }
 
 /// Every regular file under `dir`, as paths relative to it.
-fn files_under(dir: &Path) -> BTreeSet<String> {
+pub(crate) fn files_under(dir: &Path) -> BTreeSet<String> {
     fn walk(root: &Path, d: &Path, out: &mut BTreeSet<String>) {
         let Ok(rd) = fs::read_dir(d) else { return };
         for e in rd {
@@ -414,7 +425,7 @@ fn files_under(dir: &Path) -> BTreeSet<String> {
 }
 
 /// The stored blobs of a repository (`blobs/xx/yy/<hash>`), temp files aside.
-fn blob_names(repo: &Path) -> BTreeSet<String> {
+pub(crate) fn blob_names(repo: &Path) -> BTreeSet<String> {
     files_under(&repo.join("blobs"))
         .into_iter()
         .filter(|p| !p.starts_with("tmp/"))
@@ -430,7 +441,7 @@ fn any_file_named(repo: &Path, hash: &str) -> bool {
 
 /// Waits (at most 5 s) until `blobs/tmp` holds no file.
 #[track_caller]
-fn assert_no_temp_blobs(repo: &Path) {
+pub(crate) fn assert_no_temp_blobs(repo: &Path) {
     let tmp = repo.join("blobs").join("tmp");
     let t0 = Instant::now();
     loop {
@@ -523,7 +534,7 @@ fn log_json(t: &TestEnv) -> Vec<Value> {
 }
 
 /// Deterministic incompressible bytes.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn noise(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut out = Vec::with_capacity(len + 8);
     while out.len() < len {
@@ -555,7 +566,7 @@ fn trust(t: &TestEnv, key: &Path) {
 
 /// Adds and checkpoints `paths` (relative to HOME).
 #[track_caller]
-fn track(t: &TestEnv, paths: &[&str]) {
+pub(crate) fn track(t: &TestEnv, paths: &[&str]) {
     let mut args = vec!["add"];
     args.extend_from_slice(paths);
     local(t, &args).ok();
@@ -574,7 +585,7 @@ fn change(t: &mut TestEnv, rel: &str, content: &str, mins: u32) {
 
 type Raw = GardenSyncClient<Channel>;
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -582,7 +593,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Awaits `f`, failing the test after [`RPC_LIMIT`].
-async fn tmo<T>(f: impl std::future::Future<Output = T>) -> T {
+pub(crate) async fn tmo<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(RPC_LIMIT, f)
         .await
         .expect("a raw RPC hung")

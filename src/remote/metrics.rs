@@ -1,0 +1,373 @@
+//! `sgardd`'s Prometheus metrics and the tiny HTTP server behind
+//! `--metrics ADDR`.
+//!
+//! The counters live in one process-wide [`Metrics`] (the RPC handlers feed
+//! it through [`rpc_done`], [`bytes_received`] and [`bytes_sent`], whether
+//! or not `--metrics` is given); `GET /metrics` encodes them in the text
+//! exposition format. `sgardd_objects_stored` is counted from the store
+//! when scraped: at the first scrape, then again only when a push or prune
+//! finished since the last count or the last count is older than
+//! [`OBJECTS_MAX_AGE`], so a busy scraper does not walk the store each time.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tonic::Code;
+
+/// How stale `sgardd_objects_stored` may get when nothing was pushed or
+/// pruned (the store may also be written by hand or by a local `sgard`).
+pub const OBJECTS_MAX_AGE: Duration = Duration::from_secs(60);
+
+/// The service whose pushes `sgardd_pushes_in_flight` counts.
+const PUSH_PATHS: [&str; 2] = [
+    "/sgard.v1.GardenSync/PushBlobs",
+    "/sgard.v1.GardenSync/PushManifest",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RpcCode {
+    rpc: String,
+    code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Rpc {
+    rpc: String,
+}
+
+/// The counters of one `sgardd` process.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RpcCode, Counter>,
+    duration: Family<Rpc, Histogram>,
+    bytes_in: Counter,
+    bytes_out: Counter,
+    objects: Gauge,
+    pushes: Gauge,
+    /// Calls (of any RPC) being served now.
+    calls: AtomicU64,
+    /// A push or prune finished since `objects` was counted.
+    store_changed: AtomicBool,
+    /// When `objects` was last counted.
+    counted: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RpcCode, Counter>::default();
+        registry.register(
+            "sgardd_requests",
+            "RPCs served, by method and gRPC status code",
+            requests.clone(),
+        );
+        // 1 ms to ~65 s.
+        let duration = Family::<Rpc, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 4.0, 9))
+        });
+        registry.register(
+            "sgardd_request_duration_seconds",
+            "Time to answer an RPC, by method (for PullBlobs: until its stream starts)",
+            duration.clone(),
+        );
+        let bytes_in = Counter::default();
+        registry.register(
+            "sgardd_bytes_received",
+            "Object bytes received from pushes",
+            bytes_in.clone(),
+        );
+        let bytes_out = Counter::default();
+        registry.register(
+            "sgardd_bytes_sent",
+            "Object bytes sent to pulls",
+            bytes_out.clone(),
+        );
+        let objects = Gauge::default();
+        registry.register(
+            "sgardd_objects_stored",
+            "Contents in the store: whole blobs plus chunked contents (counted when scraped, at most once a minute unless a push or prune finished)",
+            objects.clone(),
+        );
+        let pushes = Gauge::default();
+        registry.register(
+            "sgardd_pushes_in_flight",
+            "PushBlobs and PushManifest calls being served",
+            pushes.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            duration,
+            bytes_in,
+            bytes_out,
+            objects,
+            pushes,
+            calls: AtomicU64::new(0),
+            store_changed: AtomicBool::new(true),
+            counted: Mutex::new(None),
+        }
+    }
+
+    /// The exposition text, with `sgardd_objects_stored` brought up to date
+    /// from the store at `repo` when it is due (see the module's doc).
+    fn render(&self, repo: &Path) -> String {
+        self.refresh_objects(repo);
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!("encoding the metrics: {e}");
+        }
+        out
+    }
+
+    fn refresh_objects(&self, repo: &Path) {
+        let Ok(mut counted) = self.counted.lock() else {
+            return;
+        };
+        let stale = counted.is_none_or(|t| t.elapsed() >= OBJECTS_MAX_AGE);
+        // Cleared before counting: a push ending during the count makes
+        // the next scrape count again.
+        let changed = self.store_changed.swap(false, Ordering::AcqRel);
+        if !stale && !changed {
+            return;
+        }
+        match count_objects(repo) {
+            Ok(n) => {
+                self.objects.set(i64::try_from(n).unwrap_or(i64::MAX));
+                *counted = Some(Instant::now());
+            }
+            Err(e) => tracing::warn!(
+                "counting the stored objects: {}",
+                sgard_garden::error_chain(&e)
+            ),
+        }
+    }
+}
+
+/// Whole blobs plus chunked contents (chunk lists) in the repository's
+/// store; the chunks themselves are not counted.
+fn count_objects(repo: &Path) -> sgard_store::Result<usize> {
+    let store = sgard_store::Store::open(repo);
+    let mut n = store.list()?.len();
+    if let Some(cs) = store.chunked() {
+        n += cs.lists()?.len();
+    }
+    Ok(n)
+}
+
+/// The process's metrics.
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+/// Records an RPC that ended with `code` after `took`.
+pub fn rpc_done(rpc: &str, code: Code, took: Duration) {
+    let m = global();
+    m.requests
+        .get_or_create(&RpcCode {
+            rpc: rpc.to_owned(),
+            code: code_name(code),
+        })
+        .inc();
+    m.duration
+        .get_or_create(&Rpc {
+            rpc: rpc.to_owned(),
+        })
+        .observe(took.as_secs_f64());
+    if code == Code::Ok && matches!(rpc, "PushBlobs" | "PushManifest" | "Prune") {
+        m.store_changed.store(true, Ordering::Release);
+    }
+}
+
+/// Counts `n` object bytes received from a push.
+pub fn bytes_received(n: usize) {
+    global().bytes_in.inc_by(n as u64);
+}
+
+/// Counts `n` object bytes sent to a pull.
+pub fn bytes_sent(n: usize) {
+    global().bytes_out.inc_by(n as u64);
+}
+
+/// Calls being served now (of any RPC).
+pub fn calls_in_flight() -> u64 {
+    global().calls.load(Ordering::Acquire)
+}
+
+/// The name of a gRPC status code, as gRPC's Go library and most
+/// dashboards spell it (`OK`, `NotFound`, `Unavailable`, ...).
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
+}
+
+/// A tower layer counting the calls in flight (all of them, and pushes
+/// for `sgardd_pushes_in_flight`) until each handler has answered.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InFlightLayer;
+
+impl<S> tower::Layer<S> for InFlightLayer {
+    type Service = InFlight<S>;
+
+    fn layer(&self, inner: S) -> InFlight<S> {
+        InFlight(inner)
+    }
+}
+
+/// The service of [`InFlightLayer`].
+#[derive(Clone, Debug)]
+pub struct InFlight<S>(S);
+
+/// Counts one call while alive.
+struct CallGuard {
+    push: bool,
+}
+
+impl CallGuard {
+    fn new(path: &str) -> Self {
+        let m = global();
+        m.calls.fetch_add(1, Ordering::AcqRel);
+        let push = PUSH_PATHS.contains(&path);
+        if push {
+            m.pushes.inc();
+        }
+        CallGuard { push }
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        let m = global();
+        m.calls.fetch_sub(1, Ordering::AcqRel);
+        if self.push {
+            m.pushes.dec();
+        }
+    }
+}
+
+impl<S, B> tower::Service<http::Request<B>> for InFlight<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let guard = CallGuard::new(req.uri().path());
+        let fut = self.0.call(req);
+        Box::pin(async move {
+            let out = fut.await;
+            drop(guard);
+            out
+        })
+    }
+}
+
+/// The content type of the answer: OpenMetrics when the scraper asks for
+/// it (Prometheus does), else the classic text format (the same bytes
+/// parse as both).
+fn content_type<B>(req: &http::Request<B>) -> &'static str {
+    let openmetrics = req
+        .headers()
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    if openmetrics {
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    } else {
+        "text/plain; version=0.0.4; charset=utf-8"
+    }
+}
+
+async fn answer<B>(
+    req: http::Request<B>,
+    repo: PathBuf,
+) -> Result<http::Response<Full<Bytes>>, Infallible> {
+    let mut resp = http::Response::new(Full::new(Bytes::new()));
+    if req.method() != http::Method::GET || req.uri().path() != "/metrics" {
+        *resp.status_mut() = http::StatusCode::NOT_FOUND;
+        *resp.body_mut() = Full::new(Bytes::from_static(b"not found: try GET /metrics\n"));
+        return Ok(resp);
+    }
+    let ctype = content_type(&req);
+    let text = tokio::task::spawn_blocking(move || global().render(&repo))
+        .await
+        .unwrap_or_default();
+    *resp.body_mut() = Full::new(Bytes::from(text));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(ctype),
+    );
+    Ok(resp)
+}
+
+/// Serves `GET /metrics` (everything else: 404) on `listener` until the
+/// process ends; the object count comes from the repository at `repo`.
+pub async fn serve(listener: tokio::net::TcpListener, repo: PathBuf) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of file descriptors and the like: pause, go on.
+                tracing::warn!("metrics: accepting a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let repo = repo.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| answer(req, repo.clone()));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
+            if let Err(e) = conn.await {
+                tracing::debug!("metrics: connection: {e}");
+            }
+        });
+    }
+}

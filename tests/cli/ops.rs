@@ -1,0 +1,466 @@
+//! `sgardd` operations: the gRPC health service, `--metrics`,
+//! `--log-format json`, and the graceful shutdown on SIGTERM.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tonic::Code;
+use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+use crate::common::*;
+use crate::sync::{
+    LIMIT, Server, World, assert_no_temp_blobs, blob_names, client_cmd, files_under, local, noise,
+    runtime, serve, sg, tmo, track, wait_run, world_or_skip,
+};
+
+/// How long a stopping server may take: the default grace period (30 s)
+/// plus the time to end.
+const STOP_LIMIT: Duration = Duration::from_secs(45);
+
+/// Waits (at most [`LIMIT`]) until the server's log holds `what`.
+#[track_caller]
+fn wait_log(srv: &Server, what: &str) -> String {
+    let t0 = Instant::now();
+    loop {
+        let log = srv.log();
+        if log.contains(what) {
+            return log;
+        }
+        assert!(
+            t0.elapsed() < LIMIT,
+            "the server never logged {what:?}; its log: {log}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `sig` (`-TERM`) to the server.
+fn signal(srv: &Server, sig: &str) {
+    let st = Command::new("kill")
+        .args([sig, &srv.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// Waits (at most `limit`) for the server to exit by itself.
+#[track_caller]
+fn wait_exit(srv: &mut Server, limit: Duration) -> ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = srv.child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "sgardd did not stop within {limit:?}; its log: {}",
+            srv.log()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The `ADDR` of the server's `sgardd metrics on http://ADDR/metrics`.
+#[track_caller]
+fn metrics_addr(srv: &Server) -> String {
+    srv.banner
+        .lines()
+        .find_map(|l| l.strip_prefix("sgardd metrics on http://"))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in {:?}", srv.banner))
+        .to_owned()
+}
+
+/// `METHOD path` over HTTP/1.1: (status line and headers, body).
+fn http(addr: &str, method: &str, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    (head.to_owned(), body.to_owned())
+}
+
+/// The samples of an exposition (`name{labels}` → value), checking that
+/// every line is a comment or a sample.
+#[track_caller]
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (name, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not a sample: {line:?}"));
+        let v: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("not a value: {line:?}"));
+        out.insert(name.to_owned(), v);
+    }
+    out
+}
+
+#[track_caller]
+fn sample(all: &BTreeMap<String, f64>, name: &str) -> f64 {
+    *all.get(name)
+        .unwrap_or_else(|| panic!("no sample {name}; samples: {all:#?}"))
+}
+
+/// Every file under the repository whose name marks an unfinished write.
+fn temp_files(repo: &Path) -> Vec<String> {
+    files_under(repo)
+        .into_iter()
+        .filter(|p| {
+            let name = p.rsplit('/').next().unwrap_or(p);
+            p.starts_with("blobs/tmp/")
+                || name.starts_with(".sgard-tmp-")
+                || name.starts_with(".blob-")
+                || name.starts_with(".tmp")
+        })
+        .collect()
+}
+
+/// Writes three 1 MiB incompressible files in `t`, stored whole, and
+/// checkpoints them.
+fn three_big_files(t: &TestEnv) {
+    for i in 0..3 {
+        t.write(&format!("big{i}"), noise(1 << 20, i));
+    }
+    local(t, &["chunking", "--off"]).ok();
+    track(t, &["big0", "big1", "big2"]);
+}
+
+/// Starts `sgard push -r addr` in `t` held after its first object (the
+/// test hook `pushing-object`) until `gate` exists; returns when it waits.
+fn held_push(t: &TestEnv, key: &Path, addr: &str, gate: &Path) -> std::process::Child {
+    let hook = format!("pushing-object:{}", gate.display());
+    let child = client_cmd(
+        t,
+        Some(key),
+        &["push", "-r", addr],
+        &[("SGARD_TEST_WAIT_AT", &hook)],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let reached = gate.with_extension("reached");
+    let t0 = Instant::now();
+    while !reached.exists() {
+        assert!(
+            t0.elapsed() < LIMIT,
+            "the push never reached its first object"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+/// The standard `grpc.health.v1.Health` service answers `SERVING` for the
+/// server and for `sgard.v1.GardenSync`, without a login, and `NotFound`
+/// for a service it does not have.
+#[test]
+fn the_health_service_answers_serving_without_a_login() {
+    let w = world_or_skip!(1);
+    let srv = w.serve(&[]);
+    let rt = runtime();
+    rt.block_on(async {
+        let ch = tmo(Channel::from_shared(format!("http://{}", srv.addr))
+            .unwrap()
+            .connect())
+        .await
+        .unwrap();
+        let mut h = HealthClient::new(ch);
+        for service in ["", "sgard.v1.GardenSync"] {
+            let r = tmo(h.check(HealthCheckRequest {
+                service: service.into(),
+            }))
+            .await
+            .unwrap_or_else(|e| panic!("health check of {service:?}: {e}"))
+            .into_inner();
+            assert_eq!(r.status(), ServingStatus::Serving, "{service:?}");
+        }
+        let e = tmo(h.check(HealthCheckRequest {
+            service: "no.such.Service".into(),
+        }))
+        .await
+        .unwrap_err();
+        assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    });
+}
+
+/// A health watcher sees `NOT_SERVING` as soon as SIGTERM arrives. The
+/// watch never ends by itself, so it holds the stop; a second signal ends
+/// the grace period at once: the call is cut off, the server exits 0.
+#[test]
+fn health_turns_not_serving_on_sigterm_and_a_second_signal_stops_at_once() {
+    let w = world_or_skip!(1);
+    let mut srv = w.serve(&[]);
+    let rt = runtime();
+    rt.block_on(async {
+        let ch = tmo(Channel::from_shared(format!("http://{}", srv.addr))
+            .unwrap()
+            .connect())
+        .await
+        .unwrap();
+        let mut h = HealthClient::new(ch);
+        let mut watch = tmo(h.watch(HealthCheckRequest {
+            service: "sgard.v1.GardenSync".into(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+        let first = tmo(watch.message()).await.unwrap().unwrap();
+        assert_eq!(first.status(), ServingStatus::Serving);
+        signal(&srv, "-TERM");
+        let next = tmo(watch.message()).await.unwrap().unwrap();
+        assert_eq!(next.status(), ServingStatus::NotServing);
+        wait_log(&srv, "shutting down");
+        signal(&srv, "-INT");
+        let st = wait_exit(&mut srv, LIMIT);
+        assert_eq!(st.code(), Some(0), "{}", srv.log());
+    });
+    let log = srv.log();
+    assert!(log.contains("a second signal"), "{log}");
+    assert!(log.contains("grace period over"), "{log}");
+}
+
+/// `--metrics ADDR` serves `GET /metrics`: after a push and a pull, the
+/// request counters of PushManifest and PullManifest, the duration
+/// histogram, both byte counters and the stored objects (the blob count
+/// of the server's store) say so. Anything else is 404.
+#[test]
+fn metrics_count_requests_bytes_and_stored_objects() {
+    let w = world_or_skip!(2);
+    let srv = w.serve(&["--metrics", "127.0.0.1:0"]);
+    let maddr = metrics_addr(&srv);
+
+    let (head, body) = http(&maddr, "GET", "/metrics");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let all = samples(&body);
+    assert_eq!(sample(&all, "sgardd_objects_stored"), 0.0);
+    assert_eq!(sample(&all, "sgardd_bytes_received_total"), 0.0);
+
+    let a = TestEnv::init();
+    a.write(".bashrc", "export EDITOR=vi\n");
+    a.write(".vimrc", "set nocompatible\n");
+    track(&a, &[".bashrc", ".vimrc"]);
+    sg(&a, w.key(0), &["push", "-r", &srv.addr]).ok();
+    let b = TestEnv::new();
+    sg(&b, w.key(1), &["pull", "-r", &srv.addr]).ok();
+    assert_eq!(b.read(".vimrc"), b"set nocompatible\n");
+
+    let (head, body) = http(&maddr, "GET", "/metrics");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    assert!(body.contains("# TYPE sgardd_requests counter"), "{body}");
+    let all = samples(&body);
+    for rpc in ["PushManifest", "PullManifest", "PushBlobs", "PullBlobs"] {
+        let n = sample(
+            &all,
+            &format!("sgardd_requests_total{{rpc=\"{rpc}\",code=\"OK\"}}"),
+        );
+        assert!(n >= 1.0, "{rpc}: {n}");
+        let n = sample(
+            &all,
+            &format!("sgardd_request_duration_seconds_count{{rpc=\"{rpc}\"}}"),
+        );
+        assert!(n >= 1.0, "{rpc}: {n}");
+    }
+    assert!(sample(&all, "sgardd_bytes_received_total") > 0.0, "{body}");
+    assert!(sample(&all, "sgardd_bytes_sent_total") > 0.0, "{body}");
+    let blobs = blob_names(&srv.repo).len();
+    assert!(blobs >= 2, "{blobs}");
+    assert_eq!(
+        sample(&all, "sgardd_objects_stored"),
+        blobs as f64,
+        "{body}"
+    );
+    assert_eq!(sample(&all, "sgardd_pushes_in_flight"), 0.0);
+
+    // A refused login is counted with its code (a HOME with no cached
+    // token).
+    let stranger = w.stranger();
+    assert_ne!(
+        sg(&TestEnv::new(), &stranger, &["list", "-r", &srv.addr]).code,
+        0
+    );
+    let (_, body) = http(&maddr, "GET", "/metrics");
+    let all = samples(&body);
+    assert!(
+        sample(
+            &all,
+            "sgardd_requests_total{rpc=\"Authenticate\",code=\"PermissionDenied\"}"
+        ) >= 1.0,
+        "{body}"
+    );
+
+    let (head, _) = http(&maddr, "GET", "/nope");
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    let (head, _) = http(&maddr, "POST", "/metrics");
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+}
+
+/// `--log-format json`: every line on stderr is one JSON object, and each
+/// RPC's line carries `rpc`, `client`, `ms` and `code`.
+#[test]
+fn json_logs_are_one_object_per_line_with_the_rpc_fields() {
+    let w = world_or_skip!(1);
+    let srv = w.serve(&["--log-format", "json"]);
+    let a = TestEnv::init();
+    a.write(".bashrc", "export EDITOR=vi\n");
+    track(&a, &[".bashrc"]);
+    sg(&a, w.key(0), &["push", "-r", &srv.addr]).ok();
+    let stranger = w.stranger();
+    assert_ne!(
+        sg(&TestEnv::new(), &stranger, &["list", "-r", &srv.addr]).code,
+        0
+    );
+    wait_log(&srv, "PermissionDenied");
+    let log = wait_log(&srv, "PushManifest");
+
+    let mut rpcs: Vec<Value> = Vec::new();
+    for line in log.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a log line is not JSON ({e}): {line:?}"));
+        assert!(v.is_object(), "{line}");
+        assert!(v["timestamp"].is_string(), "{line}");
+        assert!(v["level"].is_string(), "{line}");
+        assert!(v["message"].is_string(), "{line}");
+        if v.get("rpc").is_some() {
+            assert!(v["rpc"].is_string(), "{line}");
+            assert!(v["client"].is_string(), "{line}");
+            assert!(v["ms"].is_u64(), "{line}");
+            assert!(v["code"].is_string(), "{line}");
+            rpcs.push(v);
+        }
+    }
+    let fp = crate::sync::fingerprint(w.key(0));
+    assert!(
+        rpcs.iter()
+            .any(|v| v["rpc"] == "PushManifest" && v["client"] == fp.as_str() && v["code"] == "OK"),
+        "{log}"
+    );
+    assert!(
+        rpcs.iter()
+            .any(|v| v["rpc"] == "Authenticate" && v["code"] == "PermissionDenied"),
+        "{log}"
+    );
+}
+
+/// SIGTERM reaches the server in the middle of a push (its blob stream
+/// held open): the push either completes (exit 0, the server's head is
+/// the pushed one) or is refused cleanly (a non-zero exit naming the
+/// server, the head unchanged); either way no temp file is left, the
+/// server exits 0 within the grace period, and a new server on the same
+/// repository serves the data.
+#[test]
+fn sigterm_during_a_push_finishes_it_or_refuses_it_cleanly() {
+    let w = world_or_skip!(2);
+    let mut srv = w.serve(&[]);
+    let addr = srv.addr.clone();
+    let a = TestEnv::init();
+    three_big_files(&a);
+    let manifest = srv.repo.join("manifest.yaml");
+    let before = fs::read_to_string(&manifest).unwrap();
+
+    let gate = a.outside().join("gate");
+    let push = held_push(&a, w.key(0), &addr, &gate);
+    signal(&srv, "-TERM");
+    wait_log(&srv, "shutting down");
+    fs::write(&gate, "go").unwrap();
+    let r = wait_run(push, LIMIT, "sgard push");
+
+    let st = wait_exit(&mut srv, STOP_LIMIT);
+    assert_eq!(st.code(), Some(0), "{}", srv.log());
+    assert!(
+        !srv.log().contains("grace period over"),
+        "the push was cut off: {}",
+        srv.log()
+    );
+    let after = fs::read_to_string(&manifest).unwrap();
+    let completed = r.code == 0;
+    if completed {
+        assert!(after.contains("~/big2"), "{after}");
+    } else {
+        assert!(r.stderr.contains("sgard: error:"), "{r:#?}");
+        assert!(
+            r.stderr.contains(&addr),
+            "the error names no server: {r:#?}"
+        );
+        assert_eq!(after, before, "a refused push changed the head");
+    }
+    assert_no_temp_blobs(&srv.repo);
+    assert_eq!(temp_files(&srv.repo), Vec::<String>::new());
+
+    let srv2 = serve(&w.srv_home(), &w.srv_repo(), &w.serve_args(0, &[]));
+    if !completed {
+        sg(&a, w.key(0), &["push", "-r", &srv2.addr]).ok();
+    }
+    let b = TestEnv::new();
+    sg(&b, w.key(1), &["pull", "-r", &srv2.addr]).ok();
+    for i in 0..3 {
+        let name = format!("big{i}");
+        assert_eq!(b.read(&name), a.read(&name), "{name}");
+    }
+}
+
+/// A push still held when the grace period ends is cut off: the server
+/// exits 0 at once, its head unchanged and no temp file left; the client,
+/// let go, fails naming the server; a new server takes the push.
+#[test]
+fn a_push_still_running_after_the_grace_period_is_cut_off_cleanly() {
+    let w = world_or_skip!(1);
+    let mut srv = w.serve(&["--shutdown-grace", "1"]);
+    let addr = srv.addr.clone();
+    let a = TestEnv::init();
+    three_big_files(&a);
+    let manifest = srv.repo.join("manifest.yaml");
+    let before = fs::read_to_string(&manifest).unwrap();
+
+    let gate = a.outside().join("gate");
+    let push = held_push(&a, w.key(0), &addr, &gate);
+    signal(&srv, "-TERM");
+    let st = wait_exit(&mut srv, STOP_LIMIT);
+    assert_eq!(st.code(), Some(0), "{}", srv.log());
+    let log = srv.log();
+    assert!(log.contains("grace period over"), "{log}");
+    assert_eq!(fs::read_to_string(&manifest).unwrap(), before);
+    assert_no_temp_blobs(&srv.repo);
+    assert_eq!(temp_files(&srv.repo), Vec::<String>::new());
+
+    fs::write(&gate, "go").unwrap();
+    let r = wait_run(push, LIMIT, "sgard push");
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert!(r.stderr.contains("sgard: error:"), "{r:#?}");
+    assert!(
+        r.stderr.contains(&addr),
+        "the error names no server: {r:#?}"
+    );
+
+    let srv2 = serve(&w.srv_home(), &w.srv_repo(), &w.serve_args(0, &[]));
+    sg(&a, w.key(0), &["push", "-r", &srv2.addr]).ok();
+    let after = fs::read_to_string(srv2.repo.join("manifest.yaml")).unwrap();
+    assert!(after.contains("~/big2"), "{after}");
+}
