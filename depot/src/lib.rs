@@ -1,0 +1,232 @@
+//! sgardd's storage: the gardens' content-addressed objects and small
+//! documents (heads, history, the server's own keys), kept in a folder, in
+//! memory, or in an S3-compatible object store, through the `object_store`
+//! crate.
+//!
+//! # Key layout
+//!
+//! Every key lives under the location's prefix (`s3://BUCKET/PREFIX`; a
+//! folder is its own root):
+//!
+//! ```text
+//! <prefix>/gardens/<garden>/objects/<h0h1>/<h2h3>/<sha256>   blobs
+//! <prefix>/gardens/<garden>/lists/<h0h1>/<h2h3>/<sha256>     chunk lists
+//! <prefix>/gardens/<garden>/chunks/<h0h1>/<h2h3>/<sha256>    chunks
+//! <prefix>/gardens/<garden>/docs/<name>                      the garden's documents
+//! <prefix>/server/docs/<name>                                the server's documents
+//! ```
+//!
+//! Keys are built only from checked names ([`Garden`], [`DocName`],
+//! [`Hash`](struct@Hash), [`Kind`]), so no input reaches a key outside the prefix, and a
+//! garden's operations only ever see keys under its own folder: there is no
+//! way to ask about another garden's objects.
+//!
+//! # Invariants
+//!
+//! - An object's content always hashes (SHA-256) to its name: writes check it
+//!   before anything becomes visible, reads check it again. Writing an object
+//!   that is already there is a no-op success.
+//! - A document changes only through a conditional write ([`Cond`]): created
+//!   only if absent, replaced only if still at the version the writer read.
+//!   On S3 that is `If-None-Match: *` / `If-Match: <etag>`, in memory the
+//!   store's own check, in a folder a `link(2)` that never replaces (create)
+//!   and a per-document lock (replace). There is no read-then-write.
+//! - Each stored document carries a small header (a random incarnation and a
+//!   generation counter), so every write makes a new [`Version`], even when
+//!   the bytes are the same as an earlier one's.
+//!
+//! Operations are async (tokio); a [`Depot`] is cheap to clone and shared by
+//! all tasks of a server.
+
+mod docs;
+mod error;
+mod location;
+pub mod moto;
+mod names;
+mod objects;
+
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+
+pub use docs::{Cond, Version, Written};
+pub use error::{Error, Result};
+pub use location::{AwsEnv, Location};
+pub use names::{DocName, Garden, Kind, Scope};
+pub use objects::{ObjectStream, ObjectWriter};
+pub use sgard_store::Hash;
+
+/// A handle on one depot. Clones share the connection.
+#[derive(Clone)]
+pub struct Depot {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Depot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Depot({})", self.inner.location)
+    }
+}
+
+struct Inner {
+    store: Arc<dyn ObjectStore>,
+    backend: Backend,
+    /// Key prefix (segments joined by `/`, maybe empty).
+    prefix: String,
+    location: Location,
+}
+
+enum Backend {
+    Memory,
+    /// A folder: `root` is its canonical path, the root of every key.
+    Dir {
+        root: PathBuf,
+    },
+    S3 {
+        bucket: String,
+    },
+}
+
+impl Depot {
+    /// Opens the depot at `location`. `aws` is only read for S3 locations;
+    /// a folder is created if missing.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming a missing or invalid `AWS_*` setting,
+    /// [`Error::Io`] when the folder cannot be made.
+    pub fn open(location: &Location, aws: &AwsEnv) -> Result<Depot> {
+        let (store, backend, prefix): (Arc<dyn ObjectStore>, _, _) = match location {
+            Location::Memory => return Ok(Self::memory()),
+            Location::Dir(dir) => {
+                let root = open_dir(dir)?;
+                let local = LocalFileSystem::new_with_prefix(&root)
+                    .map_err(|e| Error::store("opening folder store", location.to_string(), e))?
+                    .with_fsync(true);
+                (Arc::new(local), Backend::Dir { root }, String::new())
+            }
+            Location::S3 { bucket, prefix } => {
+                let shown = location.to_string();
+                let aws = aws.check(&shown)?;
+                // reqwest's rustls has no bundled crypto: ring is the
+                // process default (unless the process chose one already).
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let mut builder = AmazonS3Builder::new()
+                    .with_bucket_name(bucket)
+                    .with_region(aws.region)
+                    .with_access_key_id(aws.access_key_id)
+                    .with_secret_access_key(aws.secret_access_key)
+                    .with_allow_http(aws.allow_http)
+                    .with_conditional_put(S3ConditionalPut::ETagMatch);
+                if let Some(token) = aws.session_token {
+                    builder = builder.with_token(token);
+                }
+                if let Some(endpoint) = aws.endpoint {
+                    builder = builder.with_endpoint(endpoint);
+                }
+                let s3 = builder.build().map_err(|e| Error::Config {
+                    location: shown,
+                    reason: e.to_string(),
+                })?;
+                (
+                    Arc::new(s3),
+                    Backend::S3 {
+                        bucket: bucket.clone(),
+                    },
+                    prefix.clone(),
+                )
+            }
+        };
+        Ok(Depot {
+            inner: Arc::new(Inner {
+                store,
+                backend,
+                prefix,
+                location: location.clone(),
+            }),
+        })
+    }
+
+    /// A fresh, empty depot in memory (for tests).
+    pub fn memory() -> Depot {
+        Depot {
+            inner: Arc::new(Inner {
+                store: Arc::new(InMemory::new()),
+                backend: Backend::Memory,
+                prefix: String::new(),
+                location: Location::Memory,
+            }),
+        }
+    }
+
+    /// Where this depot lives.
+    pub fn location(&self) -> &Location {
+        &self.inner.location
+    }
+
+    /// The gardens that hold at least one key, sorted.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when listing fails.
+    pub async fn list_gardens(&self) -> Result<Vec<Garden>> {
+        let base = self.key(&["gardens"]);
+        let listed = self
+            .inner
+            .store
+            .list_with_delimiter(Some(&base))
+            .await
+            .map_err(|e| Error::store("listing", self.show(&base), e))?;
+        let mut gardens: Vec<Garden> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().and_then(|n| Garden::new(n).ok()))
+            .collect();
+        gardens.sort();
+        gardens.dedup();
+        Ok(gardens)
+    }
+
+    /// The key made of the prefix and `parts` (each already checked).
+    fn key(&self, parts: &[&str]) -> Path {
+        let mut text = self.inner.prefix.clone();
+        for part in parts {
+            if !text.is_empty() {
+                text.push('/');
+            }
+            text.push_str(part);
+        }
+        Path::from(text)
+    }
+
+    /// The parts of a scope's folder.
+    fn scope_parts(scope: Scope<'_>) -> Vec<&str> {
+        match scope {
+            Scope::Garden(g) => vec!["gardens", g.as_str()],
+            Scope::Server => vec!["server"],
+        }
+    }
+
+    /// A key as shown in errors: with its location.
+    fn show(&self, key: &Path) -> String {
+        match &self.inner.backend {
+            Backend::Memory => format!("memory:{key}"),
+            Backend::Dir { root } => root.join(key.as_ref()).display().to_string(),
+            Backend::S3 { bucket } => format!("s3://{bucket}/{key}"),
+        }
+    }
+
+    /// The file of `key` in a folder depot.
+    fn file_of(root: &FsPath, key: &Path) -> PathBuf {
+        root.join(key.as_ref())
+    }
+}
+
+/// Creates (if needed) and canonicalises a folder depot's root.
+fn open_dir(dir: &FsPath) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating folder", dir, e))?;
+    std::fs::canonicalize(dir).map_err(|e| Error::io("resolving folder", dir, e))
+}
