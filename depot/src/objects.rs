@@ -225,6 +225,57 @@ impl Depot {
         Ok(found)
     }
 
+    /// Every object of `kind` in `garden` with its size and when it was
+    /// last written (so a prune can spare what a push in progress wrote).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when listing fails.
+    pub async fn list_objects_aged(
+        &self,
+        garden: &Garden,
+        kind: Kind,
+    ) -> Result<Vec<(Hash, u64, std::time::SystemTime)>> {
+        let base = self.key(&["gardens", garden.as_str(), kind.dir()]);
+        let mut listing = self.inner.store.list(Some(&base));
+        let mut found = Vec::new();
+        while let Some(item) = listing.next().await {
+            let meta = item.map_err(|e| Error::store("listing", self.show(&base), e))?;
+            if let Some(hash) = object_name(&base, &meta.location) {
+                found.push((hash, meta.size, meta.last_modified.into()));
+            }
+        }
+        found.sort_unstable();
+        Ok(found)
+    }
+
+    /// Stores the chunk list of the content `content`. A list is named by
+    /// the content it describes, not by its own bytes, so it is not checked
+    /// against its name here: the caller parses it and checks its chunks
+    /// (and a puller checks the content it reassembles).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the write fails.
+    pub async fn put_list(&self, garden: &Garden, content: &Hash, text: Bytes) -> Result<()> {
+        let key = self.object_key(garden, Kind::ChunkList, content);
+        self.create_object(&key, text.into()).await
+    }
+
+    /// The text of the chunk list of `content` (see [`Depot::put_list`]).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when there is none, [`Error::Store`] when
+    /// reading fails.
+    pub async fn get_list(&self, garden: &Garden, content: &Hash) -> Result<Bytes> {
+        let key = self.object_key(garden, Kind::ChunkList, content);
+        let got = self
+            .inner
+            .store
+            .get(&key)
+            .await
+            .map_err(|e| self.read_error(&key, e))?;
+        got.bytes().await.map_err(|e| self.read_error(&key, e))
+    }
+
     /// Deletes the object `hash`; deleting a missing object succeeds.
     ///
     /// # Errors
