@@ -349,3 +349,10 @@ pub fn server_clock_offset() -> i64 {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// The object store's settings, from the standard AWS variables
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+/// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`), for `sgardd --store s3://…`.
+pub fn aws_env() -> sgard_depot::AwsEnv {
+    sgard_depot::AwsEnv::from_env()
+}

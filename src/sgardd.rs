@@ -17,17 +17,27 @@ use clap::Parser;
 use sgard::context;
 use sgard::remote::auth::Authority;
 use sgard::remote::metrics;
-use sgard::remote::server::{Limits, Service, serve};
+use sgard::remote::server::local::Local;
+use sgard::remote::server::object::Object;
+use sgard::remote::server::{Backend, Limits, Service, serve};
 use sgard_garden::Garden;
 
 /// sgardd serves an sgard repository to `sgard push` and `sgard pull`.
 #[derive(Parser, Debug)]
 #[command(name = "sgardd", version, about)]
 struct Args {
-    /// The repository to serve
-    #[arg(long, value_name = "PATH", default_value = "/srv/sgard")]
-    repo: PathBuf,
-    /// Create the repository if it does not exist
+    /// Where the gardens are kept: a folder (an sgard repository, the
+    /// default garden; the others in gardens/NAME in it), or an object
+    /// store, s3://BUCKET/PREFIX (credentials and endpoint from the AWS_*
+    /// variables)
+    #[arg(
+        long,
+        visible_alias = "repo",
+        value_name = "DIR|s3://BUCKET/PREFIX",
+        default_value = "/srv/sgard"
+    )]
+    store: String,
+    /// Create the repository if it does not exist (a folder store)
     #[arg(long)]
     init: bool,
     /// Address to listen on
@@ -122,24 +132,68 @@ fn run(args: Args) -> Result<()> {
         bail!("--insecure-no-auth only serves a loopback address (127.0.0.1 or ::1)");
     }
     let env = context::env()?;
-    let repo = env.resolve(args.repo.as_os_str());
-    if !repo.join(sgard_manifest::MANIFEST_FILE).exists() {
-        if !args.init {
-            bail!(
-                "no sgard repository at {} (use --init to create one)",
-                repo.display()
-            );
-        }
-        // Older than any machine's repository, so the Go client's first
-        // push (taken only when newer than the server's) is taken.
-        Garden::init(&repo, env.clone())?.backdate_empty_head()?;
-    }
-    let auth = match &args.authorized_keys {
-        Some(k) => Some(Arc::new(
-            Authority::new(k, &repo)?.with_clock_offset(context::server_clock_offset()),
-        )),
-        None => None,
+    let location = if args.store.starts_with("s3://") || args.store == "memory:" {
+        sgard_depot::Location::parse(&args.store)?
+    } else {
+        sgard_depot::Location::Dir(env.resolve(std::ffi::OsStr::new(&args.store)))
     };
+    let limits = Limits {
+        max_blob: args.max_blob_size,
+        max_streams: args.max_streams,
+        prune_grace: Duration::from_secs(3600),
+    };
+    let env_fn: Arc<dyn Fn() -> Result<sgard_garden::Env, String> + Send + Sync> =
+        Arc::new(|| context::env().map_err(|e| e.to_string()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let clock = context::server_clock_offset();
+    let (backend, auth, repo, shown): (Arc<dyn Backend>, _, Option<PathBuf>, String) =
+        match location {
+            sgard_depot::Location::Dir(repo) => {
+                if !repo.join(sgard_manifest::MANIFEST_FILE).exists() {
+                    if !args.init {
+                        bail!(
+                            "no sgard repository at {} (use --init to create one)",
+                            repo.display()
+                        );
+                    }
+                    // Older than any machine's repository, so the Go
+                    // client's first push (taken only when newer than the
+                    // server's) is taken.
+                    Garden::init(&repo, env.clone())?.backdate_empty_head()?;
+                }
+                let auth = match &args.authorized_keys {
+                    Some(k) => Some(Arc::new(Authority::new(k, &repo)?.with_clock_offset(clock))),
+                    None => None,
+                };
+                let backend = Local::new(
+                    repo.clone(),
+                    env_fn,
+                    auth.clone(),
+                    limits.max_blob,
+                    limits.prune_grace,
+                );
+                let shown = format!("repo: {}", repo.display());
+                (Arc::new(backend), auth, Some(repo), shown)
+            }
+            other => {
+                let shown = format!("store: {}", args.store);
+                let depot = sgard_depot::Depot::open(&other, &context::aws_env())?;
+                let backend = Object::new(depot, env_fn, limits.max_blob, limits.prune_grace);
+                let auth = match &args.authorized_keys {
+                    Some(k) => {
+                        let secret = rt.block_on(backend.token_secret())?;
+                        Some(Arc::new(
+                            Authority::with_secret(k, secret)?.with_clock_offset(clock),
+                        ))
+                    }
+                    None => None,
+                };
+                (Arc::new(backend), auth, None, shown)
+            }
+        };
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => {
             let cert = std::fs::read(c).with_context(|| format!("reading {}", c.display()))?;
@@ -151,19 +205,8 @@ fn run(args: Args) -> Result<()> {
         }
         _ => None,
     };
-    let limits = Limits {
-        max_blob: args.max_blob_size,
-        max_streams: args.max_streams,
-        prune_grace: Duration::from_secs(3600),
-    };
-    let env_fn: Arc<dyn Fn() -> Result<sgard_garden::Env, String> + Send + Sync> =
-        Arc::new(|| context::env().map_err(|e| e.to_string()));
-    let service = Service::new(repo.clone(), env_fn, auth.clone(), limits);
+    let service = Service::new(backend, auth.clone(), limits);
     let grace = Duration::from_secs(args.shutdown_grace);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
     let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -198,7 +241,7 @@ fn run(args: Args) -> Result<()> {
             println!("sgardd metrics on http://{}/metrics", l.local_addr()?);
             tokio::spawn(metrics::serve(l, repo.clone()));
         }
-        println!("sgardd serving on {local} (repo: {})", repo.display());
+        println!("sgardd serving on {local} ({shown})");
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let mut first = signals.clone();

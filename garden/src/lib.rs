@@ -97,7 +97,9 @@ pub use remove::RemoveReport;
 pub use restore::{Answer, Prompt, RestoreAction, RestoreOptions, RestoreReport};
 pub use stats::{SnapshotStats, Stats};
 pub use status::{State, StatusLine};
-pub use sync::{Base, PullPlan, PullReport, PushDecision, Side, Trust, head_id_of};
+pub use sync::{
+    Base, PullPlan, PullReport, PushDecision, Side, Trust, head_id_of, keep_go_dropped,
+};
 pub use undo::{UndoReport, UndoSummary};
 pub use verify::{VerifyLine, VerifyState};
 

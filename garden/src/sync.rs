@@ -122,6 +122,20 @@ impl PullPlan {
     }
 }
 
+/// What an unsigned push (a Go client's: it drops these fields) leaves
+/// out is kept from the server's manifest `from`: the template data (a
+/// manifest without it; emptying data.yaml clears it), the folder modes (a
+/// manifest with none) and the scripts' run flags (see [`keep_runs`]).
+pub fn keep_go_dropped(m: &mut Manifest, from: &Manifest) {
+    if m.data.is_none() {
+        m.data = from.data;
+    }
+    if m.folders.is_empty() {
+        m.folders.clone_from(&from.folders);
+    }
+    keep_runs(m, from);
+}
+
 /// A manifest without any run flag (the Go sgard drops the field when it
 /// writes one) takes the flags `from` has for the same paths; one with any
 /// flag says what it means.
@@ -341,18 +355,7 @@ impl Garden {
         self.merge_history(history)?;
         let mut m = m;
         if signature.is_none() {
-            // A manifest without data (from the Go sgard, which drops the
-            // field) keeps the data this repository has: emptying data.yaml
-            // clears it.
-            if m.data.is_none() {
-                m.data = self.manifest.data;
-            }
-            // Folder modes likewise (a manifest with none keeps the server's).
-            if m.folders.is_empty() {
-                m.folders.clone_from(&self.manifest.folders);
-            }
-            // And the scripts' run flags, by path.
-            keep_runs(&mut m, &self.manifest);
+            keep_go_dropped(&mut m, &self.manifest);
         }
         let id = head_id_of(&m);
         // The old head's signature goes first: a crash between the two

@@ -188,11 +188,17 @@ impl Authority {
     /// Loads `authorized_keys` and `<repo>/jwt.key` (made, 0600, when missing
     /// or shorter than 32 bytes).
     pub fn new(keys_path: &Path, repo: &Path) -> Result<Self> {
+        Authority::with_secret(keys_path, load_secret(&repo.join("jwt.key"))?)
+    }
+
+    /// Loads `authorized_keys`; tokens are signed with `secret` (shared by
+    /// every replica of a server on object storage).
+    pub fn with_secret(keys_path: &Path, secret: [u8; 32]) -> Result<Self> {
         let a = Authority {
             keys_path: keys_path.to_path_buf(),
             keys: Mutex::new((None, HashMap::new())),
             seen: Mutex::new(HashMap::new()),
-            secret: load_secret(&repo.join("jwt.key"))?,
+            secret,
             offset: 0,
         };
         a.reload()?;
@@ -282,13 +288,17 @@ impl Authority {
     }
 
     /// Checks a challenge response; returns a token.
-    pub fn authenticate(
+    /// Checks a challenge response but for a replayed nonce (see
+    /// [`Authority::first_use`]): the key's fingerprint and the server's
+    /// time, to [`Authority::issue`] a token with once the nonce is known to
+    /// be fresh.
+    pub fn verify_login(
         &self,
         nonce: &[u8],
         ts: i64,
         sig: &[u8],
         public_key: &str,
-    ) -> std::result::Result<String, (bool, String)> {
+    ) -> std::result::Result<(String, i64), (bool, String)> {
         // (true, _) = permission denied, (false, _) = unauthenticated.
         let key = PublicKey::from_openssh(public_key.trim())
             .map_err(|e| (false, format!("unreadable public key: {e}")))?;
@@ -315,20 +325,19 @@ impl Authority {
             Verifier::verify(&key, &payload, &signature)
                 .map_err(|_| (false, "signature does not verify".into()))?;
         }
-        {
-            let mut seen = self
-                .seen
-                .lock()
-                .map_err(|_| (false, "poisoned".to_owned()))?;
-            seen.retain(|_, t| (now - *t).abs() <= 2 * WINDOW_SECS);
-            if seen.insert(nonce.to_vec(), ts).is_some() {
-                return Err((
-                    false,
-                    "challenge replayed: this nonce was already used".into(),
-                ));
-            }
-        }
-        Ok(self.issue(&fp, now))
+        Ok((fp, now))
+    }
+
+    /// Whether `nonce` (signed at `ts`) is used for the first time in this
+    /// process (a server on one folder; replicas on object storage keep
+    /// theirs in the store). Nonces are forgotten once their window closed.
+    pub fn first_use(&self, nonce: &[u8], ts: i64) -> bool {
+        let now = self.now();
+        let Ok(mut seen) = self.seen.lock() else {
+            return false;
+        };
+        seen.retain(|_, t| (now - *t).abs() <= 2 * WINDOW_SECS);
+        seen.insert(nonce.to_vec(), ts).is_none()
     }
 
     /// A token for `fp`, issued at `iat`.

@@ -1326,6 +1326,9 @@ pub fn pull(
         );
     }
     let base = g.sync_base(&o.remote.addr);
+    // The server's head, and its entries, to tell after the merge whether
+    // this machine has just that or changes of its own besides.
+    let (their_id, their_files) = (sgard_garden::head_id_of(&theirs), theirs.files.clone());
     let report = match g.pull_merge(
         theirs,
         history,
@@ -1343,8 +1346,15 @@ pub fn pull(
         g.set_sync_base(&o.remote.addr, b)?;
     }
     // What this machine has now, for the server's fleet view (best effort,
-    // and never longer than a connection's timeout).
-    let (head, env) = (g.head_id(), g.env().clone());
+    // and never longer than a connection's timeout): the server's head when
+    // its entries are the server's (the merge's own record differs only in
+    // its time), else its own.
+    let head = if g.manifest().files == their_files {
+        their_id
+    } else {
+        g.head_id()
+    };
+    let env = g.env().clone();
     let _ = block_on(async {
         let said = async {
             if let Ok(mut c) = Client::connect(o).await {

@@ -47,8 +47,7 @@ fn checked(what: &str, s: &str, max: usize) -> Result<()> {
 }
 
 fn file_of(repo: &Path, key: &str, host: &str) -> std::path::PathBuf {
-    let name = Hash::of(format!("{key}\n{host}").as_bytes()).to_hex();
-    repo.join(FLEET_DIR).join(name)
+    repo.join(FLEET_DIR).join(record_name(key, host))
 }
 
 /// Records that the machine `host` (logged in with `key`) has `head` after
@@ -66,32 +65,80 @@ pub fn record(
     op: Op,
     now: i64,
 ) -> Result<()> {
-    checked("host name", host, 255)?;
-    checked("version", version, 64)?;
+    check(host, version)?;
     let path = file_of(repo, key, host);
     let mut m = read(&path)?.unwrap_or_default();
-    m.host = host.to_owned();
-    m.key = key.to_owned();
-    m.version = version.to_owned();
-    m.head = Some(head);
-    match op {
-        Op::Push => m.last_push = Some(now),
-        Op::Pull => m.last_pull = Some(now),
-    }
-    let mut text = format!("host {}\nkey {}\nversion {}\n", m.host, m.key, m.version);
-    if let Some(h) = m.head {
-        text.push_str(&format!("head {}\n", h.to_hex()));
-    }
-    if let Some(t) = m.last_push {
-        text.push_str(&format!("last_push {t}\n"));
-    }
-    if let Some(t) = m.last_pull {
-        text.push_str(&format!("last_pull {t}\n"));
-    }
+    m.update(key, host, version, head, op, now);
     durable::create_dir_all_durable(&repo.join(FLEET_DIR))?;
-    durable::write_atomic(&path, text.as_bytes(), 0o644)
+    durable::write_atomic(&path, m.to_text().as_bytes(), 0o644)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+/// The name of a machine's record: the SHA-256 of its key and host name.
+pub fn record_name(key: &str, host: &str) -> String {
+    Hash::of(format!("{key}\n{host}").as_bytes()).to_hex()
+}
+
+impl Machine {
+    /// This record after the machine said it has `head` after `op` at `now`.
+    pub fn update(&mut self, key: &str, host: &str, version: &str, head: Hash, op: Op, now: i64) {
+        host.clone_into(&mut self.host);
+        key.clone_into(&mut self.key);
+        version.clone_into(&mut self.version);
+        self.head = Some(head);
+        match op {
+            Op::Push => self.last_push = Some(now),
+            Op::Pull => self.last_pull = Some(now),
+        }
+    }
+
+    /// The record's text: `name value` lines.
+    pub fn to_text(&self) -> String {
+        let mut text = format!(
+            "host {}\nkey {}\nversion {}\n",
+            self.host, self.key, self.version
+        );
+        if let Some(h) = self.head {
+            text.push_str(&format!("head {}\n", h.to_hex()));
+        }
+        if let Some(t) = self.last_push {
+            text.push_str(&format!("last_push {t}\n"));
+        }
+        if let Some(t) = self.last_pull {
+            text.push_str(&format!("last_pull {t}\n"));
+        }
+        text
+    }
+
+    /// Reads a record's text (unknown or malformed lines are passed over).
+    pub fn parse(text: &str) -> Machine {
+        let mut m = Machine::default();
+        for line in text.lines() {
+            let Some((k, v)) = line.split_once(' ') else {
+                continue;
+            };
+            match k {
+                "host" => v.clone_into(&mut m.host),
+                "key" => v.clone_into(&mut m.key),
+                "version" => v.clone_into(&mut m.version),
+                "head" => m.head = Hash::parse(v).ok(),
+                "last_push" => m.last_push = v.parse().ok(),
+                "last_pull" => m.last_pull = v.parse().ok(),
+                _ => {}
+            }
+        }
+        m
+    }
+}
+
+/// Checks what a machine says of itself before it is recorded.
+///
+/// # Errors
+/// A host name or version too long or with control characters.
+pub fn check(host: &str, version: &str) -> Result<()> {
+    checked("host name", host, 255)?;
+    checked("version", version, 64)
 }
 
 /// One record (`None`: none there).
@@ -101,22 +148,7 @@ fn read(path: &Path) -> Result<Option<Machine>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    let mut m = Machine::default();
-    for line in text.lines() {
-        let Some((k, v)) = line.split_once(' ') else {
-            continue;
-        };
-        match k {
-            "host" => v.clone_into(&mut m.host),
-            "key" => v.clone_into(&mut m.key),
-            "version" => v.clone_into(&mut m.version),
-            "head" => m.head = Hash::parse(v).ok(),
-            "last_push" => m.last_push = v.parse().ok(),
-            "last_pull" => m.last_pull = v.parse().ok(),
-            _ => {}
-        }
-    }
-    Ok(Some(m))
+    Ok(Some(Machine::parse(&text)))
 }
 
 /// Every machine of the garden whose repository is `repo`, by host name.

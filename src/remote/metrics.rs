@@ -129,9 +129,12 @@ impl Metrics {
     }
 
     /// The exposition text, with `sgardd_objects_stored` brought up to date
-    /// from the store at `repo` when it is due (see the module's doc).
-    fn render(&self, repo: &Path) -> String {
-        self.refresh_objects(repo);
+    /// from the store at `repo` when it is due (see the module's doc; an
+    /// object store is not counted: listing it costs requests).
+    fn render(&self, repo: Option<&Path>) -> String {
+        if let Some(repo) = repo {
+            self.refresh_objects(repo);
+        }
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::warn!("encoding the metrics: {e}");
@@ -325,7 +328,7 @@ fn content_type<B>(req: &http::Request<B>) -> &'static str {
 
 async fn answer<B>(
     req: http::Request<B>,
-    repo: PathBuf,
+    repo: Option<PathBuf>,
 ) -> Result<http::Response<Full<Bytes>>, Infallible> {
     let mut resp = http::Response::new(Full::new(Bytes::new()));
     if req.method() != http::Method::GET || req.uri().path() != "/metrics" {
@@ -334,7 +337,7 @@ async fn answer<B>(
         return Ok(resp);
     }
     let ctype = content_type(&req);
-    let text = tokio::task::spawn_blocking(move || global().render(&repo))
+    let text = tokio::task::spawn_blocking(move || global().render(repo.as_deref()))
         .await
         .unwrap_or_default();
     *resp.body_mut() = Full::new(Bytes::from(text));
@@ -347,7 +350,7 @@ async fn answer<B>(
 
 /// Serves `GET /metrics` (everything else: 404) on `listener` until the
 /// process ends; the object count comes from the repository at `repo`.
-pub async fn serve(listener: tokio::net::TcpListener, repo: PathBuf) {
+pub async fn serve(listener: tokio::net::TcpListener, repo: Option<PathBuf>) {
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,

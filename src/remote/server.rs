@@ -1,35 +1,39 @@
 //! `sgardd`: the GardenSync service.
 //!
-//! Every RPC runs the same `Garden` methods as the CLI on a blocking thread,
-//! under the repository lock. Rules the Go server breaks and this one keeps:
-//! pushed blobs are hashed while streamed into a temp file (bounded memory)
-//! and dropped with `DATA_LOSS` when they do not match; a manifest is
-//! installed only if it validates and every blob it names is stored; push
-//! state is per client, never server-wide; pushes are fast-forwards of the
-//! head the client last synced with; prune spares young blobs (pushes in
-//! progress); nonces are accepted once.
+//! The service is the protocol's front: it authenticates callers, finds
+//! their garden, bounds what they send, logs and counts every call, and
+//! hands the work to a [`Backend`]: [`local::Local`] keeps each garden as
+//! an sgard repository in a folder (the same `Garden` methods as the CLI,
+//! under the repository lock), [`object::Object`] keeps every garden in an
+//! object store through `sgard-depot`, for replicas without local state.
+//! Rules the Go server breaks and this one keeps: pushed blobs are hashed
+//! while streamed (bounded memory) and dropped with `DATA_LOSS` when they do
+//! not match; a manifest is installed only if it validates and every blob it
+//! names is stored; push state is per client, never server-wide; pushes are
+//! fast-forwards of the head the client last synced with; prune spares young
+//! blobs (pushes in progress); nonces are accepted once.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+pub mod local;
+pub mod object;
+
+use std::collections::HashSet;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sgard_garden::{Base, Env, Garden, LockMode, PushDecision};
-use sgard_manifest::Manifest;
+use sgard_garden::Base;
 use sgard_manifest::history::Record;
+use sgard_manifest::{Manifest, Timestamp};
+use sgard_proto::TOKEN_METADATA_KEY;
 use sgard_proto::convert::{self, Invalid};
+use sgard_proto::v1;
 use sgard_proto::v1::garden_sync_server::GardenSync;
-use sgard_proto::v1::push_manifest_response::Decision;
-use sgard_proto::v1::{self, BlobChunk};
-use sgard_proto::{CHUNK_SIZE, TOKEN_METADATA_KEY};
 use sgard_store::Hash;
-use tokio::sync::{Semaphore, mpsc};
-use tokio_stream::{Stream, StreamExt};
+use tokio::sync::Semaphore;
+use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use super::auth::{Authority, TokenCheck};
-use super::blobs::{BlobSink, Kind};
 use super::fleet;
 
 /// How the server is run.
@@ -53,55 +57,121 @@ impl Default for Limits {
     }
 }
 
-type Pending = (Manifest, Vec<Record>);
-
 /// The garden of keys that name none.
 pub const DEFAULT_GARDEN: &str = "default";
-/// Where the other gardens' repositories are, in the served folder.
-pub const GARDENS_DIR: &str = "gardens";
+
+/// A push's manifest, as the client sent it.
+pub struct Push {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// The history records pushed with it.
+    pub history: Vec<Record>,
+    /// The server head the client last synced with.
+    pub base: Base,
+    /// Only decide and list what is missing; install nothing.
+    pub negotiate: bool,
+    /// More blobs the client can send (its snapshots').
+    pub extra: Vec<Hash>,
+    /// The head statement and its signature, checked (see `signed_head`).
+    pub signature: Option<(String, String)>,
+}
+
+/// What a pull asks for.
+pub struct Pull {
+    /// The contents (or chunks).
+    pub hashes: Vec<Hash>,
+    /// Chunk lists for content stored chunked.
+    pub lists: bool,
+    /// The hashes name chunks.
+    pub chunks: bool,
+}
+
+/// What a machine says after a sync (the fleet view).
+pub struct Report {
+    /// Its host name.
+    pub host: String,
+    /// Its sgard version.
+    pub version: String,
+    /// The head it has.
+    pub head: Hash,
+    /// What it did.
+    pub op: fleet::Op,
+}
+
+/// A garden's machines, and what is needed to judge where each is.
+pub struct FleetView {
+    /// The garden's head.
+    pub head: Hash,
+    /// Every head its history names.
+    pub known: HashSet<Hash>,
+    /// The machines.
+    pub machines: Vec<fleet::Machine>,
+}
+
+/// A stream of blob chunks to a puller.
+pub type BlobStream = Pin<Box<dyn Stream<Item = Result<v1::PullBlobsResponse, Status>> + Send>>;
+
+/// Where and how gardens are kept: the work of every RPC, for one garden.
+#[tonic::async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// The garden's head, as `PullManifest` answers it.
+    async fn pull_manifest(&self, garden: &str) -> Result<v1::PullManifestResponse, Status>;
+    /// Decides a push (and installs it unless it negotiates).
+    async fn push_manifest(
+        &self,
+        garden: &str,
+        who: &str,
+        push: Push,
+    ) -> Result<v1::PushManifestResponse, Status>;
+    /// Stores pushed objects (and installs a Go client's manifest).
+    async fn push_blobs(
+        &self,
+        garden: &str,
+        who: &str,
+        stream: Streaming<v1::PushBlobsRequest>,
+    ) -> Result<i32, Status>;
+    /// Streams objects to a puller.
+    async fn pull_blobs(&self, garden: &str, pull: Pull) -> Result<BlobStream, Status>;
+    /// Which of these chunks the garden lacks.
+    async fn missing_chunks(&self, garden: &str, hashes: Vec<Hash>) -> Result<Vec<Hash>, Status>;
+    /// Deletes what nothing needs; how many blobs went.
+    async fn prune(&self, garden: &str) -> Result<u64, Status>;
+    /// Records what a machine says of itself at `now` (unix seconds).
+    async fn report(&self, garden: &str, who: &str, report: Report, now: i64)
+    -> Result<(), Status>;
+    /// The garden's machines.
+    async fn fleet(&self, garden: &str) -> Result<FleetView, Status>;
+    /// Whether a login nonce is used for the first time (by any replica).
+    async fn first_use_of_nonce(&self, nonce: &[u8], ts: i64) -> Result<bool, Status>;
+}
 
 /// Who called: their key's fingerprint, how the log names them (with their
-/// garden), and their garden's repository.
+/// garden), and their garden.
 struct Caller {
     who: String,
     label: String,
-    repo: PathBuf,
+    garden: String,
 }
 
 /// The service.
 pub struct Service {
-    repo: PathBuf,
-    env: Arc<dyn Fn() -> Result<Env, String> + Send + Sync>,
+    backend: Arc<dyn Backend>,
     auth: Option<Arc<Authority>>,
-    limits: Limits,
-    pending: Arc<Mutex<HashMap<String, Pending>>>,
     streams: Arc<Semaphore>,
-    /// One garden's repository is made at a time.
-    init_lock: Mutex<()>,
 }
 
 impl Service {
-    /// A service over the repository at `repo`.
-    pub fn new(
-        repo: PathBuf,
-        env: Arc<dyn Fn() -> Result<Env, String> + Send + Sync>,
-        auth: Option<Arc<Authority>>,
-        limits: Limits,
-    ) -> Self {
+    /// A service over `backend`.
+    pub fn new(backend: Arc<dyn Backend>, auth: Option<Arc<Authority>>, limits: Limits) -> Self {
         let streams = Arc::new(Semaphore::new(limits.max_streams.max(1)));
         Service {
-            repo,
-            env,
+            backend,
             auth,
-            limits,
-            pending: Arc::default(),
             streams,
-            init_lock: Mutex::new(()),
         }
     }
 
-    /// Who called, and the repository of their garden (made at its first
-    /// use).
+    /// Who called, and their garden.
     fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let who = self.who(req)?;
         let garden = match &self.auth {
@@ -110,40 +180,12 @@ impl Service {
                 .garden_of(&who)
                 .ok_or_else(|| Status::permission_denied("key no longer authorized"))?,
         };
-        let repo = self.garden_repo(&garden)?;
         let label = if garden == DEFAULT_GARDEN {
             who.clone()
         } else {
             format!("{who} ({garden})")
         };
-        Ok(Caller { who, label, repo })
-    }
-
-    /// The repository of `garden`: the served folder for the default one,
-    /// `gardens/<name>` in it for the others (made at first use, with an
-    /// empty head older than any push).
-    fn garden_repo(&self, garden: &str) -> Result<PathBuf, Status> {
-        if garden == DEFAULT_GARDEN {
-            return Ok(self.repo.clone());
-        }
-        let repo = self.repo.join(GARDENS_DIR).join(garden);
-        if repo.join(sgard_manifest::MANIFEST_FILE).exists() {
-            return Ok(repo);
-        }
-        let _one = self
-            .init_lock
-            .lock()
-            .map_err(|_| Status::internal("poisoned"))?;
-        if !repo.join(sgard_manifest::MANIFEST_FILE).exists() {
-            let env = (self.env)().map_err(Status::internal)?;
-            sgard_store::durable::create_dir_all_durable(&self.repo.join(GARDENS_DIR))
-                .map_err(store_status)?;
-            Garden::init(&repo, env)
-                .and_then(|mut g| g.backdate_empty_head())
-                .map_err(garden_status)?;
-            tracing::info!(garden, "made the garden's repository");
-        }
-        Ok(repo)
+        Ok(Caller { who, label, garden })
     }
 
     /// The server's time, unix seconds (the authority's clock, test hook
@@ -176,32 +218,6 @@ impl Service {
             }
         }
     }
-
-    async fn blocking<T, F>(&self, repo: &Path, mode: LockMode, f: F) -> Result<T, Status>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Garden) -> Result<T, Status> + Send + 'static,
-    {
-        let repo = repo.to_path_buf();
-        let env = (self.env)().map_err(Status::internal)?;
-        tokio::task::spawn_blocking(move || {
-            let mut g = Garden::open(&repo, env, mode, &|_| {}).map_err(garden_status)?;
-            f(&mut g)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("worker failed: {e}")))?
-    }
-}
-
-/// A gRPC status for a Garden error.
-pub fn garden_status(e: sgard_garden::Error) -> Status {
-    let msg = chain(&e);
-    match e {
-        sgard_garden::Error::Conflict(_) => Status::failed_precondition(msg),
-        e if e.is_integrity() => Status::data_loss(msg),
-        sgard_garden::Error::NotARepo(_) => Status::failed_precondition(msg),
-        _ => Status::internal(msg),
-    }
 }
 
 /// An error and its causes on one line.
@@ -211,6 +227,14 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 fn invalid(e: Invalid) -> Status {
     Status::invalid_argument(e.to_string())
+}
+
+/// A protobuf time.
+fn timestamp(t: Timestamp) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: t.datetime().timestamp(),
+        nanos: i32::try_from(t.datetime().timestamp_subsec_nanos()).unwrap_or(0),
+    }
 }
 
 /// `google.rpc.Status`, to carry a `ReauthChallenge` the way grpc-go does.
@@ -268,8 +292,6 @@ fn log_rpc(name: &str, who: &str, started: Instant, result: &Result<impl Sized, 
     }
 }
 
-type BlobStream = Pin<Box<dyn Stream<Item = Result<v1::PullBlobsResponse, Status>> + Send>>;
-
 #[tonic::async_trait]
 impl GardenSync for Service {
     async fn authenticate(
@@ -280,24 +302,29 @@ impl GardenSync for Service {
         let r = req.into_inner();
         let out = match &self.auth {
             None => Err(Status::unimplemented("authentication not configured")),
-            Some(a) => a
-                .authenticate(&r.nonce, r.timestamp, &r.signature, &r.public_key)
-                .map(|token| Response::new(v1::AuthenticateResponse { token }))
-                .map_err(|(denied, msg)| {
-                    if denied {
-                        Status::permission_denied(msg)
-                    } else if a.outside_window(r.timestamp) {
-                        // The key is known (that is checked first); the
-                        // clocks disagree. A challenge dated by the
-                        // server's clock says by how much (`sgard doctor`
-                        // reads it; Go clients ignore the detail).
-                        let mut nonce = [0u8; 32];
-                        let _ = getrandom::fill(&mut nonce);
-                        reauth_status(&msg, &nonce, a.now())
-                    } else {
-                        Status::unauthenticated(msg)
-                    }
-                }),
+            Some(a) => match a.verify_login(&r.nonce, r.timestamp, &r.signature, &r.public_key) {
+                Ok((fp, now)) => match self.backend.first_use_of_nonce(&r.nonce, r.timestamp).await
+                {
+                    Ok(true) => Ok(Response::new(v1::AuthenticateResponse {
+                        token: a.issue(&fp, now),
+                    })),
+                    Ok(false) => Err(Status::unauthenticated(
+                        "challenge replayed: this nonce was already used",
+                    )),
+                    Err(e) => Err(e),
+                },
+                Err((true, msg)) => Err(Status::permission_denied(msg)),
+                Err((false, msg)) if a.outside_window(r.timestamp) => {
+                    // The key is known (that is checked first); the clocks
+                    // disagree. A challenge dated by the server's clock
+                    // says by how much (`sgard doctor` reads it; Go clients
+                    // ignore the detail).
+                    let mut nonce = [0u8; 32];
+                    let _ = getrandom::fill(&mut nonce);
+                    Err(reauth_status(&msg, &nonce, a.now()))
+                }
+                Err((false, msg)) => Err(Status::unauthenticated(msg)),
+            },
         };
         log_rpc("Authenticate", "-", started, &out);
         out
@@ -310,7 +337,10 @@ impl GardenSync for Service {
         let started = Instant::now();
         let c = self.caller(&req)?;
         let r = req.into_inner();
-        let out = self.push_manifest_inner(&c, r).await;
+        let out = match push_of(&r) {
+            Ok(push) => self.backend.push_manifest(&c.garden, &c.who, push).await,
+            Err(e) => Err(e),
+        };
         log_rpc("PushManifest", &c.label, started, &out);
         out.map(Response::new)
     }
@@ -326,7 +356,10 @@ impl GardenSync for Service {
             .clone()
             .try_acquire_owned()
             .map_err(|_| Status::resource_exhausted("too many pushes at once; try again"))?;
-        let out = self.push_blobs_inner(&c, req.into_inner()).await;
+        let out = self
+            .backend
+            .push_blobs(&c.garden, &c.who, req.into_inner())
+            .await;
         drop(permit);
         log_rpc("PushBlobs", &c.label, started, &out);
         out.map(|n| Response::new(v1::PushBlobsResponse { blobs_received: n }))
@@ -338,28 +371,7 @@ impl GardenSync for Service {
     ) -> Result<Response<v1::PullManifestResponse>, Status> {
         let started = Instant::now();
         let c = self.caller(&req)?;
-        let out = self
-            .blocking(&c.repo, LockMode::Shared, |g| {
-                let (head_statement, head_signature) = g.head_signature().unwrap_or_default();
-                Ok(v1::PullManifestResponse {
-                    head_statement,
-                    head_signature,
-                    manifest: Some(convert::manifest_to_proto(g.manifest())),
-                    head_id: g.head_id().to_hex(),
-                    history: g
-                        .shared_history()
-                        .records
-                        .iter()
-                        .map(convert::record_to_proto)
-                        .collect(),
-                    blob_sizes: g
-                        .blob_sizes()
-                        .into_iter()
-                        .map(|(h, n)| (h.to_hex(), n))
-                        .collect(),
-                })
-            })
-            .await;
+        let out = self.backend.pull_manifest(&c.garden).await;
         log_rpc("PullManifest", &c.label, started, &out);
         out.map(Response::new)
     }
@@ -373,31 +385,14 @@ impl GardenSync for Service {
         let started = Instant::now();
         let c = self.caller(&req)?;
         let r = req.into_inner();
-        let (lists, chunks) = (r.lists, r.chunks);
-        let hashes = parse_hashes(&r.hashes)?;
-        let store = sgard_store::Store::open(&c.repo);
-        let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
-        tokio::task::spawn_blocking(move || {
-            for h in hashes {
-                let sent = match store.chunked() {
-                    Some(cs) if chunks => send_object(cs.objects(), &h, Kind::Chunk, &tx),
-                    Some(cs)
-                        if lists && !store.contains_blob(&h).unwrap_or(true) && cs.contains(&h) =>
-                    {
-                        send_list(cs, &h, &tx)
-                    }
-                    _ => send_blob(&store, &h, &tx),
-                };
-                if let Err(st) = sent {
-                    let _ = tx.blocking_send(Err(st));
-                    return;
-                }
-            }
-        });
-        log_rpc("PullBlobs", &c.label, started, &Ok::<(), Status>(()));
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        let pull = Pull {
+            hashes: parse_hashes(&r.hashes)?,
+            lists: r.lists,
+            chunks: r.chunks,
+        };
+        let out = self.backend.pull_blobs(&c.garden, pull).await;
+        log_rpc("PullBlobs", &c.label, started, &out);
+        out.map(Response::new)
     }
 
     async fn missing_chunks(
@@ -413,21 +408,7 @@ impl GardenSync for Service {
             ));
         }
         let hashes = parse_hashes(&hashes)?;
-        let store = sgard_store::Store::open(&c.repo);
-        let out = tokio::task::spawn_blocking(move || {
-            let Some(cs) = store.chunked() else {
-                return Ok(hashes);
-            };
-            let mut missing = Vec::new();
-            for h in hashes {
-                if !cs.objects().contains(&h).map_err(store_status)? {
-                    missing.push(h);
-                }
-            }
-            Ok(missing)
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?;
+        let out = self.backend.missing_chunks(&c.garden, hashes).await;
         log_rpc("MissingChunks", &c.label, started, &out);
         out.map(|m: Vec<Hash>| {
             Response::new(v1::MissingChunksResponse {
@@ -449,14 +430,16 @@ impl GardenSync for Service {
             other => return Err(Status::invalid_argument(format!("unknown op {other:?}"))),
         };
         let head = Hash::parse(&r.head).map_err(|_| Status::invalid_argument("malformed head"))?;
-        let now = self.now();
-        let (repo, who) = (c.repo.clone(), c.who.clone());
-        let out = tokio::task::spawn_blocking(move || {
-            fleet::record(&repo, &who, &r.host, &r.version, head, op, now)
-                .map_err(|e| Status::invalid_argument(format!("{e:#}")))
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?;
+        let report = Report {
+            host: r.host,
+            version: r.version,
+            head,
+            op,
+        };
+        let out = self
+            .backend
+            .report(&c.garden, &c.who, report, self.now())
+            .await;
         log_rpc("Report", &c.label, started, &out);
         out.map(|()| Response::new(v1::ReportResponse {}))
     }
@@ -468,53 +451,34 @@ impl GardenSync for Service {
         let started = Instant::now();
         let c = self.caller(&req)?;
         let now = self.now();
-        let repo = c.repo.clone();
-        let out = self
-            .blocking(&c.repo, LockMode::Shared, move |g| {
-                let head = g.head_id();
-                let known: std::collections::HashSet<Hash> = g
-                    .shared_history()
-                    .records
-                    .iter()
-                    .flat_map(|r| [Some(r.id), r.head_before])
-                    .flatten()
-                    .collect();
-                let machines = fleet::list(&repo)
-                    .map_err(|e| Status::internal(format!("{e:#}")))?
-                    .into_iter()
-                    .map(|m| {
-                        let state = match m.head {
-                            Some(h) if h == head => "current",
-                            Some(h) if known.contains(&h) => "behind",
-                            _ => "ahead",
-                        };
-                        v1::FleetMachine {
-                            host: m.host,
-                            key: m.key,
-                            head: m.head.map(|h| h.to_hex()).unwrap_or_default(),
-                            last_push: m.last_push.map(|s| prost_types::Timestamp {
-                                seconds: s,
-                                nanos: 0,
-                            }),
-                            last_pull: m.last_pull.map(|s| prost_types::Timestamp {
-                                seconds: s,
-                                nanos: 0,
-                            }),
-                            version: m.version,
-                            state: state.into(),
-                        }
-                    })
-                    .collect();
-                Ok(v1::FleetResponse {
-                    head_id: head.to_hex(),
-                    machines,
-                    server_time: Some(prost_types::Timestamp {
-                        seconds: now,
-                        nanos: 0,
-                    }),
+        let out = self.backend.fleet(&c.garden).await.map(|v| {
+            let at = |s: Option<i64>| s.map(|seconds| prost_types::Timestamp { seconds, nanos: 0 });
+            let machines = v
+                .machines
+                .into_iter()
+                .map(|m| {
+                    let state = match m.head {
+                        Some(h) if h == v.head => "current",
+                        Some(h) if v.known.contains(&h) => "behind",
+                        _ => "ahead",
+                    };
+                    v1::FleetMachine {
+                        host: m.host,
+                        key: m.key,
+                        head: m.head.map(|h| h.to_hex()).unwrap_or_default(),
+                        last_push: at(m.last_push),
+                        last_pull: at(m.last_pull),
+                        version: m.version,
+                        state: state.into(),
+                    }
                 })
-            })
-            .await;
+                .collect();
+            v1::FleetResponse {
+                head_id: v.head.to_hex(),
+                machines,
+                server_time: at(Some(now)),
+            }
+        });
         log_rpc("Fleet", &c.label, started, &out);
         out.map(Response::new)
     }
@@ -525,154 +489,40 @@ impl GardenSync for Service {
     ) -> Result<Response<v1::PruneResponse>, Status> {
         let started = Instant::now();
         let c = self.caller(&req)?;
-        let protect: std::collections::HashSet<Hash> = self
-            .pending
-            .lock()
-            .map_err(|_| Status::internal("poisoned"))?
-            .values()
-            .flat_map(|(m, h)| {
-                m.referenced_blobs()
-                    .chain(h.iter().map(|r| r.id))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        let grace = self.limits.prune_grace;
         let out = self
-            .blocking(&c.repo, LockMode::Exclusive, move |g| {
-                let r = g.prune_with(&protect, Some(grace)).map_err(garden_status)?;
-                Ok(v1::PruneResponse {
-                    blobs_removed: i32::try_from(r.blobs).unwrap_or(i32::MAX),
-                })
-            })
-            .await;
+            .backend
+            .prune(&c.garden)
+            .await
+            .map(|n| v1::PruneResponse {
+                blobs_removed: i32::try_from(n).unwrap_or(i32::MAX),
+            });
         log_rpc("Prune", &c.label, started, &out);
         out.map(Response::new)
     }
 }
 
-impl Service {
-    async fn push_manifest_inner(
-        &self,
-        c: &Caller,
-        r: v1::PushManifestRequest,
-    ) -> Result<v1::PushManifestResponse, Status> {
-        let m = r
-            .manifest
-            .as_ref()
-            .ok_or_else(|| Status::invalid_argument("no manifest"))?;
-        let manifest = convert::manifest_from_proto(m).map_err(invalid)?;
-        let history = parse_history(&r.history)?;
-        let base = match r.base_id.as_str() {
-            "" => Base::Legacy,
-            "none" => Base::Never,
-            h => {
-                Base::Id(Hash::parse(h).map_err(|_| Status::invalid_argument("malformed base_id"))?)
-            }
-        };
-        let negotiate = r.negotiate;
-        let extra = parse_hashes(&r.extra_blobs)?;
-        let signature = signed_head(&r, &manifest, &history)?;
-        let who_owned = c.who.clone();
-        let pending = self.pending.clone();
-        self.blocking(&c.repo, LockMode::Exclusive, move |g| {
-            let server_updated = Some(prost_types::Timestamp {
-                seconds: g.manifest().updated.datetime().timestamp(),
-                nanos: i32::try_from(g.manifest().updated.datetime().timestamp_subsec_nanos())
-                    .unwrap_or(0),
-            });
-            let resp = |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| {
-                v1::PushManifestResponse {
-                    decision: decision as i32,
-                    missing_blobs: missing.iter().map(Hash::to_hex).collect(),
-                    server_updated,
-                    head_id: head.map(|h| h.to_hex()).unwrap_or_default(),
-                }
-            };
-            let decision = g
-                .push_decision(&manifest, base, &history, &extra)
-                .map_err(garden_status)?;
-            match decision {
-                PushDecision::UpToDate => Ok(resp(Decision::UpToDate, vec![], Some(g.head_id()))),
-                PushDecision::Rejected(_) => {
-                    Ok(resp(Decision::Rejected, vec![], Some(g.head_id())))
-                }
-                PushDecision::Accepted(missing) => {
-                    if negotiate {
-                        return Ok(resp(Decision::Accepted, missing, Some(g.head_id())));
-                    }
-                    if base == Base::Legacy {
-                        // The Go client streams blobs next; keep its manifest
-                        // for it alone until its PushBlobs ends.
-                        pending
-                            .lock()
-                            .map_err(|_| Status::internal("poisoned"))?
-                            .insert(who_owned, (manifest, history));
-                        return Ok(resp(Decision::Accepted, missing, None));
-                    }
-                    if !missing.is_empty() {
-                        return Err(Status::failed_precondition(format!(
-                            "{} blob(s) are missing on the server; push them first",
-                            missing.len()
-                        )));
-                    }
-                    let sig = signature
-                        .as_ref()
-                        .map(|(st, sig)| (st.as_str(), sig.as_str()));
-                    let head = g
-                        .install_push(manifest, history, &who_owned, sig)
-                        .map_err(garden_status)?;
-                    Ok(resp(Decision::Accepted, vec![], Some(head)))
-                }
-            }
-        })
-        .await
-    }
-
-    async fn push_blobs_inner(
-        &self,
-        c: &Caller,
-        mut stream: Streaming<v1::PushBlobsRequest>,
-    ) -> Result<i32, Status> {
-        let who = c.who.as_str();
-        let store = sgard_store::Store::open(&c.repo);
-        let mut sink = BlobSink::new(store, Some(self.limits.max_blob));
-        while let Some(msg) = stream.next().await {
-            let msg = msg?;
-            let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
-                return Err(Status::invalid_argument("message without a chunk"));
-            };
-            if !hash.is_empty() {
-                let h = Hash::parse(&hash)
-                    .map_err(|_| Status::invalid_argument(format!("malformed hash {hash:?}")))?;
-                let kind = Kind::from_wire(kind)
-                    .ok_or_else(|| Status::invalid_argument(format!("unknown kind {kind}")))?;
-                sink.start_kind(h, kind, Some(self.limits.max_blob))
-                    .await
-                    .map_err(store_status)?;
-            }
-            super::metrics::bytes_received(data.len());
-            if !data.is_empty() && !sink.feed(data).await.map_err(store_status)? {
-                return Err(Status::invalid_argument("data before any blob hash"));
-            }
-        }
-        sink.finish().await.map_err(store_status)?;
-        let received = i32::try_from(sink.done).unwrap_or(i32::MAX);
-        let pending = self
-            .pending
-            .lock()
-            .map_err(|_| Status::internal("poisoned"))?
-            .remove(who);
-        if let Some((manifest, history)) = pending {
-            let who = who.to_owned();
-            self.blocking(&c.repo, LockMode::Exclusive, move |g| {
-                g.install_push(manifest, history, &who, None)
-                    .map(|_| ())
-                    .map_err(garden_status)
-            })
-            .await?;
-        }
-        Ok(received)
-    }
+/// A push request, read and checked.
+fn push_of(r: &v1::PushManifestRequest) -> Result<Push, Status> {
+    let m = r
+        .manifest
+        .as_ref()
+        .ok_or_else(|| Status::invalid_argument("no manifest"))?;
+    let manifest = convert::manifest_from_proto(m).map_err(invalid)?;
+    let history = parse_history(&r.history)?;
+    let base = match r.base_id.as_str() {
+        "" => Base::Legacy,
+        "none" => Base::Never,
+        h => Base::Id(Hash::parse(h).map_err(|_| Status::invalid_argument("malformed base_id"))?),
+    };
+    let signature = signed_head(r, &manifest, &history)?;
+    Ok(Push {
+        manifest,
+        history,
+        base,
+        negotiate: r.negotiate,
+        extra: parse_hashes(&r.extra_blobs)?,
+        signature,
+    })
 }
 
 /// The statement and signature a push carries, checked: well formed, a
@@ -721,67 +571,6 @@ fn store_status(e: sgard_store::Error) -> Status {
             "blob larger than the server's limit of {limit} bytes; dropped"
         )),
         other => Status::internal(chain(&other)),
-    }
-}
-
-fn send_blob(
-    store: &sgard_store::Store,
-    h: &Hash,
-    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
-) -> Result<(), Status> {
-    send_object(store, h, Kind::Blob, tx)
-}
-
-/// Sends the chunk list of chunked content `h` (kind 1).
-fn send_list(
-    cs: &sgard_store::chunks::ChunkStore,
-    h: &Hash,
-    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
-) -> Result<(), Status> {
-    let text = cs
-        .list_text(h)
-        .map_err(|e| Status::data_loss(format!("chunk list {h}: {}", chain(&e))))?;
-    for chunk in super::blobs::list_messages(h, &text) {
-        super::metrics::bytes_sent(chunk.data.len());
-        if tx
-            .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
-            .is_err()
-        {
-            break;
-        }
-    }
-    Ok(())
-}
-
-fn send_object(
-    store: &sgard_store::Store,
-    h: &Hash,
-    kind: Kind,
-    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
-) -> Result<(), Status> {
-    let mut first = true;
-    let sent = store.read_chunks(h, CHUNK_SIZE, &mut |data| {
-        super::metrics::bytes_sent(data.len());
-        let chunk = BlobChunk {
-            hash: if first { h.to_hex() } else { String::new() },
-            data: data.to_vec(),
-            kind: kind.wire(),
-        };
-        first = false;
-        // A client that went away ends the stream; nothing more to do.
-        Ok(tx
-            .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
-            .is_ok())
-    });
-    match sent {
-        Ok(_) => Ok(()),
-        Err(sgard_store::Error::Missing(_)) => {
-            Err(Status::not_found(format!("blob {h} not found")))
-        }
-        Err(sgard_store::Error::Corrupt { .. }) => Err(Status::data_loss(format!(
-            "blob {h} is corrupt on the server"
-        ))),
-        Err(e) => Err(Status::internal(format!("reading blob {h}: {}", chain(&e)))),
     }
 }
 

@@ -3108,7 +3108,9 @@ fn fleet_shows_a_machine_behind() {
     track(&a, &["f"]);
     let on = |host: &'static str| [("SGARD_HOSTNAME", host)];
     sg_env(&a, Some(ka), &["push", "-r", addr], &on("laptop")).ok();
-    let b = TestEnv::new();
+    // B pulls later (its merge's record is dated then, not as A's head).
+    let mut b = TestEnv::new();
+    b.now = now_plus(3);
     sg_env(&b, Some(kb), &["pull", "-r", addr], &on("desktop")).ok();
     let r = sg_env(
         &a,

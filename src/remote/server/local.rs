@@ -1,0 +1,432 @@
+//! The folder backend: a garden is an sgard repository (the served
+//! folder for the default garden, `gardens/<name>/` in it for the others),
+//! and every RPC runs the same `Garden` methods as the CLI on a blocking
+//! thread, under the repository lock.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sgard_garden::{Base, Env, Garden, LockMode, PushDecision};
+use sgard_manifest::Manifest;
+use sgard_manifest::history::Record;
+use sgard_proto::v1::push_manifest_response::Decision;
+use sgard_proto::v1::{self, BlobChunk};
+use sgard_proto::{CHUNK_SIZE, convert};
+use sgard_store::Hash;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tonic::{Status, Streaming};
+
+use super::{Backend, BlobStream, DEFAULT_GARDEN, Pull, Push, chain, store_status};
+use crate::remote::auth::Authority;
+use crate::remote::blobs::{BlobSink, Kind};
+use crate::remote::fleet;
+
+/// Where the other gardens' repositories are, in the served folder.
+pub const GARDENS_DIR: &str = "gardens";
+
+type Pending = (Manifest, Vec<Record>);
+
+/// Gardens as sgard repositories in a folder.
+pub struct Local {
+    repo: PathBuf,
+    env: Arc<dyn Fn() -> Result<Env, String> + Send + Sync>,
+    /// Replay protection of logins (this process only).
+    auth: Option<Arc<Authority>>,
+    max_blob: u64,
+    prune_grace: Duration,
+    /// The manifests of Go clients' pushes, until their PushBlobs ends.
+    pending: Arc<Mutex<HashMap<String, Pending>>>,
+    /// One garden's repository is made at a time.
+    init_lock: Mutex<()>,
+}
+
+impl Local {
+    /// The backend serving the repository at `repo`.
+    pub fn new(
+        repo: PathBuf,
+        env: Arc<dyn Fn() -> Result<Env, String> + Send + Sync>,
+        auth: Option<Arc<Authority>>,
+        max_blob: u64,
+        prune_grace: Duration,
+    ) -> Self {
+        Local {
+            repo,
+            env,
+            auth,
+            max_blob,
+            prune_grace,
+            pending: Arc::default(),
+            init_lock: Mutex::new(()),
+        }
+    }
+
+    /// The repository of `garden`: the served folder for the default one,
+    /// `gardens/<name>` in it for the others (made at first use, with an
+    /// empty head older than any push).
+    fn garden_repo(&self, garden: &str) -> Result<PathBuf, Status> {
+        if garden == DEFAULT_GARDEN {
+            return Ok(self.repo.clone());
+        }
+        let repo = self.repo.join(GARDENS_DIR).join(garden);
+        if repo.join(sgard_manifest::MANIFEST_FILE).exists() {
+            return Ok(repo);
+        }
+        let _one = self
+            .init_lock
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?;
+        if !repo.join(sgard_manifest::MANIFEST_FILE).exists() {
+            let env = (self.env)().map_err(Status::internal)?;
+            sgard_store::durable::create_dir_all_durable(&self.repo.join(GARDENS_DIR))
+                .map_err(store_status)?;
+            Garden::init(&repo, env)
+                .and_then(|mut g| g.backdate_empty_head())
+                .map_err(garden_status)?;
+            tracing::info!(garden, "made the garden's repository");
+        }
+        Ok(repo)
+    }
+
+    async fn blocking<T, F>(&self, repo: &Path, mode: LockMode, f: F) -> Result<T, Status>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Garden) -> Result<T, Status> + Send + 'static,
+    {
+        let repo = repo.to_path_buf();
+        let env = (self.env)().map_err(Status::internal)?;
+        tokio::task::spawn_blocking(move || {
+            let mut g = Garden::open(&repo, env, mode, &|_| {}).map_err(garden_status)?;
+            f(&mut g)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("worker failed: {e}")))?
+    }
+}
+
+/// A gRPC status for a Garden error.
+pub fn garden_status(e: sgard_garden::Error) -> Status {
+    let msg = chain(&e);
+    match e {
+        sgard_garden::Error::Conflict(_) => Status::failed_precondition(msg),
+        e if e.is_integrity() => Status::data_loss(msg),
+        sgard_garden::Error::NotARepo(_) => Status::failed_precondition(msg),
+        _ => Status::internal(msg),
+    }
+}
+
+#[tonic::async_trait]
+impl Backend for Local {
+    async fn pull_manifest(&self, garden: &str) -> Result<v1::PullManifestResponse, Status> {
+        let repo = self.garden_repo(garden)?;
+        self.blocking(&repo, LockMode::Shared, |g| {
+            let (head_statement, head_signature) = g.head_signature().unwrap_or_default();
+            Ok(v1::PullManifestResponse {
+                head_statement,
+                head_signature,
+                manifest: Some(convert::manifest_to_proto(g.manifest())),
+                head_id: g.head_id().to_hex(),
+                history: g
+                    .shared_history()
+                    .records
+                    .iter()
+                    .map(convert::record_to_proto)
+                    .collect(),
+                blob_sizes: g
+                    .blob_sizes()
+                    .into_iter()
+                    .map(|(h, n)| (h.to_hex(), n))
+                    .collect(),
+            })
+        })
+        .await
+    }
+
+    async fn push_manifest(
+        &self,
+        garden: &str,
+        who: &str,
+        push: Push,
+    ) -> Result<v1::PushManifestResponse, Status> {
+        let repo = self.garden_repo(garden)?;
+        let who_owned = who.to_owned();
+        let pending = self.pending.clone();
+        self.blocking(&repo, LockMode::Exclusive, move |g| {
+            let Push {
+                manifest,
+                history,
+                base,
+                negotiate,
+                extra,
+                signature,
+            } = push;
+            let server_updated = Some(super::timestamp(g.manifest().updated));
+            let resp = |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| {
+                v1::PushManifestResponse {
+                    decision: decision as i32,
+                    missing_blobs: missing.iter().map(Hash::to_hex).collect(),
+                    server_updated,
+                    head_id: head.map(|h| h.to_hex()).unwrap_or_default(),
+                }
+            };
+            let decision = g
+                .push_decision(&manifest, base, &history, &extra)
+                .map_err(garden_status)?;
+            match decision {
+                PushDecision::UpToDate => Ok(resp(Decision::UpToDate, vec![], Some(g.head_id()))),
+                PushDecision::Rejected(_) => {
+                    Ok(resp(Decision::Rejected, vec![], Some(g.head_id())))
+                }
+                PushDecision::Accepted(missing) => {
+                    if negotiate {
+                        return Ok(resp(Decision::Accepted, missing, Some(g.head_id())));
+                    }
+                    if base == Base::Legacy {
+                        // The Go client streams blobs next; keep its manifest
+                        // for it alone until its PushBlobs ends.
+                        pending
+                            .lock()
+                            .map_err(|_| Status::internal("poisoned"))?
+                            .insert(who_owned, (manifest, history));
+                        return Ok(resp(Decision::Accepted, missing, None));
+                    }
+                    if !missing.is_empty() {
+                        return Err(Status::failed_precondition(format!(
+                            "{} blob(s) are missing on the server; push them first",
+                            missing.len()
+                        )));
+                    }
+                    let sig = signature
+                        .as_ref()
+                        .map(|(st, sig)| (st.as_str(), sig.as_str()));
+                    let head = g
+                        .install_push(manifest, history, &who_owned, sig)
+                        .map_err(garden_status)?;
+                    Ok(resp(Decision::Accepted, vec![], Some(head)))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn push_blobs(
+        &self,
+        garden: &str,
+        who: &str,
+        mut stream: Streaming<v1::PushBlobsRequest>,
+    ) -> Result<i32, Status> {
+        let repo = self.garden_repo(garden)?;
+        let store = sgard_store::Store::open(&repo);
+        let mut sink = BlobSink::new(store, Some(self.max_blob));
+        while let Some(msg) = stream.next().await {
+            let msg = msg?;
+            let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
+                return Err(Status::invalid_argument("message without a chunk"));
+            };
+            if !hash.is_empty() {
+                let h = Hash::parse(&hash)
+                    .map_err(|_| Status::invalid_argument(format!("malformed hash {hash:?}")))?;
+                let kind = Kind::from_wire(kind)
+                    .ok_or_else(|| Status::invalid_argument(format!("unknown kind {kind}")))?;
+                sink.start_kind(h, kind, Some(self.max_blob))
+                    .await
+                    .map_err(store_status)?;
+            }
+            crate::remote::metrics::bytes_received(data.len());
+            if !data.is_empty() && !sink.feed(data).await.map_err(store_status)? {
+                return Err(Status::invalid_argument("data before any blob hash"));
+            }
+        }
+        sink.finish().await.map_err(store_status)?;
+        let received = i32::try_from(sink.done).unwrap_or(i32::MAX);
+        let pending = self
+            .pending
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?
+            .remove(who);
+        if let Some((manifest, history)) = pending {
+            let who = who.to_owned();
+            self.blocking(&repo, LockMode::Exclusive, move |g| {
+                g.install_push(manifest, history, &who, None)
+                    .map(|_| ())
+                    .map_err(garden_status)
+            })
+            .await?;
+        }
+        Ok(received)
+    }
+
+    async fn pull_blobs(&self, garden: &str, pull: Pull) -> Result<BlobStream, Status> {
+        let repo = self.garden_repo(garden)?;
+        let Pull {
+            hashes,
+            lists,
+            chunks,
+        } = pull;
+        let store = sgard_store::Store::open(&repo);
+        let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
+        tokio::task::spawn_blocking(move || {
+            for h in hashes {
+                let sent = match store.chunked() {
+                    Some(cs) if chunks => send_object(cs.objects(), &h, Kind::Chunk, &tx),
+                    Some(cs)
+                        if lists && !store.contains_blob(&h).unwrap_or(true) && cs.contains(&h) =>
+                    {
+                        send_list(cs, &h, &tx)
+                    }
+                    _ => send_object(&store, &h, Kind::Blob, &tx),
+                };
+                if let Err(st) = sent {
+                    let _ = tx.blocking_send(Err(st));
+                    return;
+                }
+            }
+        });
+        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    }
+
+    async fn missing_chunks(&self, garden: &str, hashes: Vec<Hash>) -> Result<Vec<Hash>, Status> {
+        let repo = self.garden_repo(garden)?;
+        let store = sgard_store::Store::open(&repo);
+        tokio::task::spawn_blocking(move || {
+            let Some(cs) = store.chunked() else {
+                return Ok(hashes);
+            };
+            let mut missing = Vec::new();
+            for h in hashes {
+                if !cs.objects().contains(&h).map_err(store_status)? {
+                    missing.push(h);
+                }
+            }
+            Ok(missing)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+    }
+
+    async fn prune(&self, garden: &str) -> Result<u64, Status> {
+        let repo = self.garden_repo(garden)?;
+        let protect: std::collections::HashSet<Hash> = self
+            .pending
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?
+            .values()
+            .flat_map(|(m, h)| {
+                m.referenced_blobs()
+                    .chain(h.iter().map(|r| r.id))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let grace = self.prune_grace;
+        self.blocking(&repo, LockMode::Exclusive, move |g| {
+            let r = g.prune_with(&protect, Some(grace)).map_err(garden_status)?;
+            Ok(r.blobs)
+        })
+        .await
+    }
+
+    async fn report(
+        &self,
+        garden: &str,
+        who: &str,
+        report: super::Report,
+        now: i64,
+    ) -> Result<(), Status> {
+        let repo = self.garden_repo(garden)?;
+        let who = who.to_owned();
+        tokio::task::spawn_blocking(move || {
+            fleet::record(
+                &repo,
+                &who,
+                &report.host,
+                &report.version,
+                report.head,
+                report.op,
+                now,
+            )
+            .map_err(|e| Status::invalid_argument(format!("{e:#}")))
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+    }
+
+    async fn fleet(&self, garden: &str) -> Result<super::FleetView, Status> {
+        let repo = self.garden_repo(garden)?;
+        let dir = repo.clone();
+        self.blocking(&repo, LockMode::Shared, move |g| {
+            let known = g
+                .shared_history()
+                .records
+                .iter()
+                .flat_map(|r| [Some(r.id), r.head_before])
+                .flatten()
+                .collect();
+            let machines = fleet::list(&dir).map_err(|e| Status::internal(format!("{e:#}")))?;
+            Ok(super::FleetView {
+                head: g.head_id(),
+                known,
+                machines,
+            })
+        })
+        .await
+    }
+
+    async fn first_use_of_nonce(&self, nonce: &[u8], ts: i64) -> Result<bool, Status> {
+        Ok(self.auth.as_ref().is_none_or(|a| a.first_use(nonce, ts)))
+    }
+}
+
+/// Sends the chunk list of chunked content `h` (kind 1).
+fn send_list(
+    cs: &sgard_store::chunks::ChunkStore,
+    h: &Hash,
+    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
+) -> Result<(), Status> {
+    let text = cs
+        .list_text(h)
+        .map_err(|e| Status::data_loss(format!("chunk list {h}: {}", chain(&e))))?;
+    for chunk in crate::remote::blobs::list_messages(h, &text) {
+        crate::remote::metrics::bytes_sent(chunk.data.len());
+        if tx
+            .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+            .is_err()
+        {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn send_object(
+    store: &sgard_store::Store,
+    h: &Hash,
+    kind: Kind,
+    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
+) -> Result<(), Status> {
+    let mut first = true;
+    let sent = store.read_chunks(h, CHUNK_SIZE, &mut |data| {
+        crate::remote::metrics::bytes_sent(data.len());
+        let chunk = BlobChunk {
+            hash: if first { h.to_hex() } else { String::new() },
+            data: data.to_vec(),
+            kind: kind.wire(),
+        };
+        first = false;
+        // A client that went away ends the stream; nothing more to do.
+        Ok(tx
+            .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+            .is_ok())
+    });
+    match sent {
+        Ok(_) => Ok(()),
+        Err(sgard_store::Error::Missing(_)) => {
+            Err(Status::not_found(format!("blob {h} not found")))
+        }
+        Err(sgard_store::Error::Corrupt { .. }) => Err(Status::data_loss(format!(
+            "blob {h} is corrupt on the server"
+        ))),
+        Err(e) => Err(Status::internal(format!("reading blob {h}: {}", chain(&e)))),
+    }
+}

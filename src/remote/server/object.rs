@@ -1,0 +1,1008 @@
+//! The object-store backend: every garden in an object store (S3, or a
+//! folder or memory through the same code), through `sgard-depot`, so any
+//! number of `sgardd` replicas serve the same gardens with no state of
+//! their own.
+//!
+//! A garden is content-addressed objects (blobs, chunk lists, chunks; the
+//! manifest, history, sizes and signature of each head are blobs too) and
+//! one small document, `head`, naming the head's objects. A push writes its
+//! objects first (idempotent) and then moves `head` by a conditional write
+//! from the version it read: of two pushes racing from one head through two
+//! replicas, exactly one moves it; the other is refused as "the server
+//! changed" and succeeds after a pull. A replica killed mid-push leaves only
+//! objects nothing names (a prune frees them). The login nonces and the
+//! token key are documents of the server's own, shared by every replica.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use sgard_depot::{
+    Cond, Depot, DocName, Garden as GardenName, Kind as ObjKind, Scope, Version, Written,
+};
+use sgard_garden::{Base, Env, head_id_of};
+use sgard_manifest::history::{History, Reason, Record};
+use sgard_manifest::{Manifest, Timestamp};
+use sgard_proto::v1::push_manifest_response::Decision;
+use sgard_proto::v1::{self, BlobChunk};
+use sgard_proto::{CHUNK_SIZE, convert};
+use sgard_store::Hash;
+use sgard_store::chunks::ChunkList;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tonic::{Status, Streaming};
+
+use super::{Backend, BlobStream, FleetView, Pull, Push, Report};
+use crate::remote::auth::WINDOW_SECS;
+use crate::remote::blobs::{Kind, MAX_LIST};
+use crate::remote::fleet;
+
+/// The document naming a garden's head.
+const HEAD: &str = "head";
+/// The first line of a head document.
+const HEAD_MAGIC: &str = "sgard-head 1";
+/// The server's token key document.
+const TOKEN_KEY: &str = "token-key";
+
+/// Gardens in an object store.
+pub struct Object {
+    depot: Depot,
+    env: Arc<dyn Fn() -> Result<Env, String> + Send + Sync>,
+    max_blob: u64,
+    prune_grace: Duration,
+}
+
+/// What a head document names.
+#[derive(Clone, Debug, Default)]
+struct HeadDoc {
+    manifest: Option<Hash>,
+    history: Option<Hash>,
+    sizes: Option<Hash>,
+    statement: Option<Hash>,
+    signature: Option<Hash>,
+}
+
+impl HeadDoc {
+    fn to_text(&self) -> String {
+        let mut s = format!("{HEAD_MAGIC}\n");
+        for (k, v) in [
+            ("manifest", self.manifest),
+            ("history", self.history),
+            ("sizes", self.sizes),
+            ("statement", self.statement),
+            ("signature", self.signature),
+        ] {
+            if let Some(h) = v {
+                s.push_str(&format!("{k} {}\n", h.to_hex()));
+            }
+        }
+        s
+    }
+
+    fn parse(text: &str) -> Result<HeadDoc, Status> {
+        let bad = || Status::data_loss("the garden's head document is damaged");
+        let mut lines = text.lines();
+        if lines.next() != Some(HEAD_MAGIC) {
+            return Err(bad());
+        }
+        let mut d = HeadDoc::default();
+        for l in lines {
+            let (k, v) = l.split_once(' ').ok_or_else(bad)?;
+            let h = Some(Hash::parse(v).map_err(|_| bad())?);
+            match k {
+                "manifest" => d.manifest = h,
+                "history" => d.history = h,
+                "sizes" => d.sizes = h,
+                "statement" => d.statement = h,
+                "signature" => d.signature = h,
+                _ => return Err(bad()),
+            }
+        }
+        Ok(d)
+    }
+}
+
+/// A garden as read from its head: what every RPC judges by.
+struct State {
+    /// The head document's version (`None`: the garden has no head yet).
+    version: Option<Version>,
+    manifest: Manifest,
+    history: Vec<Record>,
+    /// The size of every content the head and its history name.
+    sizes: HashMap<Hash, u64>,
+    /// The head's statement and signature.
+    signed: Option<(String, String)>,
+}
+
+fn depot_status(e: sgard_depot::Error) -> Status {
+    match e {
+        sgard_depot::Error::NotFound { .. } => Status::not_found(e.to_string()),
+        sgard_depot::Error::Corrupt { .. } | sgard_depot::Error::HashMismatch { .. } => {
+            Status::data_loss(e.to_string())
+        }
+        other => Status::unavailable(format!("the object store: {other}")),
+    }
+}
+
+fn doc(name: &str) -> Result<DocName, Status> {
+    DocName::new(name).map_err(|e| Status::internal(e.to_string()))
+}
+
+fn garden_name(g: &str) -> Result<GardenName, Status> {
+    GardenName::new(g).map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+fn text_of(b: &Bytes, what: &str) -> Result<String, Status> {
+    String::from_utf8(b.to_vec()).map_err(|_| Status::data_loss(format!("{what} is not text")))
+}
+
+impl Object {
+    /// The backend over `depot`.
+    pub fn new(
+        depot: Depot,
+        env: Arc<dyn Fn() -> Result<Env, String> + Send + Sync>,
+        max_blob: u64,
+        prune_grace: Duration,
+    ) -> Self {
+        Object {
+            depot,
+            env,
+            max_blob,
+            prune_grace,
+        }
+    }
+
+    /// The key every replica signs tokens with: made by the first replica
+    /// that asks, read by the others.
+    ///
+    /// # Errors
+    /// The object store's errors.
+    pub async fn token_secret(&self) -> anyhow::Result<[u8; 32]> {
+        let name = doc(TOKEN_KEY).map_err(|s| anyhow::anyhow!(s.message().to_owned()))?;
+        let mut fresh = [0u8; 32];
+        getrandom::fill(&mut fresh).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+        let hex: String = fresh.iter().map(|b| format!("{b:02x}")).collect();
+        self.depot
+            .write_once(Scope::Server, &name, hex.as_bytes())
+            .await?;
+        let Some((text, _)) = self.depot.read_doc(Scope::Server, &name).await? else {
+            anyhow::bail!("the server's token key vanished from the object store");
+        };
+        let text = String::from_utf8_lossy(&text).trim().to_owned();
+        let mut key = [0u8; 32];
+        if text.len() != 64 {
+            anyhow::bail!("the server's token key in the object store is damaged");
+        }
+        for (i, k) in key.iter_mut().enumerate() {
+            *k = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
+                .map_err(|_| anyhow::anyhow!("the server's token key is damaged"))?;
+        }
+        Ok(key)
+    }
+
+    async fn get_text(&self, g: &GardenName, h: &Hash, what: &str) -> Result<String, Status> {
+        let b = self
+            .depot
+            .get_object(g, ObjKind::Blob, h)
+            .await
+            .map_err(depot_status)?;
+        text_of(&b, what)
+    }
+
+    async fn put_text(&self, g: &GardenName, text: &str) -> Result<Hash, Status> {
+        let h = Hash::of(text.as_bytes());
+        self.depot
+            .put_object(g, ObjKind::Blob, &h, Bytes::from(text.to_owned()))
+            .await
+            .map_err(depot_status)?;
+        Ok(h)
+    }
+
+    async fn load(&self, g: &GardenName) -> Result<State, Status> {
+        let Some((text, version)) = self
+            .depot
+            .read_doc(Scope::Garden(g), &doc(HEAD)?)
+            .await
+            .map_err(depot_status)?
+        else {
+            return Ok(State {
+                version: None,
+                manifest: Manifest::new(Timestamp::zero()),
+                history: Vec::new(),
+                sizes: HashMap::new(),
+                signed: None,
+            });
+        };
+        let d = HeadDoc::parse(&text_of(&text, "the head document")?)?;
+        let manifest = match d.manifest {
+            Some(h) => Manifest::from_yaml(&self.get_text(g, &h, "the manifest").await?)
+                .map_err(|e| Status::data_loss(format!("the garden's manifest: {e}")))?,
+            None => Manifest::new(Timestamp::zero()),
+        };
+        let history = match d.history {
+            Some(h) => {
+                History::from_yaml(&self.get_text(g, &h, "the history").await?)
+                    .map_err(|e| Status::data_loss(format!("the garden's history: {e}")))?
+                    .records
+            }
+            None => Vec::new(),
+        };
+        let mut sizes = HashMap::new();
+        if let Some(h) = d.sizes {
+            for line in self.get_text(g, &h, "the sizes").await?.lines() {
+                if let Some((h, n)) = line.split_once(' ')
+                    && let (Ok(h), Ok(n)) = (Hash::parse(h), n.parse())
+                {
+                    sizes.insert(h, n);
+                }
+            }
+        }
+        let signed = match (d.statement, d.signature) {
+            (Some(s), Some(sig)) => Some((
+                self.get_text(g, &s, "the head statement").await?,
+                self.get_text(g, &sig, "the head signature").await?,
+            )),
+            _ => None,
+        };
+        Ok(State {
+            version: Some(version),
+            manifest,
+            history,
+            sizes,
+            signed,
+        })
+    }
+
+    /// The size of content `h` as stored: a whole blob, or chunked (its
+    /// list's size); `None` when it is not stored.
+    async fn content_size(&self, g: &GardenName, h: &Hash) -> Result<Option<u64>, Status> {
+        if let Some(n) = self
+            .depot
+            .object_size(g, ObjKind::Blob, h)
+            .await
+            .map_err(depot_status)?
+        {
+            return Ok(Some(n));
+        }
+        match self.depot.get_list(g, h).await {
+            Ok(text) => Ok(ChunkList::parse(&text_of(&text, "a chunk list")?)
+                .ok()
+                .map(|l| l.size)),
+            Err(sgard_depot::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(depot_status(e)),
+        }
+    }
+
+    /// The contents `m`, `history` and `extra` name that the garden lacks.
+    async fn missing(
+        &self,
+        g: &GardenName,
+        s: &State,
+        m: &Manifest,
+        history: &[Record],
+        extra: &[Hash],
+    ) -> Result<Vec<Hash>, Status> {
+        let mut want: BTreeSet<Hash> = m.referenced_blobs().collect();
+        want.extend(history.iter().map(|r| r.id));
+        want.extend(extra.iter().copied());
+        let mut out = Vec::new();
+        for h in want {
+            if !s.sizes.contains_key(&h) && self.content_size(g, &h).await?.is_none() {
+                out.push(h);
+            }
+        }
+        Ok(out)
+    }
+
+    fn now(&self) -> Result<Timestamp, Status> {
+        Ok((self.env)().map_err(Status::internal)?.now)
+    }
+
+    /// Installs `m` (pushed with `history` by `who`) as the garden's head by
+    /// a conditional write from the head `s` was read at. `Ok(None)`: the
+    /// head moved meanwhile (another replica's push won).
+    async fn install(
+        &self,
+        g: &GardenName,
+        s: State,
+        mut m: Manifest,
+        history: Vec<Record>,
+        who: &str,
+        signature: Option<(String, String)>,
+    ) -> Result<Option<Hash>, Status> {
+        if signature.is_none() {
+            sgard_garden::keep_go_dropped(&mut m, &s.manifest);
+        }
+        let lacking = self.missing(g, &s, &m, &history, &[]).await?;
+        if let Some(h) = lacking.first() {
+            return Err(Status::failed_precondition(format!(
+                "the push names {} blob(s) the server does not have (first: {})",
+                lacking.len(),
+                h.short(12)
+            )));
+        }
+        let before = head_id_of(&s.manifest);
+        let head = head_id_of(&m);
+        // The history: the server's, and the records it lacks, in time order.
+        let mut records = s.history;
+        let have: HashSet<(Hash, String, Timestamp)> = records
+            .iter()
+            .map(|r| (r.id, r.reason.as_str().to_owned(), r.time))
+            .collect();
+        records.extend(
+            history
+                .into_iter()
+                .filter(|r| !have.contains(&(r.id, r.reason.as_str().to_owned(), r.time))),
+        );
+        records.sort_by_key(|r| r.time);
+        if !records.iter().any(|r| r.id == head) {
+            records.push(Record {
+                id: head,
+                parent: records.last().map(|r| r.id),
+                time: self.now()?,
+                host: "sgardd".into(),
+                machine: None,
+                reason: Reason::Other("push".into()),
+                message: Some(format!("pushed by {who}")),
+                entries: m.files.len() as u64,
+                bytes: 0,
+                new_blobs: 0,
+                head_before: Some(before),
+            });
+        }
+        // The sizes of everything the head and its history name.
+        let mut sizes = s.sizes;
+        let mut want: BTreeSet<Hash> = m.referenced_blobs().collect();
+        want.extend(records.iter().map(|r| r.id));
+        for h in want {
+            if let std::collections::hash_map::Entry::Vacant(v) = sizes.entry(h)
+                && let Some(n) = self.content_size(g, &h).await?
+            {
+                v.insert(n);
+            }
+        }
+        let mut sizes_text: Vec<String> = sizes
+            .iter()
+            .map(|(h, n)| format!("{} {n}\n", h.to_hex()))
+            .collect();
+        sizes_text.sort_unstable();
+        let yaml = m.to_yaml();
+        let manifest = self.put_text(g, &yaml).await?;
+        debug_assert_eq!(manifest, head);
+        let history = self.put_text(g, &History { records }.to_yaml()).await?;
+        let sizes = self.put_text(g, &sizes_text.concat()).await?;
+        let (statement, signature) = match &signature {
+            Some((st, sig)) => (
+                Some(self.put_text(g, st).await?),
+                Some(self.put_text(g, sig).await?),
+            ),
+            None => (None, None),
+        };
+        let d = HeadDoc {
+            manifest: Some(manifest),
+            history: Some(history),
+            sizes: Some(sizes),
+            statement,
+            signature,
+        };
+        let cond = match s.version {
+            Some(v) => Cond::Version(v),
+            None => Cond::Absent,
+        };
+        match self
+            .depot
+            .write_doc(Scope::Garden(g), &doc(HEAD)?, d.to_text().as_bytes(), cond)
+            .await
+            .map_err(depot_status)?
+        {
+            Written::Done(_) => Ok(Some(head)),
+            Written::Conflict => Ok(None),
+        }
+    }
+
+    /// The name of the pending (Go client) push of `who`.
+    fn pending_name(who: &str) -> Result<DocName, Status> {
+        doc(&format!("pending-{}", Hash::of(who.as_bytes()).short(32)))
+    }
+}
+
+/// The push decision, as `Garden::push_decision` makes it.
+fn decide(s: &State, m: &Manifest, base: Base) -> Option<Decision> {
+    let head = head_id_of(&s.manifest);
+    if head_id_of(m) == head {
+        return Some(Decision::UpToDate);
+    }
+    let ok = match base {
+        Base::Legacy => {
+            if m.updated == s.manifest.updated {
+                return Some(Decision::UpToDate);
+            }
+            m.updated > s.manifest.updated
+        }
+        Base::Never => s.manifest.files.is_empty() && s.history.is_empty(),
+        Base::Id(b) => b == head,
+    };
+    (!ok).then_some(Decision::Rejected)
+}
+
+#[tonic::async_trait]
+impl Backend for Object {
+    async fn pull_manifest(&self, garden: &str) -> Result<v1::PullManifestResponse, Status> {
+        let g = garden_name(garden)?;
+        let s = self.load(&g).await?;
+        let (head_statement, head_signature) = s.signed.unwrap_or_default();
+        Ok(v1::PullManifestResponse {
+            head_id: head_id_of(&s.manifest).to_hex(),
+            manifest: Some(convert::manifest_to_proto(&s.manifest)),
+            history: s.history.iter().map(convert::record_to_proto).collect(),
+            blob_sizes: s.sizes.iter().map(|(h, n)| (h.to_hex(), *n)).collect(),
+            head_statement,
+            head_signature,
+        })
+    }
+
+    async fn push_manifest(
+        &self,
+        garden: &str,
+        who: &str,
+        push: Push,
+    ) -> Result<v1::PushManifestResponse, Status> {
+        let g = garden_name(garden)?;
+        let s = self.load(&g).await?;
+        let head = head_id_of(&s.manifest);
+        let resp =
+            |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| v1::PushManifestResponse {
+                decision: decision as i32,
+                missing_blobs: missing.iter().map(Hash::to_hex).collect(),
+                server_updated: Some(super::timestamp(s.manifest.updated)),
+                head_id: head.map(|h| h.to_hex()).unwrap_or_default(),
+            };
+        if let Some(d) = decide(&s, &push.manifest, push.base) {
+            return Ok(resp(d, vec![], Some(head)));
+        }
+        let missing = self
+            .missing(&g, &s, &push.manifest, &push.history, &push.extra)
+            .await?;
+        if push.negotiate {
+            return Ok(resp(Decision::Accepted, missing, Some(head)));
+        }
+        if push.base == Base::Legacy {
+            // The Go client streams blobs next, perhaps through another
+            // replica: its manifest waits in the store.
+            let manifest = self.put_text(&g, &push.manifest.to_yaml()).await?;
+            let history = self
+                .put_text(
+                    &g,
+                    &History {
+                        records: push.history,
+                    }
+                    .to_yaml(),
+                )
+                .await?;
+            let text = format!(
+                "manifest {}\nhistory {}\n",
+                manifest.to_hex(),
+                history.to_hex()
+            );
+            let name = Self::pending_name(who)?;
+            let scope = Scope::Garden(&g);
+            let cond = match self
+                .depot
+                .read_doc(scope, &name)
+                .await
+                .map_err(depot_status)?
+            {
+                Some((_, v)) => Cond::Version(v),
+                None => Cond::Absent,
+            };
+            if let Written::Conflict = self
+                .depot
+                .write_doc(scope, &name, text.as_bytes(), cond)
+                .await
+                .map_err(depot_status)?
+            {
+                return Err(Status::aborted(
+                    "another push of this key is starting at the same time; try again",
+                ));
+            }
+            return Ok(resp(Decision::Accepted, missing, None));
+        }
+        if !missing.is_empty() {
+            return Err(Status::failed_precondition(format!(
+                "{} blob(s) are missing on the server; push them first",
+                missing.len()
+            )));
+        }
+        let updated = s.manifest.updated;
+        match self
+            .install(&g, s, push.manifest, push.history, who, push.signature)
+            .await?
+        {
+            Some(new) => Ok(v1::PushManifestResponse {
+                decision: Decision::Accepted as i32,
+                missing_blobs: vec![],
+                server_updated: Some(super::timestamp(updated)),
+                head_id: new.to_hex(),
+            }),
+            None => Ok(v1::PushManifestResponse {
+                decision: Decision::Rejected as i32,
+                missing_blobs: vec![],
+                server_updated: Some(super::timestamp(updated)),
+                head_id: head.to_hex(),
+            }),
+        }
+    }
+
+    async fn push_blobs(
+        &self,
+        garden: &str,
+        who: &str,
+        mut stream: Streaming<v1::PushBlobsRequest>,
+    ) -> Result<i32, Status> {
+        let g = garden_name(garden)?;
+        /// What is being received.
+        enum Current {
+            Object(Box<sgard_depot::ObjectWriter>, u64),
+            List(Hash, Vec<u8>),
+        }
+        let mut current: Option<Current> = None;
+        let mut done = 0i32;
+        let finish = |c: Option<Current>, depot: &Depot, g: &GardenName| {
+            let depot = depot.clone();
+            let g = g.clone();
+            async move {
+                match c {
+                    None => Ok(false),
+                    Some(Current::Object(w, _)) => {
+                        w.finish().await.map(|()| true).map_err(|e| match e {
+                            sgard_depot::Error::HashMismatch { .. } => Status::data_loss(format!(
+                                "{e}: the bytes sent do not hash to their name; dropped"
+                            )),
+                            other => depot_status(other),
+                        })
+                    }
+                    Some(Current::List(h, text)) => {
+                        let t = String::from_utf8(text).map_err(|_| {
+                            Status::invalid_argument("a chunk list that is not text")
+                        })?;
+                        ChunkList::parse(&t).map_err(|why| {
+                            Status::invalid_argument(format!("chunk list {h}: {why}"))
+                        })?;
+                        depot
+                            .put_list(&g, &h, Bytes::from(t))
+                            .await
+                            .map(|()| true)
+                            .map_err(depot_status)
+                    }
+                }
+            }
+        };
+        while let Some(msg) = stream.next().await {
+            let msg = msg?;
+            let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
+                return Err(Status::invalid_argument("message without a chunk"));
+            };
+            crate::remote::metrics::bytes_received(data.len());
+            if !hash.is_empty() {
+                if finish(current.take(), &self.depot, &g).await? {
+                    done += 1;
+                }
+                let h = Hash::parse(&hash)
+                    .map_err(|_| Status::invalid_argument(format!("malformed hash {hash:?}")))?;
+                current = Some(match Kind::from_wire(kind) {
+                    Some(Kind::List) => Current::List(h, Vec::new()),
+                    Some(k) => {
+                        let kind = if k == Kind::Chunk {
+                            ObjKind::Chunk
+                        } else {
+                            ObjKind::Blob
+                        };
+                        let w = self
+                            .depot
+                            .object_writer(&g, kind, &h)
+                            .await
+                            .map_err(depot_status)?;
+                        Current::Object(Box::new(w), 0)
+                    }
+                    None => {
+                        return Err(Status::invalid_argument(format!("unknown kind {kind}")));
+                    }
+                });
+            }
+            match current.as_mut() {
+                None if !data.is_empty() => {
+                    return Err(Status::invalid_argument("data before any blob hash"));
+                }
+                None => {}
+                Some(Current::List(_, text)) => {
+                    if text.len() as u64 + data.len() as u64 > MAX_LIST {
+                        return Err(Status::resource_exhausted("a chunk list too long"));
+                    }
+                    text.extend_from_slice(&data);
+                }
+                Some(Current::Object(w, n)) => {
+                    *n += data.len() as u64;
+                    if *n > self.max_blob {
+                        return Err(Status::resource_exhausted(format!(
+                            "blob larger than the server's limit of {} bytes; dropped",
+                            self.max_blob
+                        )));
+                    }
+                    w.write(&data).await.map_err(depot_status)?;
+                }
+            }
+        }
+        if finish(current.take(), &self.depot, &g).await? {
+            done += 1;
+        }
+        // A Go client's manifest waits for the end of its blobs.
+        let name = Self::pending_name(who)?;
+        let scope = Scope::Garden(&g);
+        if let Some((text, _)) = self
+            .depot
+            .read_doc(scope, &name)
+            .await
+            .map_err(depot_status)?
+        {
+            let text = text_of(&text, "a pending push")?;
+            let field = |k: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(k).and_then(|h| Hash::parse(h.trim()).ok()))
+                    .ok_or_else(|| Status::data_loss("a pending push is damaged"))
+            };
+            let (mh, hh) = (field("manifest ")?, field("history ")?);
+            let m = Manifest::from_yaml(&self.get_text(&g, &mh, "a pushed manifest").await?)
+                .map_err(|e| Status::data_loss(e.to_string()))?;
+            let history = History::from_yaml(&self.get_text(&g, &hh, "a pushed history").await?)
+                .map_err(|e| Status::data_loss(e.to_string()))?
+                .records;
+            self.depot
+                .remove_doc(scope, &name)
+                .await
+                .map_err(depot_status)?;
+            let s = self.load(&g).await?;
+            if decide(&s, &m, Base::Legacy).is_none()
+                && self.install(&g, s, m, history, who, None).await?.is_none()
+            {
+                return Err(Status::aborted(
+                    "the server changed during the push; pull, then push again",
+                ));
+            }
+        }
+        Ok(done)
+    }
+
+    async fn pull_blobs(&self, garden: &str, pull: Pull) -> Result<BlobStream, Status> {
+        let g = garden_name(garden)?;
+        let depot = self.depot.clone();
+        let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
+        tokio::spawn(async move {
+            for h in pull.hashes {
+                let r = send(&depot, &g, &h, pull.lists, pull.chunks, &tx).await;
+                if let Err(st) = r {
+                    let _ = tx.send(Err(st)).await;
+                    return;
+                }
+            }
+        });
+        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    }
+
+    async fn missing_chunks(&self, garden: &str, hashes: Vec<Hash>) -> Result<Vec<Hash>, Status> {
+        let g = garden_name(garden)?;
+        let mut out = Vec::new();
+        for h in hashes {
+            if self
+                .depot
+                .object_size(&g, ObjKind::Chunk, &h)
+                .await
+                .map_err(depot_status)?
+                .is_none()
+            {
+                out.push(h);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn prune(&self, garden: &str) -> Result<u64, Status> {
+        let g = garden_name(garden)?;
+        let s = self.load(&g).await?;
+        // Everything the head, its history's snapshots and pending pushes
+        // name, with the chunks of the chunked ones.
+        let mut keep: HashSet<Hash> = s.manifest.referenced_blobs().collect();
+        if let Some((text, _)) = self
+            .depot
+            .read_doc(Scope::Garden(&g), &doc(HEAD)?)
+            .await
+            .map_err(depot_status)?
+        {
+            let d = HeadDoc::parse(&text_of(&text, "the head document")?)?;
+            keep.extend(
+                [d.manifest, d.history, d.sizes, d.statement, d.signature]
+                    .into_iter()
+                    .flatten(),
+            );
+        }
+        for r in &s.history {
+            keep.insert(r.id);
+            if let Ok(t) = self.get_text(&g, &r.id, "a snapshot").await
+                && let Ok(m) = Manifest::from_yaml(&t)
+            {
+                keep.extend(m.referenced_blobs());
+            }
+        }
+        for name in self
+            .depot
+            .list_docs(Scope::Garden(&g))
+            .await
+            .map_err(depot_status)?
+        {
+            if !name.as_str().starts_with("pending-") {
+                continue;
+            }
+            if let Some((t, _)) = self
+                .depot
+                .read_doc(Scope::Garden(&g), &name)
+                .await
+                .map_err(depot_status)?
+            {
+                for h in String::from_utf8_lossy(&t)
+                    .lines()
+                    .filter_map(|l| l.split_once(' ').and_then(|(_, h)| Hash::parse(h).ok()))
+                {
+                    keep.insert(h);
+                    if let Ok(t) = self.get_text(&g, &h, "a pending manifest").await
+                        && let Ok(m) = Manifest::from_yaml(&t)
+                    {
+                        keep.extend(m.referenced_blobs());
+                    }
+                }
+            }
+        }
+        let mut chunks: HashSet<Hash> = HashSet::new();
+        let lists = self
+            .depot
+            .list_objects_aged(&g, ObjKind::ChunkList)
+            .await
+            .map_err(depot_status)?;
+        for (h, _, _) in &lists {
+            if keep.contains(h) {
+                let text = self.depot.get_list(&g, h).await.map_err(depot_status)?;
+                match ChunkList::parse(&text_of(&text, "a chunk list")?) {
+                    Ok(l) => chunks.extend(l.chunks.iter().map(|(c, _)| *c)),
+                    Err(why) => {
+                        // Which chunks are needed is unknown: none go.
+                        return Err(Status::data_loss(format!(
+                            "chunk list {h} is damaged ({why}); nothing was pruned"
+                        )));
+                    }
+                }
+            }
+        }
+        let young = |t: &SystemTime| t.elapsed().map_or(true, |age| age < self.prune_grace);
+        let mut removed = 0;
+        for (kind, keep) in [
+            (ObjKind::Blob, &keep),
+            (ObjKind::ChunkList, &keep),
+            (ObjKind::Chunk, &chunks),
+        ] {
+            let all = if kind == ObjKind::ChunkList {
+                lists.clone()
+            } else {
+                self.depot
+                    .list_objects_aged(&g, kind)
+                    .await
+                    .map_err(depot_status)?
+            };
+            for (h, _, t) in all {
+                if keep.contains(&h) || young(&t) {
+                    continue;
+                }
+                self.depot
+                    .delete_object(&g, kind, &h)
+                    .await
+                    .map_err(depot_status)?;
+                if kind == ObjKind::Blob {
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    async fn report(
+        &self,
+        garden: &str,
+        who: &str,
+        report: Report,
+        now: i64,
+    ) -> Result<(), Status> {
+        let g = garden_name(garden)?;
+        fleet::check(&report.host, &report.version)
+            .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
+        let name = doc(&format!("fleet-{}", fleet::record_name(who, &report.host)))?;
+        let scope = Scope::Garden(&g);
+        // A machine's own record: a few tries if it reports twice at once.
+        for _ in 0..4 {
+            let (mut m, cond) = match self
+                .depot
+                .read_doc(scope, &name)
+                .await
+                .map_err(depot_status)?
+            {
+                Some((t, v)) => (
+                    fleet::Machine::parse(&String::from_utf8_lossy(&t)),
+                    Cond::Version(v),
+                ),
+                None => (fleet::Machine::default(), Cond::Absent),
+            };
+            m.update(
+                who,
+                &report.host,
+                &report.version,
+                report.head,
+                report.op,
+                now,
+            );
+            if let Written::Done(_) = self
+                .depot
+                .write_doc(scope, &name, m.to_text().as_bytes(), cond)
+                .await
+                .map_err(depot_status)?
+            {
+                return Ok(());
+            }
+        }
+        Err(Status::aborted(
+            "the machine's record kept changing; try again",
+        ))
+    }
+
+    async fn fleet(&self, garden: &str) -> Result<FleetView, Status> {
+        let g = garden_name(garden)?;
+        let s = self.load(&g).await?;
+        let scope = Scope::Garden(&g);
+        let mut machines = Vec::new();
+        for name in self.depot.list_docs(scope).await.map_err(depot_status)? {
+            if !name.as_str().starts_with("fleet-") {
+                continue;
+            }
+            if let Some((t, _)) = self
+                .depot
+                .read_doc(scope, &name)
+                .await
+                .map_err(depot_status)?
+            {
+                let m = fleet::Machine::parse(&String::from_utf8_lossy(&t));
+                if !m.key.is_empty() {
+                    machines.push(m);
+                }
+            }
+        }
+        machines.sort_by(|a, b| (&a.host, &a.key).cmp(&(&b.host, &b.key)));
+        Ok(FleetView {
+            head: head_id_of(&s.manifest),
+            known: s
+                .history
+                .iter()
+                .flat_map(|r| [Some(r.id), r.head_before])
+                .flatten()
+                .collect(),
+            machines,
+        })
+    }
+
+    async fn first_use_of_nonce(&self, nonce: &[u8], ts: i64) -> Result<bool, Status> {
+        // Named by the signed pair (a replay carries the same one), with
+        // the time first so old ones are told apart without reading them.
+        let hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let name = doc(&format!("nonce-{ts}-{hex}"))?;
+        let first = self
+            .depot
+            .write_once(Scope::Server, &name, b"used")
+            .await
+            .map_err(depot_status)?;
+        // Now and then, the nonces whose window closed go.
+        if nonce.first().is_some_and(|b| b % 32 == 0) {
+            let now = crate::remote::auth::unix_now();
+            if let Ok(names) = self.depot.list_docs(Scope::Server).await {
+                for n in names {
+                    let old = n
+                        .as_str()
+                        .strip_prefix("nonce-")
+                        .and_then(|r| r.split_once('-'))
+                        .and_then(|(t, _)| t.parse::<i64>().ok())
+                        .is_some_and(|t| (now - t).abs() > 2 * WINDOW_SECS);
+                    if old {
+                        let _ = self.depot.remove_doc(Scope::Server, &n).await;
+                    }
+                }
+            }
+        }
+        Ok(first)
+    }
+}
+
+/// Sends content `h` (a blob, or its chunk list when `lists` and it is
+/// stored chunked) or the chunk `h` (with `chunks`).
+async fn send(
+    depot: &Depot,
+    g: &GardenName,
+    h: &Hash,
+    lists: bool,
+    chunks: bool,
+    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
+) -> Result<(), Status> {
+    let (kind, wire) = if chunks {
+        (ObjKind::Chunk, Kind::Chunk)
+    } else {
+        (ObjKind::Blob, Kind::Blob)
+    };
+    if lists
+        && !chunks
+        && depot
+            .object_size(g, ObjKind::Blob, h)
+            .await
+            .map_err(depot_status)?
+            .is_none()
+        && let Ok(text) = depot.get_list(g, h).await
+    {
+        let text = text_of(&text, "a chunk list")?;
+        for chunk in crate::remote::blobs::list_messages(h, &text) {
+            crate::remote::metrics::bytes_sent(chunk.data.len());
+            if tx
+                .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+                .await
+                .is_err()
+            {
+                return Ok(());
+            }
+        }
+        return Ok(());
+    }
+    let mut stream = match depot.object_stream(g, kind, h).await {
+        Ok(s) => s,
+        Err(sgard_depot::Error::NotFound { .. }) => {
+            return Err(Status::not_found(format!("blob {h} not found")));
+        }
+        Err(e) => return Err(depot_status(e)),
+    };
+    let mut first = true;
+    let mut buf: Vec<u8> = Vec::new();
+    let flush = |buf: &mut Vec<u8>, first: &mut bool| {
+        let chunk = BlobChunk {
+            hash: if *first { h.to_hex() } else { String::new() },
+            data: std::mem::take(buf),
+            kind: wire.wire(),
+        };
+        *first = false;
+        chunk
+    };
+    while let Some(piece) = stream.next_chunk().await {
+        let piece = piece.map_err(depot_status)?;
+        buf.extend_from_slice(&piece);
+        while buf.len() >= CHUNK_SIZE {
+            let rest = buf.split_off(CHUNK_SIZE);
+            let mut whole = std::mem::replace(&mut buf, rest);
+            let chunk = flush(&mut whole, &mut first);
+            crate::remote::metrics::bytes_sent(chunk.data.len());
+            if tx
+                .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+                .await
+                .is_err()
+            {
+                return Ok(());
+            }
+        }
+    }
+    if first || !buf.is_empty() {
+        let chunk = flush(&mut buf, &mut first);
+        crate::remote::metrics::bytes_sent(chunk.data.len());
+        let _ = tx
+            .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+            .await;
+    }
+    Ok(())
+}
