@@ -181,6 +181,7 @@ fn run(args: Args) -> Result<()> {
             other => {
                 let shown = format!("store: {}", args.store);
                 let depot = sgard_depot::Depot::open(&other, &context::aws_env())?;
+                rt.block_on(depot.check())?;
                 let backend = Object::new(depot, env_fn, limits.max_blob, limits.prune_grace);
                 let auth = match &args.authorized_keys {
                     Some(k) => {

@@ -212,6 +212,7 @@ impl Depot {
             .await
             .map_err(|_| Error::Interrupted { key: shown })?;
         }
+        let creating = matches!(cond, Cond::Absent);
         let (mode, incarnation, generation) = match cond {
             Cond::Absent => (PutMode::Create, incarnation(&shown)?, 1),
             Cond::Version(v) => {
@@ -235,6 +236,10 @@ impl Depot {
                 generation,
                 e_tag: put.e_tag,
             })),
+            // Creating answered "not found": the bucket itself is missing.
+            Err(e @ object_store::Error::NotFound { .. }) if creating => {
+                Err(Error::store("writing", shown, e))
+            }
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. }

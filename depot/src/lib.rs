@@ -168,6 +168,39 @@ impl Depot {
         &self.inner.location
     }
 
+    /// Checks that the store answers and its bucket exists (a list of the
+    /// depot's root), so a server fails at start rather than at its first
+    /// request.
+    ///
+    /// # Errors
+    /// [`Error::Store`] naming the location and what the store answered.
+    pub async fn check(&self) -> Result<()> {
+        let base = self.key(&[]);
+        let Err(e) = self.inner.store.list_with_delimiter(Some(&base)).await else {
+            return Ok(());
+        };
+        let text = format!("{e:?}");
+        let said = |what: &str| text.contains(&format!("<Code>{what}</Code>"));
+        let reason = if said("NoSuchBucket") {
+            match &self.inner.backend {
+                Backend::S3 { bucket } => format!("the bucket {bucket} does not exist"),
+                _ => "the bucket does not exist".to_owned(),
+            }
+        } else if said("InvalidAccessKeyId")
+            || said("SignatureDoesNotMatch")
+            || said("AccessDenied")
+        {
+            "the store refused the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+                .to_owned()
+        } else {
+            return Err(Error::store("listing", self.show(&base), e));
+        };
+        Err(Error::Config {
+            location: self.inner.location.to_string(),
+            reason,
+        })
+    }
+
     /// The gardens that hold at least one key, sorted.
     ///
     /// # Errors

@@ -16,6 +16,7 @@ mod hostile;
 mod index;
 mod local;
 mod machines;
+mod objstore;
 mod ops;
 mod polish;
 mod scenarios;

