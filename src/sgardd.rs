@@ -22,10 +22,17 @@ use sgard::remote::server::object::Object;
 use sgard::remote::server::{Backend, Limits, Service, serve};
 use sgard_garden::Garden;
 
-/// sgardd serves an sgard repository to `sgard push` and `sgard pull`.
+/// sgardd serves sgard gardens to `sgard push` and `sgard pull`, from a folder or an object store.
 #[derive(Parser, Debug)]
-#[command(name = "sgardd", version, about)]
+#[command(
+    name = "sgardd",
+    version,
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Where the gardens are kept: a folder (an sgard repository, the
     /// default garden; the others in gardens/NAME in it), or an object
     /// store, s3://BUCKET/PREFIX (credentials and endpoint from the AWS_*
@@ -78,6 +85,26 @@ struct Args {
     shutdown_grace: u64,
 }
 
+/// What sgardd does besides serving.
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Copy every garden (objects, heads, history, signatures, fleet
+    /// records, the token key) of one store into another: a folder into an
+    /// object store, or back. Run it again to copy what changed since; it
+    /// never replaces a head the source's history does not hold.
+    Migrate {
+        /// The store to copy from
+        #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
+        from: String,
+        /// The store to copy into (a folder is made if missing)
+        #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
+        to: String,
+        /// Say what would be copied; copy nothing
+        #[arg(long, short = 'n')]
+        dry_run: bool,
+    },
+}
+
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum LogFormat {
@@ -104,9 +131,87 @@ fn main() -> ExitCode {
                 }
                 last = text;
             }
-            ExitCode::from(1)
+            let refused = e
+                .chain()
+                .any(|c| c.downcast_ref::<sgard::remote::client::Refused>().is_some());
+            ExitCode::from(if refused { 4 } else { 1 })
         }
     }
+}
+
+/// Where a store is: `s3://…` and `memory:` are object stores, anything
+/// else a folder.
+fn location_of(text: &str, env: &sgard_garden::Env) -> Result<sgard_depot::Location> {
+    Ok(if text.starts_with("s3://") || text == "memory:" {
+        sgard_depot::Location::parse(text)?
+    } else {
+        sgard_depot::Location::Dir(env.resolve(std::ffi::OsStr::new(text)))
+    })
+}
+
+/// `sgardd migrate`.
+fn migrate(from: &str, to: &str, dry: bool) -> Result<()> {
+    use sgard::remote::server::migrate::{self, Side};
+    let env = context::env()?;
+    let (from_loc, to_loc) = (location_of(from, &env)?, location_of(to, &env)?);
+    if from_loc == to_loc {
+        bail!("--from and --to name the same store");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let env_fn: Arc<dyn Fn() -> Result<sgard_garden::Env, String> + Send + Sync> =
+        Arc::new(|| context::env().map_err(|e| e.to_string()));
+    let side = |loc: sgard_depot::Location, shown: &str| -> Result<Side> {
+        Ok(match loc {
+            sgard_depot::Location::Dir(dir) => Side::Dir(dir),
+            other => {
+                let depot = sgard_depot::Depot::open(&other, &context::aws_env())?;
+                rt.block_on(depot.check())
+                    .with_context(|| format!("opening {shown}"))?;
+                Side::Objects(Arc::new(Object::new(
+                    depot,
+                    env_fn.clone(),
+                    1 << 30,
+                    Duration::from_secs(3600),
+                )))
+            }
+        })
+    };
+    let (src, dst) = (side(from_loc, from)?, side(to_loc, to)?);
+    let say = |line: &str| println!("{line}");
+    let report = rt.block_on(migrate::migrate(&src, &dst, env, dry, &say))?;
+    if report.token_key {
+        println!(
+            "token key {}copied: tokens issued by the old server stay valid",
+            if dry { "would be " } else { "" }
+        );
+    }
+    let refused: Vec<&str> = report
+        .gardens
+        .iter()
+        .filter(|g| {
+            matches!(
+                g.head,
+                Some(sgard::remote::server::object::Imported::Refused(_))
+            )
+        })
+        .map(|g| g.name.as_str())
+        .collect();
+    if !refused.is_empty() {
+        return Err(anyhow::Error::new(sgard::remote::client::Refused(format!(
+            "{} in {to} already {} another head, not one of {from}'s history: left as {}",
+            refused.join(", "),
+            if refused.len() == 1 { "has" } else { "have" },
+            if refused.len() == 1 {
+                "it was"
+            } else {
+                "they were"
+            },
+        ))));
+    }
+    Ok(())
 }
 
 /// Logs on stderr, as text or one JSON object per line.
@@ -128,15 +233,14 @@ fn init_logs(format: LogFormat) {
 
 fn run(args: Args) -> Result<()> {
     init_logs(args.log_format);
+    if let Some(Command::Migrate { from, to, dry_run }) = &args.command {
+        return migrate(from, to, *dry_run);
+    }
     if args.insecure_no_auth && !args.listen.ip().is_loopback() {
         bail!("--insecure-no-auth only serves a loopback address (127.0.0.1 or ::1)");
     }
     let env = context::env()?;
-    let location = if args.store.starts_with("s3://") || args.store == "memory:" {
-        sgard_depot::Location::parse(&args.store)?
-    } else {
-        sgard_depot::Location::Dir(env.resolve(std::ffi::OsStr::new(&args.store)))
-    };
+    let location = location_of(&args.store, &env)?;
     let limits = Limits {
         max_blob: args.max_blob_size,
         max_streams: args.max_streams,

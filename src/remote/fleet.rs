@@ -75,6 +75,23 @@ pub fn record(
     Ok(())
 }
 
+/// Writes `m` as the record of its machine unless there is one (what
+/// `sgardd migrate` brings from another store); `true` when written.
+///
+/// # Errors
+/// I/O errors naming the file.
+pub fn adopt(repo: &Path, m: &Machine) -> Result<bool> {
+    check(&m.host, &m.version)?;
+    let path = file_of(repo, &m.key, &m.host);
+    if read(&path)?.is_some() {
+        return Ok(false);
+    }
+    durable::create_dir_all_durable(&repo.join(FLEET_DIR))?;
+    durable::write_atomic(&path, m.to_text().as_bytes(), 0o644)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(true)
+}
+
 /// The name of a machine's record: the SHA-256 of its key and host name.
 pub fn record_name(key: &str, host: &str) -> String {
     Hash::of(format!("{key}\n{host}").as_bytes()).to_hex()

@@ -14,6 +14,7 @@
 //! blobs (pushes in progress); nonces are accepted once.
 
 pub mod local;
+pub mod migrate;
 pub mod object;
 
 use std::collections::HashSet;

@@ -19,6 +19,7 @@ use sgard_depot::{Cond, Depot, DocName, Garden, Kind, Location, Scope, Written};
 use tonic::Code;
 
 use crate::common::*;
+use crate::ops::{STOP_LIMIT, signal, wait_exit, wait_log};
 use crate::sync::*;
 
 /// The bucket every test uses (each test has a moto of its own).
@@ -223,6 +224,26 @@ fn replicas_behind_a_balancer_serve_one_team() {
     b.write("big.db", &big2);
     change(&mut b, ".bashrc", "export TEAM=2\n", 4);
     sg_env(&b, Some(kb), &["push", "-r", addr], &on("desktop")).ok();
+    // Until A pulls, the fleet (through either replica) shows it behind.
+    for _ in 0..2 {
+        let v = json_of(
+            sg_env(
+                &b,
+                Some(kb),
+                &["fleet", "-r", addr, "--json"],
+                &on("desktop"),
+            )
+            .ok(),
+        );
+        assert_eq!(
+            fleet_hosts(&v),
+            vec![
+                ("desktop".to_owned(), "current".to_owned()),
+                ("laptop".to_owned(), "behind".to_owned())
+            ],
+            "{v}"
+        );
+    }
     trust(&a, kb);
     a.now = now_plus(6);
     sg_env(&a, Some(ka), &["pull", "-r", addr], &on("laptop")).ok();
@@ -485,4 +506,251 @@ fn a_missing_bucket_or_credentials_stop_sgardd_at_start() {
         .err()
         .expect("sgardd started without credentials");
     assert!(e.contains("AWS_SECRET_ACCESS_KEY"), "{e}");
+}
+
+/// Runs `sgardd ARGS` to its end (at most [`LIMIT`]), pointed at `m`.
+fn sgardd_run(w: &World, m: &MotoServer, args: &[&str]) -> Run {
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let child = sgardd_cmd(&w.srv_home(), &args)
+        .envs(aws_vars(m))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_run(child, LIMIT, "sgardd")
+}
+
+/// `sgardd` on `store` at `port` (a port a server just left: retried until
+/// the system lets it go).
+fn serve_at(w: &World, m: &MotoServer, store: &Path, port: u16) -> Server {
+    let mut last = String::new();
+    for _ in 0..50 {
+        match try_serve_env(&w.srv_home(), store, &w.serve_args(port, &[]), &aws_vars(m)) {
+            Ok(s) => return s,
+            Err(e) => {
+                assert!(e.contains("listening on"), "sgardd failed to start: {e}");
+                last = e;
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    panic!("could not serve on port {port}: {last}");
+}
+
+/// `sgardd migrate` moves a folder server onto S3 and back: the machines,
+/// at the same address, notice nothing (their heads, tokens, signatures
+/// and fleet records all came along); a second run copies nothing; a
+/// store with another head is not overwritten (exit 4).
+#[test]
+fn migrate_moves_a_server_onto_s3_and_back() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(3);
+    let (ka, kb, kc) = (w.key(0), w.key(1), w.key(2));
+    let lines = format!("{}{}garden=\"work\" {}", pubkey(ka), pubkey(kb), pubkey(kc));
+    std::fs::write(w.auth_keys(), lines).unwrap();
+    let dir_store = w.srv_repo();
+    let mut srv = serve_at(&w, &m, &dir_store, 0);
+    let port = srv.port;
+    let addr = srv.addr.clone();
+    let on = |host: &'static str| [("SGARD_HOSTNAME", host)];
+
+    let mut a = TestEnv::init();
+    a.write(".bashrc", "export HOME_RC=1\n");
+    let big = noise(3 << 20, 11);
+    a.write("big.db", &big);
+    track(&a, &[".bashrc", "big.db"]);
+    sg_env(&a, Some(ka), &["push", "-r", &addr], &on("laptop")).ok();
+    a.now = now_plus(1);
+    change(&mut a, ".bashrc", "export HOME_RC=2\n", 1);
+    sg_env(&a, Some(ka), &["push", "-r", &addr], &on("laptop")).ok();
+    let mut b = TestEnv::new();
+    b.now = now_plus(2);
+    sg_env(&b, Some(kb), &["pull", "-r", &addr], &on("desktop")).ok();
+    let c = TestEnv::init();
+    c.write("work-only", "w\n");
+    track(&c, &["work-only"]);
+    sg(&c, kc, &["push", "-r", &addr]).ok();
+    let a_log = log_json(&a);
+    drop(srv);
+
+    // A dry run copies nothing.
+    let r = sgardd_run(
+        &w,
+        &m,
+        &[
+            "migrate",
+            "--from",
+            dir_store.to_str().unwrap(),
+            "--to",
+            STORE,
+            "--dry-run",
+        ],
+    );
+    r.ok()
+        .stdout_has("would be copied")
+        .stdout_has("garden work");
+    let rt = runtime();
+    assert!(
+        rt.block_on(depot(&m).list_gardens()).unwrap().is_empty(),
+        "a dry run wrote to the bucket"
+    );
+    // The migration.
+    let r = sgardd_run(
+        &w,
+        &m,
+        &[
+            "migrate",
+            "--from",
+            dir_store.to_str().unwrap(),
+            "--to",
+            STORE,
+        ],
+    );
+    r.ok()
+        .stdout_has("garden default:")
+        .stdout_has("garden work:")
+        .stdout_has("installed")
+        .stdout_has("token key copied");
+
+    // The same address, served from S3: nothing to do, no new login.
+    let token_before = std::fs::read(token_file(&a)).unwrap();
+    srv = serve_at(&w, &m, Path::new(STORE), port);
+    sg_env(&a, Some(ka), &["pull", "-r", &addr], &on("laptop"))
+        .ok()
+        .stdout_has("Already up to date.");
+    assert_eq!(
+        std::fs::read(token_file(&a)).unwrap(),
+        token_before,
+        "the old server's token was not taken"
+    );
+    assert_eq!(log_json(&a), a_log, "the history changed in the move");
+    // The fleet came along; B pushes and A pulls through the S3 server.
+    let v = json_of(
+        sg_env(
+            &a,
+            Some(ka),
+            &["fleet", "-r", &addr, "--json"],
+            &on("laptop"),
+        )
+        .ok(),
+    );
+    assert_eq!(
+        fleet_hosts(&v),
+        vec![
+            ("desktop".to_owned(), "current".to_owned()),
+            ("laptop".to_owned(), "current".to_owned())
+        ],
+        "{v}"
+    );
+    change(&mut b, ".bashrc", "export HOME_RC=3\n", 5);
+    sg_env(&b, Some(kb), &["push", "-r", &addr], &on("desktop")).ok();
+    a.now = now_plus(6);
+    trust(&a, kb);
+    sg_env(&a, Some(ka), &["pull", "-r", &addr], &on("laptop")).ok();
+    assert_eq!(a.read(".bashrc"), b"export HOME_RC=3\n");
+    sg(&TestEnv::init(), kc, &["list", "-r", &addr])
+        .ok()
+        .stdout_has("work-only");
+    drop(srv);
+
+    // The first migration again: the S3 garden moved on past the folder's
+    // head, which is no head of its history's future: refused.
+    let r = sgardd_run(
+        &w,
+        &m,
+        &[
+            "migrate",
+            "--from",
+            dir_store.to_str().unwrap(),
+            "--to",
+            STORE,
+        ],
+    );
+    r.code(4).stderr_has("default").stderr_has("another head");
+
+    // And back, into a new folder: everything, B's push too.
+    let back = w.root().join("back");
+    let r = sgardd_run(
+        &w,
+        &m,
+        &["migrate", "--from", STORE, "--to", back.to_str().unwrap()],
+    );
+    r.ok().stdout_has("installed");
+    let again = sgardd_run(
+        &w,
+        &m,
+        &["migrate", "--from", STORE, "--to", back.to_str().unwrap()],
+    );
+    again
+        .ok()
+        .stdout_has("garden default: 0 objects copied")
+        .stdout_has("already there");
+    local(
+        &TestEnv::new(),
+        &["verify", "--repo", back.to_str().unwrap()],
+    )
+    .ok();
+    srv = serve_at(&w, &m, &back, port);
+    let mut d = TestEnv::new();
+    d.now = now_plus(8);
+    local(&d, &["init"]).ok();
+    trust(&d, ka);
+    trust(&d, kb);
+    sg(&d, ka, &["pull", "-r", &addr]).ok();
+    assert_eq!(d.read(".bashrc"), b"export HOME_RC=3\n");
+    assert_eq!(d.read("big.db"), big);
+    sg(&TestEnv::init(), kc, &["list", "-r", &addr])
+        .ok()
+        .stdout_has("work-only");
+    drop(srv);
+}
+
+/// SIGTERM to the replica serving a push: the push finishes or is refused
+/// cleanly, the replica exits 0 in its grace period, and the other replica
+/// serves whichever head that left.
+#[test]
+fn sigterm_to_a_replica_during_a_push_loses_nothing() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let mut replicas = [replica(&w, &m, &[]), replica(&w, &m, &[])];
+    let lb = Balancer::new(replicas.iter().map(|r| r.addr.clone()).collect());
+    let addr = lb.addr.clone();
+    let a = TestEnv::init();
+    a.write("small", "s\n");
+    track(&a, &["small"]);
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    let before = entries(&a, &[]);
+    for i in 0..3u64 {
+        a.write(&format!("big{i}"), noise(1 << 20, 20 + i));
+    }
+    local(&a, &["chunking", "--off"]).ok();
+    track(&a, &["big0", "big1", "big2"]);
+
+    let gate = w.root().join("gate");
+    let push = held_push(&a, ka, &addr, &gate);
+    let serving = lb.last();
+    signal(&replicas[serving], "-TERM");
+    wait_log(&replicas[serving], "shutting down");
+    std::fs::write(&gate, "go").unwrap();
+    let r = wait_run(push, LIMIT, "sgard push");
+    let st = wait_exit(&mut replicas[serving], STOP_LIMIT);
+    assert_eq!(st.code(), Some(0), "{}", replicas[serving].log());
+
+    let b = TestEnv::new();
+    local(&b, &["init"]).ok();
+    trust(&b, ka);
+    sg(&b, kb, &["pull", "-r", &addr]).ok();
+    if r.code == 0 {
+        assert_eq!(entries(&b, &[]), entries(&a, &[]));
+    } else {
+        assert!(r.stderr.contains("sgard: error:"), "{r:#?}");
+        assert_eq!(entries(&b, &[]), before, "a refused push moved the head");
+        sg(&a, ka, &["push", "-r", &addr]).ok();
+        sg(&b, kb, &["pull", "-r", &addr]).ok();
+    }
+    assert_eq!(b.read("big2"), a.read("big2"));
+    local(&b, &["verify"]).ok();
+    drop(replicas);
 }

@@ -25,11 +25,11 @@ use crate::sync::{
 
 /// How long a stopping server may take: the default grace period (30 s)
 /// plus the time to end.
-const STOP_LIMIT: Duration = Duration::from_secs(45);
+pub(crate) const STOP_LIMIT: Duration = Duration::from_secs(45);
 
 /// Waits (at most [`LIMIT`]) until the server's log holds `what`.
 #[track_caller]
-fn wait_log(srv: &Server, what: &str) -> String {
+pub(crate) fn wait_log(srv: &Server, what: &str) -> String {
     let t0 = Instant::now();
     loop {
         let log = srv.log();
@@ -45,7 +45,7 @@ fn wait_log(srv: &Server, what: &str) -> String {
 }
 
 /// Sends `sig` (`-TERM`) to the server.
-fn signal(srv: &Server, sig: &str) {
+pub(crate) fn signal(srv: &Server, sig: &str) {
     let st = Command::new("kill")
         .args([sig, &srv.child.id().to_string()])
         .status()
@@ -55,7 +55,7 @@ fn signal(srv: &Server, sig: &str) {
 
 /// Waits (at most `limit`) for the server to exit by itself.
 #[track_caller]
-fn wait_exit(srv: &mut Server, limit: Duration) -> ExitStatus {
+pub(crate) fn wait_exit(srv: &mut Server, limit: Duration) -> ExitStatus {
     let t0 = Instant::now();
     loop {
         if let Some(st) = srv.child.try_wait().unwrap() {

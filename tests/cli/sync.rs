@@ -135,7 +135,7 @@ impl Server {
 }
 
 /// A `sgardd` command with a pinned, minimal environment.
-fn sgardd_cmd(home: &Path, args: &[OsString]) -> Command {
+pub(crate) fn sgardd_cmd(home: &Path, args: &[OsString]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_sgardd"));
     c.args(args)
         .current_dir(home)
@@ -477,7 +477,7 @@ pub(crate) fn blob_file(repo: &Path, hash: &str) -> PathBuf {
 }
 
 /// The token cache files of a HOME.
-fn token_files(t: &TestEnv) -> Vec<PathBuf> {
+pub(crate) fn token_files(t: &TestEnv) -> Vec<PathBuf> {
     let dir = t.path(".state/sgard/tokens");
     let mut v: Vec<PathBuf> = match fs::read_dir(&dir) {
         Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
@@ -489,7 +489,7 @@ fn token_files(t: &TestEnv) -> Vec<PathBuf> {
 
 /// The one token cache file of a HOME.
 #[track_caller]
-fn token_file(t: &TestEnv) -> PathBuf {
+pub(crate) fn token_file(t: &TestEnv) -> PathBuf {
     let v = token_files(t);
     assert_eq!(v.len(), 1, "expected one cached token: {v:?}");
     v[0].clone()

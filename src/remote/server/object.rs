@@ -103,6 +103,27 @@ impl HeadDoc {
     }
 }
 
+/// A garden's head as `sgardd migrate` moves it.
+pub struct Head {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// The history.
+    pub history: Vec<Record>,
+    /// The head statement and its signature.
+    pub signed: Option<(String, String)>,
+}
+
+/// What became of a head a migration brought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Imported {
+    /// It is the garden's head now.
+    Installed(Hash),
+    /// The garden had it already.
+    AlreadyThere(Hash),
+    /// The garden has another head (named): left as it is.
+    Refused(Hash),
+}
+
 /// A garden as read from its head: what every RPC judges by.
 struct State {
     /// The head document's version (`None`: the garden has no head yet).
@@ -179,6 +200,111 @@ impl Object {
                 .map_err(|_| anyhow::anyhow!("the server's token key is damaged"))?;
         }
         Ok(key)
+    }
+
+    /// The depot the gardens are in.
+    pub(crate) fn depot(&self) -> &Depot {
+        &self.depot
+    }
+
+    /// The server's token key, when one was made.
+    pub(crate) async fn stored_token_key(&self) -> Result<Option<[u8; 32]>, Status> {
+        let Some((text, _)) = self
+            .depot
+            .read_doc(Scope::Server, &doc(TOKEN_KEY)?)
+            .await
+            .map_err(depot_status)?
+        else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&text).trim().to_owned();
+        let mut key = [0u8; 32];
+        if text.len() != 64 {
+            return Err(Status::data_loss("the server's token key is damaged"));
+        }
+        for (i, k) in key.iter_mut().enumerate() {
+            *k = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
+                .map_err(|_| Status::data_loss("the server's token key is damaged"))?;
+        }
+        Ok(Some(key))
+    }
+
+    /// Stores `key` as the server's token key unless it has one; `true`
+    /// when stored.
+    pub(crate) async fn adopt_token_key(&self, key: &[u8; 32]) -> Result<bool, Status> {
+        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        self.depot
+            .write_once(Scope::Server, &doc(TOKEN_KEY)?, hex.as_bytes())
+            .await
+            .map_err(depot_status)
+    }
+
+    /// The garden's head: its manifest, history and signature (`None`
+    /// when it has none, or only an empty one).
+    pub(crate) async fn export_head(&self, garden: &str) -> Result<Option<Head>, Status> {
+        let g = garden_name(garden)?;
+        let s = self.load(&g).await?;
+        if s.manifest.files.is_empty() && s.history.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Head {
+            manifest: s.manifest,
+            history: s.history,
+            signed: s.signed,
+        }))
+    }
+
+    /// Makes `head` the garden's head if it has none, this one already, or
+    /// one of its history (an earlier run of the migration). Every object
+    /// it names must be stored first.
+    pub(crate) async fn import_head(&self, garden: &str, head: Head) -> Result<Imported, Status> {
+        let g = garden_name(garden)?;
+        let s = self.load(&g).await?;
+        let id = head_id_of(&head.manifest);
+        if head_id_of(&s.manifest) == id {
+            return Ok(Imported::AlreadyThere(id));
+        }
+        let theirs = head_id_of(&s.manifest);
+        let empty = s.manifest.files.is_empty() && s.history.is_empty();
+        if !empty && !head.history.iter().any(|r| r.id == theirs) {
+            return Ok(Imported::Refused(theirs));
+        }
+        match self
+            .install(
+                &g,
+                s,
+                head.manifest,
+                head.history,
+                "sgardd migrate",
+                head.signed,
+            )
+            .await?
+        {
+            Some(id) => Ok(Imported::Installed(id)),
+            None => Err(Status::aborted(
+                "the garden's head changed during the migration; run it again",
+            )),
+        }
+    }
+
+    /// The fleet records of the garden.
+    pub(crate) async fn machines(&self, garden: &str) -> Result<Vec<fleet::Machine>, Status> {
+        Ok(self.fleet(garden).await?.machines)
+    }
+
+    /// Stores `m` as a fleet record of the garden unless it has one for the
+    /// machine; `true` when stored.
+    pub(crate) async fn adopt_machine(
+        &self,
+        garden: &str,
+        m: &fleet::Machine,
+    ) -> Result<bool, Status> {
+        let g = garden_name(garden)?;
+        let name = doc(&format!("fleet-{}", fleet::record_name(&m.key, &m.host)))?;
+        self.depot
+            .write_once(Scope::Garden(&g), &name, m.to_text().as_bytes())
+            .await
+            .map_err(depot_status)
     }
 
     async fn get_text(&self, g: &GardenName, h: &Hash, what: &str) -> Result<String, Status> {
