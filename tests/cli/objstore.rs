@@ -299,6 +299,11 @@ fn replicas_behind_a_balancer_serve_one_team() {
         pull_manifest(&mut c2, &token).await.unwrap();
         let again = raw_auth(&mut c2, req).await.unwrap_err();
         assert_eq!(again.code(), Code::Unauthenticated, "{again:?}");
+        // The longest nonce a login may carry (64 bytes) is taken too.
+        let long = [nonce("long-a"), nonce("long-b")].concat();
+        let req = auth_request(ka, &long, sgard::remote::auth::unix_now());
+        raw_auth(&mut c2, req.clone()).await.unwrap();
+        raw_auth(&mut c1, req).await.unwrap_err();
     });
     drop((r1, r2));
 }

@@ -1022,9 +1022,9 @@ impl Backend for Object {
 
     async fn first_use_of_nonce(&self, nonce: &[u8], ts: i64) -> Result<bool, Status> {
         // Named by the signed pair (a replay carries the same one), with
-        // the time first so old ones are told apart without reading them.
-        let hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-        let name = doc(&format!("nonce-{ts}-{hex}"))?;
+        // the time first so old ones are told apart without reading them;
+        // the nonce by its hash, so any length allowed fits a name.
+        let name = doc(&format!("nonce-{ts}-{}", Hash::of(nonce).to_hex()))?;
         let first = self
             .depot
             .write_once(Scope::Server, &name, b"used")
