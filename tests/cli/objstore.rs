@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sgard_depot::moto::MotoServer;
 use sgard_depot::{Cond, Depot, DocName, Garden, Kind, Location, Scope, Written};
+use sgard_proto::v1;
+use sgard_proto::v1::push_manifest_response::Decision;
 use tonic::Code;
 
 use crate::common::*;
@@ -758,4 +760,73 @@ fn sigterm_to_a_replica_during_a_push_loses_nothing() {
     assert_eq!(b.read("big2"), a.read("big2"));
     local(&b, &["verify"]).ok();
     drop(replicas);
+}
+
+// ------------------------------------------------------- hostile clients
+
+/// A Go client's push (no base: its manifest waits in the store for the end
+/// of its PushBlobs, perhaps on another replica) that another push overtook
+/// in between is refused when its blobs end, not answered as if it had
+/// been taken.
+#[test]
+fn a_go_push_overtaken_before_its_blobs_end_is_refused() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(2);
+    let (k_go, k_other) = (w.key(0), w.key(1));
+    let (r1, r2) = (replica(&w, &m, &[]), replica(&w, &m, &[]));
+    let rt = runtime();
+    rt.block_on(async {
+        let mut go = connect(&r1.addr).await;
+        let go_token = login(&mut go, k_go).await;
+        let mut other = connect(&r2.addr).await;
+        let other_token = login(&mut other, k_other).await;
+        let go_blob = b"the Go client's file\n".to_vec();
+        let other_blob = b"the other machine's file\n".to_vec();
+
+        // The Go client: its manifest first (accepted: the garden is empty).
+        let mut req = push_req(vec![file_entry("~/go", &sha(&go_blob))], "", false);
+        req.manifest = Some(manifest_msg(
+            vec![file_entry("~/go", &sha(&go_blob))],
+            now_secs() + 100,
+        ));
+        let r = push_manifest(&mut go, &go_token, req).await.unwrap();
+        assert_eq!(r.decision, Decision::Accepted as i32, "{r:?}");
+        assert_eq!(r.missing_blobs, vec![sha(&go_blob)]);
+
+        // Meanwhile another machine's push, newer, moves the head.
+        push_blobs(
+            &mut other,
+            &other_token,
+            vec![(sha(&other_blob), other_blob.clone())],
+        )
+        .await
+        .unwrap();
+        let mut req = push_req(vec![file_entry("~/other", &sha(&other_blob))], "none", false);
+        req.manifest = Some(manifest_msg(
+            vec![file_entry("~/other", &sha(&other_blob))],
+            now_secs() + 200,
+        ));
+        let r = push_manifest(&mut other, &other_token, req).await.unwrap();
+        assert_eq!(r.decision, Decision::Accepted as i32, "{r:?}");
+
+        // The Go client's blobs end (through the other replica): its push
+        // did not land, and it is told so.
+        let mut go2 = connect(&r2.addr).await;
+        let st = expect_code(
+            push_blobs(&mut go2, &go_token, vec![(sha(&go_blob), go_blob.clone())]).await,
+            &[Code::Aborted, Code::FailedPrecondition],
+            "the overtaken Go push",
+        );
+        assert!(st.message().contains("pull"), "{st:?}");
+        let head = pull_manifest(&mut go2, &go_token).await.unwrap();
+        let paths: Vec<String> = head
+            .manifest
+            .unwrap()
+            .files
+            .into_iter()
+            .map(|e| e.path)
+            .collect();
+        assert_eq!(paths, vec!["~/other".to_owned()]);
+    });
+    drop((r1, r2));
 }

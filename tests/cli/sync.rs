@@ -673,7 +673,7 @@ pub(crate) async fn pull_manifest(
 }
 
 /// Streams `(hash, data)` chunks as one PushBlobs call.
-async fn push_blobs(
+pub(crate) async fn push_blobs(
     c: &mut Raw,
     token: &str,
     chunks: Vec<(String, Vec<u8>)>,
@@ -694,7 +694,7 @@ async fn push_blobs(
 }
 
 /// PullBlobs, collected as `(hash, bytes)` per blob.
-async fn pull_blobs(
+pub(crate) async fn pull_blobs(
     c: &mut Raw,
     token: &str,
     hashes: &[&str],
@@ -719,7 +719,7 @@ async fn pull_blobs(
     panic!("PullBlobs never ended");
 }
 
-async fn push_manifest(
+pub(crate) async fn push_manifest(
     c: &mut Raw,
     token: &str,
     req: v1::PushManifestRequest,
@@ -729,7 +729,7 @@ async fn push_manifest(
         .map(tonic::Response::into_inner)
 }
 
-fn pb_time(secs: i64) -> Option<prost_types::Timestamp> {
+pub(crate) fn pb_time(secs: i64) -> Option<prost_types::Timestamp> {
     Some(prost_types::Timestamp {
         seconds: secs,
         nanos: 0,
@@ -737,7 +737,7 @@ fn pb_time(secs: i64) -> Option<prost_types::Timestamp> {
 }
 
 /// A file entry message.
-fn file_entry(path: &str, hash: &str) -> v1::ManifestEntry {
+pub(crate) fn file_entry(path: &str, hash: &str) -> v1::ManifestEntry {
     v1::ManifestEntry {
         path: path.into(),
         hash: hash.into(),
@@ -749,7 +749,7 @@ fn file_entry(path: &str, hash: &str) -> v1::ManifestEntry {
 }
 
 /// A manifest message with `files`, updated at `updated`.
-fn manifest_msg(files: Vec<v1::ManifestEntry>, updated: i64) -> v1::Manifest {
+pub(crate) fn manifest_msg(files: Vec<v1::ManifestEntry>, updated: i64) -> v1::Manifest {
     v1::Manifest {
         version: 1,
         created: pb_time(now_secs()),
@@ -763,7 +763,7 @@ fn manifest_msg(files: Vec<v1::ManifestEntry>, updated: i64) -> v1::Manifest {
     }
 }
 
-fn push_req(files: Vec<v1::ManifestEntry>, base: &str, negotiate: bool) -> v1::PushManifestRequest {
+pub(crate) fn push_req(files: Vec<v1::ManifestEntry>, base: &str, negotiate: bool) -> v1::PushManifestRequest {
     v1::PushManifestRequest {
         manifest: Some(manifest_msg(files, now_secs())),
         base_id: base.into(),
@@ -773,7 +773,7 @@ fn push_req(files: Vec<v1::ManifestEntry>, base: &str, negotiate: bool) -> v1::P
 }
 
 #[track_caller]
-fn expect_code<T: std::fmt::Debug>(r: Result<T, Status>, codes: &[Code], what: &str) -> Status {
+pub(crate) fn expect_code<T: std::fmt::Debug>(r: Result<T, Status>, codes: &[Code], what: &str) -> Status {
     match r {
         Ok(v) => panic!("{what}: accepted ({v:?}), expected {codes:?}"),
         Err(s) => {

@@ -788,12 +788,18 @@ impl Backend for Object {
                 .await
                 .map_err(depot_status)?;
             let s = self.load(&g).await?;
-            if decide(&s, &m, Base::Legacy).is_none()
-                && self.install(&g, s, m, history, who, None).await?.is_none()
-            {
-                return Err(Status::aborted(
-                    "the server changed during the push; pull, then push again",
-                ));
+            let overtaken =
+                || Status::aborted("the server changed during the push; pull, then push again");
+            match decide(&s, &m, Base::Legacy) {
+                None => {
+                    if self.install(&g, s, m, history, who, None).await?.is_none() {
+                        return Err(overtaken());
+                    }
+                }
+                // Another push came first (newer than this one): this one
+                // did not land, and the client must hear it.
+                Some(Decision::Rejected) => return Err(overtaken()),
+                Some(_) => {}
             }
         }
         Ok(done)
