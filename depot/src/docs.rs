@@ -25,6 +25,9 @@ use crate::{Backend, Depot, DocName, Error, Result, Scope};
 const MAGIC: &[u8] = b"sgard-depot-doc 1 ";
 /// The longest header line: magic, 16 hex digits, a space, 20 digits, `\n`.
 const MAX_HEADER: usize = MAGIC.len() + 16 + 1 + 20 + 1;
+/// The most a stored document may take, header included: documents are
+/// small (heads, fleet records, keys, nonces), and one read is held whole.
+pub const MAX_DOC: u64 = 1 << 20;
 
 /// The version of a document as read or written; pass it back in
 /// [`Cond::Version`] to replace exactly that version. A version only means
@@ -148,6 +151,7 @@ impl Depot {
     ///
     /// # Errors
     /// [`Error::BadDoc`] when the stored bytes lack the depot's header,
+    /// [`Error::TooLarge`] (not read) when they are more than [`MAX_DOC`],
     /// [`Error::Store`] when reading fails.
     pub async fn read_doc(
         &self,
@@ -164,7 +168,20 @@ impl Depot {
             Backend::Dir { .. } => None,
             _ => got.meta.e_tag.clone(),
         };
+        // Whoever holds the store's keys can put anything here: a huge
+        // object is refused before it is read.
+        let too_large = |size: u64| Error::TooLarge {
+            key: self.show(&key),
+            size,
+            limit: MAX_DOC,
+        };
+        if got.meta.size > MAX_DOC {
+            return Err(too_large(got.meta.size));
+        }
         let stored = got.bytes().await.map_err(|e| self.read_error(&key, e))?;
+        if stored.len() as u64 > MAX_DOC {
+            return Err(too_large(stored.len() as u64));
+        }
         let (incarnation, generation, content) = decode(&stored).ok_or_else(|| Error::BadDoc {
             key: self.show(&key),
             reason: "its header is missing or malformed",
@@ -191,8 +208,10 @@ impl Depot {
     /// read again (the document may hold this very write).
     ///
     /// # Errors
-    /// [`Error::Store`] / [`Error::Io`] when the write fails (it then may or
-    /// may not have happened, as with any lost reply: read again).
+    /// [`Error::TooLarge`] (nothing written) when `content` would make a
+    /// document over [`MAX_DOC`]; [`Error::Store`] / [`Error::Io`] when the
+    /// write fails (it then may or may not have happened, as with any lost
+    /// reply: read again).
     pub async fn write_doc(
         &self,
         scope: Scope<'_>,
@@ -202,6 +221,14 @@ impl Depot {
     ) -> Result<Written> {
         let key = self.doc_key(scope, name);
         let shown = self.show(&key);
+        let limit = MAX_DOC - MAX_HEADER as u64;
+        if content.len() as u64 > limit {
+            return Err(Error::TooLarge {
+                key: shown,
+                size: content.len() as u64,
+                limit,
+            });
+        }
         if let Backend::Dir { root } = &self.inner.backend {
             let file = Self::file_of(root, &key);
             let lock = self.doc_lock(root, scope, name);

@@ -67,6 +67,17 @@ pub enum Error {
         /// The hash of the content read.
         actual: Hash,
     },
+    /// A stored object or document is larger than anything of its kind
+    /// should be; it was not read.
+    #[error("{key} is {size} bytes, more than the {limit} it may have; not read")]
+    TooLarge {
+        /// The key concerned.
+        key: String,
+        /// Its size, as the store gave it.
+        size: u64,
+        /// The most it may have.
+        limit: u64,
+    },
     /// No object at this key.
     #[error("{key} not found")]
     NotFound {

@@ -54,11 +54,11 @@ use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 
-pub use docs::{Cond, Version, Written};
+pub use docs::{Cond, MAX_DOC, Version, Written};
 pub use error::{Error, Result};
 pub use location::{AwsEnv, Location};
 pub use names::{DocName, Garden, Kind, Scope};
-pub use objects::{ObjectStream, ObjectWriter};
+pub use objects::{MAX_LIST, ObjectStream, ObjectWriter};
 pub use sgard_store::Hash;
 
 /// A handle on one depot. Clones share the connection.

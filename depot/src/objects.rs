@@ -20,6 +20,9 @@ const PART_SIZE: usize = 8 << 20;
 const PARALLEL_PARTS: usize = 2;
 /// Read buffer of [`Depot::put_object_from`].
 const READ_BUF: usize = 256 << 10;
+/// The longest chunk list read (as long as any sgard writes: the store's
+/// own bound).
+pub const MAX_LIST: u64 = 64 << 20;
 
 impl Depot {
     fn object_key(&self, garden: &Garden, kind: Kind, hash: &Hash) -> Path {
@@ -152,6 +155,55 @@ impl Depot {
         Ok(content)
     }
 
+    /// As [`Depot::get_object`], for an object that should be small (a
+    /// text the caller reads whole): one larger than `limit` is refused
+    /// before it is read.
+    ///
+    /// # Errors
+    /// As [`Depot::get_object`], and [`Error::TooLarge`].
+    pub async fn get_object_within(
+        &self,
+        garden: &Garden,
+        kind: Kind,
+        hash: &Hash,
+        limit: u64,
+    ) -> Result<Bytes> {
+        let key = self.object_key(garden, kind, hash);
+        let content = self.get_within(&key, limit).await?;
+        let actual = Hash::of(&content);
+        if actual != *hash {
+            return Err(Error::Corrupt {
+                key: self.show(&key),
+                actual,
+            });
+        }
+        Ok(content)
+    }
+
+    /// The bytes at `key`, refused before they are read when the store
+    /// says they are more than `limit`.
+    pub(crate) async fn get_within(&self, key: &Path, limit: u64) -> Result<Bytes> {
+        let got = self
+            .inner
+            .store
+            .get(key)
+            .await
+            .map_err(|e| self.read_error(key, e))?;
+        let too_large = |size: u64| Error::TooLarge {
+            key: self.show(key),
+            size,
+            limit,
+        };
+        if got.meta.size > limit {
+            return Err(too_large(got.meta.size));
+        }
+        let content = got.bytes().await.map_err(|e| self.read_error(key, e))?;
+        if content.len() as u64 > limit {
+            return Err(too_large(content.len() as u64));
+        }
+        Ok(content)
+    }
+
     /// The content of the object `hash` as a stream of chunks, for objects
     /// too big to hold in memory. The hash is checked at the end: the stream
     /// then yields [`Error::Corrupt`] as its last item instead of ending, so
@@ -263,17 +315,12 @@ impl Depot {
     /// The text of the chunk list of `content` (see [`Depot::put_list`]).
     ///
     /// # Errors
-    /// [`Error::NotFound`] when there is none, [`Error::Store`] when
+    /// [`Error::NotFound`] when there is none, [`Error::TooLarge`] (not
+    /// read) when it is longer than [`MAX_LIST`], [`Error::Store`] when
     /// reading fails.
     pub async fn get_list(&self, garden: &Garden, content: &Hash) -> Result<Bytes> {
         let key = self.object_key(garden, Kind::ChunkList, content);
-        let got = self
-            .inner
-            .store
-            .get(&key)
-            .await
-            .map_err(|e| self.read_error(&key, e))?;
-        got.bytes().await.map_err(|e| self.read_error(&key, e))
+        self.get_within(&key, MAX_LIST).await
     }
 
     /// Deletes the object `hash`; deleting a missing object succeeds.

@@ -140,6 +140,56 @@ async fn a_document_without_the_header_is_an_error() {
     assert_eq!(depot.list_docs(Scope::Server).await.unwrap(), vec![planted]);
 }
 
+/// Whoever holds the store's keys can put anything where the server reads
+/// a document or a chunk list whole: one larger than any the depot writes
+/// is refused before it is read, so it cannot fill the server's memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_document_or_chunk_list_is_refused_unread() {
+    let fixture = fixtures("huge")
+        .into_iter()
+        .find(|f| f.name == "dir")
+        .unwrap();
+    let depot = fixture.open();
+    let root = fixture.dir.as_ref().unwrap().path().join("depot");
+    // Sparse files: big to the store, nothing on the disk.
+    let plant = |path: std::path::PathBuf, start: &[u8], len: u64| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, start).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+    };
+    let g = Garden::default();
+    plant(
+        root.join("gardens/default/docs/head"),
+        b"sgard-depot-doc 1 0000000000000001 1\n",
+        (1 << 20) + 1,
+    );
+    let head = DocName::new("head").unwrap();
+    match depot.read_doc(Scope::Garden(&g), &head).await {
+        Err(e) => assert!(e.to_string().contains("not read"), "{e}"),
+        Ok(_) => panic!("a document of over 1 MiB was read whole"),
+    }
+    let h = hash(b"content");
+    let hex = h.to_hex();
+    plant(
+        root.join(format!(
+            "gardens/default/lists/{}/{}/{hex}",
+            &hex[..2],
+            &hex[2..4]
+        )),
+        b"sgard-chunks 1\n",
+        (64 << 20) + 1,
+    );
+    match depot.get_list(&g, &h).await {
+        Err(e) => assert!(e.to_string().contains("not read"), "{e}"),
+        Ok(_) => panic!("a chunk list of over 64 MiB was read whole"),
+    }
+}
+
 #[test]
 fn an_s3_location_without_settings_names_the_missing_variable() {
     let location = Location::parse("s3://some-bucket/prefix").unwrap();

@@ -44,6 +44,10 @@ const HEAD: &str = "head";
 const HEAD_MAGIC: &str = "sgard-head 1";
 /// The server's token key document.
 const TOKEN_KEY: &str = "token-key";
+/// The most a text read whole from the store may have (a head's manifest,
+/// history or sizes, a snapshot): far more than any reply can carry, so
+/// only a damaged or planted object is larger.
+const MAX_TEXT: u64 = 64 << 20;
 
 /// Gardens in an object store.
 pub struct Object {
@@ -139,9 +143,10 @@ struct State {
 fn depot_status(e: sgard_depot::Error) -> Status {
     match e {
         sgard_depot::Error::NotFound { .. } => Status::not_found(e.to_string()),
-        sgard_depot::Error::Corrupt { .. } | sgard_depot::Error::HashMismatch { .. } => {
-            Status::data_loss(e.to_string())
-        }
+        sgard_depot::Error::Corrupt { .. }
+        | sgard_depot::Error::HashMismatch { .. }
+        | sgard_depot::Error::TooLarge { .. }
+        | sgard_depot::Error::BadDoc { .. } => Status::data_loss(e.to_string()),
         other => Status::unavailable(format!("the object store: {other}")),
     }
 }
@@ -310,7 +315,7 @@ impl Object {
     async fn get_text(&self, g: &GardenName, h: &Hash, what: &str) -> Result<String, Status> {
         let b = self
             .depot
-            .get_object(g, ObjKind::Blob, h)
+            .get_object_within(g, ObjKind::Blob, h, MAX_TEXT)
             .await
             .map_err(depot_status)?;
         text_of(&b, what)
