@@ -764,6 +764,142 @@ fn sigterm_to_a_replica_during_a_push_loses_nothing() {
 
 // ------------------------------------------------------- hostile clients
 
+/// Streams `(hash, data, kind)` objects as one PushBlobs call (kind 0 a
+/// blob, 1 a chunk list, 2 a chunk).
+async fn push_objects(
+    c: &mut Raw,
+    token: &str,
+    objects: Vec<(String, Vec<u8>, u32)>,
+) -> Result<i32, tonic::Status> {
+    let msgs: Vec<v1::PushBlobsRequest> = objects
+        .into_iter()
+        .map(|(hash, data, kind)| v1::PushBlobsRequest {
+            chunk: Some(v1::BlobChunk { hash, data, kind }),
+        })
+        .collect();
+    tmo(c.push_blobs(authed(tokio_stream::iter(msgs), token)))
+        .await
+        .map(|r| r.into_inner().blobs_received)
+}
+
+/// The text of a chunk list of `size` bytes made of `chunks`.
+fn list_text(size: usize, chunks: &[(&str, usize)]) -> String {
+    let mut t = format!("sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize {size}\n");
+    for (h, len) in chunks {
+        t.push_str(&format!("{h} {len}\n"));
+    }
+    t
+}
+
+/// A chunk list is taken only when the chunks it names are stored at their
+/// lengths and reassemble to the content the list is named by (what a
+/// folder store checks). Otherwise that content would count as stored: a
+/// head naming it would be installed, and a later push of the real content
+/// deduplicated against the list, with nothing anyone can pull.
+#[test]
+fn a_chunk_list_is_taken_only_when_its_chunks_make_its_content() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(1);
+    let k = w.key(0);
+    let srv = replica(&w, &m, &[]);
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(&srv.addr).await;
+        let token = login(&mut c, k).await;
+        let chunk = noise(20_000, 3);
+        let chunk_h = sha(&chunk);
+        // A list naming a chunk the server does not have.
+        let absent = noise(20_000, 4);
+        let absent_h = sha(&absent);
+        let text = list_text(absent.len(), &[(&absent_h, absent.len())]);
+        expect_code(
+            push_objects(
+                &mut c,
+                &token,
+                vec![(absent_h.clone(), text.into_bytes(), 1)],
+            )
+            .await,
+            &[Code::FailedPrecondition],
+            "a list naming an absent chunk",
+        );
+        // A stored chunk, in a list named by other content.
+        assert_eq!(
+            push_objects(&mut c, &token, vec![(chunk_h.clone(), chunk.clone(), 2)])
+                .await
+                .unwrap(),
+            1
+        );
+        let other = noise(20_000, 5);
+        let other_h = sha(&other);
+        let text = list_text(chunk.len(), &[(&chunk_h, chunk.len())]);
+        expect_code(
+            push_objects(
+                &mut c,
+                &token,
+                vec![(other_h.clone(), text.into_bytes(), 1)],
+            )
+            .await,
+            &[Code::DataLoss],
+            "a list whose chunks are other content",
+        );
+        // A list that gives a stored chunk another length.
+        let text = list_text(chunk.len() - 1, &[(&chunk_h, chunk.len() - 1)]);
+        let short_h = sha(&chunk[..chunk.len() - 1]);
+        expect_code(
+            push_objects(
+                &mut c,
+                &token,
+                vec![(short_h.clone(), text.into_bytes(), 1)],
+            )
+            .await,
+            &[Code::DataLoss],
+            "a list with a wrong chunk length",
+        );
+        // None of those contents counts as stored.
+        for h in [&absent_h, &other_h, &short_h] {
+            let neg = push_manifest(
+                &mut c,
+                &token,
+                push_req(vec![file_entry("~/big", h)], "none", true),
+            )
+            .await
+            .unwrap();
+            assert_eq!(neg.missing_blobs, vec![h.clone()], "content {h}");
+            expect_code(
+                push_manifest(
+                    &mut c,
+                    &token,
+                    push_req(vec![file_entry("~/big", h)], "none", false),
+                )
+                .await,
+                &[Code::FailedPrecondition],
+                &format!("a head naming content {h} of a refused list"),
+            );
+        }
+        // The true list is taken, and a head naming its content.
+        let text = list_text(chunk.len(), &[(&chunk_h, chunk.len())]);
+        assert_eq!(
+            push_objects(
+                &mut c,
+                &token,
+                vec![(chunk_h.clone(), text.into_bytes(), 1)]
+            )
+            .await
+            .unwrap(),
+            1
+        );
+        let r = push_manifest(
+            &mut c,
+            &token,
+            push_req(vec![file_entry("~/big", &chunk_h)], "none", false),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.decision, Decision::Accepted as i32, "{r:?}");
+    });
+    drop(srv);
+}
+
 /// A Go client's push (no base: its manifest waits in the store for the end
 /// of its PushBlobs, perhaps on another replica) that another push overtook
 /// in between is refused when its blobs end, not answered as if it had
@@ -801,7 +937,11 @@ fn a_go_push_overtaken_before_its_blobs_end_is_refused() {
         )
         .await
         .unwrap();
-        let mut req = push_req(vec![file_entry("~/other", &sha(&other_blob))], "none", false);
+        let mut req = push_req(
+            vec![file_entry("~/other", &sha(&other_blob))],
+            "none",
+            false,
+        );
         req.manifest = Some(manifest_msg(
             vec![file_entry("~/other", &sha(&other_blob))],
             now_secs() + 200,

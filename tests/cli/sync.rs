@@ -763,7 +763,11 @@ pub(crate) fn manifest_msg(files: Vec<v1::ManifestEntry>, updated: i64) -> v1::M
     }
 }
 
-pub(crate) fn push_req(files: Vec<v1::ManifestEntry>, base: &str, negotiate: bool) -> v1::PushManifestRequest {
+pub(crate) fn push_req(
+    files: Vec<v1::ManifestEntry>,
+    base: &str,
+    negotiate: bool,
+) -> v1::PushManifestRequest {
     v1::PushManifestRequest {
         manifest: Some(manifest_msg(files, now_secs())),
         base_id: base.into(),
@@ -773,7 +777,11 @@ pub(crate) fn push_req(files: Vec<v1::ManifestEntry>, base: &str, negotiate: boo
 }
 
 #[track_caller]
-pub(crate) fn expect_code<T: std::fmt::Debug>(r: Result<T, Status>, codes: &[Code], what: &str) -> Status {
+pub(crate) fn expect_code<T: std::fmt::Debug>(
+    r: Result<T, Status>,
+    codes: &[Code],
+    what: &str,
+) -> Status {
     match r {
         Ok(v) => panic!("{what}: accepted ({v:?}), expected {codes:?}"),
         Err(s) => {

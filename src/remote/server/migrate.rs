@@ -3,9 +3,10 @@
 //! and off it without its machines noticing.
 //!
 //! Per garden, in the order that keeps the target consistent at every
-//! moment: the chunks, the chunk lists, the whole objects (all content
-//! addressed, so copying one twice is harmless and an interrupted run is
-//! simply run again), then the head (manifest, history, signature) — only
+//! moment: the chunks, the chunk lists (each taken only once its chunks
+//! prove it), the whole objects (all content addressed, so copying one
+//! twice is harmless and an interrupted run is simply run again), then
+//! the head (manifest, history, signature) — only
 //! into a garden that has no head yet, or one the source's history holds
 //! (an earlier run's: so a first run can copy the bulk while the old
 //! server still serves, and a second, after it stopped, the rest); never
@@ -414,7 +415,15 @@ impl Side {
             Side::Objects(o) => {
                 let g = depot_name(g)?;
                 match kind {
-                    ObjKind::ChunkList => o.depot().put_list(&g, h, data).await?,
+                    // Proven before it is taken (its chunks came first), as
+                    // a folder's install_list proves it.
+                    ObjKind::ChunkList => {
+                        let text = String::from_utf8(data.to_vec())
+                            .map_err(|_| anyhow!("the chunk list of {h} is not text"))?;
+                        super::object::store_list(o.depot(), &g, h, text)
+                            .await
+                            .map_err(status)?;
+                    }
                     kind => o.depot().put_object(&g, kind, h, data).await?,
                 }
                 Ok(())

@@ -697,14 +697,7 @@ impl Backend for Object {
                         let t = String::from_utf8(text).map_err(|_| {
                             Status::invalid_argument("a chunk list that is not text")
                         })?;
-                        ChunkList::parse(&t).map_err(|why| {
-                            Status::invalid_argument(format!("chunk list {h}: {why}"))
-                        })?;
-                        depot
-                            .put_list(&g, &h, Bytes::from(t))
-                            .await
-                            .map(|()| true)
-                            .map_err(depot_status)
+                        store_list(&depot, &g, &h, t).await.map(|()| true)
                     }
                 }
             }
@@ -1060,6 +1053,73 @@ impl Backend for Object {
         }
         Ok(first)
     }
+}
+
+/// Chunks read at once while a chunk list is checked.
+const LIST_READS: usize = 4;
+
+/// Stores `text` as the chunk list of content `h` once it is proven, as a
+/// folder store's `install_list` proves it: a list, every chunk it names
+/// stored at its length, the chunks together hashing to `h`. A stored list
+/// makes its content count as stored for every later push, so an unproven
+/// one (chunks never sent, or pruned meanwhile; chunks of other content)
+/// would let a head name content nobody can pull. A list already stored
+/// is left as it is.
+pub(crate) async fn store_list(
+    depot: &Depot,
+    g: &GardenName,
+    h: &Hash,
+    text: String,
+) -> Result<(), Status> {
+    use futures_util::StreamExt as Futures;
+    let list = ChunkList::parse(&text)
+        .map_err(|why| Status::invalid_argument(format!("chunk list {h}: {why}")))?;
+    if depot
+        .object_size(g, ObjKind::ChunkList, h)
+        .await
+        .map_err(depot_status)?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let reads = Futures::map(
+        futures_util::stream::iter(list.chunks.iter().copied()),
+        |(c, len)| async move {
+            let got = depot
+                .get_object_within(g, ObjKind::Chunk, &c, u64::from(len))
+                .await;
+            (c, len, got)
+        },
+    );
+    let mut chunks = Futures::buffered(reads, LIST_READS);
+    let mut whole = sgard_store::Hasher::new();
+    while let Some((c, len, got)) = Futures::next(&mut chunks).await {
+        let data = match got {
+            Ok(data) if data.len() as u64 == u64::from(len) => data,
+            Ok(_) | Err(sgard_depot::Error::TooLarge { .. }) => {
+                return Err(Status::data_loss(format!(
+                    "chunk list {h}: chunk {c} is not {len} bytes long; dropped"
+                )));
+            }
+            Err(sgard_depot::Error::NotFound { .. }) => {
+                return Err(Status::failed_precondition(format!(
+                    "chunk list {h} names chunk {c}, which the server does not have; dropped"
+                )));
+            }
+            Err(e) => return Err(depot_status(e)),
+        };
+        whole.update(&data);
+    }
+    let actual = whole.finish();
+    if actual != *h {
+        return Err(Status::data_loss(format!(
+            "chunk list {h}: its chunks make content {actual}, not {h}; dropped"
+        )));
+    }
+    depot
+        .put_list(g, h, Bytes::from(text))
+        .await
+        .map_err(depot_status)
 }
 
 /// Sends content `h` (a blob, or its chunk list when `lists` and it is
