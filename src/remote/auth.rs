@@ -222,7 +222,8 @@ impl Authority {
     /// Whether a challenge signed at `ts` is too far from the server's
     /// clock to be accepted.
     pub fn outside_window(&self, ts: i64) -> bool {
-        (self.now() - ts).abs() > WINDOW_SECS
+        // The client's number: any i64 (a difference could overflow).
+        self.now().abs_diff(ts) > WINDOW_SECS.unsigned_abs()
     }
 
     /// The number of authorized keys.
@@ -336,7 +337,7 @@ impl Authority {
         let Ok(mut seen) = self.seen.lock() else {
             return false;
         };
-        seen.retain(|_, t| (now - *t).abs() <= 2 * WINDOW_SECS);
+        seen.retain(|_, t| now.abs_diff(*t) <= 2 * WINDOW_SECS.unsigned_abs());
         seen.insert(nonce.to_vec(), ts).is_none()
     }
 
@@ -499,6 +500,20 @@ pub fn read_private_key(path: &Path) -> Result<PrivateKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timestamp_at_the_ends_of_time_is_outside_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = dir.path().join("authorized_keys");
+        std::fs::write(&keys, "").unwrap();
+        let a = Authority::with_secret(&keys, [7; 32]).unwrap();
+        for ts in [i64::MIN, i64::MIN + 1, i64::MAX] {
+            assert!(a.outside_window(ts), "{ts}");
+        }
+        assert!(!a.outside_window(a.now()));
+        assert!(a.first_use(b"0123456789abcdef", i64::MIN));
+        assert!(a.first_use(b"0123456789abcdeg", a.now()));
+    }
 
     #[test]
     fn a_key_names_its_garden_in_its_options() {
