@@ -855,13 +855,28 @@ impl Backend for Object {
                     .flatten(),
             );
         }
+        // What a snapshot (or a pending push) names is known only by
+        // reading it: one that cannot be read (a damaged object, the store
+        // failing for a moment) stops the prune, as in a folder store.
+        let unreadable = |what: &str, h: &Hash, why: String| {
+            Status::data_loss(format!(
+                "{what} {} cannot be read ({why}); nothing was pruned",
+                h.short(12)
+            ))
+        };
+        let mut read = HashSet::new();
         for r in &s.history {
             keep.insert(r.id);
-            if let Ok(t) = self.get_text(&g, &r.id, "a snapshot").await
-                && let Ok(m) = Manifest::from_yaml(&t)
-            {
-                keep.extend(m.referenced_blobs());
+            if !read.insert(r.id) {
+                continue;
             }
+            let t = self
+                .get_text(&g, &r.id, "a snapshot")
+                .await
+                .map_err(|e| unreadable("snapshot", &r.id, e.message().to_owned()))?;
+            let m = Manifest::from_yaml(&t)
+                .map_err(|e| unreadable("snapshot", &r.id, e.to_string()))?;
+            keep.extend(m.referenced_blobs());
         }
         for name in self
             .depot
@@ -878,14 +893,18 @@ impl Backend for Object {
                 .await
                 .map_err(depot_status)?
             {
-                for h in String::from_utf8_lossy(&t)
-                    .lines()
-                    .filter_map(|l| l.split_once(' ').and_then(|(_, h)| Hash::parse(h).ok()))
-                {
+                for (k, h) in String::from_utf8_lossy(&t).lines().filter_map(|l| {
+                    l.split_once(' ')
+                        .and_then(|(k, h)| Some((k, Hash::parse(h).ok()?)))
+                }) {
                     keep.insert(h);
-                    if let Ok(t) = self.get_text(&g, &h, "a pending manifest").await
-                        && let Ok(m) = Manifest::from_yaml(&t)
-                    {
+                    if k == "manifest" {
+                        let t = self
+                            .get_text(&g, &h, "a pending manifest")
+                            .await
+                            .map_err(|e| unreadable("pending push", &h, e.message().to_owned()))?;
+                        let m = Manifest::from_yaml(&t)
+                            .map_err(|e| unreadable("pending push", &h, e.to_string()))?;
                         keep.extend(m.referenced_blobs());
                     }
                 }
@@ -1202,4 +1221,132 @@ async fn send(
             .await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use sgard_depot::{AwsEnv, Location};
+
+    fn env() -> Env {
+        Env {
+            chunk_stall: None,
+            sqlite_timeout: None,
+            config_dir: None,
+            username: "u".into(),
+            home: "/home/u".into(),
+            cwd: "/home/u".into(),
+            now: Timestamp::parse("2026-03-23T12:00:00Z").unwrap(),
+            hostname: "h".into(),
+            state_dir: None,
+            cache_dir: None,
+            crash_at: None,
+            interrupt_at: None,
+            wait_at: None,
+            scan_window: None,
+        }
+    }
+
+    fn object(depot: Depot, grace: Duration) -> Object {
+        Object::new(depot, Arc::new(|| Ok(env())), 1 << 30, grace)
+    }
+
+    /// An object backend over a folder depot in `dir` (whose files a test
+    /// can age or damage).
+    fn in_folder(dir: &tempfile::TempDir, grace: Duration) -> Object {
+        let depot =
+            Depot::open(&Location::Dir(dir.path().join("depot")), &AwsEnv::default()).unwrap();
+        object(depot, grace)
+    }
+
+    /// The file of an object in a folder depot made by [`in_folder`].
+    fn file_of(dir: &tempfile::TempDir, kind: ObjKind, h: &Hash) -> std::path::PathBuf {
+        let hex = h.to_hex();
+        std::fs::canonicalize(dir.path().join("depot"))
+            .unwrap()
+            .join("gardens/default")
+            .join(kind.dir())
+            .join(&hex[..2])
+            .join(&hex[2..4])
+            .join(&hex)
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn garden() -> GardenName {
+        GardenName::default()
+    }
+
+    /// A manifest with one file `~/f` holding `h`, updated at minute `min`.
+    fn manifest(h: &Hash, min: u32) -> Manifest {
+        Manifest::from_yaml(&format!(
+            "version: 1\ncreated: '2026-03-23T12:00:00Z'\nupdated: '2026-03-23T12:{min:02}:00Z'\n\
+             files:\n  - path: ~/f\n    hash: {}\n    type: file\n    mode: '0644'\n    \
+             updated: '2026-03-23T12:{min:02}:00Z'\n",
+            h.to_hex()
+        ))
+        .unwrap()
+    }
+
+    async fn blob(o: &Object, bytes: &[u8]) -> Hash {
+        let h = Hash::of(bytes);
+        o.depot
+            .put_object(&garden(), ObjKind::Blob, &h, Bytes::copy_from_slice(bytes))
+            .await
+            .unwrap();
+        h
+    }
+
+    /// Pushes `m` from `base`, as an sgard client does; the new head.
+    async fn push(o: &Object, m: Manifest, base: Base) -> Hash {
+        let r = o
+            .push_manifest(
+                "default",
+                "SHA256:test",
+                Push {
+                    manifest: m,
+                    history: Vec::new(),
+                    base,
+                    negotiate: false,
+                    extra: Vec::new(),
+                    signature: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.decision, Decision::Accepted as i32, "{r:?}");
+        Hash::parse(&r.head_id).unwrap()
+    }
+
+    #[test]
+    fn prune_refuses_when_a_snapshot_cannot_be_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::ZERO);
+        rt().block_on(async {
+            let g = garden();
+            let x = blob(&o, b"the first version\n").await;
+            let first = push(&o, manifest(&x, 1), Base::Never).await;
+            let y = blob(&o, b"the second version\n").await;
+            push(&o, manifest(&y, 2), Base::Id(first)).await;
+            // Only the first head's snapshot names x; it cannot be read.
+            std::fs::write(file_of(&dir, ObjKind::Blob, &first), b"damaged").unwrap();
+            let r = o.prune("default").await;
+            assert!(r.is_err(), "prune went on without a snapshot: {r:?}");
+            assert!(
+                o.depot
+                    .object_size(&g, ObjKind::Blob, &x)
+                    .await
+                    .unwrap()
+                    .is_some(),
+                "prune deleted what an unreadable snapshot may name"
+            );
+        });
+    }
 }
