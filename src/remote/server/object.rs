@@ -910,14 +910,18 @@ impl Backend for Object {
                 }
             }
         }
+        let young = |t: &SystemTime| t.elapsed().map_or(true, |age| age < self.prune_grace);
         let mut chunks: HashSet<Hash> = HashSet::new();
         let lists = self
             .depot
             .list_objects_aged(&g, ObjKind::ChunkList)
             .await
             .map_err(depot_status)?;
-        for (h, _, _) in &lists {
-            if keep.contains(h) {
+        // The chunks of every list that stays: those something names, and
+        // the young ones (a push in progress stored them, its head comes
+        // next; their chunks may be old ones it found already stored).
+        for (h, _, t) in &lists {
+            if keep.contains(h) || young(t) {
                 let text = self.depot.get_list(&g, h).await.map_err(depot_status)?;
                 match ChunkList::parse(&text_of(&text, "a chunk list")?) {
                     Ok(l) => chunks.extend(l.chunks.iter().map(|(c, _)| *c)),
@@ -930,7 +934,6 @@ impl Backend for Object {
                 }
             }
         }
-        let young = |t: &SystemTime| t.elapsed().map_or(true, |age| age < self.prune_grace);
         let mut removed = 0;
         for (kind, keep) in [
             (ObjKind::Blob, &keep),
@@ -1273,6 +1276,15 @@ mod tests {
             .join(&hex)
     }
 
+    fn age(path: &std::path::Path, by: Duration) {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(SystemTime::now() - by)
+            .unwrap();
+    }
+
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -1347,6 +1359,46 @@ mod tests {
                     .is_some(),
                 "prune deleted what an unreadable snapshot may name"
             );
+        });
+    }
+
+    #[test]
+    fn prune_keeps_the_chunks_of_a_list_a_push_in_progress_just_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            // A chunk left long ago by a push that never finished.
+            let chunk = vec![7u8; 20_000];
+            let c = Hash::of(&chunk);
+            o.depot
+                .put_object(&g, ObjKind::Chunk, &c, Bytes::from(chunk.clone()))
+                .await
+                .unwrap();
+            age(
+                &file_of(&dir, ObjKind::Chunk, &c),
+                Duration::from_secs(7200),
+            );
+            // A push now: its list names that chunk (MissingChunks said it
+            // is there), its head is not installed yet.
+            let text = format!(
+                "sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize 20000\n{} 20000\n",
+                c.to_hex()
+            );
+            store_list(&o.depot, &g, &c, text).await.unwrap();
+            o.prune("default").await.unwrap();
+            assert!(
+                o.depot
+                    .object_size(&g, ObjKind::Chunk, &c)
+                    .await
+                    .unwrap()
+                    .is_some(),
+                "prune deleted a chunk a young list names"
+            );
+            // The push ends: its head names the content, which is whole.
+            let head = push(&o, manifest(&c, 1), Base::Never).await;
+            assert_eq!(o.load(&g).await.unwrap().manifest.files.len(), 1, "{head}");
+            assert_eq!(o.content_size(&g, &c).await.unwrap(), Some(20_000));
         });
     }
 }
