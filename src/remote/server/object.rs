@@ -528,7 +528,23 @@ impl Object {
             .map_err(depot_status)?
         {
             Written::Done(_) => Ok(Some(head)),
-            Written::Conflict => Ok(None),
+            Written::Conflict => {
+                // The store's client retries a request whose reply was
+                // lost, and the retry of a write that landed answers
+                // Conflict: the head may be this very one.
+                let now = self
+                    .depot
+                    .read_doc(Scope::Garden(g), &doc(HEAD)?)
+                    .await
+                    .map_err(depot_status)?;
+                let landed = now
+                    .and_then(|(text, _)| {
+                        let text = std::str::from_utf8(&text).ok()?;
+                        HeadDoc::parse(text).ok()?.manifest
+                    })
+                    .is_some_and(|m| m == manifest);
+                Ok(landed.then_some(head))
+            }
         }
     }
 
@@ -1399,6 +1415,40 @@ mod tests {
             let head = push(&o, manifest(&c, 1), Base::Never).await;
             assert_eq!(o.load(&g).await.unwrap().manifest.files.len(), 1, "{head}");
             assert_eq!(o.content_size(&g, &c).await.unwrap(), Some(20_000));
+        });
+    }
+
+    #[test]
+    fn a_head_write_whose_reply_was_lost_is_known_as_done() {
+        let o = object(Depot::memory(), Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let x = blob(&o, b"content\n").await;
+            let m = manifest(&x, 1);
+            // Two reads of the same head: the write from the first lands;
+            // the retry of it (from the same read) finds the head moved.
+            let (s1, s2) = (o.load(&g).await.unwrap(), o.load(&g).await.unwrap());
+            let first = o
+                .install(&g, s1, m.clone(), Vec::new(), "k", None)
+                .await
+                .unwrap();
+            let retried = o.install(&g, s2, m, Vec::new(), "k", None).await.unwrap();
+            assert_eq!(first, Some(head_id_of(&manifest(&x, 1))));
+            assert_eq!(retried, first, "a write that landed was called refused");
+            // Another head from the same read is still refused.
+            let y = blob(&o, b"other\n").await;
+            let s3 = State {
+                version: None,
+                manifest: Manifest::new(Timestamp::zero()),
+                history: Vec::new(),
+                sizes: HashMap::new(),
+                signed: None,
+            };
+            let other = o
+                .install(&g, s3, manifest(&y, 2), Vec::new(), "k", None)
+                .await
+                .unwrap();
+            assert_eq!(other, None);
         });
     }
 }
