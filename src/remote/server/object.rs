@@ -159,6 +159,20 @@ fn garden_name(g: &str) -> Result<GardenName, Status> {
     GardenName::new(g).map_err(|e| Status::invalid_argument(e.to_string()))
 }
 
+/// The token key a `token-key` document holds: 64 hex digits (`None`:
+/// anything else, whoever wrote it).
+fn token_key_of(stored: &[u8]) -> Option<[u8; 32]> {
+    let text = stored.trim_ascii();
+    if text.len() != 64 || !text.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (k, pair) in key.iter_mut().zip(text.chunks_exact(2)) {
+        *k = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(key)
+}
+
 fn text_of(b: &Bytes, what: &str) -> Result<String, Status> {
     String::from_utf8(b.to_vec()).map_err(|_| Status::data_loss(format!("{what} is not text")))
 }
@@ -195,16 +209,8 @@ impl Object {
         let Some((text, _)) = self.depot.read_doc(Scope::Server, &name).await? else {
             anyhow::bail!("the server's token key vanished from the object store");
         };
-        let text = String::from_utf8_lossy(&text).trim().to_owned();
-        let mut key = [0u8; 32];
-        if text.len() != 64 {
-            anyhow::bail!("the server's token key in the object store is damaged");
-        }
-        for (i, k) in key.iter_mut().enumerate() {
-            *k = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
-                .map_err(|_| anyhow::anyhow!("the server's token key is damaged"))?;
-        }
-        Ok(key)
+        token_key_of(&text)
+            .ok_or_else(|| anyhow::anyhow!("the server's token key in the object store is damaged"))
     }
 
     /// The depot the gardens are in.
@@ -222,16 +228,9 @@ impl Object {
         else {
             return Ok(None);
         };
-        let text = String::from_utf8_lossy(&text).trim().to_owned();
-        let mut key = [0u8; 32];
-        if text.len() != 64 {
-            return Err(Status::data_loss("the server's token key is damaged"));
-        }
-        for (i, k) in key.iter_mut().enumerate() {
-            *k = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
-                .map_err(|_| Status::data_loss("the server's token key is damaged"))?;
-        }
-        Ok(Some(key))
+        token_key_of(&text)
+            .map(Some)
+            .ok_or_else(|| Status::data_loss("the server's token key is damaged"))
     }
 
     /// Stores `key` as the server's token key unless it has one; `true`
@@ -1449,6 +1448,27 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(other, None);
+        });
+    }
+
+    #[test]
+    fn a_damaged_token_key_is_an_error_not_a_panic() {
+        let o = object(Depot::memory(), Duration::from_secs(3600));
+        rt().block_on(async {
+            // 64 bytes, not 64 hex digits: "é" straddles a digit pair.
+            let text = format!("a\u{e9}{}", "0".repeat(61));
+            assert_eq!(text.len(), 64);
+            let name = DocName::new(TOKEN_KEY).unwrap();
+            assert!(
+                o.depot
+                    .write_once(Scope::Server, &name, text.as_bytes())
+                    .await
+                    .unwrap()
+            );
+            let e = o.token_secret().await.unwrap_err().to_string();
+            assert!(e.contains("damaged"), "{e}");
+            let e = o.stored_token_key().await.unwrap_err();
+            assert!(e.message().contains("damaged"), "{e:?}");
         });
     }
 }
