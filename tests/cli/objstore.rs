@@ -970,3 +970,35 @@ fn a_go_push_overtaken_before_its_blobs_end_is_refused() {
     });
     drop((r1, r2));
 }
+
+/// A peer that asks for whole blobs (the Go sgard knows no chunk lists)
+/// gets chunked content whole, reassembled from its chunks, as a folder
+/// store serves it.
+#[test]
+fn chunked_content_is_served_whole_to_a_peer_that_asks_for_blobs() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(1);
+    let k = w.key(0);
+    let srv = replica(&w, &m, &[]);
+    let a = TestEnv::init();
+    let big = noise(3 << 20, 21);
+    a.write("big.db", &big);
+    track(&a, &["big.db"]);
+    sg(&a, k, &["push", "-r", &srv.addr]).ok();
+    let rt = runtime();
+    rt.block_on(async {
+        let h = sgard_depot::Hash::parse(&sha(&big)).unwrap();
+        let stored = depot(&m)
+            .object_size(&Garden::default(), Kind::Blob, &h)
+            .await
+            .unwrap();
+        assert_eq!(stored, None, "the content was not stored chunked");
+        let mut c = connect(&srv.addr).await;
+        let token = login(&mut c, k).await;
+        let got = pull_blobs(&mut c, &token, &[&sha(&big)]).await.unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, sha(&big));
+        assert!(got[0].1 == big, "other bytes than the content");
+    });
+    drop(srv);
+}

@@ -1159,8 +1159,62 @@ pub(crate) async fn store_list(
         .map_err(depot_status)
 }
 
-/// Sends content `h` (a blob, or its chunk list when `lists` and it is
-/// stored chunked) or the chunk `h` (with `chunks`).
+/// Sends chunked content `h` (its list `text`) whole, reassembled chunk by
+/// chunk (one in memory at a time), each chunk checked against its name
+/// and length and the whole against `h`: what a folder store serves a peer
+/// that asks for whole blobs.
+async fn send_whole(
+    depot: &Depot,
+    g: &GardenName,
+    h: &Hash,
+    text: &str,
+    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
+) -> Result<(), Status> {
+    let list = ChunkList::parse(text)
+        .map_err(|why| Status::data_loss(format!("chunk list {h} is damaged ({why})")))?;
+    let mut whole = sgard_store::Hasher::new();
+    let mut first = true;
+    let send = |data: &[u8], first: &mut bool| {
+        let chunk = BlobChunk {
+            hash: if *first { h.to_hex() } else { String::new() },
+            data: data.to_vec(),
+            kind: Kind::Blob.wire(),
+        };
+        *first = false;
+        crate::remote::metrics::bytes_sent(chunk.data.len());
+        tx.send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+    };
+    for (c, len) in &list.chunks {
+        let data = depot
+            .get_object_within(g, ObjKind::Chunk, c, u64::from(*len))
+            .await
+            .map_err(depot_status)?;
+        if data.len() as u64 != u64::from(*len) {
+            return Err(Status::data_loss(format!(
+                "chunk list {h}: chunk {c} is not {len} bytes long"
+            )));
+        }
+        whole.update(&data);
+        for piece in data.chunks(CHUNK_SIZE) {
+            if send(piece, &mut first).await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+    if first && send(&[], &mut first).await.is_err() {
+        return Ok(());
+    }
+    let actual = whole.finish();
+    if actual != *h {
+        return Err(Status::data_loss(format!(
+            "content {h} is damaged on the server: its chunks make {actual}"
+        )));
+    }
+    Ok(())
+}
+
+/// Sends content `h` (a blob; when it is stored chunked, its chunk list
+/// with `lists`, else the content whole) or the chunk `h` (with `chunks`).
 async fn send(
     depot: &Depot,
     g: &GardenName,
@@ -1174,27 +1228,36 @@ async fn send(
     } else {
         (ObjKind::Blob, Kind::Blob)
     };
-    if lists
-        && !chunks
+    if !chunks
         && depot
             .object_size(g, ObjKind::Blob, h)
             .await
             .map_err(depot_status)?
             .is_none()
-        && let Ok(text) = depot.get_list(g, h).await
     {
-        let text = text_of(&text, "a chunk list")?;
-        for chunk in crate::remote::blobs::list_messages(h, &text) {
-            crate::remote::metrics::bytes_sent(chunk.data.len());
-            if tx
-                .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
-                .await
-                .is_err()
-            {
+        // Stored chunked: its list to a peer that takes lists, else the
+        // content whole (a Go peer asks only for blobs).
+        match depot.get_list(g, h).await {
+            Ok(text) => {
+                let text = text_of(&text, "a chunk list")?;
+                if !lists {
+                    return send_whole(depot, g, h, &text, tx).await;
+                }
+                for chunk in crate::remote::blobs::list_messages(h, &text) {
+                    crate::remote::metrics::bytes_sent(chunk.data.len());
+                    if tx
+                        .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+                        .await
+                        .is_err()
+                    {
+                        return Ok(());
+                    }
+                }
                 return Ok(());
             }
+            Err(sgard_depot::Error::NotFound { .. }) => {}
+            Err(e) => return Err(depot_status(e)),
         }
-        return Ok(());
     }
     let mut stream = match depot.object_stream(g, kind, h).await {
         Ok(s) => s,
