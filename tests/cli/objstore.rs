@@ -569,6 +569,11 @@ fn migrate_moves_a_server_onto_s3_and_back() {
     track(&a, &[".bashrc", "big.db"]);
     sg_env(&a, Some(ka), &["push", "-r", &addr], &on("laptop")).ok();
     a.now = now_plus(1);
+    // A whole content too big to hold (migrate streams it).
+    local(&a, &["chunking", "--off"]).ok();
+    let huge = noise(9 << 20, 12);
+    a.write("huge.bin", &huge);
+    local(&a, &["add", "huge.bin"]).ok();
     change(&mut a, ".bashrc", "export HOME_RC=2\n", 1);
     sg_env(&a, Some(ka), &["push", "-r", &addr], &on("laptop")).ok();
     let mut b = TestEnv::new();
@@ -707,6 +712,7 @@ fn migrate_moves_a_server_onto_s3_and_back() {
     sg(&d, ka, &["pull", "-r", &addr]).ok();
     assert_eq!(d.read(".bashrc"), b"export HOME_RC=3\n");
     assert_eq!(d.read("big.db"), big);
+    assert_eq!(d.read("huge.bin"), huge);
     sg(&TestEnv::init(), kc, &["list", "-r", &addr])
         .ok()
         .stdout_has("work-only");
@@ -908,13 +914,29 @@ fn a_chunk_list_is_taken_only_when_its_chunks_make_its_content() {
 fn a_go_push_overtaken_before_its_blobs_end_is_refused() {
     let m = moto_or_skip!();
     let w = world_or_skip!(2);
-    let (k_go, k_other) = (w.key(0), w.key(1));
     let (r1, r2) = (replica(&w, &m, &[]), replica(&w, &m, &[]));
+    go_push_overtaken(&w, &r1.addr, &r2.addr);
+    drop((r1, r2));
+}
+
+/// The same on a folder store (one server).
+#[test]
+fn a_go_push_overtaken_on_a_folder_store_is_refused() {
+    let w = world_or_skip!(2);
+    let srv = w.serve(&[]);
+    go_push_overtaken(&w, &srv.addr, &srv.addr);
+    drop(srv);
+}
+
+/// A Go client pushes its manifest through `addr1`, another machine's
+/// newer push lands, then the Go client's blobs end through `addr2`.
+fn go_push_overtaken(w: &World, addr1: &str, addr2: &str) {
+    let (k_go, k_other) = (w.key(0), w.key(1));
     let rt = runtime();
     rt.block_on(async {
-        let mut go = connect(&r1.addr).await;
+        let mut go = connect(addr1).await;
         let go_token = login(&mut go, k_go).await;
-        let mut other = connect(&r2.addr).await;
+        let mut other = connect(addr2).await;
         let other_token = login(&mut other, k_other).await;
         let go_blob = b"the Go client's file\n".to_vec();
         let other_blob = b"the other machine's file\n".to_vec();
@@ -951,7 +973,7 @@ fn a_go_push_overtaken_before_its_blobs_end_is_refused() {
 
         // The Go client's blobs end (through the other replica): its push
         // did not land, and it is told so.
-        let mut go2 = connect(&r2.addr).await;
+        let mut go2 = connect(addr2).await;
         let st = expect_code(
             push_blobs(&mut go2, &go_token, vec![(sha(&go_blob), go_blob.clone())]).await,
             &[Code::Aborted, Code::FailedPrecondition],
@@ -968,7 +990,6 @@ fn a_go_push_overtaken_before_its_blobs_end_is_refused() {
             .collect();
         assert_eq!(paths, vec!["~/other".to_owned()]);
     });
-    drop((r1, r2));
 }
 
 /// A peer that asks for whole blobs (the Go sgard knows no chunk lists)

@@ -27,7 +27,8 @@ use crate::remote::fleet;
 /// Where the other gardens' repositories are, in the served folder.
 pub const GARDENS_DIR: &str = "gardens";
 
-type Pending = (Manifest, Vec<Record>);
+/// A Go client's manifest and history, and when they came.
+type Pending = (Manifest, Vec<Record>, std::time::Instant);
 
 /// Gardens as sgard repositories in a folder.
 pub struct Local {
@@ -189,7 +190,7 @@ impl Backend for Local {
                         pending
                             .lock()
                             .map_err(|_| Status::internal("poisoned"))?
-                            .insert(who_owned, (manifest, history));
+                            .insert(who_owned, (manifest, history, std::time::Instant::now()));
                         return Ok(resp(Decision::Accepted, missing, None));
                     }
                     if !missing.is_empty() {
@@ -246,12 +247,26 @@ impl Backend for Local {
             .lock()
             .map_err(|_| Status::internal("poisoned"))?
             .remove(who);
-        if let Some((manifest, history)) = pending {
+        // One left waiting past the grace period is its client's, gone long
+        // ago (see the object backend): never installed by a later push.
+        let grace = self.prune_grace;
+        if let Some((manifest, history, _)) = pending.filter(|p| p.2.elapsed() <= grace) {
             let who = who.to_owned();
             self.blocking(&repo, LockMode::Exclusive, move |g| {
-                g.install_push(manifest, history, &who, None)
-                    .map(|_| ())
-                    .map_err(garden_status)
+                // Decided again: another push may have landed since.
+                match g
+                    .push_decision(&manifest, Base::Legacy, &history, &[])
+                    .map_err(garden_status)?
+                {
+                    PushDecision::UpToDate => Ok(()),
+                    PushDecision::Rejected(_) => Err(Status::aborted(
+                        "the server changed during the push; pull, then push again",
+                    )),
+                    PushDecision::Accepted(_) => g
+                        .install_push(manifest, history, &who, None)
+                        .map(|_| ())
+                        .map_err(garden_status),
+                }
             })
             .await?;
         }
@@ -308,18 +323,22 @@ impl Backend for Local {
 
     async fn prune(&self, garden: &str) -> Result<u64, Status> {
         let repo = self.garden_repo(garden)?;
-        let protect: std::collections::HashSet<Hash> = self
-            .pending
-            .lock()
-            .map_err(|_| Status::internal("poisoned"))?
-            .values()
-            .flat_map(|(m, h)| {
-                m.referenced_blobs()
-                    .chain(h.iter().map(|r| r.id))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
         let grace = self.prune_grace;
+        let protect: std::collections::HashSet<Hash> = {
+            let mut pending = self
+                .pending
+                .lock()
+                .map_err(|_| Status::internal("poisoned"))?;
+            pending.retain(|_, p| p.2.elapsed() <= grace);
+            pending
+                .values()
+                .flat_map(|(m, h, _)| {
+                    m.referenced_blobs()
+                        .chain(h.iter().map(|r| r.id))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
         self.blocking(&repo, LockMode::Exclusive, move |g| {
             let r = g.prune_with(&protect, Some(grace)).map_err(garden_status)?;
             Ok(r.blobs)

@@ -34,6 +34,9 @@ use crate::remote::fleet;
 /// Objects copied at once to or from an object store.
 const PARALLEL: usize = 8;
 
+/// Whole contents larger than this are streamed, not held in memory.
+const HELD_WHOLE: u64 = 8 << 20;
+
 /// The token key file of a folder store (raw 32 bytes).
 const JWT_KEY: &str = "jwt.key";
 
@@ -70,8 +73,8 @@ pub struct Report {
     pub token_key: bool,
 }
 
-/// One object: its kind and name.
-type Obj = (ObjKind, Hash);
+/// One object: its kind, name and size.
+type Obj = (ObjKind, Hash, u64);
 
 /// Copies every garden of `from` into `to` (with `dry`, only finds what it
 /// would copy). `say` hears each step.
@@ -105,17 +108,24 @@ pub async fn migrate(
         // in), the objects of one kind several at once.
         for kind in [ObjKind::Chunk, ObjKind::ChunkList, ObjKind::Blob] {
             let results: Vec<bool> = futures_util::stream::iter(
-                objects.iter().filter(|(k, _)| *k == kind).map(|(_, h)| *h),
+                objects
+                    .iter()
+                    .filter(|(k, _, _)| *k == kind)
+                    .map(|(_, h, n)| (*h, *n)),
             )
-            .map(|h| {
+            .map(|(h, size)| {
                 let name = name.clone();
                 async move {
                     if to.has(&name, kind, &h).await? {
                         return Ok::<bool, anyhow::Error>(false);
                     }
                     if !dry {
-                        let data = from.read(&name, kind, &h).await?;
-                        to.write(&name, kind, &h, data).await?;
+                        if kind == ObjKind::Blob && size > HELD_WHOLE {
+                            copy_streaming(from, to, &name, &h).await?;
+                        } else {
+                            let data = from.read(&name, kind, &h).await?;
+                            to.write(&name, kind, &h, data).await?;
+                        }
                     }
                     Ok(true)
                 }
@@ -178,6 +188,94 @@ pub fn describe(r: &GardenReport, dry: bool) -> String {
         r.machines,
         if r.machines == 1 { "" } else { "s" },
     )
+}
+
+/// Copies the whole content `h` of garden `g` piece by piece (its hash
+/// checked on the way in): for contents too big to hold.
+async fn copy_streaming(from: &Side, to: &Side, g: &str, h: &Hash) -> Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    /// Where the pieces go.
+    enum Sink {
+        Objects(Box<sgard_depot::ObjectWriter>),
+        Dir(PathBuf, tempfile::NamedTempFile, tokio::fs::File),
+    }
+    let mut sink = match to {
+        Side::Objects(o) => Sink::Objects(Box::new(
+            o.depot()
+                .object_writer(&depot_name(g)?, ObjKind::Blob, h)
+                .await?,
+        )),
+        Side::Dir(dir) => {
+            let repo = garden_dir(dir, g);
+            let tmp = tempfile::Builder::new()
+                .prefix(".migrate-")
+                .tempfile_in(&repo)
+                .with_context(|| format!("making a temp file in {}", repo.display()))?;
+            let file = tokio::fs::File::from_std(
+                tmp.reopen()
+                    .with_context(|| format!("opening {}", tmp.path().display()))?,
+            );
+            Sink::Dir(repo, tmp, file)
+        }
+    };
+    let mut put = async |piece: &[u8]| -> Result<()> {
+        match &mut sink {
+            Sink::Objects(w) => w.write(piece).await?,
+            Sink::Dir(_, tmp, file) => file
+                .write_all(piece)
+                .await
+                .with_context(|| format!("writing {}", tmp.path().display()))?,
+        }
+        Ok(())
+    };
+    match from {
+        Side::Objects(o) => {
+            let mut stream = o
+                .depot()
+                .object_stream(&depot_name(g)?, ObjKind::Blob, h)
+                .await?;
+            while let Some(piece) = stream.next_chunk().await {
+                put(&piece?).await?;
+            }
+        }
+        Side::Dir(dir) => {
+            let path = Store::open(&garden_dir(dir, g)).path_of(h);
+            let mut file = tokio::fs::File::open(&path)
+                .await
+                .with_context(|| format!("opening {}", path.display()))?;
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = file
+                    .read(&mut buf)
+                    .await
+                    .with_context(|| format!("reading {}", path.display()))?;
+                if n == 0 {
+                    break;
+                }
+                put(&buf[..n]).await?;
+            }
+        }
+    }
+    match sink {
+        Sink::Objects(w) => w.finish().await?,
+        Sink::Dir(repo, tmp, mut file) => {
+            file.flush()
+                .await
+                .with_context(|| format!("writing {}", tmp.path().display()))?;
+            drop(file);
+            let h = *h;
+            blocking(move || {
+                let mut reader = std::fs::File::open(tmp.path())
+                    .with_context(|| format!("opening {}", tmp.path().display()))?;
+                // Hashed again as it is stored: a mismatch stores nothing.
+                Store::open(&repo).write_expect(&mut reader, &h, None)?;
+                drop(tmp);
+                Ok(())
+            })
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 fn status(e: tonic::Status) -> anyhow::Error {
@@ -266,15 +364,15 @@ impl Side {
                     let mut out: Vec<Obj> = store
                         .list()?
                         .into_iter()
-                        .map(|b| (ObjKind::Blob, b.hash))
+                        .map(|b| (ObjKind::Blob, b.hash, b.size))
                         .collect();
                     if let Some(cs) = store.chunked() {
-                        out.extend(cs.lists()?.into_iter().map(|h| (ObjKind::ChunkList, h)));
+                        out.extend(cs.lists()?.into_iter().map(|h| (ObjKind::ChunkList, h, 0)));
                         out.extend(
                             cs.objects()
                                 .list()?
                                 .into_iter()
-                                .map(|b| (ObjKind::Chunk, b.hash)),
+                                .map(|b| (ObjKind::Chunk, b.hash, b.size)),
                         );
                     }
                     Ok(out)
@@ -290,7 +388,7 @@ impl Side {
                             .list_objects(&g, kind)
                             .await?
                             .into_iter()
-                            .map(|(h, _)| (kind, h)),
+                            .map(|(h, n)| (kind, h, n)),
                     );
                 }
                 Ok(out)

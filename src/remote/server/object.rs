@@ -547,6 +547,19 @@ impl Object {
         }
     }
 
+    /// Whether a pending push's text is older than the prune grace period
+    /// (or says no time).
+    fn stale_pending(&self, text: &str) -> bool {
+        let since = text.lines().find_map(|l| {
+            l.strip_prefix("since ")
+                .and_then(|t| t.trim().parse::<i64>().ok())
+        });
+        since.is_none_or(|t| {
+            let age = crate::remote::auth::unix_now().saturating_sub(t);
+            u64::try_from(age).is_ok_and(|a| a > self.prune_grace.as_secs())
+        })
+    }
+
     /// The name of the pending (Go client) push of `who`.
     fn pending_name(who: &str) -> Result<DocName, Status> {
         doc(&format!("pending-{}", Hash::of(who.as_bytes()).short(32)))
@@ -627,9 +640,10 @@ impl Backend for Object {
                 )
                 .await?;
             let text = format!(
-                "manifest {}\nhistory {}\n",
+                "manifest {}\nhistory {}\nsince {}\n",
                 manifest.to_hex(),
-                history.to_hex()
+                history.to_hex(),
+                crate::remote::auth::unix_now()
             );
             let name = Self::pending_name(who)?;
             let scope = Scope::Garden(&g);
@@ -791,6 +805,20 @@ impl Backend for Object {
                     .ok_or_else(|| Status::data_loss("a pending push is damaged"))
             };
             let (mh, hh) = (field("manifest ")?, field("history ")?);
+            if self.stale_pending(&text) {
+                // Its client went away long ago (a Go client's blobs come
+                // right after its manifest): a PushBlobs of the same key now
+                // is another push, which must not install that old manifest.
+                tracing::warn!(
+                    garden,
+                    "dropped a Go client's push left waiting past the grace period"
+                );
+                self.depot
+                    .remove_doc(scope, &name)
+                    .await
+                    .map_err(depot_status)?;
+                return Ok(done);
+            }
             let m = Manifest::from_yaml(&self.get_text(&g, &mh, "a pushed manifest").await?)
                 .map_err(|e| Status::data_loss(e.to_string()))?;
             let history = History::from_yaml(&self.get_text(&g, &hh, "a pushed history").await?)
@@ -908,6 +936,15 @@ impl Backend for Object {
                 .await
                 .map_err(depot_status)?
             {
+                if self.stale_pending(&String::from_utf8_lossy(&t)) {
+                    // Never to be installed (see push_blobs): it goes, and
+                    // protects nothing.
+                    self.depot
+                        .remove_doc(Scope::Garden(&g), &name)
+                        .await
+                        .map_err(depot_status)?;
+                    continue;
+                }
                 for (k, h) in String::from_utf8_lossy(&t).lines().filter_map(|l| {
                     l.split_once(' ')
                         .and_then(|(k, h)| Some((k, Hash::parse(h).ok()?)))
@@ -1511,6 +1548,69 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(other, None);
+        });
+    }
+
+    #[test]
+    fn a_go_push_left_waiting_past_the_grace_period_is_dropped() {
+        let o = object(Depot::memory(), Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let x = blob(&o, b"content\n").await;
+            let r = o
+                .push_manifest(
+                    "default",
+                    "SHA256:go",
+                    Push {
+                        manifest: manifest(&x, 1),
+                        history: Vec::new(),
+                        base: Base::Legacy,
+                        negotiate: false,
+                        extra: Vec::new(),
+                        signature: None,
+                    },
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.decision, Decision::Accepted as i32);
+            let name = Object::pending_name("SHA256:go").unwrap();
+            let (text, v) = o
+                .depot
+                .read_doc(Scope::Garden(&g), &name)
+                .await
+                .unwrap()
+                .unwrap();
+            let text = String::from_utf8(text.to_vec()).unwrap();
+            assert!(!o.stale_pending(&text), "{text}");
+            assert!(o.stale_pending("manifest x\n"), "no time: stale");
+            // Two hours later its client is long gone: prune drops it.
+            let old = crate::remote::auth::unix_now() - 7200;
+            let aged: String = text
+                .lines()
+                .map(|l| {
+                    if l.starts_with("since ") {
+                        format!("since {old}\n")
+                    } else {
+                        format!("{l}\n")
+                    }
+                })
+                .collect();
+            assert!(o.stale_pending(&aged));
+            let w = o
+                .depot
+                .write_doc(Scope::Garden(&g), &name, aged.as_bytes(), Cond::Version(v))
+                .await
+                .unwrap();
+            assert!(matches!(w, Written::Done(_)));
+            o.prune("default").await.unwrap();
+            assert!(
+                o.depot
+                    .read_doc(Scope::Garden(&g), &name)
+                    .await
+                    .unwrap()
+                    .is_none(),
+                "a stale pending push outlived prune"
+            );
         });
     }
 
