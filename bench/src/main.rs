@@ -122,6 +122,11 @@ struct Args {
     /// server: the sgardd binary [default: `sgardd` next to sgard]
     #[arg(long, value_name = "PATH")]
     sgardd: Option<PathBuf>,
+
+    /// server: pass `--max-streams N` to every sgardd [default: sgardd's
+    /// own, 16 push streams at once]
+    #[arg(long, value_name = "N")]
+    max_streams: Option<usize>,
 }
 
 /// The scenarios.
@@ -200,6 +205,7 @@ fn run(args: &Args) -> Result<()> {
                 contenders: args.contenders,
                 stores: args.store,
                 sgardd: args.sgardd.clone(),
+                max_streams: args.max_streams,
             },
         );
     }

@@ -43,11 +43,13 @@ mod stats;
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::fs;
+use std::io::Read as _;
 use std::io::Write as _;
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::Barrier;
+use std::sync::{Barrier, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::ValueEnum;
@@ -85,6 +87,8 @@ pub struct Opts {
     pub stores: Stores,
     /// `--sgardd`, or `sgardd` next to the sgard binary.
     pub sgardd: Option<PathBuf>,
+    /// `sgardd --max-streams N` (else sgardd's default).
+    pub max_streams: Option<usize>,
 }
 
 /// One store's kind.
@@ -125,12 +129,29 @@ struct StoreReport {
     first: Vec<Record>,
     rounds: Vec<Record>,
     contention: Contention,
-    /// Per client: `Ok(files compared)` or why B's HOME differs from A's.
-    verified: Vec<Result<usize, String>>,
+    verified: Verified,
+    /// The machine's CPU use in each phase of the main workload.
+    busy: [Option<f64>; 2],
+    /// moto's time per request, one at a time (s3 only).
+    moto_request: Option<Duration>,
     /// Per sgardd: CPU time and peak RSS (KiB), read just before it stops.
     servers: Vec<Option<(Duration, u64)>>,
     /// `/proc/loadavg` before and after.
     load: (String, String),
+}
+
+/// The check that every B's HOME matches its A's.
+#[derive(Default)]
+struct Verified {
+    /// Clients whose every timed run succeeded and whose B matched as pulled.
+    as_pulled: usize,
+    /// Clients with a failed run, which matched after an untimed push by A
+    /// and pull by B.
+    after_retry: usize,
+    /// Files compared in all.
+    files: usize,
+    /// Why a B did not match.
+    bad: Vec<String>,
 }
 
 /// The contention scenario's outcome.
@@ -182,7 +203,7 @@ pub fn run(ctx: &Ctx, o: &Opts) -> Result<()> {
         }
     }
     println!(
-        "work:    {} clients x (first push + first pull + {} rounds of edit {EDITS_PER_ROUND} files, checkpoint, push, pull); {} contenders in one garden",
+        "work:    {} clients x (first push + first pull + {} round(s) of edit {EDITS_PER_ROUND} files, checkpoint, push, pull); {} contenders in one garden",
         o.clients, o.rounds, o.contenders
     );
 
@@ -201,6 +222,10 @@ pub fn run(ctx: &Ctx, o: &Opts) -> Result<()> {
 
     println!();
     print!("{}", report(&reports, o));
+    let errors = errors(&reports);
+    if !errors.is_empty() {
+        print!("\n{errors}");
+    }
 
     if ctx.keep {
         let kept = root.keep();
@@ -209,7 +234,7 @@ pub fn run(ctx: &Ctx, o: &Opts) -> Result<()> {
     let failures = failures(&reports);
     if !failures.is_empty() {
         bail!(
-            "the server benchmark saw failures:\n{}",
+            "what was pushed did not all arrive:\n{}",
             failures.join("\n")
         );
     }
@@ -277,13 +302,79 @@ fn write_authorized_keys(path: &Path, keys: &Keys) -> Result<()> {
 /// replicas stop before moto does.
 struct Servers {
     daemons: Vec<Daemon>,
+    moto_request: Option<Duration>,
     _moto: Option<MotoServer>,
 }
 
-fn start_servers(kind: Kind, dir: &Path, sgardd: &Path, auth: &Path) -> Result<Servers> {
+/// PUTs the calibration sends to moto.
+const MOTO_CALIBRATION: usize = 200;
+
+/// moto's time per request: `n` unsigned PUTs of 4 KiB objects (under
+/// `calibrate/`, outside the gardens' prefix), one at a time, each on a
+/// connection of its own.
+fn moto_request_time(port: u16, n: usize) -> Result<Duration> {
+    let body = vec![b'x'; 4096];
+    let started = Instant::now();
+    for i in 0..n {
+        let mut s =
+            TcpStream::connect((Ipv4Addr::LOCALHOST, port)).context("connecting to moto")?;
+        write!(
+            s,
+            "PUT /{BUCKET}/calibrate/{i} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )?;
+        s.write_all(&body)?;
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer)
+            .context("reading moto's answer")?;
+        let status = answer.split(|&b| b == b'\n').next().unwrap_or_default();
+        if !String::from_utf8_lossy(status).contains(" 200") {
+            bail!(
+                "moto answered a calibration PUT with {:?}",
+                String::from_utf8_lossy(status).trim_end()
+            );
+        }
+    }
+    Ok(started.elapsed() / u32::try_from(n.max(1))?)
+}
+
+/// The machine's busy and total CPU time so far (`/proc/stat`, all CPUs,
+/// in clock ticks).
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let text = fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().next()?.strip_prefix("cpu ")?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal (guest is in user).
+    let idle = v.get(3)? + v.get(4)?;
+    let busy: u64 = v.iter().take(8).sum::<u64>() - idle;
+    Some((busy, busy + idle))
+}
+
+/// Cores busy on average between two [`cpu_ticks`] samples.
+fn cores_busy(a: Option<(u64, u64)>, b: Option<(u64, u64)>) -> Option<f64> {
+    let ((b0, t0), (b1, t1)) = (a?, b?);
+    let cores = thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let total = t1.checked_sub(t0).filter(|&t| t > 0)?;
+    Some(b1.saturating_sub(b0) as f64 / total as f64 * cores as f64)
+}
+
+fn start_servers(
+    kind: Kind,
+    dir: &Path,
+    sgardd: &Path,
+    auth: &Path,
+    max_streams: Option<usize>,
+) -> Result<Servers> {
     let keys_arg = |mut a: Vec<OsString>| {
         a.push("--authorized-keys".into());
         a.push(auth.into());
+        if let Some(n) = max_streams {
+            a.push("--max-streams".into());
+            a.push(n.to_string().into());
+        }
         a
     };
     match kind {
@@ -302,6 +393,7 @@ fn start_servers(kind: Kind, dir: &Path, sgardd: &Path, auth: &Path) -> Result<S
             )?;
             Ok(Servers {
                 daemons: vec![d],
+                moto_request: None,
                 _moto: None,
             })
         }
@@ -311,6 +403,12 @@ fn start_servers(kind: Kind, dir: &Path, sgardd: &Path, auth: &Path) -> Result<S
             })?;
             moto.create_bucket(BUCKET)
                 .context("creating the bucket on moto")?;
+            let per_request = moto_request_time(moto.port(), MOTO_CALIBRATION)?;
+            println!(
+                "[s3] moto: {MOTO_CALIBRATION} PUTs of 4 KiB one at a time, {:.2} ms each ({:.0} requests/s)",
+                per_request.as_secs_f64() * 1e3,
+                1.0 / per_request.as_secs_f64().max(1e-9)
+            );
             let e = moto.aws_env();
             let env: Vec<(String, String)> = [
                 ("AWS_ACCESS_KEY_ID", e.access_key_id),
@@ -335,6 +433,7 @@ fn start_servers(kind: Kind, dir: &Path, sgardd: &Path, auth: &Path) -> Result<S
             }
             Ok(Servers {
                 daemons,
+                moto_request: Some(per_request),
                 _moto: Some(moto),
             })
         }
@@ -364,45 +463,97 @@ fn run_store(
         "\n[{}] starting the servers (load {load_before})",
         kind.short()
     );
-    let servers = start_servers(kind, &dir, sgardd, auth)?;
+    let servers = start_servers(kind, &dir, sgardd, auth, o.max_streams)?;
     let addrs: Vec<String> = servers.daemons.iter().map(|d| d.addr.clone()).collect();
     println!("[{}] serving on {}", kind.short(), addrs.join(", "));
 
-    let (first, rounds, pairs) = main_workload(ctx, o, kind, &dir, &addrs, keys)?;
+    let work = main_workload(ctx, o, kind, &dir, &addrs, keys)?;
     let contention = contention(ctx, o, kind, &dir, &addrs, keys)?;
+    let verified = verify(kind, &work.clients, &addrs)?;
     let servers_usage = servers.daemons.iter().map(Daemon::usage).collect();
     let logs: Vec<PathBuf> = servers.daemons.iter().map(|d| d.log.clone()).collect();
+    let moto_request = servers.moto_request;
     drop(servers);
 
-    print!("[{}] verifying every pulled HOME ... ", kind.short());
-    std::io::stdout().flush()?;
-    let verified: Vec<Result<usize, String>> = pairs
+    let errors = work
+        .first
         .iter()
-        .map(|(a, b)| compare_trees(&a.home, &b.home).map_err(|e| format!("{}: {e:#}", b.host)))
-        .collect();
-    let bad = verified.iter().filter(|v| v.is_err()).count();
-    println!("{} of {} match", verified.len() - bad, verified.len());
-    let errors =
-        first.iter().chain(&rounds).filter(|r| !r.ok()).count() + contention.errors().count();
+        .chain(&work.rounds)
+        .filter(|r| !r.ok())
+        .count()
+        + contention.errors().count();
     if errors > 0 {
         for log in &logs {
-            println!(
-                "[{}] the end of {}:\n{}",
-                kind.short(),
-                log.display(),
-                daemon::tail(log)
-            );
+            let tail = daemon::tail(log);
+            if !tail.is_empty() {
+                println!(
+                    "[{}] the last warnings and errors in {}:\n{tail}",
+                    kind.short(),
+                    log.display()
+                );
+            }
         }
     }
     Ok(StoreReport {
         kind,
-        first,
-        rounds,
+        first: work.first,
+        rounds: work.rounds,
         contention,
         verified,
+        busy: work.busy,
+        moto_request,
         servers: servers_usage,
         load: (load_before, loadavg()),
     })
+}
+
+/// Compares every B's HOME with its A's. A client with a failed timed run
+/// (its B may rightly lag) first gets an untimed push by A and pull by B:
+/// whatever failed must be recoverable and must have lost nothing.
+fn verify(kind: Kind, clients: &[Done], addrs: &[String]) -> Result<Verified> {
+    print!("[{}] verifying every pulled HOME ... ", kind.short());
+    std::io::stdout().flush()?;
+    let mut v = Verified::default();
+    for d in clients {
+        if d.failed {
+            let (a_addr, b_addr) = client_addrs(d.i, addrs);
+            let retried =
+                d.a.must(&remote("push", a_addr, &d.a.key))
+                    .and_then(|()| d.b.must(&remote("pull", b_addr, &d.b.key)));
+            if let Err(e) = retried {
+                v.bad.push(format!(
+                    "{}: the untimed push and pull failed: {e:#}",
+                    d.b.host
+                ));
+                continue;
+            }
+        }
+        match compare_trees(&d.a.home, &d.b.home) {
+            Ok(files) => {
+                v.files += files;
+                if d.failed {
+                    v.after_retry += 1;
+                } else {
+                    v.as_pulled += 1;
+                }
+            }
+            Err(e) => v.bad.push(format!("{}: {e:#}", d.b.host)),
+        }
+    }
+    println!(
+        "{} match as pulled, {} after an untimed push and pull (clients with a failed run), {} differ",
+        v.as_pulled,
+        v.after_retry,
+        v.bad.len()
+    );
+    Ok(v)
+}
+
+/// The servers client `i`'s A and B talk to: replica `i mod n` and the
+/// next one (the same one when there is one server).
+fn client_addrs(i: usize, addrs: &[String]) -> (&str, &str) {
+    let n = addrs.len();
+    (&addrs[i % n], &addrs[(i + 1) % n])
 }
 
 /// One client's two machines and its tree.
@@ -413,7 +564,22 @@ struct Client {
     spec: TreeSpec,
 }
 
-type Phases = (Vec<Record>, Vec<Record>, Vec<(Machine, Machine)>);
+/// A client after the main workload.
+struct Done {
+    i: usize,
+    a: Machine,
+    b: Machine,
+    /// Whether any of its timed runs failed.
+    failed: bool,
+}
+
+/// The main workload's records, per phase, and its clients.
+struct Work {
+    first: Vec<Record>,
+    rounds: Vec<Record>,
+    clients: Vec<Done>,
+    busy: [Option<f64>; 2],
+}
 
 /// One client's records of each phase, and the client.
 type ClientRun = (Vec<Record>, Vec<Record>, Client);
@@ -427,7 +593,7 @@ fn main_workload(
     dir: &Path,
     addrs: &[String],
     keys: &Keys,
-) -> Result<Phases> {
+) -> Result<Work> {
     let n = o.clients;
     let tag = kind.short();
     print!("[{tag}] setting up {n} clients (init, a 40-file tree, add) ... ");
@@ -448,23 +614,33 @@ fn main_workload(
     println!("{:.1} s", t.elapsed().as_secs_f64());
 
     let barrier = Barrier::new(n);
-    let s_count = addrs.len();
+    // CPU samples: at the start of each phase (by the barrier's leader)
+    // and at the end.
+    let samples = Mutex::new([None; 3]);
     println!(
-        "[{tag}] {n} clients at once: first push + first pull, then {} rounds",
+        "[{tag}] {n} clients at once: first push + first pull, then {} round(s)",
         o.rounds
     );
     let outs: Vec<Result<ClientRun>> = thread::scope(|s| {
         let jobs: Vec<_> = clients
             .into_iter()
             .map(|c| {
-                let barrier = &barrier;
+                let (barrier, samples) = (&barrier, &samples);
                 s.spawn(move || {
-                    let a_addr = &addrs[c.i % s_count];
-                    let b_addr = &addrs[(c.i + 1) % s_count];
-                    barrier.wait();
+                    let (a_addr, b_addr) = client_addrs(c.i, addrs);
+                    let sample = |k: usize| {
+                        if let Ok(mut v) = samples.lock() {
+                            v[k] = cpu_ticks();
+                        }
+                    };
+                    if barrier.wait().is_leader() {
+                        sample(0);
+                    }
                     let first = first_phase(&c, a_addr, b_addr);
                     // Everyone finishes the first phase before the rounds.
-                    barrier.wait();
+                    if barrier.wait().is_leader() {
+                        sample(1);
+                    }
                     let first = first?;
                     let rounds = rounds_phase(&c, o.rounds, a_addr, b_addr)?;
                     Ok((first, rounds, c))
@@ -478,12 +654,21 @@ fn main_workload(
             })
             .collect()
     });
-    let (mut first, mut rounds, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    let end = cpu_ticks();
+    let s = samples.into_inner().unwrap_or([None; 3]);
+    let busy = [cores_busy(s[0], s[1]), cores_busy(s[1], end)];
+    let (mut first, mut rounds, mut clients) = (Vec::new(), Vec::new(), Vec::new());
     for out in outs {
         let (f, r, c) = out?;
+        let failed = f.iter().chain(&r).any(|x| !x.ok());
         first.extend(f);
         rounds.extend(r);
-        pairs.push((c.a, c.b));
+        clients.push(Done {
+            i: c.i,
+            a: c.a,
+            b: c.b,
+            failed,
+        });
     }
     let errs = first.iter().chain(&rounds).filter(|r| !r.ok()).count();
     println!(
@@ -491,7 +676,12 @@ fn main_workload(
         stats::span(&first).as_secs_f64(),
         stats::span(&rounds).as_secs_f64()
     );
-    Ok((first, rounds, pairs))
+    Ok(Work {
+        first,
+        rounds,
+        clients,
+        busy,
+    })
 }
 
 fn setup_client(ctx: &Ctx, dir: &Path, keys: &Keys, i: usize) -> Result<Client> {
@@ -716,8 +906,13 @@ fn report(reports: &[StoreReport], o: &Opts) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "Main workload: {} clients, each its own garden; {} rounds.\n",
-        o.clients, o.rounds
+        "Main workload: {} clients, each its own garden; {} round(s); sgardd {}.\n",
+        o.clients,
+        o.rounds,
+        o.max_streams.map_or_else(
+            || "with its default --max-streams (16)".to_owned(),
+            |n| format!("--max-streams {n}")
+        )
     );
     s.push_str(&stats::table_header());
     for r in reports {
@@ -770,16 +965,35 @@ fn report(reports: &[StoreReport], o: &Opts) -> String {
     }
     s.push('\n');
     for r in reports {
-        let ok = r.verified.iter().filter(|v| v.is_ok()).count();
-        let files: usize = r.verified.iter().filter_map(|v| v.as_ref().ok()).sum();
+        let v = &r.verified;
         let _ = writeln!(
             s,
-            "* {}: {ok} of {} pulled HOMEs match their pusher's ({files} files compared); load average {} before, {} after",
+            "* {}: {} of {} pulled HOMEs matched their pusher's as pulled, {} after an untimed push and pull (clients with a failed run), {} differ ({} files compared)",
             r.kind.name(),
-            r.verified.len(),
+            v.as_pulled,
+            v.as_pulled + v.after_retry + v.bad.len(),
+            v.after_retry,
+            v.bad.len(),
+            v.files
+        );
+        let busy = |b: Option<f64>| b.map_or_else(|| "?".to_owned(), |b| format!("{b:.2}"));
+        let _ = writeln!(
+            s,
+            "  * cores busy (whole machine, of {}): {} in the first phase, {} in the rounds; load average {} before, {} after",
+            thread::available_parallelism().map_or(0, std::num::NonZero::get),
+            busy(r.busy[0]),
+            busy(r.busy[1]),
             r.load.0,
             r.load.1
         );
+        if let Some(t) = r.moto_request {
+            let _ = writeln!(
+                s,
+                "  * moto alone: {:.2} ms per 4 KiB PUT, one at a time ({:.0} requests/s)",
+                t.as_secs_f64() * 1e3,
+                1.0 / t.as_secs_f64().max(1e-9)
+            );
+        }
         for (i, u) in r.servers.iter().enumerate() {
             if let Some((cpu, rss)) = u {
                 let _ = writeln!(
@@ -795,12 +1009,11 @@ fn report(reports: &[StoreReport], o: &Opts) -> String {
     s
 }
 
-/// Everything that went wrong, one line each (with the first failure's
-/// standard error per store).
-fn failures(reports: &[StoreReport]) -> Vec<String> {
-    let mut out = Vec::new();
+/// The failed runs of each store, grouped by operation, exit code and
+/// first line of standard error; the first failure's whole standard error.
+fn errors(reports: &[StoreReport]) -> String {
+    let mut s = String::new();
     for r in reports {
-        let tag = r.kind.short();
         let failed: Vec<&Record> = r
             .first
             .iter()
@@ -808,30 +1021,45 @@ fn failures(reports: &[StoreReport]) -> Vec<String> {
             .filter(|x| !x.ok())
             .chain(r.contention.errors())
             .collect();
-        if let Some(f) = failed.first() {
-            let mut by_code = std::collections::BTreeMap::new();
-            for x in &failed {
-                *by_code.entry((x.op.name(), x.code)).or_insert(0usize) += 1;
-            }
-            let counts: Vec<String> = by_code
-                .iter()
-                .map(|((op, code), n)| {
-                    format!(
-                        "{n} x {op} exit {}",
-                        code.map_or_else(|| "signal".to_owned(), |c| c.to_string())
-                    )
-                })
-                .collect();
-            out.push(format!(
-                "[{tag}] {} failed runs ({}); the first, {} {}:\n{}",
-                failed.len(),
-                counts.join(", "),
-                f.op.name(),
-                f.who,
-                f.stderr.trim_end()
-            ));
+        let Some(f) = failed.first() else { continue };
+        let mut groups = std::collections::BTreeMap::new();
+        for x in &failed {
+            let line = x
+                .stderr
+                .lines()
+                .find(|l| l.contains("error"))
+                .or_else(|| x.stderr.lines().next())
+                .unwrap_or("(no output)");
+            *groups
+                .entry((x.op.name(), x.code, line.to_owned()))
+                .or_insert(0usize) += 1;
         }
-        for v in r.verified.iter().filter_map(|v| v.as_ref().err()) {
+        let _ = writeln!(s, "Errors, {}: {} failed runs", r.kind.name(), failed.len());
+        for ((op, code, line), n) in &groups {
+            let _ = writeln!(
+                s,
+                "* {n} x {op}, exit {}: {line}",
+                code.map_or_else(|| "by a signal".to_owned(), |c| c.to_string())
+            );
+        }
+        let _ = writeln!(
+            s,
+            "* the first ({} of {}), in full:\n{}",
+            f.op.name(),
+            f.who,
+            f.stderr.trim_end()
+        );
+    }
+    s
+}
+
+/// What makes the run fail: a pulled HOME that differs from what was
+/// pushed, or a contender's file lost.
+fn failures(reports: &[StoreReport]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in reports {
+        let tag = r.kind.short();
+        for v in &r.verified.bad {
             out.push(format!("[{tag}] pulled HOME differs: {v}"));
         }
         let c = &r.contention;

@@ -154,9 +154,10 @@ fn clock_ticks() -> Option<u64> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
-/// The last 20 lines of a log file.
+/// The last 20 lines of a log file that are not `INFO` (sgardd logs
+/// every call at `INFO`).
 pub fn tail(path: &Path) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.contains(" INFO ")).collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
 }
