@@ -132,6 +132,9 @@ struct StoreReport {
     verified: Verified,
     /// The machine's CPU use in each phase of the main workload.
     busy: [Option<f64>; 2],
+    /// The sgardd processes' CPU time (summed) up to the end of the main
+    /// workload.
+    main_cpu: Option<Duration>,
     /// moto's time per request, one at a time (s3 only).
     moto_request: Option<Duration>,
     /// Per sgardd: CPU time and peak RSS (KiB), read just before it stops.
@@ -468,6 +471,11 @@ fn run_store(
     println!("[{}] serving on {}", kind.short(), addrs.join(", "));
 
     let work = main_workload(ctx, o, kind, &dir, &addrs, keys)?;
+    let main_cpu: Option<Duration> = servers
+        .daemons
+        .iter()
+        .map(|d| d.usage().map(|(cpu, _)| cpu))
+        .sum();
     let contention = contention(ctx, o, kind, &dir, &addrs, keys)?;
     let verified = verify(kind, &work.clients, &addrs)?;
     let servers_usage = servers.daemons.iter().map(Daemon::usage).collect();
@@ -501,6 +509,7 @@ fn run_store(
         contention,
         verified,
         busy: work.busy,
+        main_cpu,
         moto_request,
         servers: servers_usage,
         load: (load_before, loadavg()),
@@ -986,6 +995,20 @@ fn report(reports: &[StoreReport], o: &Opts) -> String {
             r.load.0,
             r.load.1
         );
+        if let Some(cpu) = r.main_cpu {
+            let calls = r
+                .first
+                .iter()
+                .chain(&r.rounds)
+                .filter(|x| x.op.remote())
+                .count();
+            let _ = writeln!(
+                s,
+                "  * sgardd CPU in the main workload (all replicas): {:.1} s, {:.1} ms per server call",
+                cpu.as_secs_f64(),
+                cpu.as_secs_f64() * 1e3 / calls.max(1) as f64
+            );
+        }
         if let Some(t) = r.moto_request {
             let _ = writeln!(
                 s,
@@ -998,7 +1021,7 @@ fn report(reports: &[StoreReport], o: &Opts) -> String {
             if let Some((cpu, rss)) = u {
                 let _ = writeln!(
                     s,
-                    "  * sgardd #{}: {:.1} s CPU over the run, peak RSS {:.1} MiB",
+                    "  * sgardd #{}: {:.1} s CPU over the whole run (contention and checks too), peak RSS {:.1} MiB",
                     i + 1,
                     cpu.as_secs_f64(),
                     *rss as f64 / 1024.0
