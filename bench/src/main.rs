@@ -4,7 +4,13 @@
 //! cargo build --release -p sgard -p sgard-bench
 //! target/release/sgard-bench <dotfiles|t10k|big|all> [--sgard PATH] [--dir DIR] [--keep]
 //! target/release/sgard-bench compare [--no-big] [--sgard PATH] [--dir DIR] [--keep]
+//! target/release/sgard-bench server [--clients N] [--rounds R] [--contenders K]
+//!                                   [--store s3|dir|both] [--sgardd PATH]
 //! ```
+//!
+//! `server` runs many client machines against `sgardd` at once, on an
+//! object store (two replicas on a moto bucket) and on a folder; see
+//! [`server`].
 //!
 //! `compare` is different: it measures sgard side by side with git, restic,
 //! `cp -a` and `openssl dgst -sha256` on the same trees and checks the
@@ -37,6 +43,7 @@
 
 mod compare;
 mod measure;
+mod server;
 mod tree;
 
 use std::fmt::Write as _;
@@ -94,6 +101,32 @@ struct Args {
     /// then each target's best
     #[arg(long, default_value_t = 3, value_name = "N")]
     runs: usize,
+
+    /// server: client machines pushing and pulling at once, each with a
+    /// garden of its own
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    clients: usize,
+
+    /// server: rounds of edit, checkpoint, push, pull per client
+    #[arg(long, default_value_t = 5, value_name = "R")]
+    rounds: usize,
+
+    /// server: machines pushing at once into one shared garden
+    #[arg(long, default_value_t = 10, value_name = "K")]
+    contenders: usize,
+
+    /// server: which stores to measure
+    #[arg(long, value_enum, default_value_t = server::Stores::Both)]
+    store: server::Stores,
+
+    /// server: the sgardd binary [default: `sgardd` next to sgard]
+    #[arg(long, value_name = "PATH")]
+    sgardd: Option<PathBuf>,
+
+    /// server: pass `--max-streams N` to every sgardd [default: sgardd's
+    /// own, 16 push streams at once]
+    #[arg(long, value_name = "N")]
+    max_streams: Option<usize>,
 }
 
 /// The scenarios.
@@ -110,6 +143,9 @@ enum Scenario {
     /// sgard against git, restic, cp -a and openssl on T10k, T100k and BIG,
     /// checked against the performance targets
     Compare,
+    /// Many clients pushing and pulling against sgardd at once: two
+    /// replicas on a moto bucket, and one sgardd on a folder
+    Server,
 }
 
 /// Free space `big` wants: the tree, the repository, the restored tree and
@@ -160,6 +196,19 @@ fn run(args: &Args) -> Result<()> {
     };
 
     print_header(&ctx)?;
+    if args.scenario == Scenario::Server {
+        return server::run(
+            &ctx,
+            &server::Opts {
+                clients: args.clients,
+                rounds: args.rounds,
+                contenders: args.contenders,
+                stores: args.store,
+                sgardd: args.sgardd.clone(),
+                max_streams: args.max_streams,
+            },
+        );
+    }
     if args.scenario == Scenario::Compare {
         return compare::run(
             &ctx,
@@ -182,7 +231,9 @@ fn run(args: &Args) -> Result<()> {
         let (name, spec) = match s {
             Scenario::Dotfiles => ("dotfiles", tree::dotfiles()),
             Scenario::T10k => ("t10k", tree::t10k()),
-            Scenario::Big | Scenario::All | Scenario::Compare => ("big", tree::big()),
+            Scenario::Big | Scenario::All | Scenario::Compare | Scenario::Server => {
+                ("big", tree::big())
+            }
         };
         if s == Scenario::Big {
             match free_bytes(&ctx.dir) {

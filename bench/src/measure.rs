@@ -195,7 +195,7 @@ fn parse_time_output(text: &str) -> Option<(Duration, u64)> {
 }
 
 /// `VmHWM:   12345 kB` from a `/proc/PID/status` text.
-fn vm_hwm_kib(status: &str) -> Option<u64> {
+pub(crate) fn vm_hwm_kib(status: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }

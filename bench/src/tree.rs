@@ -237,6 +237,58 @@ pub fn dotfiles() -> TreeSpec {
     TreeSpec { files, roots }
 }
 
+/// One machine's dotfiles for the `server` scenario: 40 text files of
+/// 512 B to 24 KiB (log-uniform, about 250 KB in all) in a dotfiles layout,
+/// their bytes seeded by `client` so that no two machines share a file.
+pub fn client_dotfiles(client: u64) -> TreeSpec {
+    const SEED: u64 = 0x5E2F_0000;
+    const TOP: [&str; 6] = [
+        ".bashrc",
+        ".profile",
+        ".gitconfig",
+        ".vimrc",
+        ".tmux.conf",
+        ".inputrc",
+    ];
+    const DIRS: [&str; 5] = [
+        ".config/nvim",
+        ".config/fish",
+        ".config/git",
+        ".local/bin",
+        ".ssh",
+    ];
+    let seed = Rng::new(SEED, client).next_u64();
+    let mut files = Vec::with_capacity(40);
+    for (i, name) in TOP.iter().enumerate() {
+        files.push((i, PathBuf::from(name), 0o644));
+    }
+    for i in TOP.len()..40 {
+        let dir = DIRS[i % DIRS.len()];
+        let (name, mode) = match dir {
+            ".local/bin" => (format!("tool-{i:02}"), 0o755),
+            ".ssh" => (format!("config.d-{i:02}"), 0o600),
+            _ => (format!("file-{i:02}.conf"), 0o644),
+        };
+        files.push((i, Path::new(dir).join(name), mode));
+    }
+    let files = files
+        .into_iter()
+        .map(|(i, rel, mode)| {
+            let seed = Rng::new(seed, i as u64).next_u64();
+            FileSpec {
+                rel,
+                size: Rng::new(seed, 1).log_range(512, 24 * 1024),
+                mode,
+                content: Content::Text,
+                seed,
+            }
+        })
+        .collect();
+    let mut roots: Vec<PathBuf> = TOP.iter().map(PathBuf::from).collect();
+    roots.extend([".config", ".local", ".ssh"].map(PathBuf::from));
+    TreeSpec { files, roots }
+}
+
 /// 10,000 binary files in 4 levels (`tree/aN/bN/cN/fNNNN.bin`, 10 folders
 /// per level, 10 files per leaf), sizes uniform in 1 B..40 KiB: about
 /// 20 KiB on average, about 200 MB in all.
@@ -331,6 +383,11 @@ mod tests {
         let h = t100k();
         assert_eq!(h.files.len(), 100_000);
         assert!(h.files.iter().all(|f| (50..=1536).contains(&f.size)));
+        let (c0, c1) = (client_dotfiles(0), client_dotfiles(1));
+        assert_eq!(c0.files.len(), 40);
+        let total = c0.total_bytes();
+        assert!((100_000..=600_000).contains(&total), "{total}");
+        assert_ne!(c0.files[0].seed, c1.files[0].seed);
     }
 
     #[test]
