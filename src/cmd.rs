@@ -493,6 +493,7 @@ impl Ctx {
             agent: context::ssh_agent_socket(),
             timeouts: self.net.timeouts,
             max_blob: self.net.max_blob,
+            note: crate::ui::note,
         })
     }
 }

@@ -72,6 +72,10 @@ struct Args {
     /// Push streams served at once
     #[arg(long, value_name = "N", default_value_t = 16)]
     max_streams: usize,
+    /// How long a push past --max-streams waits for a free stream before it
+    /// is refused (sgard clients then try again after a pause)
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    queue_wait: u64,
     /// Serve Prometheus metrics at http://ADDR/metrics (no authentication:
     /// use a loopback or private address)
     #[arg(long, value_name = "ADDR")]
@@ -244,6 +248,7 @@ fn run(args: Args) -> Result<()> {
     let limits = Limits {
         max_blob: args.max_blob_size,
         max_streams: args.max_streams,
+        queue_wait: Duration::from_secs(args.queue_wait),
         prune_grace: Duration::from_secs(3600),
     };
     let env_fn: Arc<dyn Fn() -> Result<sgard_garden::Env, String> + Send + Sync> =

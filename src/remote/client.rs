@@ -44,6 +44,9 @@ pub struct Opts {
     pub timeouts: Timeouts,
     /// The largest blob accepted from a server that does not declare sizes.
     pub max_blob: u64,
+    /// Tells the user something on the way (such as a busy server), on
+    /// stderr the way the CLI prints notes.
+    pub note: fn(&str),
 }
 
 /// How long a client waits for a server.
@@ -740,6 +743,7 @@ impl Client {
         let hashes = items;
         self.ensure_auth().await?;
         let mut again = false;
+        let mut busy = Busy::default();
         loop {
             let (tx, rx) = tokio::sync::mpsc::channel::<v1::PushBlobsRequest>(8);
             let st = store.clone();
@@ -761,6 +765,11 @@ impl Client {
                     again = true;
                     self.token = None;
                     self.authenticate(challenge_of(&s)).await?;
+                }
+                Err(s)
+                    if is_busy(&s) && busy.wait(&self.opts.remote.addr, self.opts.note).await? =>
+                {
+                    progress.restart();
                 }
                 Err(s) => return Err(remote_err(s, &self.opts.remote, self.answered)),
             }
@@ -933,12 +942,67 @@ impl Signer {
     }
 }
 
+/// How long a push the server refuses while busy (all its push streams
+/// taken, see `sgardd --max-streams`) keeps trying before it gives up.
+const BUSY_PATIENCE: Duration = Duration::from_secs(120);
+
+/// Whether the server refused a push only because it is busy.
+fn is_busy(s: &Status) -> bool {
+    s.code() == Code::ResourceExhausted && s.message() == super::server::BUSY
+}
+
+/// The tries of a push that a busy server refused.
+#[derive(Default)]
+struct Busy {
+    tries: u32,
+    since: Option<std::time::Instant>,
+}
+
+impl Busy {
+    /// Waits before the next try; `false` once the patience is spent.
+    /// Ctrl-C during the wait stops the push.
+    async fn wait(&mut self, addr: &str, note: fn(&str)) -> Result<bool> {
+        let since = *self.since.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() >= BUSY_PATIENCE {
+            return Ok(false);
+        }
+        if self.tries == 0 {
+            note(&format!(
+                "{addr} is busy with other pushes; trying again (for up to {} s)",
+                BUSY_PATIENCE.as_secs()
+            ));
+        }
+        let until = std::time::Instant::now() + busy_pause(self.tries);
+        self.tries += 1;
+        while std::time::Instant::now() < until {
+            sgard_store::cancel::check()?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        sgard_store::cancel::check()?;
+        Ok(true)
+    }
+}
+
+/// The pause before try `n + 1` after a busy refusal: 250 ms doubling up to
+/// 4 s, plus up to half of that again at random, so that the clients a
+/// server refused together come back spread out.
+fn busy_pause(n: u32) -> Duration {
+    let base = 250u64 << n.min(4);
+    let mut b = [0u8; 8];
+    let jitter = match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_le_bytes(b) % (base / 2 + 1),
+        Err(_) => 0,
+    };
+    Duration::from_millis(base + jitter)
+}
+
 /// How far a push or pull has got, in objects (blobs, chunk lists,
 /// chunks), through the process's progress counters (the CLI draws them;
 /// bytes are counted where the store reads and writes).
 #[derive(Clone)]
 pub struct Progress {
     what: &'static str,
+    total: u64,
     /// Where the test hooks are read (`<what>-object`, after each object).
     env: sgard_garden::Env,
 }
@@ -949,8 +1013,15 @@ impl Progress {
         sgard_store::progress::begin(what, total, 0);
         Progress {
             what,
+            total,
             env: env.clone(),
         }
+    }
+
+    /// Starts the count again (a push the server refused while busy is
+    /// sent again from the start).
+    fn restart(&self) {
+        sgard_store::progress::begin(self.what, self.total, 0);
     }
 
     /// One object moved.

@@ -44,6 +44,9 @@ pub struct Limits {
     pub max_blob: u64,
     /// Push streams allowed at once.
     pub max_streams: usize,
+    /// How long a push past `max_streams` waits for a free stream before it
+    /// is refused (`RESOURCE_EXHAUSTED`; sgard clients then try again).
+    pub queue_wait: Duration,
     /// Unreferenced blobs younger than this survive a prune.
     pub prune_grace: Duration,
 }
@@ -53,10 +56,15 @@ impl Default for Limits {
         Limits {
             max_blob: 1 << 30,
             max_streams: 16,
+            queue_wait: Duration::from_secs(10),
             prune_grace: Duration::from_secs(3600),
         }
     }
 }
+
+/// What a push refused for want of a free stream is told (sgard clients
+/// recognise it and try again).
+pub const BUSY: &str = "too many pushes at once; try again";
 
 /// The garden of keys that name none.
 pub const DEFAULT_GARDEN: &str = "default";
@@ -159,6 +167,7 @@ pub struct Service {
     backend: Arc<dyn Backend>,
     auth: Option<Arc<Authority>>,
     streams: Arc<Semaphore>,
+    queue_wait: Duration,
 }
 
 impl Service {
@@ -169,6 +178,7 @@ impl Service {
             backend,
             auth,
             streams,
+            queue_wait: limits.queue_wait,
         }
     }
 
@@ -352,11 +362,15 @@ impl GardenSync for Service {
     ) -> Result<Response<v1::PushBlobsResponse>, Status> {
         let started = Instant::now();
         let c = self.caller(&req)?;
-        let permit = self
-            .streams
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| Status::resource_exhausted("too many pushes at once; try again"))?;
+        // Past the limit a push waits in line (the semaphore is fair) for
+        // a while, then is refused; sgard clients try again after a pause.
+        let slot = self.streams.clone();
+        let Ok(Ok(permit)) = tokio::time::timeout(self.queue_wait, slot.acquire_owned()).await
+        else {
+            let out = Err(Status::resource_exhausted(BUSY));
+            log_rpc("PushBlobs", &c.label, started, &out);
+            return out;
+        };
         let out = self
             .backend
             .push_blobs(&c.garden, &c.who, req.into_inner())

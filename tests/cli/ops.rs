@@ -20,7 +20,7 @@ use tonic_health::pb::health_client::HealthClient;
 use crate::common::*;
 use crate::sync::{
     LIMIT, Server, World, assert_no_temp_blobs, blob_names, client_cmd, files_under, local, noise,
-    runtime, serve, sg, tmo, track, wait_run, world_or_skip,
+    pubkey, runtime, serve, sg, tmo, track, wait_run, world_or_skip,
 };
 
 /// How long a stopping server may take: the default grace period (30 s)
@@ -424,6 +424,59 @@ fn sigterm_during_a_push_finishes_it_or_refuses_it_cleanly() {
         let name = format!("big{i}");
         assert_eq!(b.read(&name), a.read(&name), "{name}");
     }
+}
+
+/// A push past `--max-streams` waits in line for `--queue-wait`, is then
+/// refused as busy, and the client tries again after a pause until a
+/// stream is free: it succeeds, saying once that the server is busy. (Two
+/// gardens, so that the second push is not refused as behind the first.)
+#[test]
+fn a_push_to_a_busy_server_waits_and_tries_again_until_it_gets_through() {
+    let w = world_or_skip!(2);
+    let lines = format!(
+        "garden=\"one\" {}garden=\"two\" {}",
+        pubkey(w.key(0)),
+        pubkey(w.key(1))
+    );
+    fs::write(w.auth_keys(), lines).unwrap();
+    let srv = w.serve(&["--max-streams", "1", "--queue-wait", "1"]);
+    let addr = srv.addr.clone();
+    let a = TestEnv::init();
+    three_big_files(&a);
+    let gate = a.outside().join("gate");
+    let held = held_push(&a, w.key(0), &addr, &gate);
+
+    let b = TestEnv::init();
+    b.write("mine", b"b's own\n");
+    track(&b, &["mine"]);
+    let second = client_cmd(&b, Some(w.key(1)), &["push", "-r", &addr], &[])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Refused as busy after the one-second wait in line, more than once.
+    let log = wait_log(&srv, "too many pushes");
+    thread::sleep(Duration::from_millis(2500));
+    let refusals = srv.log().matches("too many pushes").count();
+    assert!(refusals >= 2, "the client did not try again: {log}");
+    fs::write(&gate, "go").unwrap();
+    wait_run(held, LIMIT, "the held push").ok();
+    let r = wait_run(second, LIMIT, "the busy push");
+    r.ok();
+    assert_eq!(
+        r.stderr.matches("busy with other pushes").count(),
+        1,
+        "{r:#?}"
+    );
+    assert!(r.stderr.contains(&addr), "{r:#?}");
+
+    let a2 = TestEnv::new();
+    sg(&a2, w.key(0), &["pull", "-r", &addr]).ok();
+    assert_eq!(a2.read("big2"), a.read("big2"));
+    let b2 = TestEnv::new();
+    sg(&b2, w.key(1), &["pull", "-r", &addr]).ok();
+    assert_eq!(b2.read("mine"), b"b's own\n");
 }
 
 /// A push still held when the grace period ends is cut off: the server
