@@ -8,7 +8,8 @@
 //! [`sgard_garden::Env`]; nothing else in sgard reads the environment.
 //! `doctor` also asks here about `SHELL`, `PATH`, `XDG_DATA_HOME`, which
 //! editor and passphrase source would be used, and `sgardd` about its
-//! clock hook (`SGARD_TEST_CLOCK_OFFSET`).
+//! clock and prune hooks (`SGARD_TEST_CLOCK_OFFSET`,
+//! `SGARD_TEST_PRUNE_GRACE`).
 
 use std::path::{Path, PathBuf};
 
@@ -348,6 +349,17 @@ pub fn server_clock_offset() -> i64 {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// How long unreferenced objects survive a server prune: an hour, or the
+/// test hook `SGARD_TEST_PRUNE_GRACE` (seconds), so tests can prune what a
+/// killed push left without waiting an hour.
+pub fn server_prune_grace() -> std::time::Duration {
+    let secs = std::env::var("SGARD_TEST_PRUNE_GRACE")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(3600);
+    std::time::Duration::from_secs(secs)
 }
 
 /// The object store's settings, from the standard AWS variables

@@ -178,7 +178,7 @@ fn migrate(from: &str, to: &str, dry: bool) -> Result<()> {
                     depot,
                     env_fn.clone(),
                     1 << 30,
-                    Duration::from_secs(3600),
+                    context::server_prune_grace(),
                 )))
             }
         })
@@ -249,7 +249,7 @@ fn run(args: Args) -> Result<()> {
         max_blob: args.max_blob_size,
         max_streams: args.max_streams,
         queue_wait: Duration::from_secs(args.queue_wait),
-        prune_grace: Duration::from_secs(3600),
+        prune_grace: context::server_prune_grace(),
     };
     let env_fn: Arc<dyn Fn() -> Result<sgard_garden::Env, String> + Send + Sync> =
         Arc::new(|| context::env().map_err(|e| e.to_string()));

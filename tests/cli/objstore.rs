@@ -425,6 +425,80 @@ fn a_replica_killed_mid_push_loses_nothing() {
     drop(replicas);
 }
 
+/// `sgard prune --remote` on an object store frees what nothing names (left
+/// by a push that never finished; the grace period put to zero by the test
+/// hook), marking the head while it deletes and taking the mark away after
+/// (conditional writes on a real S3 API); a push of that content later
+/// sends it again, and everything pulls whole.
+#[test]
+fn a_prune_on_s3_frees_what_nothing_names() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let mut env = aws_vars(&m);
+    env.push(("SGARD_TEST_PRUNE_GRACE".into(), "0".into()));
+    let srv = try_serve_env(&w.srv_home(), Path::new(STORE), &w.serve_args(0, &[]), &env)
+        .unwrap_or_else(|e| panic!("sgardd on S3 did not start: {e}"));
+    let addr = srv.addr.clone();
+    let mut a = TestEnv::init();
+    a.write("f", "first\n");
+    track(&a, &["f"]);
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+
+    let rt = runtime();
+    let g = Garden::new("default").unwrap();
+    let later = b"what a push that never finished left\n";
+    let orphan = sgard_depot::Hash::parse(&sha(later)).unwrap();
+    let stored = || {
+        rt.block_on(async {
+            let d = depot(&m);
+            let mut all = Vec::new();
+            for kind in [Kind::Blob, Kind::ChunkList, Kind::Chunk] {
+                for (h, _, _) in d.list_objects_aged(&g, kind).await.unwrap() {
+                    all.push((kind, h));
+                }
+            }
+            all
+        })
+    };
+    let named = stored();
+    rt.block_on(async {
+        depot(&m)
+            .put_object(&g, Kind::Blob, &orphan, bytes::Bytes::from_static(later))
+            .await
+            .unwrap();
+    });
+    let r = sg(&a, ka, &["prune", "--remote", &addr]);
+    r.ok();
+    assert!(r.stdout.contains("Pruned 1 orphaned blob "), "{r:#?}");
+    assert_eq!(stored(), named, "the prune freed the wrong objects");
+    let head = rt.block_on(async {
+        let (text, _) = depot(&m)
+            .read_doc(Scope::Garden(&g), &DocName::new("head").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        String::from_utf8(text.to_vec()).unwrap()
+    });
+    assert!(
+        !head.contains("condemned"),
+        "the prune left its mark: {head}"
+    );
+    assert!(head.contains("manifest "), "{head}");
+
+    a.now = now_plus(5);
+    a.write("f", later);
+    local(&a, &["checkpoint"]).ok();
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    let b = TestEnv::new();
+    local(&b, &["init"]).ok();
+    trust(&b, ka);
+    sg(&b, kb, &["pull", "-r", &addr]).ok();
+    local(&b, &["verify"]).ok();
+    assert_eq!(b.read("f"), later);
+    drop(srv);
+}
+
 /// Whoever holds the bucket's keys can rewrite the head document; the
 /// machines' signatures make them refuse it (exit 3, nothing written).
 #[test]

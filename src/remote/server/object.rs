@@ -44,6 +44,16 @@ const HEAD: &str = "head";
 const HEAD_MAGIC: &str = "sgard-head 1";
 /// The server's token key document.
 const TOKEN_KEY: &str = "token-key";
+/// How long a prune's list of condemned objects holds pushes back from
+/// naming any of them; past it the list is ignored (its prune died).
+const CONDEMNED_FOR: Duration = Duration::from_secs(3600);
+/// How long after it condemned objects a prune may still delete them: well
+/// inside [`CONDEMNED_FOR`], so that no replica judges the list expired
+/// (clocks a little apart) while it is being carried out.
+const DELETE_WITHIN: Duration = Duration::from_secs(1800);
+/// How many times a push or a prune that lost a race with the other starts
+/// again before it gives up.
+const FENCE_TRIES: usize = 4;
 /// The most a text read whole from the store may have (a head's manifest,
 /// history or sizes, a snapshot): far more than any reply can carry, so
 /// only a damaged or planted object is larger.
@@ -65,9 +75,39 @@ struct HeadDoc {
     sizes: Option<Hash>,
     statement: Option<Hash>,
     signature: Option<Hash>,
+    /// A prune at work: the text listing the objects it is deleting, and
+    /// when it listed them (unix seconds). No push may name one of them
+    /// while this stands (see [`Object::prune`]).
+    condemned: Option<(Hash, i64)>,
 }
 
 impl HeadDoc {
+    /// Whether both name the same head (whatever prune is at work).
+    fn same_head(&self, other: &HeadDoc) -> bool {
+        (
+            self.manifest,
+            self.history,
+            self.sizes,
+            self.statement,
+            self.signature,
+        ) == (
+            other.manifest,
+            other.history,
+            other.sizes,
+            other.statement,
+            other.signature,
+        )
+    }
+
+    /// The list of a prune at work now: `None` when there is none, or when
+    /// its time is more than [`CONDEMNED_FOR`] away from now (that prune
+    /// died, or the time is damaged).
+    fn condemning(&self) -> Option<Hash> {
+        self.condemned.and_then(|(h, at)| {
+            (crate::remote::auth::unix_now().abs_diff(at) < CONDEMNED_FOR.as_secs()).then_some(h)
+        })
+    }
+
     fn to_text(&self) -> String {
         let mut s = format!("{HEAD_MAGIC}\n");
         for (k, v) in [
@@ -81,6 +121,9 @@ impl HeadDoc {
                 s.push_str(&format!("{k} {}\n", h.to_hex()));
             }
         }
+        if let Some((h, at)) = self.condemned {
+            s.push_str(&format!("condemned {} {at}\n", h.to_hex()));
+        }
         s
     }
 
@@ -93,6 +136,12 @@ impl HeadDoc {
         let mut d = HeadDoc::default();
         for l in lines {
             let (k, v) = l.split_once(' ').ok_or_else(bad)?;
+            if k == "condemned" {
+                let (h, at) = v.split_once(' ').ok_or_else(bad)?;
+                let h = Hash::parse(h).map_err(|_| bad())?;
+                d.condemned = Some((h, at.parse().map_err(|_| bad())?));
+                continue;
+            }
             let h = Some(Hash::parse(v).map_err(|_| bad())?);
             match k {
                 "manifest" => d.manifest = h,
@@ -128,6 +177,32 @@ pub enum Imported {
     Refused(Hash),
 }
 
+/// What a prune is about to delete, and the head it judged by.
+struct PrunePlan {
+    /// `None`: the garden has no head document (the mark creates one).
+    version: Option<Version>,
+    doc: HeadDoc,
+    objects: Vec<(ObjKind, Hash)>,
+}
+
+/// A prune's mark on the head: its list, and when it was made.
+struct Marked {
+    list: Hash,
+    at: i64,
+    since: std::time::Instant,
+    objects: Vec<(ObjKind, Hash)>,
+}
+
+/// How one try to move the head ended.
+enum Installed {
+    /// The head is the new one.
+    Done(Hash),
+    /// Another push moved the head first.
+    Lost,
+    /// A prune marked the head (or took its mark away) since it was read.
+    Fenced,
+}
+
 /// A garden as read from its head: what every RPC judges by.
 struct State {
     /// The head document's version (`None`: the garden has no head yet).
@@ -138,6 +213,8 @@ struct State {
     sizes: HashMap<Hash, u64>,
     /// The head's statement and signature.
     signed: Option<(String, String)>,
+    /// The head document itself.
+    doc: HeadDoc,
 }
 
 fn depot_status(e: sgard_depot::Error) -> Status {
@@ -342,6 +419,7 @@ impl Object {
                 history: Vec::new(),
                 sizes: HashMap::new(),
                 signed: None,
+                doc: HeadDoc::default(),
             });
         };
         let d = HeadDoc::parse(&text_of(&text, "the head document")?)?;
@@ -381,6 +459,7 @@ impl Object {
             history,
             sizes,
             signed,
+            doc: d,
         })
     }
 
@@ -432,7 +511,97 @@ impl Object {
     /// Installs `m` (pushed with `history` by `who`) as the garden's head by
     /// a conditional write from the head `s` was read at. `Ok(None)`: the
     /// head moved meanwhile (another replica's push won).
+    /// Makes `m` with `history` the garden's head, replacing the head `s`
+    /// was read from: the new head, or `None` when another push moved the
+    /// head first. A prune that marked the head since `s` was read does not
+    /// count as a move: the push reads the head again and tries again.
     async fn install(
+        &self,
+        g: &GardenName,
+        s: State,
+        m: Manifest,
+        history: Vec<Record>,
+        who: &str,
+        signature: Option<(String, String)>,
+    ) -> Result<Option<Hash>, Status> {
+        let mut s = s;
+        for _ in 0..FENCE_TRIES {
+            match self
+                .install_once(g, s, m.clone(), history.clone(), who, signature.clone())
+                .await?
+            {
+                Installed::Done(h) => return Ok(Some(h)),
+                Installed::Lost => return Ok(None),
+                Installed::Fenced => s = self.load(g).await?,
+            }
+        }
+        Err(Status::aborted(
+            "the garden's head kept changing under a prune; push again",
+        ))
+    }
+
+    /// Refuses a push that names something a prune at work is deleting
+    /// (the head `s` carries its list): its content, a chunk of it, a
+    /// snapshot of `history` or what such a snapshot names, or one of the
+    /// head's own texts (`texts`). What the head `s` names is safe: no
+    /// prune condemns it.
+    async fn spare_condemned(
+        &self,
+        g: &GardenName,
+        s: &State,
+        m: &Manifest,
+        history: &[Record],
+        texts: &[Hash],
+    ) -> Result<(), Status> {
+        let Some(list) = s.doc.condemning() else {
+            return Ok(());
+        };
+        let text = match self
+            .depot
+            .get_object_within(g, ObjKind::Blob, &list, MAX_TEXT)
+            .await
+        {
+            Ok(b) => text_of(&b, "a prune's list")?,
+            // The prune ended: it took its mark away before it deleted its
+            // list, so the head moved since `s` and this push's
+            // compare-and-swap fails; it reads the head again.
+            Err(sgard_depot::Error::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(depot_status(e)),
+        };
+        let condemned: HashSet<Hash> = text.lines().filter_map(|l| Hash::parse(l).ok()).collect();
+        let mut named: BTreeSet<Hash> = m.referenced_blobs().collect();
+        named.extend(texts.iter().copied());
+        let known: HashSet<Hash> = s.history.iter().map(|r| r.id).collect();
+        for r in history.iter().filter(|r| !known.contains(&r.id)) {
+            named.insert(r.id);
+            if let Ok(t) = self.get_text(g, &r.id, "a snapshot").await
+                && let Ok(snap) = Manifest::from_yaml(&t)
+            {
+                named.extend(snap.referenced_blobs());
+            }
+        }
+        let mut chunks = Vec::new();
+        for h in named.iter().filter(|h| !s.sizes.contains_key(h)) {
+            match self.depot.get_list(g, h).await {
+                Ok(text) => {
+                    if let Ok(l) = ChunkList::parse(&text_of(&text, "a chunk list")?) {
+                        chunks.extend(l.chunks.iter().map(|(c, _)| *c));
+                    }
+                }
+                Err(sgard_depot::Error::NotFound { .. }) => {}
+                Err(e) => return Err(depot_status(e)),
+            }
+        }
+        if named.iter().chain(&chunks).any(|h| condemned.contains(h)) {
+            return Err(Status::aborted(
+                "a prune running on the server is deleting content this push names; \
+                 push again in a minute",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn install_once(
         &self,
         g: &GardenName,
         s: State,
@@ -440,14 +609,15 @@ impl Object {
         history: Vec<Record>,
         who: &str,
         signature: Option<(String, String)>,
-    ) -> Result<Option<Hash>, Status> {
+    ) -> Result<Installed, Status> {
         if signature.is_none() {
             sgard_garden::keep_go_dropped(&mut m, &s.manifest);
         }
         let lacking = self.missing(g, &s, &m, &history, &[]).await?;
         if let Some(h) = lacking.first() {
             return Err(Status::failed_precondition(format!(
-                "the push names {} blob(s) the server does not have (first: {})",
+                "the push names {} blob(s) the server does not have (first: {}); push again \
+                 to send them",
                 lacking.len(),
                 h.short(12)
             )));
@@ -455,7 +625,7 @@ impl Object {
         let before = head_id_of(&s.manifest);
         let head = head_id_of(&m);
         // The history: the server's, and the records it lacks, in time order.
-        let mut records = s.history;
+        let mut records = s.history.clone();
         let have: HashSet<(Hash, String, Timestamp)> = records
             .iter()
             .map(|r| (r.id, r.reason.as_str().to_owned(), r.time))
@@ -482,7 +652,7 @@ impl Object {
             });
         }
         // The sizes of everything the head and its history name.
-        let mut sizes = s.sizes;
+        let mut sizes = s.sizes.clone();
         let mut want: BTreeSet<Hash> = m.referenced_blobs().collect();
         want.extend(records.iter().map(|r| r.id));
         for h in want {
@@ -500,6 +670,7 @@ impl Object {
         let yaml = m.to_yaml();
         let manifest = self.put_text(g, &yaml).await?;
         debug_assert_eq!(manifest, head);
+        let records_named = records.clone();
         let history = self.put_text(g, &History { records }.to_yaml()).await?;
         let sizes = self.put_text(g, &sizes_text.concat()).await?;
         let (statement, signature) = match &signature {
@@ -509,15 +680,29 @@ impl Object {
             ),
             None => (None, None),
         };
+        let texts: Vec<Hash> = [
+            Some(manifest),
+            Some(history),
+            Some(sizes),
+            statement,
+            signature,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        self.spare_condemned(g, &s, &m, &records_named, &texts)
+            .await?;
         let d = HeadDoc {
             manifest: Some(manifest),
             history: Some(history),
             sizes: Some(sizes),
             statement,
             signature,
+            // A prune at work goes on after this push.
+            condemned: s.doc.condemning().and(s.doc.condemned),
         };
-        let cond = match s.version {
-            Some(v) => Cond::Version(v),
+        let cond = match &s.version {
+            Some(v) => Cond::Version(v.clone()),
             None => Cond::Absent,
         };
         match self
@@ -526,7 +711,7 @@ impl Object {
             .await
             .map_err(depot_status)?
         {
-            Written::Done(_) => Ok(Some(head)),
+            Written::Done(_) => Ok(Installed::Done(head)),
             Written::Conflict => {
                 // The store's client retries a request whose reply was
                 // lost, and the retry of a write that landed answers
@@ -535,15 +720,276 @@ impl Object {
                     .depot
                     .read_doc(Scope::Garden(g), &doc(HEAD)?)
                     .await
-                    .map_err(depot_status)?;
-                let landed = now
-                    .and_then(|(text, _)| {
-                        let text = std::str::from_utf8(&text).ok()?;
-                        HeadDoc::parse(text).ok()?.manifest
-                    })
-                    .is_some_and(|m| m == manifest);
-                Ok(landed.then_some(head))
+                    .map_err(depot_status)?
+                    .and_then(|(text, _)| HeadDoc::parse(std::str::from_utf8(&text).ok()?).ok());
+                Ok(match now {
+                    Some(now) if now.manifest == Some(manifest) => Installed::Done(head),
+                    // Only a prune marked or unmarked the head.
+                    Some(now) if now.same_head(&s.doc) => Installed::Fenced,
+                    _ => Installed::Lost,
+                })
             }
+        }
+    }
+
+    /// What a prune of garden `g` would delete now: every stored object
+    /// older than the grace period that nothing names, with the head it
+    /// judged by; `None` when there is nothing to delete.
+    async fn prune_plan(&self, g: &GardenName) -> Result<Option<PrunePlan>, Status> {
+        let g = g.clone();
+        let s = self.load(&g).await?;
+        let version = s.version.clone();
+        if s.doc.condemning().is_some() {
+            return Err(Status::aborted(
+                "another prune of this garden is running; try again once it ends",
+            ));
+        }
+        // Everything the head, its history's snapshots and pending pushes
+        // name, with the chunks of the chunked ones.
+        let mut keep: HashSet<Hash> = s.manifest.referenced_blobs().collect();
+        let d = &s.doc;
+        keep.extend(
+            [d.manifest, d.history, d.sizes, d.statement, d.signature]
+                .into_iter()
+                .flatten(),
+        );
+        // What a snapshot (or a pending push) names is known only by
+        // reading it: one that cannot be read (a damaged object, the store
+        // failing for a moment) stops the prune, as in a folder store.
+        let unreadable = |what: &str, h: &Hash, why: String| {
+            Status::data_loss(format!(
+                "{what} {} cannot be read ({why}); nothing was pruned",
+                h.short(12)
+            ))
+        };
+        let mut read = HashSet::new();
+        for r in &s.history {
+            keep.insert(r.id);
+            if !read.insert(r.id) {
+                continue;
+            }
+            let t = self
+                .get_text(&g, &r.id, "a snapshot")
+                .await
+                .map_err(|e| unreadable("snapshot", &r.id, e.message().to_owned()))?;
+            let m = Manifest::from_yaml(&t)
+                .map_err(|e| unreadable("snapshot", &r.id, e.to_string()))?;
+            keep.extend(m.referenced_blobs());
+        }
+        for name in self
+            .depot
+            .list_docs(Scope::Garden(&g))
+            .await
+            .map_err(depot_status)?
+        {
+            if !name.as_str().starts_with("pending-") {
+                continue;
+            }
+            if let Some((t, _)) = self
+                .depot
+                .read_doc(Scope::Garden(&g), &name)
+                .await
+                .map_err(depot_status)?
+            {
+                if self.stale_pending(&String::from_utf8_lossy(&t)) {
+                    // Never to be installed (see push_blobs): it goes, and
+                    // protects nothing.
+                    self.depot
+                        .remove_doc(Scope::Garden(&g), &name)
+                        .await
+                        .map_err(depot_status)?;
+                    continue;
+                }
+                for (k, h) in String::from_utf8_lossy(&t).lines().filter_map(|l| {
+                    l.split_once(' ')
+                        .and_then(|(k, h)| Some((k, Hash::parse(h).ok()?)))
+                }) {
+                    keep.insert(h);
+                    if k == "manifest" {
+                        let t = self
+                            .get_text(&g, &h, "a pending manifest")
+                            .await
+                            .map_err(|e| unreadable("pending push", &h, e.message().to_owned()))?;
+                        let m = Manifest::from_yaml(&t)
+                            .map_err(|e| unreadable("pending push", &h, e.to_string()))?;
+                        keep.extend(m.referenced_blobs());
+                    }
+                }
+            }
+        }
+        let young = |t: &SystemTime| t.elapsed().map_or(true, |age| age < self.prune_grace);
+        let mut chunks: HashSet<Hash> = HashSet::new();
+        let lists = self
+            .depot
+            .list_objects_aged(&g, ObjKind::ChunkList)
+            .await
+            .map_err(depot_status)?;
+        // The chunks of every list that stays: those something names, and
+        // the young ones (a push in progress stored them, its head comes
+        // next; their chunks may be old ones it found already stored).
+        for (h, _, t) in &lists {
+            if keep.contains(h) || young(t) {
+                let text = self.depot.get_list(&g, h).await.map_err(depot_status)?;
+                match ChunkList::parse(&text_of(&text, "a chunk list")?) {
+                    Ok(l) => chunks.extend(l.chunks.iter().map(|(c, _)| *c)),
+                    Err(why) => {
+                        // Which chunks are needed is unknown: none go.
+                        return Err(Status::data_loss(format!(
+                            "chunk list {h} is damaged ({why}); nothing was pruned"
+                        )));
+                    }
+                }
+            }
+        }
+        let mut objects = Vec::new();
+        for (kind, keep) in [
+            (ObjKind::Blob, &keep),
+            (ObjKind::ChunkList, &keep),
+            (ObjKind::Chunk, &chunks),
+        ] {
+            let all = if kind == ObjKind::ChunkList {
+                lists.clone()
+            } else {
+                self.depot
+                    .list_objects_aged(&g, kind)
+                    .await
+                    .map_err(depot_status)?
+            };
+            objects.extend(
+                all.into_iter()
+                    .filter(|(h, _, t)| !keep.contains(h) && !young(t))
+                    .map(|(h, _, _)| (kind, h)),
+            );
+        }
+        Ok((!objects.is_empty()).then_some(PrunePlan {
+            version,
+            doc: s.doc,
+            objects,
+        }))
+    }
+
+    /// Marks the head with the plan's list (a compare-and-swap from the
+    /// head the plan judged by): from then on no push names what it lists.
+    /// `None` when a push moved the head first (plan again).
+    async fn prune_mark(&self, g: &GardenName, plan: PrunePlan) -> Result<Option<Marked>, Status> {
+        let mut text: Vec<String> = plan
+            .objects
+            .iter()
+            .map(|(_, h)| format!("{}\n", h.to_hex()))
+            .collect();
+        text.sort_unstable();
+        text.dedup();
+        let list = self.put_text(g, &text.concat()).await?;
+        let at = crate::remote::auth::unix_now();
+        let d = HeadDoc {
+            condemned: Some((list, at)),
+            ..plan.doc
+        };
+        match self
+            .depot
+            .write_doc(
+                Scope::Garden(g),
+                &doc(HEAD)?,
+                d.to_text().as_bytes(),
+                match plan.version {
+                    Some(v) => Cond::Version(v),
+                    None => Cond::Absent,
+                },
+            )
+            .await
+            .map_err(depot_status)?
+        {
+            Written::Done(_) => Ok(Some(Marked {
+                list,
+                at,
+                since: std::time::Instant::now(),
+                objects: plan.objects,
+            })),
+            Written::Conflict => {
+                // A lost reply: the mark may be there.
+                let now = self.head_doc(g).await?;
+                Ok(now
+                    .filter(|n| n.condemned == Some((list, at)))
+                    .map(|_| Marked {
+                        list,
+                        at,
+                        since: std::time::Instant::now(),
+                        objects: plan.objects,
+                    }))
+            }
+        }
+    }
+
+    /// Deletes what the mark lists (the number of whole contents deleted),
+    /// stopping when [`DELETE_WITHIN`] has passed since the mark.
+    async fn prune_delete(&self, g: &GardenName, marked: &Marked) -> Result<u64, Status> {
+        let mut removed = 0;
+        for (kind, h) in &marked.objects {
+            if marked.since.elapsed() >= DELETE_WITHIN {
+                return Err(Status::deadline_exceeded(format!(
+                    "the prune ran out of time after deleting {removed} content(s); run it again"
+                )));
+            }
+            self.depot
+                .delete_object(g, *kind, h)
+                .await
+                .map_err(depot_status)?;
+            if *kind == ObjKind::Blob {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Takes the mark away (pushes may name those objects again: a push
+    /// sends what is no longer stored); `true` once the head no longer
+    /// carries it, `false` when pushes kept landing (it then expires).
+    async fn prune_unmark(&self, g: &GardenName, marked: &Marked) -> Result<bool, Status> {
+        for _ in 0..FENCE_TRIES * 4 {
+            let Some((text, v)) = self
+                .depot
+                .read_doc(Scope::Garden(g), &doc(HEAD)?)
+                .await
+                .map_err(depot_status)?
+            else {
+                return Ok(true);
+            };
+            let d = HeadDoc::parse(&text_of(&text, "the head document")?)?;
+            if d.condemned != Some((marked.list, marked.at)) {
+                return Ok(true);
+            }
+            let d = HeadDoc {
+                condemned: None,
+                ..d
+            };
+            if let Written::Done(_) = self
+                .depot
+                .write_doc(
+                    Scope::Garden(g),
+                    &doc(HEAD)?,
+                    d.to_text().as_bytes(),
+                    Cond::Version(v),
+                )
+                .await
+                .map_err(depot_status)?
+            {
+                return Ok(true);
+            }
+        }
+        // Pushes kept landing: the mark expires by itself.
+        Ok(false)
+    }
+
+    /// The garden's head document, if it has one.
+    async fn head_doc(&self, g: &GardenName) -> Result<Option<HeadDoc>, Status> {
+        match self
+            .depot
+            .read_doc(Scope::Garden(g), &doc(HEAD)?)
+            .await
+            .map_err(depot_status)?
+        {
+            Some((text, _)) => Ok(Some(HeadDoc::parse(&text_of(&text, "the head document")?)?)),
+            None => Ok(None),
         }
     }
 
@@ -879,141 +1325,37 @@ impl Backend for Object {
         Ok(out)
     }
 
+    /// Deletes what nothing names, in two steps that no push can slip
+    /// between: the objects to delete are listed and the head is marked
+    /// with that list by a compare-and-swap from the head they were judged
+    /// by (a push that moved the head first sends the prune back to
+    /// judging); from the mark on, a push that would name a listed object
+    /// is refused, and one that read the head before the mark finds its
+    /// own compare-and-swap failing, reads again and is judged against the
+    /// list. Then the listed objects are deleted and the mark taken away.
     async fn prune(&self, garden: &str) -> Result<u64, Status> {
         let g = garden_name(garden)?;
-        let s = self.load(&g).await?;
-        // Everything the head, its history's snapshots and pending pushes
-        // name, with the chunks of the chunked ones.
-        let mut keep: HashSet<Hash> = s.manifest.referenced_blobs().collect();
-        if let Some((text, _)) = self
-            .depot
-            .read_doc(Scope::Garden(&g), &doc(HEAD)?)
-            .await
-            .map_err(depot_status)?
-        {
-            let d = HeadDoc::parse(&text_of(&text, "the head document")?)?;
-            keep.extend(
-                [d.manifest, d.history, d.sizes, d.statement, d.signature]
-                    .into_iter()
-                    .flatten(),
-            );
-        }
-        // What a snapshot (or a pending push) names is known only by
-        // reading it: one that cannot be read (a damaged object, the store
-        // failing for a moment) stops the prune, as in a folder store.
-        let unreadable = |what: &str, h: &Hash, why: String| {
-            Status::data_loss(format!(
-                "{what} {} cannot be read ({why}); nothing was pruned",
-                h.short(12)
-            ))
-        };
-        let mut read = HashSet::new();
-        for r in &s.history {
-            keep.insert(r.id);
-            if !read.insert(r.id) {
-                continue;
-            }
-            let t = self
-                .get_text(&g, &r.id, "a snapshot")
-                .await
-                .map_err(|e| unreadable("snapshot", &r.id, e.message().to_owned()))?;
-            let m = Manifest::from_yaml(&t)
-                .map_err(|e| unreadable("snapshot", &r.id, e.to_string()))?;
-            keep.extend(m.referenced_blobs());
-        }
-        for name in self
-            .depot
-            .list_docs(Scope::Garden(&g))
-            .await
-            .map_err(depot_status)?
-        {
-            if !name.as_str().starts_with("pending-") {
-                continue;
-            }
-            if let Some((t, _)) = self
-                .depot
-                .read_doc(Scope::Garden(&g), &name)
-                .await
-                .map_err(depot_status)?
-            {
-                if self.stale_pending(&String::from_utf8_lossy(&t)) {
-                    // Never to be installed (see push_blobs): it goes, and
-                    // protects nothing.
-                    self.depot
-                        .remove_doc(Scope::Garden(&g), &name)
-                        .await
-                        .map_err(depot_status)?;
-                    continue;
-                }
-                for (k, h) in String::from_utf8_lossy(&t).lines().filter_map(|l| {
-                    l.split_once(' ')
-                        .and_then(|(k, h)| Some((k, Hash::parse(h).ok()?)))
-                }) {
-                    keep.insert(h);
-                    if k == "manifest" {
-                        let t = self
-                            .get_text(&g, &h, "a pending manifest")
-                            .await
-                            .map_err(|e| unreadable("pending push", &h, e.message().to_owned()))?;
-                        let m = Manifest::from_yaml(&t)
-                            .map_err(|e| unreadable("pending push", &h, e.to_string()))?;
-                        keep.extend(m.referenced_blobs());
-                    }
-                }
-            }
-        }
-        let young = |t: &SystemTime| t.elapsed().map_or(true, |age| age < self.prune_grace);
-        let mut chunks: HashSet<Hash> = HashSet::new();
-        let lists = self
-            .depot
-            .list_objects_aged(&g, ObjKind::ChunkList)
-            .await
-            .map_err(depot_status)?;
-        // The chunks of every list that stays: those something names, and
-        // the young ones (a push in progress stored them, its head comes
-        // next; their chunks may be old ones it found already stored).
-        for (h, _, t) in &lists {
-            if keep.contains(h) || young(t) {
-                let text = self.depot.get_list(&g, h).await.map_err(depot_status)?;
-                match ChunkList::parse(&text_of(&text, "a chunk list")?) {
-                    Ok(l) => chunks.extend(l.chunks.iter().map(|(c, _)| *c)),
-                    Err(why) => {
-                        // Which chunks are needed is unknown: none go.
-                        return Err(Status::data_loss(format!(
-                            "chunk list {h} is damaged ({why}); nothing was pruned"
-                        )));
-                    }
-                }
-            }
-        }
-        let mut removed = 0;
-        for (kind, keep) in [
-            (ObjKind::Blob, &keep),
-            (ObjKind::ChunkList, &keep),
-            (ObjKind::Chunk, &chunks),
-        ] {
-            let all = if kind == ObjKind::ChunkList {
-                lists.clone()
-            } else {
-                self.depot
-                    .list_objects_aged(&g, kind)
-                    .await
-                    .map_err(depot_status)?
+        for _ in 0..FENCE_TRIES {
+            let Some(plan) = self.prune_plan(&g).await? else {
+                return Ok(0);
             };
-            for (h, _, t) in all {
-                if keep.contains(&h) || young(&t) {
-                    continue;
-                }
-                self.depot
-                    .delete_object(&g, kind, &h)
-                    .await
-                    .map_err(depot_status)?;
-                if kind == ObjKind::Blob {
-                    removed += 1;
-                }
+            let Some(marked) = self.prune_mark(&g, plan).await? else {
+                continue;
+            };
+            let removed = self.prune_delete(&g, &marked).await;
+            if self.prune_unmark(&g, &marked).await? {
+                // Nothing reads the list once the mark is gone (a push that
+                // read the marked head fails its compare-and-swap).
+                let _ = self
+                    .depot
+                    .delete_object(&g, ObjKind::Blob, &marked.list)
+                    .await;
             }
+            return removed;
         }
-        Ok(removed)
+        Err(Status::aborted(
+            "pushes kept landing during the prune; nothing was pruned, run it again",
+        ))
     }
 
     async fn report(
@@ -1542,6 +1884,7 @@ mod tests {
                 history: Vec::new(),
                 sizes: HashMap::new(),
                 signed: None,
+                doc: HeadDoc::default(),
             };
             let other = o
                 .install(&g, s3, manifest(&y, 2), Vec::new(), "k", None)
@@ -1611,6 +1954,297 @@ mod tests {
                     .is_none(),
                 "a stale pending push outlived prune"
             );
+        });
+    }
+
+    /// A push of `m` from `base` as an sgard client commits it: the
+    /// server's answer.
+    async fn try_push(
+        o: &Object,
+        m: Manifest,
+        base: Base,
+    ) -> Result<v1::PushManifestResponse, Status> {
+        o.push_manifest(
+            "default",
+            "SHA256:test",
+            Push {
+                manifest: m,
+                history: Vec::new(),
+                base,
+                negotiate: false,
+                extra: Vec::new(),
+                signature: None,
+            },
+        )
+        .await
+    }
+
+    /// A folder-depot garden whose head names `y`, and `x` stored two
+    /// hours ago and named by nothing (a push that never finished).
+    async fn head_and_an_old_orphan(o: &Object, dir: &tempfile::TempDir) -> (Hash, Hash, Hash) {
+        let y = blob(o, b"what the head holds\n").await;
+        let head = push(o, manifest(&y, 1), Base::Never).await;
+        let x = blob(o, b"left by a push that never finished\n").await;
+        age(&file_of(dir, ObjKind::Blob, &x), Duration::from_secs(7200));
+        (head, x, y)
+    }
+
+    async fn stored(o: &Object, h: &Hash) -> bool {
+        o.depot
+            .object_size(&garden(), ObjKind::Blob, h)
+            .await
+            .unwrap()
+            .is_some()
+    }
+
+    #[test]
+    fn a_head_document_keeps_a_prunes_mark() {
+        let h = Hash::of(b"list");
+        let d = HeadDoc {
+            manifest: Some(Hash::of(b"m")),
+            condemned: Some((h, 1_765_000_000)),
+            ..HeadDoc::default()
+        };
+        let back = HeadDoc::parse(&d.to_text()).unwrap();
+        assert_eq!(back.condemned, d.condemned);
+        assert!(back.same_head(&HeadDoc {
+            condemned: None,
+            ..d.clone()
+        }));
+        assert!(HeadDoc::parse("sgard-head 1\ncondemned zz 1\n").is_err());
+        assert!(HeadDoc::parse("sgard-head 1\ncondemned {h}\n").is_err());
+        // A mark from two hours ago (its prune died) holds nothing back.
+        let old = HeadDoc {
+            condemned: Some((h, crate::remote::auth::unix_now() - 7200)),
+            ..d.clone()
+        };
+        assert_eq!(old.condemning(), None);
+        let now = HeadDoc {
+            condemned: Some((h, crate::remote::auth::unix_now())),
+            ..d
+        };
+        assert_eq!(now.condemning(), Some(h));
+    }
+
+    /// The race prune's mark closes: a push that finds an old orphan
+    /// stored (so does not send it) and names it, while a prune deletes
+    /// it. From the mark on, the push is refused; after the prune, it
+    /// sends the content again and lands, and its head names only stored
+    /// content.
+    #[test]
+    fn a_push_naming_what_a_prune_is_deleting_is_refused_until_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let (head, x, _) = head_and_an_old_orphan(&o, &dir).await;
+            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            assert!(
+                plan.objects.contains(&(ObjKind::Blob, x)),
+                "{:?}",
+                plan.objects
+            );
+            let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
+            assert!(o.load(&g).await.unwrap().doc.condemning().is_some());
+            // x is still stored, but condemned: the push is refused.
+            let e = try_push(&o, manifest(&x, 2), Base::Id(head))
+                .await
+                .unwrap_err();
+            assert!(e.message().contains("prune"), "{e:?}");
+            // A second prune meanwhile is refused too.
+            let e = o.prune("default").await.unwrap_err();
+            assert!(e.message().contains("another prune"), "{e:?}");
+            assert_eq!(o.prune_delete(&g, &marked).await.unwrap(), 1);
+            o.prune_unmark(&g, &marked).await.unwrap();
+            assert!(!stored(&o, &x).await);
+            assert_eq!(o.load(&g).await.unwrap().doc.condemned, None);
+            // The push again: x is missing, sent, and the head lands.
+            let e = try_push(&o, manifest(&x, 2), Base::Id(head))
+                .await
+                .unwrap_err();
+            assert!(e.message().contains("missing"), "{e:?}");
+            blob(&o, b"left by a push that never finished\n").await;
+            push(&o, manifest(&x, 2), Base::Id(head)).await;
+            let s = o.load(&g).await.unwrap();
+            assert_eq!(s.manifest.files[0].hash, Some(x));
+            assert!(stored(&o, &x).await);
+        });
+    }
+
+    /// A push that read the head before a prune marked it, and checked
+    /// then that its content is stored, finds its compare-and-swap failing;
+    /// it reads the head again and is judged against the prune's list, so
+    /// it never installs a head naming what the prune deletes.
+    #[test]
+    fn a_push_that_read_the_head_before_the_mark_is_judged_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let (head, x, y) = head_and_an_old_orphan(&o, &dir).await;
+            let before = o.load(&g).await.unwrap();
+            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
+            let e = o
+                .install(&g, before, manifest(&x, 2), Vec::new(), "k", None)
+                .await
+                .unwrap_err();
+            assert!(e.message().contains("prune"), "{e:?}");
+            o.prune_delete(&g, &marked).await.unwrap();
+            o.prune_unmark(&g, &marked).await.unwrap();
+            let s = o.load(&g).await.unwrap();
+            assert_eq!(head_id_of(&s.manifest), head);
+            assert_eq!(s.manifest.files[0].hash, Some(y));
+            // A push of other content that read the head before the mark
+            // only reads it again and lands.
+            let before = o.load(&g).await.unwrap();
+            let z = blob(&o, b"new\n").await;
+            let x2 = blob(&o, b"another orphan\n").await;
+            age(
+                &file_of(&dir, ObjKind::Blob, &x2),
+                Duration::from_secs(7200),
+            );
+            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
+            let new = o
+                .install(&g, before, manifest(&z, 3), Vec::new(), "k", None)
+                .await
+                .unwrap();
+            assert_eq!(new, Some(head_id_of(&manifest(&z, 3))));
+            // The mark outlives the push, and goes with the prune.
+            assert!(o.load(&g).await.unwrap().doc.condemning().is_some());
+            o.prune_delete(&g, &marked).await.unwrap();
+            o.prune_unmark(&g, &marked).await.unwrap();
+            let s = o.load(&g).await.unwrap();
+            assert_eq!(s.doc.condemned, None);
+            assert_eq!(s.manifest.files[0].hash, Some(z));
+            assert!(stored(&o, &z).await && !stored(&o, &x2).await);
+        });
+    }
+
+    /// A chunk a prune is deleting cannot come back through a new chunk
+    /// list: a push naming content whose list names it is refused.
+    #[test]
+    fn a_push_whose_new_chunk_list_reuses_a_condemned_chunk_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let (head, _, _) = head_and_an_old_orphan(&o, &dir).await;
+            let chunk = vec![7u8; 20_000];
+            let c = Hash::of(&chunk);
+            o.depot
+                .put_object(&g, ObjKind::Chunk, &c, Bytes::from(chunk))
+                .await
+                .unwrap();
+            age(
+                &file_of(&dir, ObjKind::Chunk, &c),
+                Duration::from_secs(7200),
+            );
+            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            assert!(plan.objects.contains(&(ObjKind::Chunk, c)));
+            let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
+            // New content: the old chunk and a new one.
+            let fresh = vec![8u8; 20_000];
+            let f = Hash::of(&fresh);
+            o.depot
+                .put_object(&g, ObjKind::Chunk, &f, Bytes::from(fresh.clone()))
+                .await
+                .unwrap();
+            let mut all = vec![7u8; 20_000];
+            all.extend_from_slice(&fresh);
+            let whole = Hash::of(&all);
+            let text = format!(
+                "sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize 40000\n{} 20000\n{} 20000\n",
+                c.to_hex(),
+                f.to_hex()
+            );
+            store_list(&o.depot, &g, &whole, text).await.unwrap();
+            let e = try_push(&o, manifest(&whole, 2), Base::Id(head))
+                .await
+                .unwrap_err();
+            assert!(e.message().contains("prune"), "{e:?}");
+            o.prune_delete(&g, &marked).await.unwrap();
+            o.prune_unmark(&g, &marked).await.unwrap();
+            assert_eq!(head_id_of(&o.load(&g).await.unwrap().manifest), head);
+        });
+    }
+
+    /// A push that lands between a prune's judging and its mark sends the
+    /// prune back to judging, which then keeps what the push named.
+    #[test]
+    fn a_prune_overtaken_by_a_push_judges_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let (head, x, y) = head_and_an_old_orphan(&o, &dir).await;
+            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            push(&o, manifest(&x, 2), Base::Id(head)).await;
+            assert!(o.prune_mark(&g, plan).await.unwrap().is_none());
+            // Judged again: x is the head's, y its history's.
+            assert_eq!(o.prune("default").await.unwrap(), 0);
+            assert!(stored(&o, &x).await && stored(&o, &y).await);
+            assert_eq!(o.load(&g).await.unwrap().doc.condemned, None);
+        });
+    }
+
+    /// A mark left by a prune that died holds pushes back only until it
+    /// expires; then pushes land and a new prune runs.
+    #[test]
+    fn a_dead_prunes_mark_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let (head, x, _) = head_and_an_old_orphan(&o, &dir).await;
+            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
+            // The prune dies; its mark is rewritten two hours older.
+            let (text, v) = o
+                .depot
+                .read_doc(Scope::Garden(&g), &doc(HEAD).unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+            let mut d = HeadDoc::parse(std::str::from_utf8(&text).unwrap()).unwrap();
+            d.condemned = Some((marked.list, marked.at - 7200));
+            let w = o
+                .depot
+                .write_doc(
+                    Scope::Garden(&g),
+                    &doc(HEAD).unwrap(),
+                    d.to_text().as_bytes(),
+                    Cond::Version(v),
+                )
+                .await
+                .unwrap();
+            assert!(matches!(w, Written::Done(_)));
+            let new = push(&o, manifest(&x, 2), Base::Id(head)).await;
+            let s = o.load(&g).await.unwrap();
+            assert_eq!(head_id_of(&s.manifest), new);
+            assert_eq!(s.doc.condemned, None, "an expired mark was carried on");
+            o.prune("default").await.unwrap();
+            assert!(stored(&o, &x).await);
+        });
+    }
+
+    /// A garden without a head is pruned too: the mark makes its head
+    /// document, which then names an empty garden that a first push fills.
+    #[test]
+    fn a_garden_without_a_head_is_pruned_and_stays_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let x = blob(&o, b"orphan\n").await;
+            age(&file_of(&dir, ObjKind::Blob, &x), Duration::from_secs(7200));
+            assert_eq!(o.prune("default").await.unwrap(), 1);
+            assert!(!stored(&o, &x).await);
+            let s = o.load(&g).await.unwrap();
+            assert!(s.manifest.files.is_empty() && s.history.is_empty());
+            let y = blob(&o, b"first\n").await;
+            push(&o, manifest(&y, 1), Base::Never).await;
         });
     }
 
