@@ -464,8 +464,19 @@ impl Object {
     }
 
     /// The size of content `h` as stored: a whole blob, or chunked (its
-    /// list's size); `None` when it is not stored.
-    async fn content_size(&self, g: &GardenName, h: &Hash) -> Result<Option<u64>, Status> {
+    /// list's size); `None` when it is not stored. With `chunks`, chunked
+    /// content counts as stored only when every chunk its list names is:
+    /// a list stored by a push a prune refused can outlive a chunk that
+    /// prune deleted (it was stored after the prune judged, so its chunks
+    /// were not kept), and would otherwise make a later push name content
+    /// nobody can pull, never sent again.
+    async fn content_size(
+        &self,
+        g: &GardenName,
+        h: &Hash,
+        chunks: bool,
+    ) -> Result<Option<u64>, Status> {
+        use futures_util::StreamExt as Futures;
         if let Some(n) = self
             .depot
             .object_size(g, ObjKind::Blob, h)
@@ -474,13 +485,27 @@ impl Object {
         {
             return Ok(Some(n));
         }
-        match self.depot.get_list(g, h).await {
-            Ok(text) => Ok(ChunkList::parse(&text_of(&text, "a chunk list")?)
-                .ok()
-                .map(|l| l.size)),
-            Err(sgard_depot::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(depot_status(e)),
+        let list = match self.depot.get_list(g, h).await {
+            Ok(text) => match ChunkList::parse(&text_of(&text, "a chunk list")?) {
+                Ok(l) => l,
+                Err(_) => return Ok(None),
+            },
+            Err(sgard_depot::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(depot_status(e)),
+        };
+        if chunks {
+            let sizes = Futures::map(
+                futures_util::stream::iter(list.chunks.iter().copied()),
+                |(c, _)| async move { self.depot.object_size(g, ObjKind::Chunk, &c).await },
+            );
+            let mut sizes = Futures::buffer_unordered(sizes, LIST_READS);
+            while let Some(got) = Futures::next(&mut sizes).await {
+                if got.map_err(depot_status)?.is_none() {
+                    return Ok(None);
+                }
+            }
         }
+        Ok(Some(list.size))
     }
 
     /// The contents `m`, `history` and `extra` name that the garden lacks.
@@ -497,7 +522,7 @@ impl Object {
         want.extend(extra.iter().copied());
         let mut out = Vec::new();
         for h in want {
-            if !s.sizes.contains_key(&h) && self.content_size(g, &h).await?.is_none() {
+            if !s.sizes.contains_key(&h) && self.content_size(g, &h, true).await?.is_none() {
                 out.push(h);
             }
         }
@@ -656,8 +681,9 @@ impl Object {
         let mut want: BTreeSet<Hash> = m.referenced_blobs().collect();
         want.extend(records.iter().map(|r| r.id));
         for h in want {
+            // (what is not in the head's sizes was just found stored whole)
             if let std::collections::hash_map::Entry::Vacant(v) = sizes.entry(h)
-                && let Some(n) = self.content_size(g, &h).await?
+                && let Some(n) = self.content_size(g, &h, false).await?
             {
                 v.insert(n);
             }
@@ -1855,7 +1881,7 @@ mod tests {
             // The push ends: its head names the content, which is whole.
             let head = push(&o, manifest(&c, 1), Base::Never).await;
             assert_eq!(o.load(&g).await.unwrap().manifest.files.len(), 1, "{head}");
-            assert_eq!(o.content_size(&g, &c).await.unwrap(), Some(20_000));
+            assert_eq!(o.content_size(&g, &c, true).await.unwrap(), Some(20_000));
         });
     }
 
@@ -2245,6 +2271,76 @@ mod tests {
             assert!(s.manifest.files.is_empty() && s.history.is_empty());
             let y = blob(&o, b"first\n").await;
             push(&o, manifest(&y, 1), Base::Never).await;
+        });
+    }
+
+    /// A chunk list a refused push stored during a prune names a chunk
+    /// that prune deletes: once the prune ends, the content does not count
+    /// as stored (the list would name a chunk nobody can pull), so the next
+    /// push is told to send it again rather than landing a head naming it.
+    #[test]
+    fn a_list_left_by_a_refused_push_does_not_make_its_pruned_chunk_count_as_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let (head, _, _) = head_and_an_old_orphan(&o, &dir).await;
+            let chunk = vec![7u8; 20_000];
+            let c = Hash::of(&chunk);
+            o.depot
+                .put_object(&g, ObjKind::Chunk, &c, Bytes::from(chunk))
+                .await
+                .unwrap();
+            age(
+                &file_of(&dir, ObjKind::Chunk, &c),
+                Duration::from_secs(7200),
+            );
+            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            assert!(plan.objects.contains(&(ObjKind::Chunk, c)));
+            let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
+            // A push finds the old chunk stored, sends only a new one and
+            // the list, and is refused.
+            let fresh = vec![8u8; 20_000];
+            let f = Hash::of(&fresh);
+            o.depot
+                .put_object(&g, ObjKind::Chunk, &f, Bytes::from(fresh.clone()))
+                .await
+                .unwrap();
+            let mut all = vec![7u8; 20_000];
+            all.extend_from_slice(&fresh);
+            let whole = Hash::of(&all);
+            let text = format!(
+                "sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize 40000\n{} 20000\n{} 20000\n",
+                c.to_hex(),
+                f.to_hex()
+            );
+            store_list(&o.depot, &g, &whole, text).await.unwrap();
+            let e = try_push(&o, manifest(&whole, 2), Base::Id(head))
+                .await
+                .unwrap_err();
+            assert!(e.message().contains("prune"), "{e:?}");
+            o.prune_delete(&g, &marked).await.unwrap();
+            o.prune_unmark(&g, &marked).await.unwrap();
+            assert!(
+                o.depot
+                    .object_size(&g, ObjKind::Chunk, &c)
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+            // The push again: the content is missing (its chunk is gone).
+            let s = o.load(&g).await.unwrap();
+            assert_eq!(
+                o.missing(&g, &s, &manifest(&whole, 2), &[], &[])
+                    .await
+                    .unwrap(),
+                vec![whole]
+            );
+            let e = try_push(&o, manifest(&whole, 2), Base::Id(head))
+                .await
+                .unwrap_err();
+            assert!(e.message().contains("missing"), "{e:?}");
+            assert_eq!(head_id_of(&o.load(&g).await.unwrap().manifest), head);
         });
     }
 
