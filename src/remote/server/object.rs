@@ -358,6 +358,7 @@ impl Object {
                 head.history,
                 "sgardd migrate",
                 head.signed,
+                &[],
             )
             .await?
         {
@@ -540,6 +541,8 @@ impl Object {
     /// was read from: the new head, or `None` when another push moved the
     /// head first. A prune that marked the head since `s` was read does not
     /// count as a move: the push reads the head again and tries again.
+    // (the parts of one push, as each caller has them)
+    #[allow(clippy::too_many_arguments)]
     async fn install(
         &self,
         g: &GardenName,
@@ -548,11 +551,20 @@ impl Object {
         history: Vec<Record>,
         who: &str,
         signature: Option<(String, String)>,
+        extra: &[Hash],
     ) -> Result<Option<Hash>, Status> {
         let mut s = s;
         for _ in 0..FENCE_TRIES {
             match self
-                .install_once(g, s, m.clone(), history.clone(), who, signature.clone())
+                .install_once(
+                    g,
+                    s,
+                    m.clone(),
+                    history.clone(),
+                    who,
+                    signature.clone(),
+                    extra,
+                )
                 .await?
             {
                 Installed::Done(h) => return Ok(Some(h)),
@@ -567,9 +579,10 @@ impl Object {
 
     /// Refuses a push that names something a prune at work is deleting
     /// (the head `s` carries its list): its content, a chunk of it, a
-    /// snapshot of `history` or what such a snapshot names, or one of the
-    /// head's own texts (`texts`). What the head `s` names is safe: no
-    /// prune condemns it.
+    /// snapshot of `history` or what such a snapshot names, or what
+    /// `texts` lists (the head's own texts, and the content the pushing
+    /// client says its snapshots name). What the head `s` names is safe:
+    /// no prune condemns it.
     async fn spare_condemned(
         &self,
         g: &GardenName,
@@ -599,10 +612,20 @@ impl Object {
         let known: HashSet<Hash> = s.history.iter().map(|r| r.id).collect();
         for r in history.iter().filter(|r| !known.contains(&r.id)) {
             named.insert(r.id);
-            if let Ok(t) = self.get_text(g, &r.id, "a snapshot").await
-                && let Ok(snap) = Manifest::from_yaml(&t)
+            // A snapshot not stored whole (chunked) names what `texts`
+            // say; one the store fails to give now cannot be judged.
+            match self
+                .depot
+                .get_object_within(g, ObjKind::Blob, &r.id, MAX_TEXT)
+                .await
             {
-                named.extend(snap.referenced_blobs());
+                Ok(t) => {
+                    if let Ok(snap) = Manifest::from_yaml(&String::from_utf8_lossy(&t)) {
+                        named.extend(snap.referenced_blobs());
+                    }
+                }
+                Err(sgard_depot::Error::NotFound { .. }) => {}
+                Err(e) => return Err(depot_status(e)),
             }
         }
         let mut chunks = Vec::new();
@@ -626,6 +649,8 @@ impl Object {
         Ok(())
     }
 
+    // (the parts of one push, as each caller has them)
+    #[allow(clippy::too_many_arguments)]
     async fn install_once(
         &self,
         g: &GardenName,
@@ -634,11 +659,14 @@ impl Object {
         history: Vec<Record>,
         who: &str,
         signature: Option<(String, String)>,
+        extra: &[Hash],
     ) -> Result<Installed, Status> {
         if signature.is_none() {
             sgard_garden::keep_go_dropped(&mut m, &s.manifest);
         }
-        let lacking = self.missing(g, &s, &m, &history, &[]).await?;
+        // Checked again here, with the snapshots' content the push named
+        // (`extra`): a prune may have run whole since the caller checked.
+        let lacking = self.missing(g, &s, &m, &history, extra).await?;
         if let Some(h) = lacking.first() {
             return Err(Status::failed_precondition(format!(
                 "the push names {} blob(s) the server does not have (first: {}); push again \
@@ -716,7 +744,8 @@ impl Object {
         .into_iter()
         .flatten()
         .collect();
-        self.spare_condemned(g, &s, &m, &records_named, &texts)
+        let named: Vec<Hash> = texts.iter().chain(extra).copied().collect();
+        self.spare_condemned(g, &s, &m, &records_named, &named)
             .await?;
         let d = HeadDoc {
             manifest: Some(manifest),
@@ -1148,7 +1177,15 @@ impl Backend for Object {
         }
         let updated = s.manifest.updated;
         match self
-            .install(&g, s, push.manifest, push.history, who, push.signature)
+            .install(
+                &g,
+                s,
+                push.manifest,
+                push.history,
+                who,
+                push.signature,
+                &push.extra,
+            )
             .await?
         {
             Some(new) => Ok(v1::PushManifestResponse {
@@ -1305,7 +1342,11 @@ impl Backend for Object {
                 || Status::aborted("the server changed during the push; pull, then push again");
             match decide(&s, &m, Base::Legacy) {
                 None => {
-                    if self.install(&g, s, m, history, who, None).await?.is_none() {
+                    if self
+                        .install(&g, s, m, history, who, None, &[])
+                        .await?
+                        .is_none()
+                    {
                         return Err(overtaken());
                     }
                 }
@@ -1896,10 +1937,13 @@ mod tests {
             // the retry of it (from the same read) finds the head moved.
             let (s1, s2) = (o.load(&g).await.unwrap(), o.load(&g).await.unwrap());
             let first = o
-                .install(&g, s1, m.clone(), Vec::new(), "k", None)
+                .install(&g, s1, m.clone(), Vec::new(), "k", None, &[])
                 .await
                 .unwrap();
-            let retried = o.install(&g, s2, m, Vec::new(), "k", None).await.unwrap();
+            let retried = o
+                .install(&g, s2, m, Vec::new(), "k", None, &[])
+                .await
+                .unwrap();
             assert_eq!(first, Some(head_id_of(&manifest(&x, 1))));
             assert_eq!(retried, first, "a write that landed was called refused");
             // Another head from the same read is still refused.
@@ -1913,7 +1957,7 @@ mod tests {
                 doc: HeadDoc::default(),
             };
             let other = o
-                .install(&g, s3, manifest(&y, 2), Vec::new(), "k", None)
+                .install(&g, s3, manifest(&y, 2), Vec::new(), "k", None, &[])
                 .await
                 .unwrap();
             assert_eq!(other, None);
@@ -2112,7 +2156,7 @@ mod tests {
             let plan = o.prune_plan(&g).await.unwrap().unwrap();
             let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
             let e = o
-                .install(&g, before, manifest(&x, 2), Vec::new(), "k", None)
+                .install(&g, before, manifest(&x, 2), Vec::new(), "k", None, &[])
                 .await
                 .unwrap_err();
             assert!(e.message().contains("prune"), "{e:?}");
@@ -2133,7 +2177,7 @@ mod tests {
             let plan = o.prune_plan(&g).await.unwrap().unwrap();
             let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
             let new = o
-                .install(&g, before, manifest(&z, 3), Vec::new(), "k", None)
+                .install(&g, before, manifest(&z, 3), Vec::new(), "k", None, &[])
                 .await
                 .unwrap();
             assert_eq!(new, Some(head_id_of(&manifest(&z, 3))));
@@ -2341,6 +2385,64 @@ mod tests {
                 .unwrap_err();
             assert!(e.message().contains("missing"), "{e:?}");
             assert_eq!(head_id_of(&o.load(&g).await.unwrap().manifest), head);
+        });
+    }
+
+    /// A snapshot of a push's history names content a prune deletes: a
+    /// prune that runs whole between the push's reading of the head and its
+    /// compare-and-swap (the swap fails on the mark's versions, the head is
+    /// the same, the push is judged again) leaves the push naming a snapshot
+    /// whose content is gone, unless the push checks that content again.
+    #[test]
+    fn a_push_judged_again_after_a_whole_prune_checks_its_snapshots_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let (_, x, y) = head_and_an_old_orphan(&o, &dir).await;
+            // A snapshot the push brings (sent now, so young) names x.
+            let snap = manifest(&x, 1).to_yaml();
+            let r = o.put_text(&g, &snap).await.unwrap();
+            let record = Record {
+                id: r,
+                parent: None,
+                time: Timestamp::parse("2026-03-23T11:00:00Z").unwrap(),
+                host: "h".into(),
+                machine: None,
+                reason: Reason::Other("checkpoint".into()),
+                message: None,
+                entries: 1,
+                bytes: 0,
+                new_blobs: 0,
+                head_before: None,
+            };
+            // The push reads the head and finds everything stored.
+            let before = o.load(&g).await.unwrap();
+            let z = blob(&o, b"new\n").await;
+            assert!(
+                o.missing(
+                    &g,
+                    &before,
+                    &manifest(&z, 2),
+                    std::slice::from_ref(&record),
+                    &[x]
+                )
+                .await
+                .unwrap()
+                .is_empty()
+            );
+            // A whole prune: x goes.
+            assert_eq!(o.prune("default").await.unwrap(), 1);
+            assert!(!stored(&o, &x).await);
+            let out = o
+                .install(&g, before, manifest(&z, 2), vec![record], "k", None, &[x])
+                .await;
+            assert!(
+                out.is_err(),
+                "the head's history names snapshot {r} whose content {x} was pruned"
+            );
+            let s = o.load(&g).await.unwrap();
+            assert_eq!(s.manifest.files[0].hash, Some(y));
         });
     }
 
