@@ -65,7 +65,15 @@ pub struct Object {
     env: Arc<dyn Fn() -> Result<Env, String> + Send + Sync>,
     max_blob: u64,
     prune_grace: Duration,
+    /// Test hook: run once when a push is judged again after a prune's
+    /// mark failed its compare-and-swap, before it reads the head again
+    /// (so a test can land another push in that gap).
+    #[cfg(test)]
+    on_fenced: std::sync::Mutex<Option<FencedHook>>,
 }
+
+#[cfg(test)]
+type FencedHook = Box<dyn FnOnce(Depot) -> futures_util::future::BoxFuture<'static, ()> + Send>;
 
 /// What a head document names.
 #[derive(Clone, Debug, Default)]
@@ -267,6 +275,8 @@ impl Object {
             env,
             max_blob,
             prune_grace,
+            #[cfg(test)]
+            on_fenced: std::sync::Mutex::new(None),
         }
     }
 
@@ -553,6 +563,8 @@ impl Object {
         signature: Option<(String, String)>,
         extra: &[Hash],
     ) -> Result<Option<Hash>, Status> {
+        // The head the caller judged the push by (its base, its time).
+        let judged = s.doc.clone();
         let mut s = s;
         for _ in 0..FENCE_TRIES {
             match self
@@ -569,7 +581,18 @@ impl Object {
             {
                 Installed::Done(h) => return Ok(Some(h)),
                 Installed::Lost => return Ok(None),
-                Installed::Fenced => s = self.load(g).await?,
+                Installed::Fenced => {
+                    #[cfg(test)]
+                    if let Some(hook) = self.on_fenced.lock().ok().and_then(|mut h| h.take()) {
+                        hook(self.depot.clone()).await;
+                    }
+                    s = self.load(g).await?;
+                    // Another push may have landed since the swap failed:
+                    // this one was judged against the head before it.
+                    if !s.doc.same_head(&judged) {
+                        return Ok(None);
+                    }
+                }
             }
         }
         Err(Status::aborted(
@@ -2443,6 +2466,62 @@ mod tests {
             );
             let s = o.load(&g).await.unwrap();
             assert_eq!(s.manifest.files[0].hash, Some(y));
+        });
+    }
+
+    /// A push judged again because a prune marked the head must not land
+    /// over another push that landed meanwhile: it was judged (its base,
+    /// its time) against the head it first read, so it is told the head
+    /// moved, as when no prune is at work.
+    #[test]
+    fn a_push_judged_again_does_not_overwrite_a_push_that_landed_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let (head, _, _) = head_and_an_old_orphan(&o, &dir).await;
+            let before = o.load(&g).await.unwrap();
+            // Another replica's push from the same head, ready to land.
+            let q = blob(&o, b"the other push\n").await;
+            let theirs = o.put_text(&g, &manifest(&q, 3).to_yaml()).await.unwrap();
+            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            o.prune_mark(&g, plan).await.unwrap().unwrap();
+            // It lands just after this push finds the swap failing on the
+            // mark alone, before it reads the head again.
+            let hook: FencedHook = Box::new(move |depot: Depot| {
+                Box::pin(async move {
+                    let g = garden();
+                    let (text, v) = depot
+                        .read_doc(Scope::Garden(&g), &doc(HEAD).unwrap())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    let mut d = HeadDoc::parse(std::str::from_utf8(&text).unwrap()).unwrap();
+                    d.manifest = Some(theirs);
+                    let w = depot
+                        .write_doc(
+                            Scope::Garden(&g),
+                            &doc(HEAD).unwrap(),
+                            d.to_text().as_bytes(),
+                            Cond::Version(v),
+                        )
+                        .await
+                        .unwrap();
+                    assert!(matches!(w, Written::Done(_)));
+                })
+            });
+            *o.on_fenced.lock().unwrap() = Some(hook);
+            let z = blob(&o, b"this push\n").await;
+            let out = o
+                .install(&g, before, manifest(&z, 2), Vec::new(), "k", None, &[])
+                .await
+                .unwrap();
+            assert!(o.on_fenced.lock().unwrap().is_none(), "never judged again");
+            assert_eq!(
+                out, None,
+                "a push from {head} overwrote the one that landed"
+            );
+            assert_eq!(o.load(&g).await.unwrap().doc.manifest, Some(theirs));
         });
     }
 
