@@ -957,6 +957,12 @@ impl Object {
             .collect();
         text.sort_unstable();
         text.dedup();
+        // This prune's own: two prunes judging one head list the same
+        // objects, and a mark is told apart from another's (after a lost
+        // reply) by its list and second alone.
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).map_err(|e| Status::internal(format!("no randomness: {e}")))?;
+        text.push(format!("prune {}\n", Hash::of(&nonce).to_hex()));
         let list = self.put_text(g, &text.concat()).await?;
         let at = crate::remote::auth::unix_now();
         let d = HeadDoc {
@@ -2522,6 +2528,34 @@ mod tests {
                 "a push from {head} overwrote the one that landed"
             );
             assert_eq!(o.load(&g).await.unwrap().doc.manifest, Some(theirs));
+        });
+    }
+
+    /// Two prunes judging the same head list the same objects; the one
+    /// whose mark loses the swap must not take the winner's mark for its
+    /// own when both marked within the same second (it would go on
+    /// deleting after the winner took the mark away and pushes sent those
+    /// objects again).
+    #[test]
+    fn a_prune_whose_mark_lost_does_not_take_an_equal_mark_for_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            head_and_an_old_orphan(&o, &dir).await;
+            loop {
+                let one = o.prune_plan(&g).await.unwrap().unwrap();
+                let two = o.prune_plan(&g).await.unwrap().unwrap();
+                let t = crate::remote::auth::unix_now();
+                let won = o.prune_mark(&g, one).await.unwrap().unwrap();
+                let lost = o.prune_mark(&g, two).await.unwrap();
+                let same_second = crate::remote::auth::unix_now() == t;
+                if same_second || lost.is_some() {
+                    assert!(lost.is_none(), "both prunes think they marked the head");
+                    break;
+                }
+                assert!(o.prune_unmark(&g, &won).await.unwrap());
+            }
         });
     }
 
