@@ -964,6 +964,9 @@ impl Object {
         getrandom::fill(&mut nonce).map_err(|e| Status::internal(format!("no randomness: {e}")))?;
         text.push(format!("prune {}\n", Hash::of(&nonce).to_hex()));
         let list = self.put_text(g, &text.concat()).await?;
+        // The deadline to delete by counts from before the mark is written
+        // (a write the store's client retries for long eats into it).
+        let since = std::time::Instant::now();
         let at = crate::remote::auth::unix_now();
         let d = HeadDoc {
             condemned: Some((list, at)),
@@ -986,7 +989,7 @@ impl Object {
             Written::Done(_) => Ok(Some(Marked {
                 list,
                 at,
-                since: std::time::Instant::now(),
+                since,
                 objects: plan.objects,
             })),
             Written::Conflict => {
@@ -997,7 +1000,7 @@ impl Object {
                     .map(|_| Marked {
                         list,
                         at,
-                        since: std::time::Instant::now(),
+                        since,
                         objects: plan.objects,
                     }))
             }
