@@ -73,8 +73,10 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 16)]
     max_streams: usize,
     /// How long a push past --max-streams waits for a free stream before it
-    /// is refused (sgard clients then try again after a pause)
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    /// is refused (sgard clients then try again after a pause); at most 50,
+    /// under the 60 s clients wait for an answer
+    #[arg(long, value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=50))]
     queue_wait: u64,
     /// Serve Prometheus metrics at http://ADDR/metrics (no authentication:
     /// use a loopback or private address)

@@ -20,7 +20,7 @@ use tonic_health::pb::health_client::HealthClient;
 use crate::common::*;
 use crate::sync::{
     LIMIT, Server, World, assert_no_temp_blobs, blob_names, client_cmd, files_under, local, noise,
-    pubkey, runtime, serve, sg, tmo, track, wait_run, world_or_skip,
+    pubkey, runtime, serve, sg, sgardd_exits, tmo, track, wait_run, world_or_skip,
 };
 
 /// How long a stopping server may take: the default grace period (30 s)
@@ -477,6 +477,18 @@ fn a_push_to_a_busy_server_waits_and_tries_again_until_it_gets_through() {
     let b2 = TestEnv::new();
     sg(&b2, w.key(1), &["pull", "-r", &addr]).ok();
     assert_eq!(b2.read("mine"), b"b's own\n");
+}
+
+/// `--queue-wait` stays under the 60 s a client waits for an answer.
+#[test]
+fn a_queue_wait_longer_than_clients_wait_is_a_usage_error() {
+    let w = world_or_skip!(1);
+    let r = sgardd_exits(
+        &w.srv_home(),
+        &["--queue-wait", "51", "--store", "/nonexistent/sgard"],
+    );
+    assert_eq!(r.code, 2, "{r:#?}");
+    assert!(r.stderr.contains("--queue-wait"), "{r:#?}");
 }
 
 /// A push still held when the grace period ends is cut off: the server

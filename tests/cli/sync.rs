@@ -251,7 +251,7 @@ pub(crate) fn serve(home: &Path, repo: &Path, args: &[OsString]) -> Server {
 
 /// Runs `sgardd ARGS` expecting it to exit by itself (within 10 s).
 #[track_caller]
-fn sgardd_exits(home: &Path, args: &[&str]) -> Run {
+pub(crate) fn sgardd_exits(home: &Path, args: &[&str]) -> Run {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     let child = sgardd_cmd(home, &args)
         .stdin(Stdio::null())
