@@ -629,7 +629,23 @@ impl Object {
             Err(sgard_depot::Error::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(depot_status(e)),
         };
-        let condemned: HashSet<Hash> = text.lines().filter_map(|l| Hash::parse(l).ok()).collect();
+        // Contents (whole blobs, chunk lists) and chunks apart: a chunk may
+        // have the bytes, and so the name, of a whole blob the head keeps.
+        let mut condemned: HashSet<Hash> = HashSet::new();
+        let mut condemned_chunks: HashSet<Hash> = HashSet::new();
+        for l in text.lines() {
+            let Some((kind, h)) = l.split_once(' ') else {
+                continue;
+            };
+            let Ok(h) = Hash::parse(h) else {
+                continue;
+            };
+            if kind == ObjKind::Chunk.dir() {
+                condemned_chunks.insert(h);
+            } else if kind == ObjKind::Blob.dir() || kind == ObjKind::ChunkList.dir() {
+                condemned.insert(h);
+            }
+        }
         let mut named: BTreeSet<Hash> = m.referenced_blobs().collect();
         named.extend(texts.iter().copied());
         let known: HashSet<Hash> = s.history.iter().map(|r| r.id).collect();
@@ -663,7 +679,9 @@ impl Object {
                 Err(e) => return Err(depot_status(e)),
             }
         }
-        if named.iter().chain(&chunks).any(|h| condemned.contains(h)) {
+        if named.iter().any(|h| condemned.contains(h))
+            || chunks.iter().any(|c| condemned_chunks.contains(c))
+        {
             return Err(Status::aborted(
                 "a prune running on the server is deleting content this push names; \
                  push again in a minute",
@@ -953,7 +971,7 @@ impl Object {
         let mut text: Vec<String> = plan
             .objects
             .iter()
-            .map(|(_, h)| format!("{}\n", h.to_hex()))
+            .map(|(kind, h)| format!("{} {}\n", kind.dir(), h.to_hex()))
             .collect();
         text.sort_unstable();
         text.dedup();
@@ -2269,6 +2287,39 @@ mod tests {
             o.prune_delete(&g, &marked).await.unwrap();
             o.prune_unmark(&g, &marked).await.unwrap();
             assert_eq!(head_id_of(&o.load(&g).await.unwrap().manifest), head);
+        });
+    }
+
+    /// The prune's list keeps kinds apart: a condemned chunk with the bytes
+    /// (so the name) of a whole blob the history keeps does not refuse a
+    /// push bringing that blob back.
+    #[test]
+    fn a_condemned_chunk_does_not_refuse_a_whole_blob_of_the_same_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = in_folder(&dir, Duration::from_secs(3600));
+        rt().block_on(async {
+            let g = garden();
+            let bytes = b"the same bytes, stored twice\n";
+            let b = blob(&o, bytes).await;
+            let first = push(&o, manifest(&b, 1), Base::Never).await;
+            let d = blob(&o, b"the next version\n").await;
+            let second = push(&o, manifest(&d, 2), Base::Id(first)).await;
+            o.depot
+                .put_object(&g, ObjKind::Chunk, &b, Bytes::from_static(bytes))
+                .await
+                .unwrap();
+            age(
+                &file_of(&dir, ObjKind::Chunk, &b),
+                Duration::from_secs(7200),
+            );
+            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            assert_eq!(plan.objects, vec![(ObjKind::Chunk, b)]);
+            let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
+            push(&o, manifest(&b, 3), Base::Id(second)).await;
+            o.prune_delete(&g, &marked).await.unwrap();
+            o.prune_unmark(&g, &marked).await.unwrap();
+            assert!(stored(&o, &b).await);
+            assert_eq!(o.load(&g).await.unwrap().manifest.files[0].hash, Some(b));
         });
     }
 
