@@ -2117,6 +2117,46 @@ mod tests {
             .is_some()
     }
 
+    /// A chunk `bytes` stored two hours ago and named by nothing.
+    async fn old_chunk(o: &Object, dir: &tempfile::TempDir, bytes: &[u8]) -> Hash {
+        let c = Hash::of(bytes);
+        o.depot
+            .put_object(&garden(), ObjKind::Chunk, &c, Bytes::copy_from_slice(bytes))
+            .await
+            .unwrap();
+        age(&file_of(dir, ObjKind::Chunk, &c), Duration::from_secs(7200));
+        c
+    }
+
+    /// New content made of the stored chunk `old` and a new chunk, with
+    /// its list stored (as a push stores it before its head): its hash.
+    async fn old_and_new_chunk_list(o: &Object, old: &[u8]) -> Hash {
+        let fresh = vec![8u8; 20_000];
+        let f = Hash::of(&fresh);
+        o.depot
+            .put_object(&garden(), ObjKind::Chunk, &f, Bytes::from(fresh.clone()))
+            .await
+            .unwrap();
+        let mut all = old.to_vec();
+        all.extend_from_slice(&fresh);
+        let whole = Hash::of(&all);
+        let text = format!(
+            "sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize {}\n{} {}\n{} 20000\n",
+            all.len(),
+            Hash::of(old).to_hex(),
+            old.len(),
+            f.to_hex()
+        );
+        store_list(&o.depot, &garden(), &whole, text).await.unwrap();
+        whole
+    }
+
+    /// The rest of a prune after its mark: the deletes, the unmarking.
+    async fn finish(o: &Object, marked: &Marked) {
+        o.prune_delete(&garden(), marked).await.unwrap();
+        o.prune_unmark(&garden(), marked).await.unwrap();
+    }
+
     #[test]
     fn a_head_document_keeps_a_prunes_mark() {
         let h = Hash::of(b"list");
@@ -2210,8 +2250,7 @@ mod tests {
                 .await
                 .unwrap_err();
             assert!(e.message().contains("prune"), "{e:?}");
-            o.prune_delete(&g, &marked).await.unwrap();
-            o.prune_unmark(&g, &marked).await.unwrap();
+            finish(&o, &marked).await;
             let s = o.load(&g).await.unwrap();
             assert_eq!(head_id_of(&s.manifest), head);
             assert_eq!(s.manifest.files[0].hash, Some(y));
@@ -2233,60 +2272,11 @@ mod tests {
             assert_eq!(new, Some(head_id_of(&manifest(&z, 3))));
             // The mark outlives the push, and goes with the prune.
             assert!(o.load(&g).await.unwrap().doc.condemning().is_some());
-            o.prune_delete(&g, &marked).await.unwrap();
-            o.prune_unmark(&g, &marked).await.unwrap();
+            finish(&o, &marked).await;
             let s = o.load(&g).await.unwrap();
             assert_eq!(s.doc.condemned, None);
             assert_eq!(s.manifest.files[0].hash, Some(z));
             assert!(stored(&o, &z).await && !stored(&o, &x2).await);
-        });
-    }
-
-    /// A chunk a prune is deleting cannot come back through a new chunk
-    /// list: a push naming content whose list names it is refused.
-    #[test]
-    fn a_push_whose_new_chunk_list_reuses_a_condemned_chunk_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let o = in_folder(&dir, Duration::from_secs(3600));
-        rt().block_on(async {
-            let g = garden();
-            let (head, _, _) = head_and_an_old_orphan(&o, &dir).await;
-            let chunk = vec![7u8; 20_000];
-            let c = Hash::of(&chunk);
-            o.depot
-                .put_object(&g, ObjKind::Chunk, &c, Bytes::from(chunk))
-                .await
-                .unwrap();
-            age(
-                &file_of(&dir, ObjKind::Chunk, &c),
-                Duration::from_secs(7200),
-            );
-            let plan = o.prune_plan(&g).await.unwrap().unwrap();
-            assert!(plan.objects.contains(&(ObjKind::Chunk, c)));
-            let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
-            // New content: the old chunk and a new one.
-            let fresh = vec![8u8; 20_000];
-            let f = Hash::of(&fresh);
-            o.depot
-                .put_object(&g, ObjKind::Chunk, &f, Bytes::from(fresh.clone()))
-                .await
-                .unwrap();
-            let mut all = vec![7u8; 20_000];
-            all.extend_from_slice(&fresh);
-            let whole = Hash::of(&all);
-            let text = format!(
-                "sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize 40000\n{} 20000\n{} 20000\n",
-                c.to_hex(),
-                f.to_hex()
-            );
-            store_list(&o.depot, &g, &whole, text).await.unwrap();
-            let e = try_push(&o, manifest(&whole, 2), Base::Id(head))
-                .await
-                .unwrap_err();
-            assert!(e.message().contains("prune"), "{e:?}");
-            o.prune_delete(&g, &marked).await.unwrap();
-            o.prune_unmark(&g, &marked).await.unwrap();
-            assert_eq!(head_id_of(&o.load(&g).await.unwrap().manifest), head);
         });
     }
 
@@ -2316,8 +2306,7 @@ mod tests {
             assert_eq!(plan.objects, vec![(ObjKind::Chunk, b)]);
             let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
             push(&o, manifest(&b, 3), Base::Id(second)).await;
-            o.prune_delete(&g, &marked).await.unwrap();
-            o.prune_unmark(&g, &marked).await.unwrap();
+            finish(&o, &marked).await;
             assert!(stored(&o, &b).await);
             assert_eq!(o.load(&g).await.unwrap().manifest.files[0].hash, Some(b));
         });
@@ -2401,8 +2390,10 @@ mod tests {
         });
     }
 
-    /// A chunk list a refused push stored during a prune names a chunk
-    /// that prune deletes: once the prune ends, the content does not count
+    /// A chunk a prune is deleting cannot come back through a new chunk
+    /// list: a push naming content whose list names it is refused. That
+    /// list, left stored, names a chunk the prune deletes: once the prune
+    /// ends, the content does not count
     /// as stored (the list would name a chunk nobody can pull), so the next
     /// push is told to send it again rather than landing a head naming it.
     #[test]
@@ -2412,42 +2403,18 @@ mod tests {
         rt().block_on(async {
             let g = garden();
             let (head, _, _) = head_and_an_old_orphan(&o, &dir).await;
-            let chunk = vec![7u8; 20_000];
-            let c = Hash::of(&chunk);
-            o.depot
-                .put_object(&g, ObjKind::Chunk, &c, Bytes::from(chunk))
-                .await
-                .unwrap();
-            age(
-                &file_of(&dir, ObjKind::Chunk, &c),
-                Duration::from_secs(7200),
-            );
+            let c = old_chunk(&o, &dir, &[7u8; 20_000]).await;
             let plan = o.prune_plan(&g).await.unwrap().unwrap();
             assert!(plan.objects.contains(&(ObjKind::Chunk, c)));
             let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
             // A push finds the old chunk stored, sends only a new one and
             // the list, and is refused.
-            let fresh = vec![8u8; 20_000];
-            let f = Hash::of(&fresh);
-            o.depot
-                .put_object(&g, ObjKind::Chunk, &f, Bytes::from(fresh.clone()))
-                .await
-                .unwrap();
-            let mut all = vec![7u8; 20_000];
-            all.extend_from_slice(&fresh);
-            let whole = Hash::of(&all);
-            let text = format!(
-                "sgard-chunks 1\nfastcdc-2020 16384 65536 262144\nsize 40000\n{} 20000\n{} 20000\n",
-                c.to_hex(),
-                f.to_hex()
-            );
-            store_list(&o.depot, &g, &whole, text).await.unwrap();
+            let whole = old_and_new_chunk_list(&o, &[7u8; 20_000]).await;
             let e = try_push(&o, manifest(&whole, 2), Base::Id(head))
                 .await
                 .unwrap_err();
             assert!(e.message().contains("prune"), "{e:?}");
-            o.prune_delete(&g, &marked).await.unwrap();
-            o.prune_unmark(&g, &marked).await.unwrap();
+            finish(&o, &marked).await;
             assert!(
                 o.depot
                     .object_size(&g, ObjKind::Chunk, &c)
