@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use sgard_depot::moto::MotoServer;
@@ -138,30 +138,6 @@ fn pipe(a: TcpStream, b: TcpStream) {
     let (a2, b2) = (a.try_clone().unwrap(), b.try_clone().unwrap());
     one_way(a, b);
     one_way(b2, a2);
-}
-
-/// `sgard push` held after its first object until `gate` exists; returns
-/// once it waits there.
-fn held_push(t: &TestEnv, key: &Path, addr: &str, gate: &Path) -> std::process::Child {
-    let hook = format!("pushing-object:{}", gate.display());
-    let child = client_cmd(
-        t,
-        Some(key),
-        &["push", "-r", addr],
-        &[("SGARD_TEST_WAIT_AT", &hook)],
-    )
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let reached = gate.with_extension("reached");
-    let t0 = Instant::now();
-    while !reached.exists() {
-        assert!(t0.elapsed() < LIMIT, "the push never reached an object");
-        thread::sleep(Duration::from_millis(10));
-    }
-    child
 }
 
 /// A depot on the test's bucket, as an operator (or an attacker with the

@@ -19,8 +19,8 @@ use tonic_health::pb::health_client::HealthClient;
 
 use crate::common::*;
 use crate::sync::{
-    LIMIT, Server, World, assert_no_temp_blobs, blob_names, client_cmd, files_under, local, noise,
-    pubkey, runtime, serve, sg, sgardd_exits, tmo, track, wait_run, world_or_skip,
+    LIMIT, Server, World, assert_no_temp_blobs, blob_names, client_cmd, files_under, held_push,
+    local, noise, pubkey, runtime, serve, sg, sgardd_exits, tmo, track, wait_run, world_or_skip,
 };
 
 /// How long a stopping server may take: the default grace period (30 s)
@@ -144,33 +144,6 @@ fn three_big_files(t: &TestEnv) {
     }
     local(t, &["chunking", "--off"]).ok();
     track(t, &["big0", "big1", "big2"]);
-}
-
-/// Starts `sgard push -r addr` in `t` held after its first object (the
-/// test hook `pushing-object`) until `gate` exists; returns when it waits.
-fn held_push(t: &TestEnv, key: &Path, addr: &str, gate: &Path) -> std::process::Child {
-    let hook = format!("pushing-object:{}", gate.display());
-    let child = client_cmd(
-        t,
-        Some(key),
-        &["push", "-r", addr],
-        &[("SGARD_TEST_WAIT_AT", &hook)],
-    )
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let reached = gate.with_extension("reached");
-    let t0 = Instant::now();
-    while !reached.exists() {
-        assert!(
-            t0.elapsed() < LIMIT,
-            "the push never reached its first object"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
-    child
 }
 
 /// The standard `grpc.health.v1.Health` service answers `SERVING` for the

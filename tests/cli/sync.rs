@@ -2693,14 +2693,17 @@ fn push_and_pull_dry_runs_change_nothing_on_either_side() {
     drop(srv);
 }
 
-/// Starts `sgard args` held after its first object moved (the test hook
-/// `<what>-object`), sends `sig` while it waits, then lets it go on: it
-/// must stop at once with exit 130.
-fn interrupted(t: &TestEnv, key: &Path, args: &[&str], what: &str, sig: &str) -> Run {
-    let gate = t.outside().join(format!("gate-{what}{sig}"));
-    let hook = format!("{what}-object:{}", gate.display());
-    let mut c = client_cmd(t, Some(key), args, &[("SGARD_TEST_WAIT_AT", &hook)]);
-    let child = c
+/// Starts `sgard args` in `t` held at the test hook `point` until `gate`
+/// exists; returns once it waits there.
+pub(crate) fn held(
+    t: &TestEnv,
+    key: &Path,
+    args: &[&str],
+    point: &str,
+    gate: &Path,
+) -> std::process::Child {
+    let hook = format!("{point}:{}", gate.display());
+    let child = client_cmd(t, Some(key), args, &[("SGARD_TEST_WAIT_AT", &hook)])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -2709,12 +2712,23 @@ fn interrupted(t: &TestEnv, key: &Path, args: &[&str], what: &str, sig: &str) ->
     let reached = gate.with_extension("reached");
     let t0 = Instant::now();
     while !reached.exists() {
-        assert!(
-            t0.elapsed() < LIMIT,
-            "{what} never reached its first object"
-        );
+        assert!(t0.elapsed() < LIMIT, "{args:?} never reached {point}");
         thread::sleep(Duration::from_millis(10));
     }
+    child
+}
+
+/// `sgard push -r addr` held after its first object until `gate` exists.
+pub(crate) fn held_push(t: &TestEnv, key: &Path, addr: &str, gate: &Path) -> std::process::Child {
+    held(t, key, &["push", "-r", addr], "pushing-object", gate)
+}
+
+/// Starts `sgard args` held after its first object moved (the test hook
+/// `<what>-object`), sends `sig` while it waits, then lets it go on: it
+/// must stop at once with exit 130.
+fn interrupted(t: &TestEnv, key: &Path, args: &[&str], what: &str, sig: &str) -> Run {
+    let gate = t.outside().join(format!("gate-{what}{sig}"));
+    let child = held(t, key, args, &format!("{what}-object"), &gate);
     let st = Command::new("kill")
         .args([sig, &child.id().to_string()])
         .status()
