@@ -429,10 +429,17 @@ fn a_push_to_a_busy_server_waits_and_tries_again_until_it_gets_through() {
         .spawn()
         .unwrap();
     // Refused as busy after the one-second wait in line, more than once.
-    let log = wait_log(&srv, "too many pushes");
+    wait_log(&srv, "too many pushes");
     thread::sleep(Duration::from_millis(2500));
-    let refusals = srv.log().matches("too many pushes").count();
-    assert!(refusals >= 2, "the client did not try again: {log}");
+    let log = srv.log();
+    let waits: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains("too many pushes"))
+        .filter_map(|l| l.split("ms=").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(waits.len() >= 2, "the client did not try again: {log}");
+    // Each refusal came only after the second in line.
+    assert!(waits.iter().all(|&ms| ms >= 900), "{waits:?}: {log}");
     fs::write(&gate, "go").unwrap();
     wait_run(held, LIMIT, "the held push").ok();
     let r = wait_run(second, LIMIT, "the busy push");
