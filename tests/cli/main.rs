@@ -22,6 +22,7 @@ mod polish;
 mod scenarios;
 mod sqlite;
 mod statcache;
+mod stories;
 mod sync;
 mod templates;
 mod trust;

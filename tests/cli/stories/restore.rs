@@ -1,0 +1,4 @@
+//! Stories of issue 30: restore.
+
+#[allow(unused_imports)]
+use crate::common::*;
