@@ -1,7 +1,154 @@
 //! Stories of issue 30: remote configuration, pull, trust and the sync
 //! server client; `undo --help`; the README's command table.
 
+use std::fs;
+use std::path::PathBuf;
+
 use crate::common::*;
+use crate::doctor::expect;
+use crate::sync::{World, local, make_certs, sg, sg_env, track, world_or_skip};
+
+/// The `tls-ca:` path `remote show` prints, if any.
+fn shown_ca(t: &TestEnv, env: &[(&str, &str)]) -> Option<PathBuf> {
+    let r = sg_env(t, None, &["remote", "show"], env);
+    r.ok();
+    r.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("tls-ca: "))
+        .map(|p| PathBuf::from(p.trim()))
+}
+
+/// Item 14: `remote set --tls-ca FILE` keeps the certificate (public) in
+/// the repository, never this machine's path to it: another machine
+/// sharing the repository (the same stick, a clone) reaches the server over
+/// TLS without that file. Doctor checks the file it will use, even when
+/// the server cannot be reached.
+#[test]
+fn a_saved_tls_certificate_travels_with_the_repository_and_doctor_checks_it() {
+    let w = world_or_skip!(1);
+    let k = w.key(0);
+    let on_a = w.root().join("certs-on-a");
+    fs::create_dir_all(&on_a).unwrap();
+    let Some((ca, cert, key)) = make_certs(&on_a) else {
+        eprintln!("skipping: openssl is not installed");
+        return;
+    };
+    // The server keeps its own copies of its certificate and key.
+    let srv_dir = w.root().join("srv-certs");
+    fs::create_dir_all(&srv_dir).unwrap();
+    let (srv_cert, srv_key) = (srv_dir.join("srv.pem"), srv_dir.join("srv.key"));
+    fs::copy(&cert, &srv_cert).unwrap();
+    fs::copy(&key, &srv_key).unwrap();
+    let mut srv = w.serve(&[
+        "--tls-cert",
+        srv_cert.to_str().unwrap(),
+        "--tls-key",
+        srv_key.to_str().unwrap(),
+    ]);
+    let addr = srv.addr.clone();
+
+    let a = TestEnv::init();
+    a.write("f", "over tls\n");
+    track(&a, &["f"]);
+    local(
+        &a,
+        &["remote", "set", &addr, "--tls-ca", ca.to_str().unwrap()],
+    )
+    .ok()
+    .stdout_has(&format!("Remote set: {addr} (TLS"));
+    let yaml = fs::read_to_string(a.repo().join("remote.yaml")).unwrap();
+    assert!(
+        !yaml.contains(on_a.to_str().unwrap()),
+        "the shared remote.yaml names a file of this machine: {yaml}"
+    );
+    sg(&a, k, &["push"]).ok().stdout_has("Pushed ");
+
+    // Another machine, the same repository; A's certificate file is not
+    // there.
+    fs::remove_dir_all(&on_a).unwrap();
+    let b = TestEnv::new();
+    let repo = a.repo();
+    let shared = [("SGARD_REPO", repo.to_str().unwrap())];
+    sg_env(&b, Some(k), &["push"], &shared)
+        .ok()
+        .stdout_has("Already up to date.");
+    let r = sg_env(&b, Some(k), &["doctor"], &shared);
+    expect(&r, "remote", "ok", &[&addr, "TLS trusting"]);
+    expect(&r, "tls", "ok", &["trusted through"]);
+
+    // The file doctor checks is the one a push would use: damaged, it is
+    // an error on the remote line, with the server down as well.
+    let used = shown_ca(&b, &shared).expect("remote show names the certificate");
+    assert!(used.starts_with(&repo), "{}", used.display());
+    srv.kill9();
+    fs::write(&used, "not a certificate\n").unwrap();
+    let r = sg_env(&b, Some(k), &["doctor"], &shared);
+    r.code(1);
+    expect(&r, "remote", "error", &["no certificate", "--tls-ca"]);
+    fs::remove_file(&used).unwrap();
+    let r = sg_env(&b, Some(k), &["doctor"], &shared);
+    r.code(1);
+    expect(&r, "remote", "error", &["--tls-ca"]);
+
+    // Only certificates go into the repository: a private key in the same
+    // file stays out. A file without a certificate is refused, and
+    // nothing is saved.
+    let combined = w.root().join("combined.pem");
+    let both = [fs::read(&srv_cert).unwrap(), fs::read(&srv_key).unwrap()].concat();
+    fs::write(&combined, both).unwrap();
+    local(
+        &a,
+        &[
+            "remote",
+            "set",
+            &addr,
+            "--tls-ca",
+            combined.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    let kept = fs::read_to_string(shown_ca(&a, &[]).unwrap()).unwrap();
+    assert!(
+        kept.contains("BEGIN CERTIFICATE") && !kept.contains("PRIVATE KEY"),
+        "{kept}"
+    );
+    let before = fs::read(a.repo().join("remote.yaml")).unwrap();
+    local(
+        &a,
+        &[
+            "remote",
+            "set",
+            "127.0.0.1:1",
+            "--tls-ca",
+            srv_key.to_str().unwrap(),
+        ],
+    )
+    .code(1)
+    .stderr_has("no certificate");
+    assert_eq!(fs::read(a.repo().join("remote.yaml")).unwrap(), before);
+    assert_eq!(
+        fs::read_to_string(shown_ca(&a, &[]).unwrap()).unwrap(),
+        kept
+    );
+
+    // `remote unset` forgets the certificate with the server.
+    // (The server's certificate, pinned, is as good a file as the CA.)
+    local(
+        &a,
+        &[
+            "remote",
+            "set",
+            &addr,
+            "--tls-ca",
+            srv_cert.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    let used = shown_ca(&a, &[]).unwrap();
+    assert!(used.exists());
+    local(&a, &["remote", "unset"]).ok();
+    assert!(!used.exists(), "the certificate outlived the remote");
+}
 
 /// Item 23: `undo --help` names every operation undo reverses, as the
 /// README does.
