@@ -57,6 +57,9 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
             "Initialized sgard repository at {}",
             ctx.repo.display()
         )?;
+        // The server it came from is its server from now on (`sgard push`,
+        // `sgard fleet` need no -r).
+        super::remote::save(ctx, &opts.remote, out)?;
     }
     let mut g = ctx.open(LockMode::Exclusive)?;
     let mut prompt = StdinPrompt::new();

@@ -410,6 +410,8 @@ macro_rules! two_machines_one_server {
     };
 }
 
+pub(crate) use two_machines_one_server;
+
 /// Every regular file under `dir`, as paths relative to it.
 pub(crate) fn files_under(dir: &Path) -> BTreeSet<String> {
     fn walk(root: &Path, d: &Path, out: &mut BTreeSet<String>) {

@@ -2,11 +2,13 @@
 //! server client; `undo --help`; the README's command table.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::common::*;
 use crate::doctor::expect;
-use crate::sync::{World, local, make_certs, sg, sg_env, track, world_or_skip};
+use crate::sync::{
+    World, local, make_certs, sg, sg_env, track, two_machines_one_server, world_or_skip,
+};
 
 /// The `tls-ca:` path `remote show` prints, if any.
 fn shown_ca(t: &TestEnv, env: &[(&str, &str)]) -> Option<PathBuf> {
@@ -148,6 +150,97 @@ fn a_saved_tls_certificate_travels_with_the_repository_and_doctor_checks_it() {
     assert!(used.exists());
     local(&a, &["remote", "unset"]).ok();
     assert!(!used.exists(), "the certificate outlived the remote");
+}
+
+/// Item 15: `pull -r ADDR` on a machine without a repository makes one and
+/// saves the server in it, so the README's next step, `sgard fleet`,
+/// needs no `-r`.
+#[test]
+fn a_pull_that_creates_the_repository_saves_the_server() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let a = TestEnv::init();
+    a.write(".bashrc", "export A=1\n");
+    track(&a, &[".bashrc"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+
+    let b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", addr])
+        .ok()
+        .stdout_has("Initialized sgard repository")
+        .stdout_has(&format!("Remote set: {addr}"));
+    local(&b, &["remote", "show"])
+        .ok()
+        .stdout_has(&format!("addr:   {addr}\n"));
+    sg(&b, kb, &["fleet"]).ok().stdout_has("testhost");
+    sg(&b, kb, &["pull"]).ok().stdout_has("Already up to date.");
+
+    // A pull into an existing repository with -r leaves its remote alone.
+    let c = TestEnv::init();
+    sg(&c, kb, &["pull", "-r", addr]).ok();
+    local(&c, &["remote", "show"])
+        .ok()
+        .stdout_has("No remote configured.");
+    drop(srv);
+}
+
+/// Item 15, the README: every command is in its command table, and every
+/// command that takes `-r` is among those the README says take the server
+/// options.
+#[test]
+fn the_readme_lists_every_command_and_every_command_that_takes_a_server() {
+    let readme =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let table: String = readme
+        .split("\n## Commands\n")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let server_options = readme
+        .split("Server options (")
+        .nth(1)
+        .unwrap()
+        .split("given")
+        .next()
+        .unwrap()
+        .to_owned();
+    let t = TestEnv::new();
+    let help = t.sgard(["--help"]);
+    help.ok();
+    let commands: Vec<&str> = help
+        .stdout
+        .split("Commands:\n")
+        .nth(1)
+        .unwrap()
+        .split("\nOptions:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.contains(&"fleet"), "{commands:?}");
+    for c in commands {
+        assert!(
+            table.contains(&format!("`{c} ")) || table.contains(&format!("`{c}`")),
+            "`{c}` is not in the README's command table"
+        );
+        let r = t.sgard([c, "--help"]);
+        r.ok();
+        if r.stdout.contains("-r, --remote") {
+            assert!(
+                server_options.contains(&format!("`{c}`")),
+                "`{c}` takes -r, but the README's list of commands with server options \
+                 lacks it: {server_options}"
+            );
+        }
+    }
 }
 
 /// Item 23: `undo --help` names every operation undo reverses, as the
