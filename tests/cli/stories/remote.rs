@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use crate::common::*;
 use crate::doctor::expect;
 use crate::sync::{
-    World, local, make_certs, sg, sg_env, track, two_machines_one_server, world_or_skip,
+    World, fingerprint, local, make_certs, sg, sg_env, track, two_machines_one_server,
+    world_or_skip,
 };
 
 /// The `tls-ca:` path `remote show` prints, if any.
@@ -241,6 +242,45 @@ fn the_readme_lists_every_command_and_every_command_that_takes_a_server() {
             );
         }
     }
+}
+
+/// The line of `trust list` naming `fp`, past the fingerprint and type.
+#[track_caller]
+fn trust_comment(t: &TestEnv, fp: &str) -> String {
+    let r = local(t, &["trust", "list"]);
+    r.ok();
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(fp))
+        .unwrap_or_else(|| panic!("{fp} is not listed; {r:#?}"));
+    line.split_whitespace()
+        .skip(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Item 20: `trust list` names this machine's own key (trusted by its
+/// push) by its key file's comment, and a key trusted on first use by the
+/// host that pushed the head it signed.
+#[test]
+fn trust_list_names_this_machines_key_and_a_key_trusted_on_first_use() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let laptop = [("SGARD_HOSTNAME", "laptop")];
+    let a = TestEnv::init();
+    a.write("f", "one\n");
+    sg_env(&a, None, &["add", "f"], &laptop).ok();
+    sg_env(&a, None, &["checkpoint"], &laptop).ok();
+    sg_env(&a, Some(ka), &["push", "-r", addr], &laptop).ok();
+    assert_eq!(trust_comment(&a, &fingerprint(ka)), "key0");
+
+    let b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", addr])
+        .ok()
+        .stderr_has("trusting the key");
+    let comment = trust_comment(&b, &fingerprint(ka));
+    assert!(comment.contains("laptop"), "{comment:?}");
+    drop(srv);
 }
 
 /// Item 23: `undo --help` names every operation undo reverses, as the
