@@ -275,6 +275,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_key_name_is_one_printable_line() {
+        assert_eq!(key_name("laptop"), "laptop");
+        assert_eq!(
+            key_name("x\nssh-ed25519 AAAA evil\r\u{1b}[31m"),
+            "xssh-ed25519 AAAA evil[31m"
+        );
+        assert_eq!(key_name(&"a".repeat(500)).len(), 100);
+        assert_eq!(key_name(" \t "), "");
+    }
+
+    #[test]
     fn a_statement_reads_back_only_in_its_own_form() {
         let st = Statement {
             manifest: Hash::of(b"m"),
