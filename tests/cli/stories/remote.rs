@@ -21,6 +21,15 @@ fn shown_ca(t: &TestEnv, env: &[(&str, &str)]) -> Option<PathBuf> {
         .map(|p| PathBuf::from(p.trim()))
 }
 
+/// `sgard remote set ADDR --tls-ca CA` in `t`.
+#[track_caller]
+fn remote_set_ca(t: &TestEnv, addr: &str, ca: &Path) -> Run {
+    local(
+        t,
+        &["remote", "set", addr, "--tls-ca", ca.to_str().unwrap()],
+    )
+}
+
 /// Item 14: `remote set --tls-ca FILE` keeps the certificate (public) in
 /// the repository, never this machine's path to it: another machine
 /// sharing the repository (the same stick, a clone) reaches the server over
@@ -53,12 +62,9 @@ fn a_saved_tls_certificate_travels_with_the_repository_and_doctor_checks_it() {
     let a = TestEnv::init();
     a.write("f", "over tls\n");
     track(&a, &["f"]);
-    local(
-        &a,
-        &["remote", "set", &addr, "--tls-ca", ca.to_str().unwrap()],
-    )
-    .ok()
-    .stdout_has(&format!("Remote set: {addr} (TLS"));
+    remote_set_ca(&a, &addr, &ca)
+        .ok()
+        .stdout_has(&format!("Remote set: {addr} (TLS"));
     let yaml = fs::read_to_string(a.repo().join("remote.yaml")).unwrap();
     assert!(
         !yaml.contains(on_a.to_str().unwrap()),
@@ -99,35 +105,16 @@ fn a_saved_tls_certificate_travels_with_the_repository_and_doctor_checks_it() {
     let combined = w.root().join("combined.pem");
     let both = [fs::read(&srv_cert).unwrap(), fs::read(&srv_key).unwrap()].concat();
     fs::write(&combined, both).unwrap();
-    local(
-        &a,
-        &[
-            "remote",
-            "set",
-            &addr,
-            "--tls-ca",
-            combined.to_str().unwrap(),
-        ],
-    )
-    .ok();
+    remote_set_ca(&a, &addr, &combined).ok();
     let kept = fs::read_to_string(shown_ca(&a, &[]).unwrap()).unwrap();
     assert!(
         kept.contains("BEGIN CERTIFICATE") && !kept.contains("PRIVATE KEY"),
         "{kept}"
     );
     let before = fs::read(a.repo().join("remote.yaml")).unwrap();
-    local(
-        &a,
-        &[
-            "remote",
-            "set",
-            "127.0.0.1:1",
-            "--tls-ca",
-            srv_key.to_str().unwrap(),
-        ],
-    )
-    .code(1)
-    .stderr_has("no certificate");
+    remote_set_ca(&a, "127.0.0.1:1", &srv_key)
+        .code(1)
+        .stderr_has("no certificate");
     assert_eq!(fs::read(a.repo().join("remote.yaml")).unwrap(), before);
     assert_eq!(
         fs::read_to_string(shown_ca(&a, &[]).unwrap()).unwrap(),
@@ -136,17 +123,7 @@ fn a_saved_tls_certificate_travels_with_the_repository_and_doctor_checks_it() {
 
     // `remote unset` forgets the certificate with the server.
     // (The server's certificate, pinned, is as good a file as the CA.)
-    local(
-        &a,
-        &[
-            "remote",
-            "set",
-            &addr,
-            "--tls-ca",
-            srv_cert.to_str().unwrap(),
-        ],
-    )
-    .ok();
+    remote_set_ca(&a, &addr, &srv_cert).ok();
     let used = shown_ca(&a, &[]).unwrap();
     assert!(used.exists());
     local(&a, &["remote", "unset"]).ok();
