@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use crate::common::*;
 use crate::doctor::expect;
 use crate::sync::{
-    World, fingerprint, local, make_certs, sg, sg_env, track, two_machines_one_server,
-    world_or_skip,
+    World, change, fingerprint, local, log_json, make_certs, sg, sg_env, track, trust,
+    two_machines_one_server, world_or_skip,
 };
 
 /// The `tls-ca:` path `remote show` prints, if any.
@@ -257,6 +257,122 @@ fn trust_list_names_this_machines_key_and_a_key_trusted_on_first_use() {
         .stderr_has("trusting the key");
     let comment = trust_comment(&b, &fingerprint(ka));
     assert!(comment.contains("laptop"), "{comment:?}");
+    drop(srv);
+}
+
+/// Item 22: a pull where the same file changed on both sides takes
+/// everything else, leaves that file as it is on disk and a `conflict`
+/// (the server's version in the repository, this machine's last sync as
+/// the base), says so, and `sgard merge` settles it as on a shared folder.
+/// `--theirs`/`--ours` stay explicit choices.
+#[test]
+fn a_pull_with_both_sides_changed_leaves_a_conflict_that_merge_settles() {
+    two_machines_one_server!(w, srv, addr, ka, kb);
+    let mut a = TestEnv::init();
+    let mut b = TestEnv::new();
+    a.write(".bashrc", "base\n");
+    a.write("g", "g1\n");
+    track(&a, &[".bashrc", "g"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    trust(&a, kb);
+
+    change(&mut a, ".bashrc", "top from a\nbase\n", 1);
+    change(&mut a, "g", "g2\n", 2);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    change(&mut b, ".bashrc", "base\nbottom from b\n", 3);
+
+    // The dry run says so, exits 4 as the pull will, and changes nothing.
+    sg(&b, kb, &["pull", "-n", "-r", addr])
+        .code(4)
+        .stdout_has("conflict   ~/.bashrc")
+        .stderr_has("would be left a conflict");
+    // Cut off after this machine's base went back to the last sync, before
+    // the new head: the file still agrees with the old head (never
+    // `behind`, which a restore would overwrite).
+    let r = sg_env(
+        &b,
+        Some(kb),
+        &["pull", "-r", addr],
+        &[("SGARD_TEST_CRASH_AT", "pull-conflict-bases")],
+    );
+    assert_eq!(r.code, -1, "not killed; {r:#?}");
+    local(&b, &["status", "~/.bashrc"])
+        .ok()
+        .stdout_has("ok         ~/.bashrc");
+    local(&b, &["restore"]).ok();
+    assert_eq!(b.read(".bashrc"), b"base\nbottom from b\n");
+
+    let r = sg(&b, kb, &["pull", "-r", addr]);
+    r.code(4)
+        .stdout_has("conflict   ~/.bashrc")
+        .stderr_has("~/.bashrc")
+        .stderr_has("sgard merge");
+    assert_eq!(b.read(".bashrc"), b"base\nbottom from b\n", "overwritten");
+    assert_eq!(b.read("g"), b"g2\n", "the rest was not taken");
+    local(&b, &["status", "~/.bashrc"]).stdout_has("conflict   ~/.bashrc");
+    // A second pull changes nothing (it would ask at a terminal).
+    let r = sg(&b, kb, &["pull", "-r", addr]);
+    r.code(4).stderr_has("sgard merge");
+    assert_eq!(b.read(".bashrc"), b"base\nbottom from b\n", "{r:#?}");
+
+    local(&b, &["merge", "~/.bashrc"])
+        .ok()
+        .stdout_has("merged     ~/.bashrc");
+    let merged = "top from a\nbase\nbottom from b\n";
+    assert_eq!(b.read(".bashrc"), merged.as_bytes());
+    local(&b, &["checkpoint"]).ok();
+    sg(&b, kb, &["push", "-r", addr]).ok();
+    sg(&a, ka, &["pull", "-r", addr]).ok();
+    assert_eq!(a.read(".bashrc"), merged.as_bytes());
+
+    // A change on both sides no conflict can hold (the server stopped
+    // tracking it): the pull is refused and changes nothing; --ours (or
+    // --theirs) settles it.
+    local(&a, &["remove", "g"]).ok();
+    fs::remove_file(a.path("g")).unwrap();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    change(&mut b, "g", "g from b\n", 4);
+    let before = (b.read("g"), b.manifest(), log_json(&b));
+    sg(&b, kb, &["pull", "-r", addr])
+        .code(4)
+        .stderr_has("~/g")
+        .stderr_has("--theirs or --ours");
+    assert!(before == (b.read("g"), b.manifest(), log_json(&b)));
+    sg(&b, kb, &["pull", "-r", addr, "--ours"]).ok();
+    assert!(b.manifest().contains(&sha("g from b\n")));
+    sg(&b, kb, &["push", "-r", addr]).ok();
+    sg(&a, ka, &["pull", "-r", addr]).ok();
+
+    // Cut off after the new head, before the base's own save: the base
+    // that makes it a conflict was saved first, so it is a conflict, never
+    // `behind`.
+    change(&mut a, ".bashrc", "a again\n", 5);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    change(&mut b, ".bashrc", "b again\n", 6);
+    let r = sg_env(
+        &b,
+        Some(kb),
+        &["pull", "-r", addr],
+        &[("SGARD_TEST_CRASH_AT", "head-before-base")],
+    );
+    assert_eq!(r.code, -1, "not killed; {r:#?}");
+    local(&b, &["status", "~/.bashrc"]).stdout_has("conflict   ~/.bashrc");
+    local(&b, &["restore"]).code(4);
+    assert_eq!(b.read(".bashrc"), b"b again\n");
+    local(&b, &["restore", "-f", "~/.bashrc"]).ok();
+    assert_eq!(b.read(".bashrc"), b"a again\n");
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+
+    // --theirs still takes the server's version outright.
+    change(&mut a, ".bashrc", "a third\n", 7);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    change(&mut b, ".bashrc", "b third\n", 8);
+    sg(&b, kb, &["pull", "-r", addr, "--theirs"]).ok();
+    assert_eq!(b.read(".bashrc"), b"a third\n");
+    local(&b, &["status", "~/.bashrc"])
+        .ok()
+        .stdout_has("ok         ~/.bashrc");
     drop(srv);
 }
 
