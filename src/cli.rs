@@ -320,7 +320,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Reverse the most recent restore, mirror down or undo
+    /// Reverse this machine's most recent restore, restore --at, pull, merge, mirror down or undo
     ///
     /// Says what it will reverse (the operation, its time, the paths) and,
     /// on a terminal, asks first.

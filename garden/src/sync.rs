@@ -15,6 +15,7 @@ use sgard_manifest::history::{HISTORY_FILE, Reason, Record};
 use sgard_manifest::{Entry, Manifest, Timestamp};
 use sgard_store::Hash;
 
+use crate::base::{BaseEntry, Seen};
 use crate::{Error, Garden, Prompt, RestoreOptions, RestoreReport, Result};
 
 /// What a pushing client says it built on.
@@ -42,7 +43,9 @@ pub enum PushDecision {
 /// How `pull` settles entries changed on both sides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Side {
-    /// List them as conflicts and change nothing.
+    /// Leave them conflicts here, as on a shared folder (see
+    /// [`Garden::pull_merge`]); where no conflict can hold the change,
+    /// refuse the pull and change nothing.
     #[default]
     Merge,
     /// Take the server's version.
@@ -69,6 +72,10 @@ pub struct PullReport {
     pub taken: Vec<String>,
     /// Entries changed on both sides, settled by `--theirs`/`--ours`.
     pub settled: Vec<String>,
+    /// Entries changed on both sides left conflicts here: the server's
+    /// version in the repository, the disk as it was (see
+    /// [`Garden::pull_merge`]).
+    pub conflicts: Vec<String>,
     /// What the restore of the taken entries did.
     pub restore: RestoreReport,
     /// The server head this pull synced with (the new base).
@@ -84,8 +91,11 @@ pub struct PullPlan {
     pub taken: Vec<String>,
     /// Entries changed on both sides, settled by `--theirs`/`--ours`.
     pub settled: Vec<String>,
-    /// Entries changed on both sides and not settled: the pull is refused.
+    /// Entries changed on both sides that the pull leaves conflicts here.
     pub conflicts: Vec<String>,
+    /// Entries changed on both sides that no conflict here can hold (see
+    /// `stays_a_conflict`): the pull is refused.
+    pub unsettled: Vec<String>,
     /// Taken entries outside the home folder the pull would refuse.
     pub outside: Vec<String>,
     /// Taken entries whose setuid/setgid bits are dropped.
@@ -97,16 +107,18 @@ pub struct PullPlan {
 }
 
 impl PullPlan {
-    /// Why the pull is refused, if it is: conflicts, or entries outside
-    /// the home folder.
+    /// Why the pull is refused, if it is: changes on both sides that
+    /// cannot be left conflicts, or entries outside the home folder.
     pub fn refusal(&self) -> Option<Error> {
-        if !self.conflicts.is_empty() {
-            let n = self.conflicts.len();
+        if !self.unsettled.is_empty() {
+            let n = self.unsettled.len();
             return Some(Error::Conflict(format!(
-                "{n} entr{} changed both here and on the server since the last sync: {}; \
-                 nothing was changed (use --theirs or --ours to settle them)",
+                "{n} entr{} changed both here and on the server since the last sync, in a way \
+                 this disk cannot hold as a conflict (untracked on one side, its settings \
+                 changed, a template, or a version this machine never had): {}; nothing was \
+                 changed (use --theirs or --ours to settle them)",
                 if n == 1 { "y" } else { "ies" },
-                self.conflicts.join(", ")
+                self.unsettled.join(", ")
             )));
         }
         if !self.outside.is_empty() {
@@ -163,6 +175,40 @@ fn same_entry(a: &Entry, b: &Entry) -> bool {
     a == *b
 }
 
+/// Whether an entry changed both here (`l`, this repository's) and on the
+/// server (`t`) since the last sync can be left a conflict on this disk, as
+/// a shared folder leaves one: the server's version goes into the
+/// repository, this disk keeps this machine's, and `status`, `merge`,
+/// `add` and `restore` see a `conflict`. That holds only where this
+/// machine's whole change is on its disk: both sides still track it, as the
+/// same kind, with the same settings (flags, targeting, encryption and
+/// scripts are in the repository only), not a template (its disk file is
+/// a rendering), and this machine agreed on `l` (`agreed`: it recorded or
+/// restored that version, so the disk holds it or edits of it).
+pub(crate) fn stays_a_conflict(
+    l: Option<&Entry>,
+    t: Option<&Entry>,
+    agreed: Option<&BaseEntry>,
+) -> bool {
+    let (Some(l), Some(t)) = (l, t) else {
+        return false;
+    };
+    let settings = |e: &Entry| {
+        (
+            e.encrypted,
+            e.locked,
+            e.only.clone(),
+            e.never.clone(),
+            e.run,
+        )
+    };
+    l.kind == t.kind
+        && !l.template
+        && !t.template
+        && settings(l) == settings(t)
+        && agreed.is_some_and(|a| a.matches_repo(l, None))
+}
+
 fn same_opt(a: Option<&Entry>, b: Option<&Entry>) -> bool {
     match (a, b) {
         (None, None) => true,
@@ -214,6 +260,26 @@ impl Garden {
             let (k, v) = l.rsplit_once(' ')?;
             (k == server).then(|| Hash::parse(v).ok()).flatten()
         })
+    }
+
+    /// Sets this machine's base of `path` to `b`, the version of the last
+    /// sync (none: the two sides never shared one), whatever disk and
+    /// repository hold: what a conflict is judged against.
+    fn base_to_last_sync(&self, path: &str, b: Option<&Entry>) {
+        let record = b.map(|b| {
+            BaseEntry::agreed(
+                b,
+                &Seen {
+                    kind: b.kind,
+                    mode: b
+                        .mode
+                        .unwrap_or_else(|| sgard_manifest::Mode::from_st_mode(0o644)),
+                    content: self.content_of(b),
+                    target: b.target.clone(),
+                },
+            )
+        });
+        self.base.borrow_mut().put(path, record);
     }
 
     /// Remembers the server head this repository synced with.
@@ -567,6 +633,7 @@ impl Garden {
             taken: Vec::new(),
             settled: Vec::new(),
             conflicts: Vec::new(),
+            unsettled: Vec::new(),
             outside: Vec::new(),
             stripped: Vec::new(),
             merged: BTreeMap::new(),
@@ -583,8 +650,12 @@ impl Garden {
                 t
             } else {
                 match side {
-                    Side::Merge => {
+                    Side::Merge if stays_a_conflict(l, t, self.base.borrow().get(p)) => {
                         plan.conflicts.push(p.to_owned());
+                        t
+                    }
+                    Side::Merge => {
+                        plan.unsettled.push(p.to_owned());
                         l
                     }
                     Side::Ours => {
@@ -602,17 +673,19 @@ impl Garden {
                 plan.merged.insert(p.to_owned(), e.clone());
             }
         }
-        // A server may not reach outside the home folder unless allowed.
+        // A server may not reach outside the home folder unless allowed
+        // (what a conflict takes into the repository a restore may write).
         if !trust.absolute {
             plan.outside = plan
                 .taken
                 .iter()
+                .chain(&plan.conflicts)
                 .filter(|p| p.starts_with('/') && plan.merged.contains_key(p.as_str()))
                 .cloned()
                 .collect();
         }
         if !trust.setuid {
-            for p in &plan.taken {
+            for p in plan.taken.iter().chain(&plan.conflicts) {
                 if let Some(e) = plan.merged.get_mut(p)
                     && let Some(m) = e.mode
                     && m.bits() & 0o6000 != 0
@@ -629,8 +702,14 @@ impl Garden {
     /// Merges a server's state into this repository, entry by entry against
     /// `base` (the server head this repository last synced with): entries
     /// changed on one side only are taken; entries changed on both sides are
-    /// conflicts ([`Error::Conflict`] listing them, nothing written) unless
-    /// `side` settles them. The merged result is recorded as a `pull`
+    /// settled by `side`, or with [`Side::Merge`] left conflicts here, as a
+    /// shared folder leaves them (see `stays_a_conflict`): the server's
+    /// version goes into the repository, the file on disk is not touched,
+    /// and this machine's base of it goes back to the version of the last
+    /// sync, so `status` says `conflict` and `merge` has its three versions
+    /// ([`PullReport::conflicts`]). A change on both sides no conflict can
+    /// hold refuses the pull ([`Error::Conflict`] listing them, nothing
+    /// written). The merged result is recorded as a `pull`
     /// snapshot and the entries it changed are restored with the normal
     /// prompt rules, after a safety snapshot, so `undo` reverts the pull.
     /// An entry the server untracked is untracked here; its file stays.
@@ -674,11 +753,13 @@ impl Garden {
             merged,
             taken,
             settled,
+            conflicts,
             stripped,
             ..
         } = plan;
         report.taken = taken;
         report.settled = settled;
+        report.conflicts = conflicts;
         report.stripped = stripped;
         let local = self.manifest.clone();
         let mut result = local.clone();
@@ -726,6 +807,16 @@ impl Garden {
             || result.data != local.data
             || result.folders != local.folders;
         let data_changed = result.data != local.data;
+        if !report.conflicts.is_empty() {
+            // Saved before the head that makes them conflicts: cut off in
+            // between, each entry still agrees with the old head (`ok`),
+            // never `behind`, which a restore would overwrite.
+            for p in &report.conflicts {
+                self.base_to_last_sync(p, base_doc.get(p));
+            }
+            self.flush_base()?;
+            self.env.crash_point("pull-conflict-bases");
+        }
         if new_head {
             result.updated = self.env.now;
             if theirs.updated > result.updated {
@@ -763,6 +854,10 @@ impl Garden {
             .cloned()
             .collect();
         wanted.extend(self.incoming_paths()?);
+        // A conflict left here keeps its file as it is.
+        for p in &report.conflicts {
+            wanted.remove(p);
+        }
         if data_changed {
             // New data: every template may render differently.
             wanted.extend(

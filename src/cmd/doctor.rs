@@ -214,10 +214,38 @@ fn remote(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
         (None, true) => "TLS trusting the system's CAs".to_owned(),
         _ => "no TLS".to_owned(),
     };
-    out.push(Finding::ok(
-        "remote",
-        format!("{} (from {from}; {tls})", r.addr),
-    ));
+    let said = format!("{} (from {from}; {tls})", r.addr);
+    // The certificate file a push would use, whether or not the server
+    // can be reached now.
+    let fix_ca = format!(
+        "give the file holding the server's certificate (or its CA): `sgard remote set {} \
+         --tls-ca FILE` keeps a copy in the repository, for every machine that shares it",
+        r.addr
+    );
+    let ca = r.tls_ca.as_ref().filter(|_| r.tls);
+    if let Some(Err(e)) = ca.map(|ca| sgard::remote::tls::read_certs(ca)) {
+        out.push(Finding::error("remote", format!("{said}: {e:#}"), fix_ca));
+        return;
+    }
+    // A path in the shared remote.yaml (the Go sgard's `tls_ca`, or an
+    // older sgard's) names a file of one machine.
+    let path_in_file = ca.is_some_and(|ca| {
+        ctx.net.tls_ca.is_none()
+            && saved.as_ref().is_some_and(|s| s.addr == r.addr)
+            && !config::is_kept_ca(&ctx.repo, ca)
+    });
+    if path_in_file {
+        out.push(Finding::warning(
+            "remote",
+            format!(
+                "{said}: remote.yaml names a certificate file of this machine; the other \
+                 machines that share the repository do not have it there"
+            ),
+            fix_ca,
+        ));
+    } else {
+        out.push(Finding::ok("remote", said));
+    }
     let home = format!("{}/", ctx.env.home.display());
     out.extend(sgard::remote::probe::probe(&opts).into_iter().map(|mut f| {
         f.detail = f.detail.replace(&home, "~/");

@@ -57,6 +57,9 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
             "Initialized sgard repository at {}",
             ctx.repo.display()
         )?;
+        // The server it came from is its server from now on (`sgard push`,
+        // `sgard fleet` need no -r).
+        super::remote::save(ctx, &opts.remote, out)?;
     }
     let mut g = ctx.open(LockMode::Exclusive)?;
     let mut prompt = StdinPrompt::new();
@@ -99,13 +102,45 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     for s in &p.report.settled {
         writeln!(out, "{:<10} {s}", if theirs { "theirs" } else { "ours" })?;
     }
+    for c in &p.report.conflicts {
+        writeln!(
+            out,
+            "{} {}",
+            crate::ui::word(ctx.colour, "conflict", 10),
+            crate::ui::clean(c)
+        )?;
+    }
     restore::print_actions(ctx.colour, &p.report.restore, false, out)?;
     let failed = scripts::run_plan(plan, out)?;
     let code = restore::finish(&p.report.restore, false, out)?;
     if !failed.is_empty() {
         return Err(scripts::failed_error(&failed));
     }
+    if !p.report.conflicts.is_empty() {
+        return Err(conflicts_left(&p.report.conflicts, false));
+    }
     Ok(code)
+}
+
+/// The entries a pull leaves conflicts, and how to settle them (exit 4).
+fn conflicts_left(paths: &[String], dry_run: bool) -> anyhow::Error {
+    let n = paths.len();
+    let names: Vec<_> = paths.iter().map(|p| crate::ui::clean(p)).collect();
+    Fail::conflict(format!(
+        "{} changed both here and on the server {} left {}: {}; the server's version is \
+         in the repository, this machine's on disk{}; settle {} with `sgard merge PATH`, \
+         `sgard add PATH` (keep this one) or `sgard restore -f PATH` (take the server's)",
+        crate::ui::count(n as u64, "entry", "entries"),
+        match (dry_run, n == 1) {
+            (true, _) => "would be",
+            (false, true) => "is",
+            (false, false) => "are",
+        },
+        if n == 1 { "a conflict" } else { "conflicts" },
+        names.join(", "),
+        if dry_run { "; nothing was changed" } else { "" },
+        if n == 1 { "it" } else { "each" },
+    ))
 }
 
 /// `pull --dry-run`: the server's manifest merged in memory; what would be
@@ -153,7 +188,7 @@ fn preview(
             crate::ui::clean(p)
         )?;
     }
-    for p in &plan.conflicts {
+    for p in plan.conflicts.iter().chain(&plan.unsettled) {
         writeln!(
             out,
             "{} {}",
@@ -185,6 +220,10 @@ fn preview(
         crate::ui::counts(blobs as u64, "blob"),
         opts.remote.addr
     )?;
+    // Exit 4, as the pull would.
+    if !plan.conflicts.is_empty() {
+        return Err(conflicts_left(&plan.conflicts, true));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

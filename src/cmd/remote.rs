@@ -29,18 +29,11 @@ pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitC
             };
             if dry_run {
                 write!(out, "Dry run: would set the remote to {addr}")?;
+                write_tls(ctx, &r, out)?;
+                writeln!(out)?;
             } else {
-                config::save(&ctx.repo, &r)?;
-                write!(out, "Remote set: {addr}")?;
+                save(ctx, &r, out)?;
             }
-            if r.tls {
-                write!(out, " (TLS")?;
-                if let Some(ca) = &r.tls_ca {
-                    write!(out, ", CA: {}", ca.display())?;
-                }
-                write!(out, ")")?;
-            }
-            writeln!(out)?;
         }
         RemoteAction::Show => match config::load(&ctx.repo)? {
             None => writeln!(out, "No remote configured.")?,
@@ -65,4 +58,29 @@ pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitC
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Saves `r` as this repository's remote (see [`config::save`]: a
+/// certificate file is copied into the repository) and says so.
+pub fn save(ctx: &Ctx, r: &Remote, out: &mut dyn Write) -> Result<()> {
+    config::save(&ctx.repo, r)?;
+    write!(out, "Remote set: {}", r.addr)?;
+    write_tls(ctx, r, out)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// ` (TLS)`, or ` (TLS, CA: FILE kept in the repository as remote-ca.pem)`.
+fn write_tls(ctx: &Ctx, r: &Remote, out: &mut dyn Write) -> Result<()> {
+    if let Some(ca) = &r.tls_ca {
+        write!(
+            out,
+            " (TLS, CA: {}, kept in the repository as {})",
+            ca.display(),
+            ctx.repo.join(config::CA_FILE).display()
+        )?;
+    } else if r.tls {
+        write!(out, " (TLS)")?;
+    }
+    Ok(())
 }

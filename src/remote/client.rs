@@ -920,6 +920,26 @@ impl Signer {
         }
     }
 
+    /// The key's name: its comment in the key file (or in the `.pub` file
+    /// beside it, for a PEM key), or the one ssh-agent has for it; empty
+    /// when there is none.
+    pub(super) fn comment(&self) -> String {
+        let c = match self {
+            Signer::File(k, p) if k.comment().is_empty() => {
+                let mut pubfile = p.clone().into_os_string();
+                pubfile.push(".pub");
+                std::fs::read_to_string(pubfile)
+                    .ok()
+                    .and_then(|t| ssh_key::PublicKey::from_openssh(t.trim()).ok())
+                    .map(|pk| pk.comment().to_owned())
+                    .unwrap_or_default()
+            }
+            Signer::File(k, _) => k.comment().to_owned(),
+            Signer::Agent(_, pk) => pk.comment().to_owned(),
+        };
+        super::trust::key_name(&c)
+    }
+
     /// (authorized_keys line, SSH wire signature).
     pub(super) fn sign(&self, payload: &[u8]) -> Result<(String, Vec<u8>)> {
         match self {
@@ -1123,9 +1143,10 @@ fn sign_head(
     for s in &signers {
         match sign(s, &st) {
             Ok(armored) => {
-                let key = ssh_key::SshSig::from_pem(&armored)
+                let mut key = ssh_key::SshSig::from_pem(&armored)
                     .map(|sig| ssh_key::PublicKey::from(sig.public_key().clone()))
                     .map_err(|e| anyhow!("reading back the head signature: {e}"))?;
+                key.set_comment(s.comment());
                 return Ok(Some((st.to_text(), armored, key)));
             }
             Err(e) => tried.push(format!("{}: {e:#}", s.name())),
@@ -1217,10 +1238,14 @@ fn push_once(g: &Garden, o: &Opts) -> Result<Push> {
                 if let Some(h) = new_head {
                     c.report(&env, h, "push").await;
                 }
-                // This machine's own key signs its heads: trusted here.
-                if let (Some(key), Some(dir)) = (&own_key, g.local_state_dir()) {
+                // This machine's own key signs its heads: trusted here,
+                // named by its comment, else by this machine's name.
+                if let (Some(mut key), Some(dir)) = (own_key, g.local_state_dir()) {
+                    if key.comment().is_empty() {
+                        key.set_comment(sgard_garden::identity::short_hostname(&env.hostname));
+                    }
                     let store = super::trust::TrustStore::in_dir(dir);
-                    store.add(key)?;
+                    store.add(&key)?;
                     store.note_signed()?;
                 }
                 Ok(Push::Done(Pushed::Done(missing.len()), new_head))
@@ -1518,7 +1543,20 @@ pub fn check_head(
             )));
         }
         if record {
-            store.add(&key)?;
+            // Named by the machine that made the head it signed.
+            let host = head
+                .history
+                .iter()
+                .rev()
+                .find(|r| r.id == st.manifest && st.records.contains(&record_digest(r)))
+                .map(|r| super::trust::key_name(&r.host))
+                .filter(|h| !h.is_empty());
+            let mut named = key.clone();
+            named.set_comment(match host {
+                Some(h) => format!("{h} (trusted on first use)"),
+                None => format!("signer at {addr} (trusted on first use)"),
+            });
+            store.add(&named)?;
         }
         newly_trusted = Some(fp);
     }

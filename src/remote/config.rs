@@ -19,6 +19,16 @@ pub struct Remote {
 /// The client config file inside a repository (the Go sgard's).
 pub const REMOTE_FILE: &str = "remote.yaml";
 
+/// The certificates `remote set --tls-ca FILE` trusts, kept in the
+/// repository (they are public): every machine that shares the repository
+/// (a stick, a git clone) reaches the server with them, where a path in
+/// `remote.yaml` would name a file of one machine only.
+pub const CA_FILE: &str = "remote-ca.pem";
+
+/// The key of `remote.yaml` that says [`CA_FILE`] is trusted (sgard's own:
+/// the Go sgard ignores it and takes `--tls-ca` on its command line).
+const CA_KEPT_KEY: &str = "tls_ca_in_repo";
+
 /// Resolves the remote: `--remote`, then `SGARD_REMOTE`, then
 /// `<repo>/remote.yaml`, then the legacy `<repo>/remote`. `--tls` and
 /// `--tls-ca` override the file's settings.
@@ -53,7 +63,10 @@ pub fn resolve(
     Ok(Remote { tls, tls_ca, addr })
 }
 
-/// Reads `<repo>/remote.yaml`, if any.
+/// Reads `<repo>/remote.yaml`, if any. The certificate file it trusts: a
+/// `tls_ca` path as given (the Go sgard's key, or an older sgard's), else
+/// the repository's [`CA_FILE`] where `tls_ca_in_repo` says so; either
+/// means TLS.
 pub fn load(repo: &Path) -> Result<Option<Remote>> {
     let p = repo.join(REMOTE_FILE);
     let text = match std::fs::read_to_string(&p) {
@@ -67,39 +80,80 @@ pub fn load(repo: &Path) -> Result<Option<Remote>> {
         addr: Option<String>,
         tls: Option<bool>,
         tls_ca: Option<String>,
+        tls_ca_in_repo: Option<bool>,
     }
     let raw: Raw =
         serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+    let tls_ca = raw
+        .tls_ca
+        .filter(|c| !c.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| (raw.tls_ca_in_repo == Some(true)).then(|| repo.join(CA_FILE)));
     Ok(raw.addr.filter(|a| !a.is_empty()).map(|addr| Remote {
         addr,
-        tls: raw.tls.unwrap_or(false) || raw.tls_ca.as_deref().is_some_and(|c| !c.is_empty()),
-        tls_ca: raw.tls_ca.filter(|c| !c.is_empty()).map(PathBuf::from),
+        tls: raw.tls.unwrap_or(false) || tls_ca.is_some(),
+        tls_ca,
     }))
 }
 
-/// Writes `<repo>/remote.yaml` atomically.
+/// Whether `ca` is the copy of a certificate file kept in the repository
+/// (not a path of one machine).
+pub fn is_kept_ca(repo: &Path, ca: &Path) -> bool {
+    ca == repo.join(CA_FILE)
+}
+
+/// Writes `<repo>/remote.yaml` atomically. A certificate file to trust is
+/// copied into the repository ([`CA_FILE`], its certificates only) and
+/// `remote.yaml` says so, naming no path of this machine; without one, an
+/// earlier copy is removed first.
+///
+/// # Errors
+/// A certificate file that cannot be read or holds no certificate (nothing
+/// is written then); write errors.
 pub fn save(repo: &Path, r: &Remote) -> Result<()> {
-    let mut text = format!("addr: {}\ntls: {}\n", yaml_str(&r.addr), r.tls);
-    if let Some(ca) = &r.tls_ca {
-        text.push_str(&format!(
-            "tls_ca: {}\n",
-            yaml_str(&ca.display().to_string())
-        ));
+    let kept = repo.join(CA_FILE);
+    match &r.tls_ca {
+        Some(ca) if *ca != kept => {
+            let pem = super::tls::certs_only_pem(ca)?;
+            sgard_store::durable::write_atomic(&kept, pem.as_bytes(), 0o644)?;
+        }
+        Some(_) => {}
+        None => {
+            remove_durably(&kept)?;
+        }
+    }
+    let mut text = format!(
+        "addr: {}\ntls: {}\n",
+        yaml_str(&r.addr),
+        r.tls || r.tls_ca.is_some()
+    );
+    if r.tls_ca.is_some() {
+        text.push_str(&format!("{CA_KEPT_KEY}: true\n"));
     }
     sgard_store::durable::write_atomic(&repo.join(REMOTE_FILE), text.as_bytes(), 0o644)?;
     Ok(())
 }
 
-/// Removes `<repo>/remote.yaml` (and the legacy `remote`); returns whether one existed.
+/// Removes `path` if it is there, and syncs its folder; whether it was.
+fn remove_durably(path: &Path) -> Result<bool> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {
+            sgard_store::durable::fsync_dir(&sgard_store::durable::parent_of(path))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("removing {}", path.display())),
+    }
+}
+
+/// Removes `<repo>/remote.yaml` (and the legacy `remote`, and the kept
+/// certificates); returns whether a remote was configured.
 pub fn unset(repo: &Path) -> Result<bool> {
     let mut any = false;
     for f in [REMOTE_FILE, "remote"] {
-        match std::fs::remove_file(repo.join(f)) {
-            Ok(()) => any = true,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("removing {f}")),
-        }
+        any |= remove_durably(&repo.join(f))?;
     }
+    remove_durably(&repo.join(CA_FILE))?;
     Ok(any)
 }
 

@@ -40,6 +40,23 @@ pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
     Ok(certs)
 }
 
+/// The certificates of a PEM file as PEM text again, and nothing else of
+/// the file: a private key kept in the same file never leaves it (the text
+/// goes into the repository, see `config::save`).
+///
+/// # Errors
+/// As [`read_certs`].
+pub fn certs_only_pem(path: &Path) -> Result<String> {
+    let mut out = String::new();
+    for c in read_certs(path)? {
+        let pem =
+            pem_rfc7468::encode_string("CERTIFICATE", pem_rfc7468::LineEnding::LF, c.as_ref())
+                .map_err(|e| anyhow!("{}: encoding a certificate: {e}", path.display()))?;
+        out.push_str(&pem);
+    }
+    Ok(out)
+}
+
 /// Trusts a server whose certificate is one of `pinned`, or is signed by one.
 #[derive(Debug)]
 struct PinnedOrSigned {

@@ -138,6 +138,18 @@ pub fn verify(statement: &str, armored: &str) -> Result<PublicKey> {
     Ok(key)
 }
 
+/// A name for a key in the trusted-keys file, made of `text` (a host name
+/// or a key's comment, which may come from a server): printable, one line,
+/// at most 100 characters.
+pub fn key_name(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(100)
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
 /// A key's SHA-256 fingerprint, as OpenSSH prints it.
 pub fn fingerprint(k: &PublicKey) -> String {
     k.fingerprint(HashAlg::Sha256).to_string()
@@ -193,10 +205,15 @@ impl TrustStore {
         Ok(self.keys()?.iter().any(|k| k.key_data() == key.key_data()))
     }
 
-    /// Trusts `key` (named by its comment); false if it was already.
+    /// Trusts `key` (named by its comment); false if it was already. A
+    /// key trusted without a name (by an older sgard) takes `key`'s.
     pub fn add(&self, key: &PublicKey) -> Result<bool> {
         let mut keys = self.keys()?;
-        if keys.iter().any(|k| k.key_data() == key.key_data()) {
+        if let Some(k) = keys.iter_mut().find(|k| k.key_data() == key.key_data()) {
+            if k.comment().is_empty() && !key.comment().is_empty() {
+                k.set_comment(key.comment());
+                self.write(&keys)?;
+            }
             return Ok(false);
         }
         keys.push(key.clone());
@@ -256,6 +273,17 @@ impl TrustStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_name_is_one_printable_line() {
+        assert_eq!(key_name("laptop"), "laptop");
+        assert_eq!(
+            key_name("x\nssh-ed25519 AAAA evil\r\u{1b}[31m"),
+            "xssh-ed25519 AAAA evil[31m"
+        );
+        assert_eq!(key_name(&"a".repeat(500)).len(), 100);
+        assert_eq!(key_name(" \t "), "");
+    }
 
     #[test]
     fn a_statement_reads_back_only_in_its_own_form() {

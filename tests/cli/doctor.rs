@@ -69,7 +69,7 @@ fn check<'a>(all: &'a [(String, Line)], name: &str) -> &'a Line {
 /// Asserts check `name` has `status` and its detail (or hint) says each of
 /// `says`.
 #[track_caller]
-fn expect(r: &Run, name: &str, status: &str, says: &[&str]) {
+pub(crate) fn expect(r: &Run, name: &str, status: &str, says: &[&str]) {
     let all = checks(r);
     let l = check(&all, name);
     assert_eq!(l.status, status, "{name}: {l:#?}\n{}", r.stdout);

@@ -410,6 +410,8 @@ macro_rules! two_machines_one_server {
     };
 }
 
+pub(crate) use two_machines_one_server;
+
 /// Every regular file under `dir`, as paths relative to it.
 pub(crate) fn files_under(dir: &Path) -> BTreeSet<String> {
     fn walk(root: &Path, d: &Path, out: &mut BTreeSet<String>) {
@@ -928,8 +930,9 @@ fn two_homes_sync_both_ways() {
 }
 
 /// Concurrent edits: a stale push is refused (exit 4); pull merges changes
-/// to different files; the same file changed on both sides is a conflict
-/// that writes nothing, settled by `--theirs` or `--ours`.
+/// to different files; the same file changed on both sides is left a
+/// conflict that overwrites nothing (exit 4), or settled by `--theirs` or
+/// `--ours`.
 #[test]
 fn concurrent_edits_merge_conflict_theirs_ours() {
     two_machines_one_server!(w, srv, addr, ka, kb);
@@ -972,45 +975,43 @@ fn concurrent_edits_merge_conflict_theirs_ours() {
     assert_eq!(entries(&a, &[]), want);
     assert_eq!(entries(&b, &[]), want);
 
-    // Both change f1: pull lists the conflict and writes nothing.
+    // Both change f1: pull takes the rest and leaves f1 a conflict, as on a
+    // shared folder: B's file as it is, the server's version in the
+    // repository (see stories::remote for merge).
     change(&mut a, "f1", "one-A2\n", 3);
     sg(&a, ka, &["push", "-r", addr]).ok();
     change(&mut b, "f1", "one-B2\n", 4);
-    let before = (
-        b.read("f1"),
-        b.read("f2"),
-        b.manifest(),
-        fs::read(b.repo().join("history.yaml")).unwrap(),
-    );
     let r = sg(&b, kb, &["pull", "-r", addr]);
-    r.code(4).stderr_has("~/f1").stderr_has("--theirs");
+    r.code(4).stderr_has("~/f1").stderr_has("sgard merge");
     assert!(!r.stderr.contains("~/f2"), "f2 is no conflict; {r:#?}");
-    let after = (
-        b.read("f1"),
-        b.read("f2"),
-        b.manifest(),
-        fs::read(b.repo().join("history.yaml")).unwrap(),
-    );
-    assert!(before == after, "a conflicting pull changed something");
-
-    // --theirs takes the server's version.
-    sg(&b, kb, &["pull", "-r", addr, "--theirs"]).ok();
-    assert_eq!(b.read("f1"), b"one-A2\n");
+    assert_eq!(b.read("f1"), b"one-B2\n", "the pull overwrote a conflict");
     assert!(b.manifest().contains(&sha("one-A2\n")));
+    local(&b, &["status", "~/f1"]).stdout_has("conflict   ~/f1");
+    // `restore -f` settles it on the server's version.
+    local(&b, &["restore", "-f", "~/f1"]).ok();
+    assert_eq!(b.read("f1"), b"one-A2\n");
     assert!(!b.manifest().contains(&sha("one-B2\n")));
 
-    // Both change f2: --ours keeps the local one, and it can be pushed.
-    change(&mut a, "f2", "two-A3\n", 5);
+    // Both change f1 again: --theirs takes the server's version outright.
+    change(&mut a, "f1", "one-A3\n", 5);
     sg(&a, ka, &["push", "-r", addr]).ok();
-    change(&mut b, "f2", "two-B3\n", 6);
-    sg(&b, kb, &["pull", "-r", addr]).code(4).stderr_has("~/f2");
+    change(&mut b, "f1", "one-B3\n", 6);
+    sg(&b, kb, &["pull", "-r", addr, "--theirs"]).ok();
+    assert_eq!(b.read("f1"), b"one-A3\n");
+    assert!(b.manifest().contains(&sha("one-A3\n")));
+    assert!(!b.manifest().contains(&sha("one-B3\n")));
+
+    // Both change f2: --ours keeps the local one, and it can be pushed.
+    change(&mut a, "f2", "two-A3\n", 7);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    change(&mut b, "f2", "two-B3\n", 8);
     sg(&b, kb, &["pull", "-r", addr, "--ours"]).ok();
     assert_eq!(b.read("f2"), b"two-B3\n");
     assert!(b.manifest().contains(&sha("two-B3\n")));
     assert!(!b.manifest().contains(&sha("two-A3\n")));
     sg(&b, kb, &["push", "-r", addr]).ok();
     sg(&a, ka, &["pull", "-r", addr]).ok();
-    assert_eq!(a.read("f1"), b"one-A2\n");
+    assert_eq!(a.read("f1"), b"one-A3\n");
     assert_eq!(a.read("f2"), b"two-B3\n");
     drop(srv);
 }
