@@ -56,7 +56,7 @@ pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
                 "{} {:<13} {}",
                 ui::styled(ctx.colour, style(c.level), c.level.as_str(), 7),
                 c.check,
-                ui::clean(&c.detail)
+                ui::clean_lines(&c.detail, &" ".repeat(22))
             )?;
             if let Some(h) = &c.hint {
                 writeln!(out, "{:22}→ {}", "", ui::clean(h))?;

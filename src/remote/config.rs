@@ -68,8 +68,13 @@ pub fn load(repo: &Path) -> Result<Option<Remote>> {
         tls: Option<bool>,
         tls_ca: Option<String>,
     }
-    let raw: Raw =
-        serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+    let raw: Raw = serde_saphyr::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "parsing {}: {}",
+            p.display(),
+            sgard_manifest::yaml_message(&e, &p)
+        )
+    })?;
     Ok(raw.addr.filter(|a| !a.is_empty()).map(|addr| Remote {
         addr,
         tls: raw.tls.unwrap_or(false) || raw.tls_ca.as_deref().is_some_and(|c| !c.is_empty()),
