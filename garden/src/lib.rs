@@ -644,15 +644,9 @@ impl Garden {
             g.sweep_repo_temps();
             g.heal_head_snapshot();
         }
-        if let Some(e) = history_error {
-            g.notes.get_mut().push(format!(
-                "the history is damaged ({e}); log, show, checkpoint, pull, push, prune, forget, \
-                 undo and restore --at refuse until {} is repaired or moved aside; status, \
-                 list, diff and restore work",
-                root.join(HISTORY_FILE).display()
-            ));
-            g.history_error = Some(e);
-        }
+        // Not a note: whether it is a warning or the command's error is
+        // the caller's to say (see `history_damage`).
+        g.history_error = history_error;
         if !repo_only {
             g.seed_base();
         }

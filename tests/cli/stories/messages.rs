@@ -7,6 +7,14 @@ use std::fs;
 
 use crate::common::*;
 
+/// Every line of stderr that starts a message (`sgard: …`).
+fn messages(r: &Run) -> Vec<&str> {
+    r.stderr
+        .lines()
+        .filter(|l| l.starts_with("sgard:"))
+        .collect()
+}
+
 /// Item 13: a manifest that does not parse is one message with one
 /// "error", its snippet as indented lines under it, in doctor as in every
 /// other command; no `\x0a` escapes.
@@ -55,4 +63,32 @@ fn a_manifest_that_does_not_parse_is_one_error_with_indented_lines() {
     for l in under {
         assert!(l.starts_with(&" ".repeat(22)), "{}", r.stdout);
     }
+}
+
+/// Item 28: `log` on a damaged history prints one message, as an error;
+/// `status`, which works, warns.
+#[test]
+fn log_on_a_damaged_history_prints_one_error() {
+    let t = TestEnv::tracking(".vimrc", "set nu\n");
+    t.sgard(["checkpoint"]).ok();
+    fs::write(
+        t.repo().join("history.yaml"),
+        "version: 1\nsnapshots: [ {{{\n",
+    )
+    .unwrap();
+    let r = t.sgard(["log"]);
+    r.code(3);
+    let said = messages(&r);
+    assert_eq!(said.len(), 1, "{r:#?}");
+    assert!(said[0].starts_with("sgard: error: "), "{r:#?}");
+    assert!(said[0].contains("history.yaml is damaged"), "{r:#?}");
+
+    let r = t.sgard(["status"]);
+    r.ok();
+    let said = messages(&r);
+    assert_eq!(said.len(), 1, "{r:#?}");
+    assert!(
+        said[0].starts_with("sgard: warning: the history is damaged"),
+        "{r:#?}"
+    );
 }
