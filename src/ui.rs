@@ -286,6 +286,16 @@ pub fn bytes(n: u64) -> String {
     format!("{v:.1} {}", UNITS[unit])
 }
 
+/// [`bytes`] with the exact count beside a rounded size: `231 bytes`,
+/// `1.5 KiB (1536 bytes)`.
+pub fn bytes_exact(n: u64) -> String {
+    if n < 1024 {
+        bytes(n)
+    } else {
+        format!("{} ({n} bytes)", bytes(n))
+    }
+}
+
 /// Prints a warning on stderr (not with `-q`).
 pub fn warn(msg: &str) {
     if verbosity() == Verbosity::Quiet {

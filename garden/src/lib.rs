@@ -506,6 +506,10 @@ impl Garden {
         let store = Store::init(root)?;
         base::create_id(root)?;
         durable::write_atomic(&root.join(".gitignore"), GITIGNORE.as_bytes(), 0o644)?;
+        // A repository made here has chosen how big files are stored (the
+        // defaults); only one that never chose hears about it on its first
+        // big file (see `store_file`).
+        sgard_store::chunks::Setting::default().save(root)?;
         let manifest = Manifest::new(env.now);
         let text = manifest.to_yaml();
         durable::write_atomic(&manifest_path, text.as_bytes(), 0o600)?;
@@ -1307,8 +1311,9 @@ impl Garden {
             let setting = self.root.join(sgard_store::chunks::SETTING_FILE);
             if !durable::lstat_exists(&setting) {
                 // The first chunked file of a repository that never chose
-                // (made by an older sgard, or by the Go sgard): say what it
-                // means once, and record the choice.
+                // (made by the Go sgard, or by an older sgard): say what it
+                // means once, and record the choice. A repository `init`
+                // made has chosen; doctor says what chunking means there.
                 let chosen = self.chunking()?;
                 chosen.save(&self.root)?;
                 if let sgard_store::chunks::Setting::On { threshold, .. } = chosen {

@@ -369,7 +369,8 @@ fn the_base_is_machine_local_and_follows_the_repository_when_it_moves() {
                 "lock.turn",
                 "history.yaml",
                 "lock",
-                "repo-id"
+                "repo-id",
+                "chunking"
             ]
             .contains(&n.to_str().unwrap()),
             "unexpected {n:?} in the repository"

@@ -196,7 +196,8 @@ fn version_finding(version: String, root: &Path, m: Option<&Manifest>) -> Findin
     match Setting::load(root) {
         Ok(Setting::Off) => p.ok("big files stored whole (chunking off)"),
         Ok(Setting::On { threshold, .. }) => p.ok(format!(
-            "files from {} stored in chunks",
+            "files from {} stored in chunks, which the Go sgard cannot restore (`sgard \
+             chunking --off` keeps the repository Go-readable)",
             ui::bytes(threshold)
         )),
         Err(e) => p.raise(

@@ -65,6 +65,44 @@ fn a_manifest_that_does_not_parse_is_one_error_with_indented_lines() {
     }
 }
 
+/// Item 25: a new user's first big file is stored in chunks without a note
+/// about the Go sgard; doctor says it. A repository the Go sgard made (no
+/// chunking setting) still gets the note, once.
+#[test]
+fn the_go_sgard_note_is_for_repositories_the_go_sgard_used() {
+    let big = vec![7u8; 1 << 20];
+    let t = TestEnv::init();
+    t.write("big.bin", &big);
+    let r = t.sgard(["add", "big.bin"]);
+    r.ok();
+    assert!(!r.stderr.contains("Go sgard"), "{r:#?}");
+    t.sgard(["doctor"])
+        .stdout_has("files from 1.0 MiB stored in chunks, which the Go sgard cannot restore");
+
+    // As the Go sgard leaves a repository: no chunking setting.
+    let go = TestEnv::init();
+    fs::remove_file(go.repo().join("chunking")).unwrap();
+    go.write("big.bin", &big);
+    go.write("big2.bin", vec![8u8; 1 << 20]);
+    go.sgard(["add", "big.bin"])
+        .ok()
+        .stderr_has("the Go sgard cannot restore those");
+    let r = go.sgard(["add", "big2.bin"]);
+    r.ok();
+    assert!(!r.stderr.contains("Go sgard"), "said twice: {r:#?}");
+}
+
+/// Item 25: `prune -n` gives a size below 1 KiB once, not "231 bytes (231
+/// bytes)".
+#[test]
+fn prune_dry_run_says_a_small_size_once() {
+    let t = TestEnv::tracking("small", vec![b'x'; 231]);
+    t.sgard(["remove", "small"]).ok();
+    let r = t.sgard(["prune", "-n"]);
+    r.ok().stdout_has(": 231 bytes in all.");
+    assert!(!r.stdout.contains("231 bytes (231 bytes)"), "{r:#?}");
+}
+
 /// Item 28: `log` on a damaged history prints one message, as an error;
 /// `status`, which works, warns.
 #[test]
