@@ -114,7 +114,17 @@ impl Net {
 impl Ctx {
     /// Opens the repository with the lock `mode`, saying so if it must wait.
     pub fn open(&self, mode: LockMode) -> Result<Garden> {
-        let g = Garden::open(&self.repo, self.env.clone(), mode, &ui::note)?;
+        let g = Garden::open(&self.repo, self.env.clone(), mode, &ui::note).map_err(|e| {
+            if matches!(e, sgard_garden::Error::ReadOnly { .. }) {
+                let hint = format!(
+                    "{e}: this command writes to it; status, diff, list, log, verify and \
+                     restore work from it"
+                );
+                anyhow::Error::new(e).context(hint)
+            } else {
+                e.into()
+            }
+        })?;
         self.ready(g)
     }
 

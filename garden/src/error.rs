@@ -58,6 +58,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A command that writes the repository met one it cannot write (a
+    /// read-only mount, or a folder another user owns).
+    #[error("{} is read-only", path.display())]
+    ReadOnly {
+        /// The repository.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: io::Error,
+    },
     /// There is no repository at the given place.
     #[error("no sgard repository at {} (no manifest.yaml); run `sgard init` first", .0.display())]
     NotARepo(PathBuf),

@@ -599,7 +599,7 @@ fn a_clone_without_blobs_says_so_and_a_failed_restore_records_nothing() {
 
 /// `cmd` run with the repository `repo` bind-mounted read-only at `mnt`
 /// (private user and mount namespaces: nothing outside the test sees it).
-fn read_only(cmd: &Command, repo: &Path, mnt: &Path) -> Command {
+pub(crate) fn read_only(cmd: &Command, repo: &Path, mnt: &Path) -> Command {
     let mut c = Command::new("unshare");
     // -r: a user namespace too, so this works without being root.
     c.arg("-rm")

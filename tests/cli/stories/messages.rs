@@ -4,6 +4,8 @@
 //! and what doctor says about git and chunking.
 
 use std::fs;
+use std::path::Path;
+use std::process::Command;
 
 use crate::common::*;
 
@@ -62,6 +64,48 @@ fn a_manifest_that_does_not_parse_is_one_error_with_indented_lines() {
     assert!(under.len() >= 3, "{}", r.stdout);
     for l in under {
         assert!(l.starts_with(&" ".repeat(22)), "{}", r.stdout);
+    }
+}
+
+/// `cmd` run with `repo` bind-mounted read-only over itself; `None` where
+/// mount namespaces cannot be made.
+fn read_only(cmd: &Command, repo: &Path) -> Option<Run> {
+    let probe: Run = crate::machines::read_only(&Command::new("true"), repo, repo)
+        .output()
+        .unwrap()
+        .into();
+    if probe.code != 0 {
+        eprintln!("skipping: cannot bind-mount here ({})", probe.stderr.trim());
+        return None;
+    }
+    Some(
+        crate::machines::read_only(cmd, repo, repo)
+            .output()
+            .unwrap()
+            .into(),
+    )
+}
+
+/// Item 16: `checkpoint` and `add` on a read-only repository say that the
+/// repository is read-only, not which lock file they could not open.
+#[test]
+fn checkpoint_and_add_on_a_read_only_repository_say_it_is_read_only() {
+    let t = TestEnv::tracking(".vimrc", "set nu\n");
+    t.write(".vimrc", "set nonu\n");
+    t.write(".bashrc", "x\n");
+    for args in [&["checkpoint"][..], &["add", "~/.bashrc"]] {
+        let Some(r) = read_only(&t.command(args), &t.repo()) else {
+            return;
+        };
+        r.code(1);
+        assert!(
+            r.stderr.starts_with(&format!(
+                "sgard: error: {} is read-only",
+                t.repo().display()
+            )),
+            "{args:?}: {r:#?}"
+        );
+        assert!(!r.stderr.contains("lock file"), "{args:?}: {r:#?}");
     }
 }
 
