@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use crate::common::*;
 
@@ -15,6 +15,79 @@ fn messages(r: &Run) -> Vec<&str> {
         .lines()
         .filter(|l| l.starts_with("sgard:"))
         .collect()
+}
+
+/// Runs git in `dir` with a fixed identity; `None` when git is not
+/// installed. A failing git command (a merge with conflicts) is no panic.
+fn git(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
+    Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .stdin(Stdio::null())
+        .output()
+        .ok()
+}
+
+/// Item 5: two checkpoints committed on two git branches and merged leave
+/// `manifest.yaml` and `history.yaml` with conflict markers; doctor says
+/// the repository is in an unfinished git merge and what to do, not only
+/// git's version.
+#[test]
+fn doctor_names_an_unfinished_git_merge_and_what_to_do() {
+    let t = TestEnv::tracking(".vimrc", "set nu\n");
+    t.sgard(["checkpoint", "-m", "first"]).ok();
+    let repo = t.repo();
+    if git(&repo, &["init", "-q"]).is_none() {
+        eprintln!("skipping: git is not installed");
+        return;
+    }
+    let ok = |args: &[&str]| {
+        let o = git(&repo, args).unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    };
+    ok(&["add", "-A"]);
+    ok(&["commit", "-qm", "first"]);
+    // Each branch adds a file and checkpoints, as two machines would.
+    for (branch, file) in [("laptop", ".laptop"), ("main", ".desktop")] {
+        ok(&["checkout", "-qB", branch]);
+        t.write(file, "x\n");
+        t.sgard(["add", file]).ok();
+        t.sgard(["checkpoint", "-m", branch]).ok();
+        ok(&["add", "-A"]);
+        ok(&["commit", "-qm", branch]);
+        ok(&["checkout", "-q", "main"]);
+    }
+    let merge = git(&repo, &["merge", "-q", "laptop"]).unwrap();
+    assert!(
+        !merge.status.success(),
+        "the merge had no conflict: {merge:?}"
+    );
+
+    let r = t.sgard(["doctor"]);
+    r.code(1);
+    let line = r
+        .stdout
+        .lines()
+        .position(|l| l.starts_with("error   git"))
+        .unwrap_or_else(|| panic!("no git error: {r:#?}"));
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines[line].contains("unfinished git merge"), "{}", r.stdout);
+    assert!(lines[line].contains("manifest.yaml"), "{}", r.stdout);
+    let hint = lines[line + 1];
+    assert!(
+        hint.contains("→") && hint.contains("git -C ~/.sgard merge --abort"),
+        "{}",
+        r.stdout
+    );
 }
 
 /// Item 13: a manifest that does not parse is one message with one
