@@ -164,6 +164,20 @@ impl Error {
         )
     }
 
+    /// True when the system failed to read or write (EIO, ENOSPC, a
+    /// permission), not that bytes failed their checksum or parse: an
+    /// error to report, never damage to rebuild or set aside (the next run
+    /// reads the same file again).
+    pub fn is_io_failure(&self) -> bool {
+        let (Error::Io { source, .. }
+        | Error::Manifest(sgard_manifest::Error::Read { source, .. })
+        | Error::Store(sgard_store::Error::Io { source, .. })) = self
+        else {
+            return false;
+        };
+        !sgard_store::durable::is_damage(source)
+    }
+
     /// True when stored data failed its hash or is missing (exit code 3).
     pub fn is_integrity(&self) -> bool {
         match self {

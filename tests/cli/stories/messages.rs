@@ -220,6 +220,78 @@ fn prune_dry_run_says_a_small_size_once() {
     assert!(!r.stdout.contains("231 bytes (231 bytes)"), "{r:#?}");
 }
 
+/// Runs `command` under strace with every `call` that touches `path`
+/// failing with `errno`.
+fn failing_at(command: &Command, path: &Path, call: &str, errno: &str) -> Run {
+    let mut c = Command::new("strace");
+    c.args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(path)
+        .args(["-e", &format!("trace={call}")])
+        .args(["-e", &format!("inject={call}:error={errno}")])
+        .arg(command.get_program())
+        .args(command.get_args());
+    copy_env(command, &mut c);
+    c.stdin(Stdio::null()).output().unwrap().into()
+}
+
+/// Item 27: an EIO or ENOSPC while a checkpoint opens or reads this
+/// machine's index is an error (exit 1), not a damaged record: nothing is
+/// rebuilt, no entry becomes a conflict, and the next checkpoint succeeds.
+#[test]
+fn an_io_error_on_the_index_is_an_error_not_damage() {
+    if !strace_works() {
+        eprintln!("skipping: strace cannot trace here");
+        return;
+    }
+    for (call, errno) in [("openat", "EIO"), ("openat", "ENOSPC"), ("read", "EIO")] {
+        let t = TestEnv::tracking(".vimrc", "set nu\n");
+        t.sgard(["checkpoint"]).ok();
+        t.write(".vimrc", "set nonu\n");
+        let r = failing_at(&t.command(["checkpoint"]), &t.index(), call, errno);
+        r.code(1);
+        assert!(
+            r.stderr.starts_with("sgard: error: ") && r.stderr.contains("index"),
+            "{call} {errno}: {r:#?}"
+        );
+        assert!(!r.stderr.contains("damaged"), "{call} {errno}: {r:#?}");
+        t.sgard(["status"]).ok().stdout_has("modified   ~/.vimrc");
+        let r = t.sgard(["checkpoint"]);
+        r.ok();
+        assert!(!r.stderr.contains("damaged"), "{call} {errno}: {r:#?}");
+        t.sgard(["status", "--exit-code"]).ok();
+    }
+}
+
+/// Item 27: an ENOSPC opening this machine's undo log during an `add` is an
+/// error; the log is not set aside, and `undo` still reaches the restore.
+#[test]
+fn an_io_error_on_the_undo_log_does_not_set_it_aside() {
+    if !strace_works() {
+        eprintln!("skipping: strace cannot trace here");
+        return;
+    }
+    let t = TestEnv::tracking(".vimrc", "set nu\n");
+    t.sgard(["checkpoint"]).ok();
+    t.write(".vimrc", "mine\n");
+    t.sgard(["restore", "-f"]).ok();
+    let log = t.state().join("undo/history.yaml");
+    assert!(log.is_file());
+    // The index vouches for the log only while it is unchanged: touch it
+    // so that it is read.
+    let text = fs::read(&log).unwrap();
+    fs::write(&log, &text).unwrap();
+    t.write(".bashrc", "x\n");
+    let r = failing_at(&t.command(["add", ".bashrc"]), &log, "openat", "ENOSPC");
+    r.code(1);
+    assert!(r.stderr.starts_with("sgard: error: "), "{r:#?}");
+    assert!(!r.stderr.contains("set aside"), "{r:#?}");
+    assert!(log.is_file(), "the log was moved");
+    assert!(!t.state().join("undo/history.yaml.damaged").exists());
+    t.sgard(["add", ".bashrc"]).ok();
+    t.sgard(["undo", "--yes"]).ok();
+    assert_eq!(t.read(".vimrc"), b"mine\n");
+}
+
 /// Item 28: `log` on a damaged history prints one message, as an error;
 /// `status`, which works, warns.
 #[test]
