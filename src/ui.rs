@@ -263,7 +263,7 @@ pub fn clean_text(s: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
 /// indented by `indent`, so it reads as part of the message above it and
 /// never as a message of its own.
 pub fn clean_lines(s: &str, indent: &str) -> String {
-    clean_text(s, true).replace('\n', &format!("\n{indent}"))
+    clean_text(s.trim_end_matches('\n'), true).replace('\n', &format!("\n{indent}"))
 }
 
 /// [`clean_text`] for one line.
