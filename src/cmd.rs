@@ -57,6 +57,9 @@ pub struct Ctx {
     pub net: Net,
     /// Whether stdout gets colour.
     pub colour: bool,
+    /// Whether the command refuses without the history (see
+    /// [`needs_history`]).
+    pub needs_history: bool,
 }
 
 /// The global flags about the sync server.
@@ -111,8 +114,18 @@ impl Net {
 impl Ctx {
     /// Opens the repository with the lock `mode`, saying so if it must wait.
     pub fn open(&self, mode: LockMode) -> Result<Garden> {
-        let g = Garden::open(&self.repo, self.env.clone(), mode, &ui::note)?;
-        Ok(self.ready(g))
+        let g = Garden::open(&self.repo, self.env.clone(), mode, &ui::note).map_err(|e| {
+            if matches!(e, sgard_garden::Error::ReadOnly { .. }) {
+                let hint = format!(
+                    "{e}: this command writes to it; status, diff, list, log, verify and \
+                     restore work from it"
+                );
+                anyhow::Error::new(e).context(hint)
+            } else {
+                e.into()
+            }
+        })?;
+        self.ready(g)
     }
 
     /// Opens the repository to change it (exclusively), or with `dry_run`
@@ -130,7 +143,7 @@ impl Ctx {
     /// this machine's base and stat cache are neither loaded nor written.
     pub fn open_repository_only(&self) -> Result<Garden> {
         let g = Garden::open_repository_only(&self.repo, self.env.clone(), &ui::note)?;
-        Ok(self.ready(g))
+        self.ready(g)
     }
 
     /// Opens the repository to change the home folder only (restore, undo,
@@ -149,18 +162,33 @@ impl Ctx {
                 self.repo.display()
             ));
         }
-        Ok(self.ready(g))
+        self.ready(g)
     }
 
-    fn ready(&self, mut g: Garden) -> Garden {
+    fn ready(&self, mut g: Garden) -> Result<Garden> {
         g.set_note_sink(Box::new(ui::note));
+        // A damaged history is the error of a command that needs it, said
+        // once, before it starts; for the others, a warning.
+        if let Some(e) = g.history_damage() {
+            if self.needs_history {
+                g.require_history()?;
+            }
+            ui::warn(&format!(
+                "the history is damaged (log, show, checkpoint, pull, push, prune, forget, \
+                 verify, undo and restore --at refuse until {} is repaired or moved aside; \
+                 status, list, diff and restore work): {e}",
+                self.repo
+                    .join(sgard_manifest::history::HISTORY_FILE)
+                    .display()
+            ));
+        }
         g.set_process_ends();
         g.set_passphrase_source(Box::new(|| {
             let _bar = ui::progress::pause();
             context::passphrase("Passphrase: ")
         }));
         g.set_passphrase_tries(if context::passphrase_is_typed() { 3 } else { 1 });
-        g
+        Ok(g)
     }
 }
 
@@ -228,6 +256,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         repo,
         net,
         colour,
+        needs_history: needs_history(&cli.command),
     };
     let _progress = ui::progress::View::start(verbosity, context::progress_delay());
     // With -q a command that does something prints only errors (on
@@ -413,6 +442,25 @@ fn answers(c: &Command) -> bool {
         } => !off && !on && threshold.is_none() && sizes.is_none(),
         // A dry run's report is what it was asked for.
         _ => dry_run_of(c),
+    }
+}
+
+/// Whether the command refuses on a damaged history (it reads or rewrites
+/// the log): it then fails at once with that error, and the others go on
+/// with a warning.
+fn needs_history(c: &Command) -> bool {
+    match c {
+        Command::Log { .. }
+        | Command::Show { .. }
+        | Command::Checkpoint { .. }
+        | Command::Forget { .. }
+        | Command::Verify { .. }
+        | Command::Undo { .. }
+        | Command::Push { .. }
+        | Command::Pull { .. } => true,
+        Command::Prune { remote, .. } => remote.is_none(),
+        Command::Restore { at, .. } | Command::Diff { at, .. } => at.is_some(),
+        _ => false,
     }
 }
 

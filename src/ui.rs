@@ -258,6 +258,14 @@ pub fn clean_text(s: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// [`clean_text`] for a message that may run over several lines (a
+/// parser's snippet under its first line): each line after the first is
+/// indented by `indent`, so it reads as part of the message above it and
+/// never as a message of its own.
+pub fn clean_lines(s: &str, indent: &str) -> String {
+    clean_text(s.trim_end_matches('\n'), true).replace('\n', &format!("\n{indent}"))
+}
+
 /// [`clean_text`] for one line.
 pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
     clean_text(s, false)
@@ -278,6 +286,16 @@ pub fn bytes(n: u64) -> String {
     format!("{v:.1} {}", UNITS[unit])
 }
 
+/// [`bytes`] with the exact count beside a rounded size: `231 bytes`,
+/// `1.5 KiB (1536 bytes)`.
+pub fn bytes_exact(n: u64) -> String {
+    if n < 1024 {
+        bytes(n)
+    } else {
+        format!("{} ({n} bytes)", bytes(n))
+    }
+}
+
 /// Prints a warning on stderr (not with `-q`).
 pub fn warn(msg: &str) {
     if verbosity() == Verbosity::Quiet {
@@ -288,7 +306,7 @@ pub fn warn(msg: &str) {
     eprintln!(
         "sgard: {} {}",
         paint(on, Role::Change, "warning:"),
-        clean_text(msg, true)
+        clean_lines(msg, "  ")
     );
 }
 
@@ -298,7 +316,7 @@ pub fn note(msg: &str) {
         return;
     }
     let _p = progress::pause();
-    eprintln!("sgard: {}", clean_text(msg, true));
+    eprintln!("sgard: {}", clean_lines(msg, "  "));
 }
 
 /// Prints one error line (`sgard: error: …`) on stderr, for a command that
@@ -309,7 +327,7 @@ pub fn error_line(msg: &str) {
     eprintln!(
         "sgard: {} {}",
         paint(on, Role::Bad, "error:"),
-        clean_text(msg, true)
+        clean_lines(msg, "  ")
     );
 }
 
@@ -354,7 +372,7 @@ pub fn error(err: &anyhow::Error) {
         stderr,
         "sgard: {} {}",
         paint(on, Role::Bad, "error:"),
-        clean_text(&head, true)
+        clean_lines(&head, "  ")
     );
     // Wrapped errors often repeat their source's text, or end with it
     // (`connecting: tcp connect error` over `tcp connect error`): print
@@ -365,7 +383,7 @@ pub fn error(err: &anyhow::Error) {
         if text.trim().is_empty() || said.iter().any(|s| s.contains(&text)) {
             continue;
         }
-        let _ = writeln!(stderr, "  caused by: {}", clean_text(&text, true));
+        let _ = writeln!(stderr, "  caused by: {}", clean_lines(&text, "    "));
         said.push(text);
     }
 }

@@ -276,9 +276,13 @@ impl Base {
     /// The base kept in `dir` (`None`: keep no base at all), from what the
     /// index held there (`found`); without an index, from the text file of
     /// older builds.
-    pub fn load(dir: Option<&Path>, found: Option<&mut index::Found>) -> Self {
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the system fails to read that file: no damage,
+    /// nothing is rebuilt.
+    pub fn load(dir: Option<&Path>, found: Option<&mut index::Found>) -> Result<Self> {
         let Some(dir) = dir else {
-            return Base::default();
+            return Ok(Base::default());
         };
         let mut b = Base {
             path: Some(dir.join("base")),
@@ -298,12 +302,12 @@ impl Base {
                 if std::fs::remove_file(&path).is_ok() {
                     let _ = durable::fsync_dir(dir);
                 }
-                return b;
+                return Ok(b);
             }
             // Never the older text file instead: it is older than the index.
             Some(index::Found::Unusable) => {
                 b.damaged = true;
-                return b;
+                return Ok(b);
             }
             _ => {}
         }
@@ -316,9 +320,10 @@ impl Base {
                 None => b.damaged = true,
             },
             Err(e) if e.kind() == io::ErrorKind::NotFound => b.new = true,
-            Err(_) => b.damaged = true,
+            Err(e) if durable::is_damage(&e) => b.damaged = true,
+            Err(e) => return Err(Error::io("reading", path, e)),
         }
-        b
+        Ok(b)
     }
 
     /// The file of agreements written just before the repository's
@@ -349,10 +354,20 @@ impl Base {
     /// After a crash between [`Base::prepare`] and the base's own write:
     /// takes each pending record the repository's entry (`head`) agrees
     /// with, then saves the base and removes the pending file.
-    pub fn resolve_pending(&mut self, head: impl Fn(&str) -> Option<Entry>) {
-        let Some(p) = self.pending_path() else { return };
-        let Ok(text) = durable::read_regular_to_string(&p) else {
-            return;
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the system fails to read the journal (it is kept
+    /// for the next run; one that is not ours is dropped).
+    pub fn resolve_pending(&mut self, head: impl Fn(&str) -> Option<Entry>) -> Result<()> {
+        let Some(p) = self.pending_path() else {
+            return Ok(());
+        };
+        let text = match durable::read_regular_to_string(&p) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound || durable::is_damage(&e) => {
+                return Ok(());
+            }
+            Err(e) => return Err(Error::io("reading", p, e)),
         };
         for (path, b) in parse_records(&text).unwrap_or_default() {
             let Some(b) = b else { continue };
@@ -368,6 +383,7 @@ impl Base {
         if !self.dirty {
             self.drop_pending();
         }
+        Ok(())
     }
 
     /// The file of paths a pull took and has not written here yet.
@@ -476,8 +492,17 @@ impl Base {
             return;
         };
         let dir = durable::parent_of(&file);
-        let mut found = index::read(&file);
-        *self = Base::load(Some(&dir), Some(&mut found));
+        match index::read(&file).and_then(|mut found| Base::load(Some(&dir), Some(&mut found))) {
+            Ok(b) => *self = b,
+            // The base on disk cannot be read back (an I/O error; the
+            // command has failed already): keep none of this one's changes
+            // for a save, which then writes the one on disk.
+            Err(_) => {
+                self.dirty = false;
+                self.legacy = false;
+                self.not_on_disk();
+            }
+        }
     }
 
     /// Sets or clears the record of `path` as it is (used by undo, which
@@ -762,7 +787,7 @@ mod tests {
         // Through the index, and through the text records of undo's
         // saved priors.
         let d = tempfile::tempdir().unwrap();
-        let mut b = Base::load(Some(d.path()), None);
+        let mut b = Base::load(Some(d.path()), None).unwrap();
         let mut link = entry(EntryKind::Link);
         link.mode = None;
         link.stored = None;
@@ -775,8 +800,8 @@ mod tests {
         b.settle("~/secret", enc.clone());
         let file = b.index().unwrap();
         index::write(file, [None; 3], b.to_write(), &[]).unwrap();
-        let mut found = index::read(file);
-        let again = Base::load(Some(d.path()), Some(&mut found));
+        let mut found = index::read(file).unwrap();
+        let again = Base::load(Some(d.path()), Some(&mut found)).unwrap();
         assert!(!again.damaged());
         assert_eq!(again.get("~/x y\n\\z"), Some(&entry(EntryKind::File)));
         assert_eq!(again.get("~/l"), Some(&link));
@@ -801,33 +826,33 @@ mod tests {
         let good = format!("{MAGIC} {}\n{body}", Hash::of(body.as_bytes()).to_hex());
         let p = d.path().join("base");
         std::fs::write(&p, &good).unwrap();
-        let b = Base::load(Some(d.path()), None);
+        let b = Base::load(Some(d.path()), None).unwrap();
         assert!(
             !b.damaged() && b.dirty(),
             "an old file is moved into the index"
         );
         assert_eq!(b.get("~/f"), Some(&e));
         std::fs::write(&p, good.replace("~/f", "~/g")).unwrap();
-        let again = Base::load(Some(d.path()), None);
+        let again = Base::load(Some(d.path()), None).unwrap();
         assert!(again.damaged());
         assert!(again.get("~/f").is_none() && again.get("~/g").is_none());
         std::fs::write(&p, "garbage").unwrap();
-        assert!(Base::load(Some(d.path()), None).damaged());
+        assert!(Base::load(Some(d.path()), None).unwrap().damaged());
         // An index that cannot be used is damage, even with an older file
         // beside it (older than the index, so never taken instead).
         std::fs::write(&p, &good).unwrap();
         let mut found = index::Found::Unusable;
-        let b = Base::load(Some(d.path()), Some(&mut found));
+        let b = Base::load(Some(d.path()), Some(&mut found)).unwrap();
         assert!(b.damaged() && b.get("~/f").is_none());
         // A usable index is the base; the older file goes.
         let mut found = index::Found::Usable(Box::default());
-        let b = Base::load(Some(d.path()), Some(&mut found));
+        let b = Base::load(Some(d.path()), Some(&mut found)).unwrap();
         assert!(b.is_new() && b.to_write().is_none(), "no base kept yet");
         assert!(!p.exists());
         let mut found = index::Found::Unusable;
-        let b = Base::load(Some(d.path()), Some(&mut found));
+        let b = Base::load(Some(d.path()), Some(&mut found)).unwrap();
         assert!(b.damaged() && !b.is_new());
-        assert!(Base::load(Some(d.path()), None).is_new());
+        assert!(Base::load(Some(d.path()), None).unwrap().is_new());
     }
 
     #[test]

@@ -445,7 +445,17 @@ pub struct StateProbe {
     /// Paths a cut-off pull still has to write (`pull.unfinished`).
     pub unfinished: usize,
     /// This home's log of its restores: records, or why it cannot be read.
-    pub local_log: Result<usize, String>,
+    pub local_log: Result<usize, Unread>,
+}
+
+/// Why a file of this machine's state was not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unread {
+    /// Its bytes do not parse: the next command sets it aside.
+    Damaged(String),
+    /// The system failed to read it (EIO, a permission): commands fail
+    /// until it reads; nothing is set aside.
+    Failed(String),
 }
 
 /// What the index file is.
@@ -456,6 +466,9 @@ pub enum IndexProbe {
     /// It is there but cannot be used (damaged, foreign, from another
     /// version of sgard).
     Unusable,
+    /// The system failed to read it (an I/O error, a permission):
+    /// commands fail until it reads; it is not damage.
+    Unreadable(String),
     /// Sound.
     Usable {
         /// Base records (`None`: no base kept yet).
@@ -486,9 +499,10 @@ pub fn probe_state(root: &Path, env: &Env, m: Option<&Manifest>) -> StateProbe {
         };
     };
     let index = match index::read(&d.join(index::FILE)) {
-        index::Found::Missing => IndexProbe::Missing,
-        index::Found::Unusable => IndexProbe::Unusable,
-        index::Found::Usable(l) => {
+        Err(e) => IndexProbe::Unreadable(crate::error_chain(&e)),
+        Ok(index::Found::Missing) => IndexProbe::Missing,
+        Ok(index::Found::Unusable) => IndexProbe::Unusable,
+        Ok(index::Found::Usable(l)) => {
             let covers = match (&l.base, m) {
                 (Some(b), Some(m)) => m.files.iter().filter(|e| b.get(&e.path).is_some()).count(),
                 _ => 0,
@@ -509,7 +523,14 @@ pub fn probe_state(root: &Path, env: &Env, m: Option<&Manifest>) -> StateProbe {
         .unwrap_or(0);
     let local_log = History::load(&d.join("undo").join(HISTORY_FILE))
         .map(|h| h.records.len())
-        .map_err(|e| crate::error_chain(&e));
+        .map_err(|e| {
+            let why = crate::error_chain(&e);
+            if crate::Error::from(e).is_io_failure() {
+                Unread::Failed(why)
+            } else {
+                Unread::Damaged(why)
+            }
+        });
     StateProbe {
         key,
         unwritable: writable(&d).err(),

@@ -58,6 +58,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A command that writes the repository met one it cannot write (a
+    /// read-only mount, or a folder another user owns).
+    #[error("{} is read-only", path.display())]
+    ReadOnly {
+        /// The repository.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: io::Error,
+    },
     /// There is no repository at the given place.
     #[error("no sgard repository at {} (no manifest.yaml); run `sgard init` first", .0.display())]
     NotARepo(PathBuf),
@@ -152,6 +162,20 @@ impl Error {
                 ..
             }
         )
+    }
+
+    /// True when the system failed to read or write (EIO, ENOSPC, a
+    /// permission), not that bytes failed their checksum or parse: an
+    /// error to report, never damage to rebuild or set aside (the next run
+    /// reads the same file again).
+    pub fn is_io_failure(&self) -> bool {
+        let (Error::Io { source, .. }
+        | Error::Manifest(sgard_manifest::Error::Read { source, .. })
+        | Error::Store(sgard_store::Error::Io { source, .. })) = self
+        else {
+            return false;
+        };
+        !sgard_store::durable::is_damage(source)
     }
 
     /// True when stored data failed its hash or is missing (exit code 3).

@@ -77,11 +77,18 @@ impl Garden {
         match &self.history_error {
             None => Ok(()),
             Some(e) => Err(Error::DamagedHistory(format!(
-                "the history {} is damaged: {e}; repair it or move it aside (its \
-                 snapshots' blobs stay in the store until prune)",
+                "the history {} is damaged (repair it or move it aside; its snapshots' \
+                 blobs stay in the store until prune): {e}",
                 self.root.join(HISTORY_FILE).display()
             ))),
         }
+    }
+
+    /// What is wrong with `history.yaml` when it could not be read (a
+    /// damaged log stops only what needs it, which [`Garden::require_history`]
+    /// refuses; what does not need it goes on).
+    pub fn history_damage(&self) -> Option<&str> {
+        self.history_error.as_deref()
     }
 
     /// The repository's own log, without this home's local records: what

@@ -19,7 +19,9 @@
 //!   missing, damaged, truncated, foreign (another format) or newer file is
 //!   not used at all: the manifest is parsed, the stat cache starts empty
 //!   and the base is treated as damaged (rebuilt the safe way, see
-//!   [`crate::base`]), and the next write replaces it. The folder it is in
+//!   [`crate::base`]), and the next write replaces it. The system failing
+//!   to read it (EIO, ENOSPC, a permission) is no damage: the command fails
+//!   with that error and the next one reads the file again. The folder it is in
 //!   names the repository (it moves when the repository's id changes); an
 //!   index put in another repository's folder supplies no manifest (the
 //!   section is bound to that folder's `manifest.yaml` by fingerprint and
@@ -276,21 +278,31 @@ pub(crate) enum Found {
 }
 
 /// Reads the index at `path`.
-pub(crate) fn read(path: &Path) -> Found {
+///
+/// # Errors
+/// [`Error::Io`] when the system fails to read it (EIO, ENOSPC, a
+/// permission): a passing failure is an error, never a damaged index.
+pub(crate) fn read(path: &Path) -> Result<Found> {
     read_parts(path, Parts::All)
 }
 
 /// Reads only the base of the index at `path` (the sections and the stat
 /// cache are checked, skipped, not decoded): what a save that keeps the
 /// base on disk needs.
-pub(crate) fn read_base(path: &Path) -> Found {
+///
+/// # Errors
+/// As [`read`].
+pub(crate) fn read_base(path: &Path) -> Result<Found> {
     read_parts(path, Parts::Base)
 }
 
 /// Reads only the file sections of the index at `path` (the base and the
 /// stat cache are checked, skipped, not decoded): what a command that reads
 /// the repository alone needs.
-pub(crate) fn read_sections(path: &Path) -> Found {
+///
+/// # Errors
+/// As [`read`].
+pub(crate) fn read_sections(path: &Path) -> Result<Found> {
     read_parts(path, Parts::Sections)
 }
 
@@ -302,18 +314,47 @@ enum Parts {
     Sections,
 }
 
-fn read_parts(path: &Path, parts: Parts) -> Found {
-    let f = match durable::open_regular_file(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Missing,
-        Err(_) => return Found::Unusable,
+/// Why an index was not read: its bytes (damage: it is rebuilt), or the
+/// system (an error: it is read again next time).
+enum Unread {
+    Damaged,
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for Unread {
+    fn from(e: std::io::Error) -> Self {
+        if durable::is_damage(&e) {
+            Unread::Damaged
+        } else {
+            Unread::Io(e)
+        }
+    }
+}
+
+/// `Some` or damage.
+fn sound<T>(v: Option<T>) -> std::result::Result<T, Unread> {
+    v.ok_or(Unread::Damaged)
+}
+
+fn read_parts(path: &Path, parts: Parts) -> Result<Found> {
+    let read = || -> std::result::Result<Found, Unread> {
+        let f = match durable::open_regular_file(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
+            Err(e) => return Err(e.into()),
+        };
+        let meta = f.metadata()?;
+        let len = meta.len().min(MAX_BYTES);
+        let l = read_from(f.take(MAX_BYTES), len, parts)?;
+        Ok(Found::Usable(Box::new(Loaded {
+            file: Some(Fingerprint::of(&meta)),
+            ..l
+        })))
     };
-    let meta = f.metadata().ok();
-    let len = meta.as_ref().map_or(0, Metadata::len).min(MAX_BYTES);
-    let file = meta.as_ref().map(Fingerprint::of);
-    match read_from(f.take(MAX_BYTES), len, parts) {
-        Some(l) => Found::Usable(Box::new(Loaded { file, ..l })),
-        None => Found::Unusable,
+    match read() {
+        Ok(found) => Ok(found),
+        Err(Unread::Damaged) => Ok(Found::Unusable),
+        Err(Unread::Io(e)) => Err(Error::io("reading", path, e)),
     }
 }
 
@@ -321,77 +362,83 @@ fn read_parts(path: &Path, parts: Parts) -> Found {
 /// its own buffer (read whole, they were copied out of it: at 100,000
 /// entries the file and its copies were 36 MB at once), the rest into one,
 /// the checksum computed on the way.
-fn read_from(r: impl Read, len: u64, parts: Parts) -> Option<Loaded> {
+fn read_from(r: impl Read, len: u64, parts: Parts) -> std::result::Result<Loaded, Unread> {
     let mut r = std::io::BufReader::with_capacity(1 << 16, r);
     let mut head = [0u8; MAGIC.len() + 8];
-    r.read_exact(&mut head).ok()?;
+    r.read_exact(&mut head)?;
     let (magic, rest) = head.split_at(MAGIC.len());
     let (version, sum) = rest.split_at(4);
     if magic != MAGIC || version != VERSION.to_le_bytes() {
-        return None;
+        return Err(Unread::Damaged);
     }
-    let sum = u32::from_le_bytes(sum.try_into().ok()?);
+    let sum = u32::from_le_bytes(sound(sum.try_into().ok())?);
     let mut crc = crc32fast::Hasher::new();
-    let mut left = len.checked_sub(head.len() as u64)?;
+    let mut left = sound(len.checked_sub(head.len() as u64))?;
     // `n` bytes (`None`: all that are left), kept or only checksummed.
-    let mut take = |r: &mut std::io::BufReader<_>, n: Option<u64>, keep: bool| {
+    let mut take = |r: &mut std::io::BufReader<_>,
+                    n: Option<u64>,
+                    keep: bool|
+     -> std::result::Result<Vec<u8>, Unread> {
         let n = n.unwrap_or(left);
-        left = left.checked_sub(n)?;
-        let mut buf = Vec::with_capacity(if keep { usize::try_from(n).ok()? } else { 0 });
+        left = sound(left.checked_sub(n))?;
+        let mut buf = Vec::with_capacity(if keep {
+            sound(usize::try_from(n).ok())?
+        } else {
+            0
+        });
         let mut part = r.by_ref().take(n);
         if keep {
-            part.read_to_end(&mut buf).ok()?;
+            part.read_to_end(&mut buf)?;
             crc.update(&buf);
-            (buf.len() as u64 == n).then_some(())?;
+            sound((buf.len() as u64 == n).then_some(()))?;
         } else {
             let mut chunk = [0u8; 1 << 14];
             let mut got = 0;
             loop {
-                match part.read(&mut chunk) {
-                    Ok(0) => break,
-                    Ok(k) => {
-                        crc.update(chunk.get(..k)?);
+                match part.read(&mut chunk)? {
+                    0 => break,
+                    k => {
+                        crc.update(sound(chunk.get(..k))?);
                         got += k as u64;
                     }
-                    Err(_) => return None,
                 }
             }
-            (got == n).then_some(())?;
+            sound((got == n).then_some(()))?;
         }
-        Some::<Vec<u8>>(buf)
+        Ok(buf)
     };
     let all = parts != Parts::Base;
     let mut sections: [Option<Vec<u8>>; 3] = [None, None, None];
     for slot in &mut sections {
         let flag = take(&mut r, Some(1), true)?;
-        match flag.first()? {
+        match sound(flag.first())? {
             0 => {}
             1 => {
                 let n = take(&mut r, Some(8), true)?;
-                let n = u64::from_le_bytes(n.as_slice().try_into().ok()?);
+                let n = u64::from_le_bytes(sound(n.as_slice().try_into().ok())?);
                 let bytes = take(&mut r, Some(n), all)?;
                 if all {
                     *slot = Some(bytes);
                 }
             }
-            _ => return None,
+            _ => return Err(Unread::Damaged),
         }
     }
     let rest = take(&mut r, None, parts != Parts::Sections)?;
     // Nothing may follow what the size said.
-    if r.read(&mut [0u8; 1]).ok()? != 0 || crc.finalize() != sum {
-        return None;
+    if r.read(&mut [0u8; 1])? != 0 || crc.finalize() != sum {
+        return Err(Unread::Damaged);
     }
     let [manifest, history, local] = sections;
     let mut l = if parts == Parts::Sections {
         Loaded::default()
     } else {
-        parse_rest(&rest, parts)?
+        sound(parse_rest(&rest, parts))?
     };
     l.manifest = manifest;
     l.history = history;
     l.local = local;
-    Some(l)
+    Ok(l)
 }
 
 /// The fingerprint of the index file at `path` now. Every write of an index
@@ -696,7 +743,7 @@ mod tests {
         let p = dir.path().join(FILE);
         let section = b"manifest bytes".to_vec();
         write(&p, [Some(&section), None, Some(b"h")], Some(&base()), &[]).unwrap();
-        match read(&p) {
+        match read(&p).unwrap() {
             Found::Usable(l) => {
                 assert_eq!(l.manifest.as_deref(), Some(&section[..]));
                 assert_eq!(l.history, None);
@@ -719,11 +766,14 @@ mod tests {
         damaged.push([&good[..], b"x"].concat());
         for (i, b) in damaged.iter().enumerate() {
             std::fs::write(&p, b).unwrap();
-            assert!(matches!(read(&p), Found::Unusable), "case {i}");
-            assert!(matches!(read_base(&p), Found::Unusable), "case {i}");
+            assert!(matches!(read(&p).unwrap(), Found::Unusable), "case {i}");
+            assert!(
+                matches!(read_base(&p).unwrap(), Found::Unusable),
+                "case {i}"
+            );
         }
         std::fs::write(&p, &good).unwrap();
-        match read_base(&p) {
+        match read_base(&p).unwrap() {
             Found::Usable(l) => {
                 assert_eq!(l.base, Some(base()));
                 assert_eq!(l.manifest, None, "only the base is decoded");
@@ -731,7 +781,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         std::fs::remove_file(&p).unwrap();
-        assert!(matches!(read(&p), Found::Missing));
+        assert!(matches!(read(&p).unwrap(), Found::Missing));
     }
 
     #[test]
@@ -761,7 +811,7 @@ mod tests {
         write(&p, [None; 3], None, &[("~/a\nb", &g), ("~/f", &f)]).unwrap();
         let mut want = crate::statcache::Table::default();
         assert!(want.push_sorted("~/a\nb", g) && want.push_sorted("~/f", f));
-        match read(&p) {
+        match read(&p).unwrap() {
             Found::Usable(l) => {
                 assert_eq!(l.stat, want);
                 assert_eq!(l.base, None, "no base is not an empty base");
@@ -780,10 +830,10 @@ mod tests {
         let v = (Stat::of(&md), Hash::of(b"f"));
         for order in [["~/b", "~/a"], ["~/a", "~/a"]] {
             write(&p, [None; 3], None, &[(order[0], &v), (order[1], &v)]).unwrap();
-            assert!(matches!(read(&p), Found::Unusable), "{order:?}");
+            assert!(matches!(read(&p).unwrap(), Found::Unusable), "{order:?}");
         }
         write(&p, [None; 3], None, &[("~/a", &v), ("~/b", &v)]).unwrap();
-        assert!(matches!(read(&p), Found::Usable(_)));
+        assert!(matches!(read(&p).unwrap(), Found::Usable(_)));
     }
 
     /// The racy-clean rule: a fingerprint taken within the window of the

@@ -405,13 +405,19 @@ pub(crate) struct LocalLog {
 impl LocalLog {
     /// Loads the local log in `dir`, through the index's `index` section
     /// (updated in place).
-    fn load(dir: PathBuf, notes: &mut Vec<String>, index: &mut IndexState) -> Self {
+    ///
+    /// # Errors
+    /// When the system fails to read the log (EIO, ENOSPC): that is no
+    /// damage, and the log is left where it is for the next run. A log that
+    /// does not parse is set aside.
+    fn load(dir: PathBuf, notes: &mut Vec<String>, index: &mut IndexState) -> Result<Self> {
         let (loaded, section, dirty) =
             load_history(&dir.join(HISTORY_FILE), index.local.take(), true);
         index.local = section;
         index.dirty |= dirty;
         let history = match loaded {
             Ok(h) => h,
+            Err(e) if e.is_io_failure() => return Err(e),
             Err(e) => {
                 notes.push(format!(
                     "this machine's log of its restores is unreadable and is set aside \
@@ -423,11 +429,11 @@ impl LocalLog {
                 History::default()
             }
         };
-        LocalLog {
+        Ok(LocalLog {
             store: Store::open(&dir),
             dir,
             history,
-        }
+        })
     }
 }
 
@@ -506,6 +512,10 @@ impl Garden {
         let store = Store::init(root)?;
         base::create_id(root)?;
         durable::write_atomic(&root.join(".gitignore"), GITIGNORE.as_bytes(), 0o644)?;
+        // A repository made here has chosen how big files are stored (the
+        // defaults); only one that never chose hears about it on its first
+        // big file (see `store_file`).
+        sgard_store::chunks::Setting::default().save(root)?;
         let manifest = Manifest::new(env.now);
         let text = manifest.to_yaml();
         durable::write_atomic(&manifest_path, text.as_bytes(), 0o600)?;
@@ -574,7 +584,7 @@ impl Garden {
         // The index is found by the repository's id; finding the state of a
         // repository whose id changed needs the log, which the index holds.
         let first_dir = base::state_dir(env.state_dir.as_deref(), &base::repo_key(root, exclusive));
-        let mut found = first_dir.as_deref().map(read_index);
+        let mut found = first_dir.as_deref().map(read_index).transpose()?;
         let history_section = match &mut found {
             Some(index::Found::Usable(l)) => l.history.take(),
             _ => None,
@@ -585,12 +595,14 @@ impl Garden {
         // diff, a restore of the head); what does need it refuses.
         let (history, history_error) = match loaded {
             Ok(h) => (h, None),
+            // A passing I/O error is the command's error, not damage.
+            Err(e) if e.is_io_failure() => return Err(e),
             Err(e) => (History::default(), Some(error_chain(&e))),
         };
         let place = Place::find(root, &env, exclusive, &history);
         if place.note.is_some() || place.dir != first_dir {
             // Carried over from an older id: its state is where it moved.
-            found = place.dir.as_deref().map(read_index);
+            found = place.dir.as_deref().map(read_index).transpose()?;
         }
         let (manifest, head_hash, mut index) = load_head(&manifest_path, found.as_mut())?;
         index.history = history_section;
@@ -644,15 +656,9 @@ impl Garden {
             g.sweep_repo_temps();
             g.heal_head_snapshot();
         }
-        if let Some(e) = history_error {
-            g.notes.get_mut().push(format!(
-                "the history is damaged ({e}); log, show, checkpoint, pull, push, prune, forget, \
-                 undo and restore --at refuse until {} is repaired or moved aside; status, \
-                 list, diff and restore work",
-                root.join(HISTORY_FILE).display()
-            ));
-            g.history_error = Some(e);
-        }
+        // Not a note: whether it is a warning or the command's error is
+        // the caller's to say (see `history_damage`).
+        g.history_error = history_error;
         if !repo_only {
             g.seed_base();
         }
@@ -685,7 +691,8 @@ impl Garden {
         let mut notes: Vec<String> = key_note.into_iter().chain(tag_note).collect();
         let local = local_dir
             .as_ref()
-            .map(|d| LocalLog::load(d.join("undo"), &mut notes, &mut index));
+            .map(|d| LocalLog::load(d.join("undo"), &mut notes, &mut index))
+            .transpose()?;
         let fingerprints = fingerprints::Fingerprints::load(env.state_dir.as_deref());
         let stat = match &mut found {
             Some(index::Found::Usable(l)) => std::mem::take(&mut l.stat),
@@ -697,9 +704,9 @@ impl Garden {
         let mut base = if repo_only {
             base::Base::default()
         } else {
-            base::Base::load(local_dir.as_deref(), found.as_mut())
+            base::Base::load(local_dir.as_deref(), found.as_mut())?
         };
-        base.resolve_pending(|p| manifest.get(p).cloned());
+        base.resolve_pending(|p| manifest.get(p).cloned())?;
         if base.damaged() {
             notes.push(format!(
                 "this machine's record of the last sync with {} was damaged and is rebuilt: \
@@ -1057,7 +1064,7 @@ impl Garden {
         let base_to_write = if keep_ours {
             base.to_write()
         } else {
-            on_disk = match index::read_base(&file) {
+            on_disk = match index::read_base(&file)? {
                 index::Found::Usable(l) => Some(l.base),
                 _ => None,
             };
@@ -1313,8 +1320,9 @@ impl Garden {
             let setting = self.root.join(sgard_store::chunks::SETTING_FILE);
             if !durable::lstat_exists(&setting) {
                 // The first chunked file of a repository that never chose
-                // (made by an older sgard, or by the Go sgard): say what it
-                // means once, and record the choice.
+                // (made by the Go sgard, or by an older sgard): say what it
+                // means once, and record the choice. A repository `init`
+                // made has chosen; doctor says what chunking means there.
                 let chosen = self.chunking()?;
                 chosen.save(&self.root)?;
                 if let sgard_store::chunks::Setting::On { threshold, .. } = chosen {

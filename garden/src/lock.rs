@@ -34,17 +34,25 @@ pub struct RepoLock {
 /// The file whose exclusive holder is the next writer.
 pub const TURN_FILE: &str = "lock.turn";
 
-/// Opens a lock file (`None`: a read-only repository, for a reader).
-fn open_lock_file(path: &Path, mode: LockMode) -> Result<Option<File>> {
+/// Opens the lock file `name` of `repo` (`None`: a read-only repository,
+/// for a reader; a writer is refused with [`Error::ReadOnly`]).
+fn open_lock_file(repo: &Path, name: &str, mode: LockMode) -> Result<Option<File>> {
+    let path = repo.join(name);
     match OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(path)
+        .open(&path)
     {
         Ok(f) => Ok(Some(f)),
-        Err(e) if mode == LockMode::Shared && is_read_only(&e) => Ok(File::open(path).ok()),
+        Err(e) if is_read_only(&e) => match mode {
+            LockMode::Shared => Ok(File::open(&path).ok()),
+            LockMode::Exclusive => Err(Error::ReadOnly {
+                path: repo.to_path_buf(),
+                source: e,
+            }),
+        },
         Err(e) => Err(Error::io("opening lock file", path, e)),
     }
 }
@@ -83,7 +91,8 @@ impl RepoLock {
     /// proceeds without one: nothing can write there anyway.
     ///
     /// # Errors
-    /// [`Error::Io`] when the lock file cannot be opened or locked.
+    /// [`Error::ReadOnly`] for a writer when the repository cannot be
+    /// written; [`Error::Io`] when the lock file cannot be opened or locked.
     pub fn acquire(repo: &Path, mode: LockMode, on_wait: &dyn Fn(&str)) -> Result<Self> {
         let waited = std::cell::Cell::new(false);
         let say = |m: &str| {
@@ -91,11 +100,11 @@ impl RepoLock {
                 on_wait(m);
             }
         };
-        let turn = open_lock_file(&repo.join(TURN_FILE), mode)?;
+        let turn = open_lock_file(repo, TURN_FILE, mode)?;
         if let Some(t) = &turn {
             take(t, &repo.join(LOCK_FILE), mode, &say)?;
         }
-        let Some(file) = open_lock_file(&repo.join(LOCK_FILE), mode)? else {
+        let Some(file) = open_lock_file(repo, LOCK_FILE, mode)? else {
             return Ok(RepoLock {
                 _file: None,
                 _turn: None,

@@ -54,7 +54,8 @@ fn read_data(path: &Path) -> Result<Option<Map<String, Value>>> {
     if text.trim().is_empty() {
         return Ok(Some(Map::new()));
     }
-    let v: Value = serde_saphyr::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let v: Value =
+        serde_saphyr::from_str(&text).map_err(|e| bad(sgard_manifest::yaml_message(&e, path)))?;
     match v {
         Value::Object(m) => Ok(Some(m)),
         Value::Null => Ok(Some(Map::new())),

@@ -72,5 +72,15 @@ pub enum Error {
     Serialize(String),
 }
 
+impl Error {
+    /// The YAML of `origin` does not parse (see [`crate::yaml_message`]).
+    pub(crate) fn syntax(origin: &std::path::Path, e: &serde_saphyr::Error) -> Self {
+        Error::Syntax {
+            origin: origin.to_path_buf(),
+            message: crate::yaml_message(e, origin),
+        }
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -205,10 +205,7 @@ impl History {
         }
         let raw: RawHistory = match crate::fast::history(text) {
             Some(raw) => raw,
-            None => serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
-                origin: origin.to_path_buf(),
-                message: e.to_string(),
-            })?,
+            None => serde_saphyr::from_str(text).map_err(|e| Error::syntax(origin, &e))?,
         };
         let version = raw.version.unwrap_or(1);
         if version > u64::from(HISTORY_VERSION) {

@@ -52,6 +52,7 @@ pub use doc::DocRef;
 pub use error::{Error, Result};
 pub use sgard_store::Hash;
 pub use time::Timestamp;
+pub use yaml::yaml_message;
 
 use yaml::{Emitter, RawEntry, RawManifest, RawSlot};
 
@@ -520,10 +521,7 @@ impl Manifest {
         } else if let Some((raw, files)) = fast::manifest_checked(text) {
             return validate_with(raw, Some(files), origin);
         } else {
-            serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
-                origin: origin.to_path_buf(),
-                message: e.to_string(),
-            })?
+            serde_saphyr::from_str(text).map_err(|e| Error::syntax(origin, &e))?
         };
         validate(raw, origin)
     }

@@ -8,8 +8,24 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 
 use serde::Deserialize;
+
+/// What serde-saphyr says about YAML it cannot read from `origin`: the
+/// line and column, then the offending lines marked, named by the file's
+/// name. Its own `error: ` in front is dropped, since whoever prints the
+/// message says it is an error.
+pub fn yaml_message(e: &serde_saphyr::Error, origin: &Path) -> String {
+    let name = origin
+        .file_name()
+        .map_or_else(|| origin.to_string_lossy(), |n| n.to_string_lossy());
+    let text = e.render_with_options(serde_saphyr::render_options! {
+        source_name: Some(&name),
+    });
+    let text = text.trim_end();
+    text.strip_prefix("error: ").unwrap_or(text).to_owned()
+}
 
 #[derive(Deserialize, Default)]
 #[serde(default)]

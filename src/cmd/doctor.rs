@@ -23,7 +23,10 @@ pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut checks = Vec::new();
     let found = repo::checks(ctx, &mut checks);
     remote(ctx, found.is_some(), &mut checks);
-    machine::git(ctx, found.is_some(), &mut checks);
+    // Git is looked at whenever there is a repository, even one whose
+    // manifest does not load (a merge's conflict markers).
+    let is_repo = sgard_store::durable::lstat_exists(&ctx.repo.join(sgard_manifest::MANIFEST_FILE));
+    machine::git(ctx, is_repo, &mut checks);
     machine::editor(&mut checks);
     machine::completion(ctx, &mut checks);
     let count = |l: Level| checks.iter().filter(|c| c.level == l).count();
@@ -56,7 +59,7 @@ pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
                 "{} {:<13} {}",
                 ui::styled(ctx.colour, style(c.level), c.level.as_str(), 7),
                 c.check,
-                ui::clean(&c.detail)
+                ui::clean_lines(&c.detail, &" ".repeat(22))
             )?;
             if let Some(h) = &c.hint {
                 writeln!(out, "{:22}→ {}", "", ui::clean(h))?;

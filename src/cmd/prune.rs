@@ -7,7 +7,7 @@ use anyhow::Result;
 use sgard_garden::LockMode;
 
 use super::Ctx;
-use crate::ui::{bytes, counts};
+use crate::ui::{bytes, bytes_exact, counts};
 
 pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     if remote {
@@ -23,7 +23,7 @@ pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Resul
         writeln!(
             out,
             "Would delete {} ({}), {} and {} ({}), {} of forgotten safety snapshots ({}): \
-             {} ({} bytes) in all.",
+             {} in all.",
             counts(r.blobs, "orphaned blob"),
             bytes(r.blob_bytes),
             counts(c.lists, "chunk list"),
@@ -31,8 +31,7 @@ pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Resul
             bytes(c.bytes),
             counts(r.local_blobs, "blob"),
             bytes(r.local_bytes),
-            bytes(r.blob_bytes + c.bytes + r.local_bytes),
-            r.blob_bytes + c.bytes + r.local_bytes
+            bytes_exact(r.blob_bytes + c.bytes + r.local_bytes),
         )?;
         if let Some(why) = &c.held_back {
             writeln!(out, "No chunk would be deleted: {why}")?;

@@ -82,8 +82,13 @@ pub fn load(repo: &Path) -> Result<Option<Remote>> {
         tls_ca: Option<String>,
         tls_ca_in_repo: Option<bool>,
     }
-    let raw: Raw =
-        serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+    let raw: Raw = serde_saphyr::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "parsing {}: {}",
+            p.display(),
+            sgard_manifest::yaml_message(&e, &p)
+        )
+    })?;
     let tls_ca = raw
         .tls_ca
         .filter(|c| !c.is_empty())

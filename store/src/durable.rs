@@ -179,6 +179,19 @@ pub fn open_regular_file(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// Whether a read error says the file is not what it should be (not a
+/// regular file, not UTF-8, too long, cut short), as the readers here report
+/// it, rather than that the system failed to read it (EIO, ENOSPC, a
+/// permission, too many open files). Only the first is damage, to be
+/// rebuilt or set aside; the second is an error, and the next run reads
+/// the same file again.
+pub fn is_damage(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput | io::ErrorKind::UnexpectedEof
+    )
+}
+
 /// Reads a whole regular file as UTF-8 text (see [`open_regular_file`]).
 ///
 /// # Errors

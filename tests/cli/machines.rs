@@ -369,7 +369,8 @@ fn the_base_is_machine_local_and_follows_the_repository_when_it_moves() {
                 "lock.turn",
                 "history.yaml",
                 "lock",
-                "repo-id"
+                "repo-id",
+                "chunking"
             ]
             .contains(&n.to_str().unwrap()),
             "unexpected {n:?} in the repository"
@@ -598,7 +599,7 @@ fn a_clone_without_blobs_says_so_and_a_failed_restore_records_nothing() {
 
 /// `cmd` run with the repository `repo` bind-mounted read-only at `mnt`
 /// (private user and mount namespaces: nothing outside the test sees it).
-fn read_only(cmd: &Command, repo: &Path, mnt: &Path) -> Command {
+pub(crate) fn read_only(cmd: &Command, repo: &Path, mnt: &Path) -> Command {
     let mut c = Command::new("unshare");
     // -r: a user namespace too, so this works without being root.
     c.arg("-rm")

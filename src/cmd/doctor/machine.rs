@@ -97,6 +97,10 @@ pub(super) fn git(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
         show(ctx, repo)
     ));
     let shown = show(ctx, repo);
+    let unfinished = unfinished_operation(repo, &g);
+    if let Some(op) = &unfinished {
+        unfinished_finding(op, &shown, &g, &mut p);
+    }
     // `blobs/` ignored (the Go sgard's .gitignore): a clone has no contents.
     let zero = "0".repeat(64);
     let ignored: Vec<&str> = ["blobs", "chunks", "chunk-lists"]
@@ -135,6 +139,8 @@ pub(super) fn git(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
         "--",
         ".",
     ]) {
+        // What a merge or rebase left is said above.
+        Some(_) if unfinished.is_some() => {}
         Some(s) if s.is_empty() => p.ok("nothing uncommitted"),
         Some(s) => {
             let n = s.lines().count();
@@ -156,6 +162,70 @@ pub(super) fn git(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
         ),
     }
     out.push(p.finish());
+}
+
+/// A git operation left half done in the repository's work tree: its name
+/// and the git command that ends it, either way.
+struct Unfinished {
+    /// `merge`, `rebase`, `cherry-pick`, `revert`.
+    what: &'static str,
+    /// The subcommand to run with `--abort` / `--continue`.
+    command: &'static str,
+}
+
+/// The operation git is in the middle of in `repo` (`g` runs git there),
+/// from the files it keeps in its folder while one is under way.
+fn unfinished_operation(repo: &Path, g: &dyn Fn(&[&str]) -> Option<String>) -> Option<Unfinished> {
+    let kinds = [
+        ("MERGE_HEAD", "merge", "merge"),
+        ("rebase-merge", "rebase", "rebase"),
+        ("rebase-apply", "rebase", "rebase"),
+        ("CHERRY_PICK_HEAD", "cherry-pick", "cherry-pick"),
+        ("REVERT_HEAD", "revert", "revert"),
+    ];
+    kinds.into_iter().find_map(|(file, what, command)| {
+        let at = g(&["rev-parse", "--git-path", file])?;
+        sgard_store::durable::lstat_exists(&repo.join(at)).then_some(Unfinished { what, command })
+    })
+}
+
+/// What doctor says about an unfinished merge (or rebase): while files
+/// have conflict markers sgard cannot read them (an error); settled but not
+/// committed, a warning.
+fn unfinished_finding(
+    op: &Unfinished,
+    shown: &str,
+    g: &dyn Fn(&[&str]) -> Option<String>,
+    p: &mut Parts,
+) {
+    let unmerged: Vec<String> = g(&["diff", "--name-only", "--relative", "--diff-filter=U"])
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let (what, command) = (op.what, op.command);
+    if unmerged.is_empty() {
+        p.raise(
+            Level::Warning,
+            format!("{shown} is in an unfinished git {what}: its conflicts are settled, not yet committed"),
+            format!("`git -C {shown} {command} --continue` finishes it"),
+        );
+    } else {
+        p.raise(
+            Level::Error,
+            format!(
+                "{shown} is in an unfinished git {what}: {} still {} conflict markers, which \
+                 sgard cannot read",
+                super::some_of(&unmerged, 5),
+                if unmerged.len() == 1 { "has" } else { "have" }
+            ),
+            format!(
+                "`git -C {shown} {command} --abort` puts the repository back as it was before \
+                 the {what}; or settle each of those files, `git -C {shown} add` it and \
+                 `git -C {shown} {command} --continue`"
+            ),
+        );
+    }
 }
 
 /// The first word of a shell command line (`"my editor" --wait` gives

@@ -7,7 +7,7 @@ use std::path::Path;
 use sgard::context::{self, PassphraseSource};
 use sgard::remote::probe::{Finding, Level};
 use sgard_garden::doctor::{
-    self, Debris, IndexProbe, LockProbe, MissingWhy, StateProbe, probe_content,
+    self, Debris, IndexProbe, LockProbe, MissingWhy, StateProbe, Unread, probe_content,
 };
 use sgard_manifest::history::{HISTORY_FILE, History};
 use sgard_manifest::{MANIFEST_FILE, Manifest};
@@ -196,7 +196,8 @@ fn version_finding(version: String, root: &Path, m: Option<&Manifest>) -> Findin
     match Setting::load(root) {
         Ok(Setting::Off) => p.ok("big files stored whole (chunking off)"),
         Ok(Setting::On { threshold, .. }) => p.ok(format!(
-            "files from {} stored in chunks",
+            "files from {} stored in chunks, which the Go sgard cannot restore (`sgard \
+             chunking --off` keeps the repository Go-readable)",
             ui::bytes(threshold)
         )),
         Err(e) => p.raise(
@@ -415,6 +416,12 @@ fn state_finding(ctx: &Ctx, s: &StateProbe) -> Finding {
              conflicts (asked about, never overwritten); settle each with `sgard restore -f \
              PATH` or `sgard add PATH`",
         ),
+        IndexProbe::Unreadable(e) => p.raise(
+            Level::Error,
+            format!("the index in {shown} cannot be read: {e}"),
+            "nothing is damaged and nothing is rebuilt: commands fail until it reads (check \
+             the disk: free space, `dmesg`)",
+        ),
         IndexProbe::Usable { stat, .. } => {
             p.ok(format!(
                 "index sound ({shown}; stat cache of {})",
@@ -440,15 +447,22 @@ fn state_finding(ctx: &Ctx, s: &StateProbe) -> Finding {
             "`sgard restore` (or the next `sgard pull`) writes them",
         );
     }
-    if let Err(e) = &s.local_log {
-        p.raise(
+    match &s.local_log {
+        Ok(_) => {}
+        Err(Unread::Damaged(e)) => p.raise(
             Level::Warning,
             format!(
                 "this machine's log of its restores is unreadable ({e}): the next command sets \
                  it aside, and undo cannot reach what it held"
             ),
             format!("copy {shown}/undo/history.yaml somewhere first if you need that undo"),
-        );
+        ),
+        Err(Unread::Failed(e)) => p.raise(
+            Level::Error,
+            format!("this machine's log of its restores cannot be read: {e}"),
+            "nothing is damaged and nothing is set aside: commands fail until it reads (check \
+             the disk: free space, `dmesg`)",
+        ),
     }
     p.finish()
 }
@@ -486,6 +500,11 @@ fn base_finding(s: &StateProbe, m: &Manifest) -> Finding {
                 )
             }
         }
+        (IndexProbe::Unreadable(_), _) => Finding::warning(
+            "base",
+            "not read: the index that holds it cannot be read",
+            "see state",
+        ),
         (IndexProbe::Unusable, _) => Finding::warning(
             "base",
             "lost with the damaged index: until each entry is settled again, a file that \
