@@ -110,6 +110,19 @@ pub enum RestoreAction {
     Failed(String),
 }
 
+impl RestoreAction {
+    /// Whether the disk was changed (or, in a dry run, would be).
+    pub fn changes_disk(&self) -> bool {
+        matches!(
+            self,
+            RestoreAction::Created
+                | RestoreAction::Overwritten
+                | RestoreAction::ModeFixed
+                | RestoreAction::Deleted
+        )
+    }
+}
+
 /// The result of a restore-like operation.
 #[derive(Debug, Default)]
 pub struct RestoreReport {
@@ -801,6 +814,13 @@ impl Garden {
             new_blobs += u64::from(slot.new);
             any = true;
         }
+        // The commit point: from the records on, what they name is put in
+        // place to the end, whatever signal comes (it is seen after). A
+        // stop asked for before it records nothing and writes nothing: the
+        // staged files are dropped (removed) on the way out.
+        self.env.crash_point("restore-before-snapshot");
+        let section = sgard_store::cancel::commit_section();
+        sgard_store::cancel::check()?;
         self.commit_batch()?;
         if !any {
             self.note_changed_nothing(what);
@@ -906,7 +926,6 @@ impl Garden {
             }
         }
         self.env.crash_point("restore-staged");
-        sgard_store::cancel::check()?;
         let mut failed = self.confine.commit(staged).into_iter().peekable();
         for (k, s) in staged_steps.into_iter().enumerate() {
             match failed.next_if(|(j, _)| *j == k) {
@@ -918,7 +937,11 @@ impl Garden {
             }
         }
         self.env.crash_point("restore-before-base");
-        self.flush_base()
+        self.flush_base()?;
+        drop(section);
+        // Done as recorded; a stop asked for meanwhile ends the command.
+        sgard_store::cancel::check()?;
+        Ok(())
     }
 
     /// Records in the base what a step just put on disk (where that is the

@@ -63,15 +63,7 @@ pub fn run(
 pub fn finish(report: &RestoreReport, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let refused = report.refused();
     if report.failures.is_empty() && refused.is_empty() {
-        let changed = report.actions.iter().any(|(_, a)| {
-            matches!(
-                a,
-                RestoreAction::Created
-                    | RestoreAction::Overwritten
-                    | RestoreAction::ModeFixed
-                    | RestoreAction::Deleted
-            )
-        });
+        let changed = report.actions.iter().any(|(_, a)| a.changes_disk());
         match (dry_run, changed) {
             (true, _) => writeln!(out, "Dry run: nothing was changed.")?,
             (false, true) => writeln!(out, "Restore complete.")?,

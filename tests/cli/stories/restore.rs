@@ -1,4 +1,157 @@
-//! Stories of issue 30: restore.
+//! Stories of issue 30: restore, undo records, scripts, templates and the
+//! temp files restore leaves behind.
 
-#[allow(unused_imports)]
+use std::fs;
+use std::process::{Command, Stdio};
+
 use crate::common::*;
+use crate::hostile::debris;
+
+/// Runs `args` in `t` with the test hook `var` set to `point`, stdin closed.
+fn hooked(t: &TestEnv, args: &[&str], var: &str, point: &str) -> Run {
+    t.command(args)
+        .env(var, point)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into()
+}
+
+/// The reasons of this machine's log, newest first (`log` lines).
+fn reasons(t: &TestEnv) -> Vec<String> {
+    let r = t.sgard(["log"]);
+    r.ok();
+    r.stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5).map(str::to_owned))
+        .collect()
+}
+
+/// A repository of `n` files under `~/conf`, checkpointed, then removed
+/// from the home: a restore into a fresh home writes them all.
+fn fresh_home(n: usize) -> TestEnv {
+    let t = TestEnv::init();
+    for i in 0..n {
+        t.write(&format!("conf/f{i}"), format!("file {i}\n"));
+    }
+    t.sgard(["add", "~/conf"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    fs::remove_dir_all(t.path("conf")).unwrap();
+    t
+}
+
+/// Item 3. Ctrl-C before a restore recorded its safety snapshot: nothing
+/// written, nothing recorded, nothing for `undo` to act on.
+#[test]
+fn a_restore_interrupted_before_it_records_writes_and_records_nothing() {
+    let t = fresh_home(12);
+    let r = hooked(
+        &t,
+        &["restore"],
+        "SGARD_TEST_INTERRUPT_AT",
+        "restore-before-snapshot",
+    );
+    r.code(130).stderr_has("interrupted");
+    for i in 0..12 {
+        assert!(!t.path(&format!("conf/f{i}")).exists(), "f{i} was written");
+    }
+    assert!(debris(&t.home).is_empty(), "{:?}", debris(&t.home));
+    assert_eq!(reasons(&t), ["checkpoint"], "the log names a restore");
+    t.sgard(["undo", "-y"])
+        .code(1)
+        .stderr_has("nothing to undo");
+    // The next restore does the whole job.
+    t.sgard(["restore"]).ok();
+    assert_eq!(t.read("conf/f11"), b"file 11\n");
+}
+
+/// Item 3. Ctrl-C once the safety snapshot is recorded (the files staged
+/// beside their destinations): the staged files are put in place before
+/// the command stops, so the record names what is on disk, and `undo`
+/// reverses exactly that.
+#[test]
+fn a_restore_interrupted_after_it_recorded_writes_what_its_record_names() {
+    for point in ["restore-after-snapshot", "restore-staged"] {
+        let t = fresh_home(12);
+        let r = hooked(&t, &["restore"], "SGARD_TEST_INTERRUPT_AT", point);
+        r.code(130).stderr_has("interrupted");
+        assert!(debris(&t.home).is_empty(), "{point}: {:?}", debris(&t.home));
+        assert_eq!(
+            reasons(&t),
+            ["restore", "before-restore", "checkpoint"],
+            "{point}"
+        );
+        for i in 0..12 {
+            assert_eq!(
+                t.read(&format!("conf/f{i}")),
+                format!("file {i}\n").as_bytes(),
+                "{point}: the record names f{i}, which was not written"
+            );
+        }
+        let st = t.sgard(["status"]);
+        st.ok();
+        assert!(!st.stdout.contains("missing"), "{point}: {st:#?}");
+        let u = t.sgard(["undo", "-y"]);
+        u.ok().stdout_has("deleted    ~/conf/f0");
+        assert!(!t.path("conf/f0").exists(), "{point}");
+    }
+}
+
+/// Item 3. A restore killed right after it recorded (a `kill -9`: nothing
+/// written) leaves a record `undo` cannot pretend to reverse: it says there
+/// is nothing to undo, not "Undo complete".
+#[test]
+fn undo_of_a_restore_that_never_reached_the_disk_says_nothing_to_undo() {
+    let t = fresh_home(4);
+    let r = hooked(
+        &t,
+        &["restore"],
+        "SGARD_TEST_CRASH_AT",
+        "restore-after-snapshot",
+    );
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert!(!t.path("conf/f0").exists());
+    let u = t.sgard(["undo", "-y"]);
+    u.ok().stdout_has("Nothing to undo");
+    assert!(!u.stdout.contains("Undo complete"), "{u:#?}");
+    t.sgard(["restore"]).ok();
+    assert_eq!(t.read("conf/f3"), b"file 3\n");
+}
+
+/// Item 3, at a real Ctrl-C: a restore held just before it records (the
+/// test hook waits there), sent SIGINT, ends with exit 130 having written
+/// and recorded nothing.
+#[test]
+fn a_real_ctrl_c_before_the_record_leaves_no_record() {
+    let t = fresh_home(6);
+    let gate = t.outside().join("gate");
+    let hook = format!("restore-before-snapshot:{}", gate.display());
+    let child = t
+        .command(["restore"])
+        .env("SGARD_TEST_WAIT_AT", &hook)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reached = t.outside().join("gate.reached");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !reached.exists() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the hook was not reached"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::write(&gate, "go").unwrap();
+    let r = wait_limited(child, std::time::Duration::from_secs(60)).unwrap();
+    r.code(130);
+    assert!(!t.path("conf/f0").exists());
+    assert!(debris(&t.home).is_empty(), "{:?}", debris(&t.home));
+    assert_eq!(reasons(&t), ["checkpoint"]);
+}
