@@ -26,7 +26,8 @@ pub enum Answer {
     Diff,
     /// Overwrite this one and every one after it without asking.
     All,
-    /// Keep this one and every one after it; ask nothing more.
+    /// Keep this one and every one after it (each as if answered
+    /// [`Answer::No`]); ask nothing more.
     Quit,
     /// No answer can be had (end of input): refuse this and the rest.
     NoInput,
@@ -59,11 +60,16 @@ impl Prompt for bool {
     }
 }
 
-/// The answers of one run: `all` and `quit` hold for every later question.
+/// The answers of one run: `all`, `keep` and `none` hold for every later
+/// question.
 struct Asker<'a> {
     prompt: &'a mut dyn Prompt,
+    /// `a`: overwrite the rest.
     all: bool,
-    quit: Option<&'static str>,
+    /// `q`: keep the rest as they are (an answer, like `n`).
+    keep: bool,
+    /// No answer can be had (end of input): why the rest are refused.
+    none: Option<&'static str>,
 }
 
 /// What came of asking about one entry.
@@ -386,7 +392,8 @@ impl Garden {
         let mut asker = Asker {
             prompt,
             all: false,
-            quit: None,
+            keep: false,
+            none: None,
         };
         // Planned from the head itself, a step names its entry by index.
         let from_head = std::ptr::eq(files, self.manifest.files.as_slice());
@@ -453,7 +460,10 @@ impl Garden {
             if asker.all {
                 return Decision::Yes;
             }
-            if let Some(reason) = asker.quit {
+            if asker.keep {
+                return Decision::No;
+            }
+            if let Some(reason) = asker.none {
                 return Decision::Refused(format!("{why}; {reason}"));
             }
             match asker
@@ -463,8 +473,8 @@ impl Garden {
                 Answer::Yes => return Decision::Yes,
                 Answer::No => return Decision::No,
                 Answer::All => asker.all = true,
-                Answer::Quit => asker.quit = Some("not asked after quit"),
-                Answer::NoInput => asker.quit = Some("no answer (end of input)"),
+                Answer::Quit => asker.keep = true,
+                Answer::NoInput => asker.none = Some("no answer (end of input)"),
                 Answer::Diff => {
                     let text = match self.diff_entry(e, "repository") {
                         Ok(crate::Diff::Same) => format!("{}: the content is the same\n", e.path),

@@ -155,3 +155,67 @@ fn a_real_ctrl_c_before_the_record_leaves_no_record() {
     assert!(debris(&t.home).is_empty(), "{:?}", debris(&t.home));
     assert_eq!(reasons(&t), ["checkpoint"]);
 }
+
+/// Item 9. Answering `n` keeps the file and says so once, in one honest
+/// summary: never "every entry is up to date".
+#[test]
+fn answering_no_keeps_the_file_and_the_summary_says_so() {
+    let t = TestEnv::init();
+    for f in [".bashrc", ".vimrc", ".zshrc"] {
+        t.write(f, format!("{f} v1\n"));
+    }
+    t.sgard(["add", "~/.bashrc", "~/.vimrc", "~/.zshrc"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    t.write(".bashrc", "mine\n");
+    fs::remove_file(t.path(".vimrc")).unwrap();
+    fs::remove_file(t.path(".zshrc")).unwrap();
+    let r = t.sgard_stdin(["restore"], "n\n");
+    r.ok()
+        .stdout_has("kept       ~/.bashrc")
+        .stdout_has("created    ~/.vimrc")
+        .stdout_has("Restored 2, kept 1 as it is here.");
+    assert!(!r.stdout.contains("up to date"), "{r:#?}");
+    assert_eq!(t.read(".bashrc"), b"mine\n");
+    // Only a question, answered no.
+    let r = t.sgard_stdin(["restore"], "n\n");
+    r.ok().stdout_has("Restored 0, kept 1 as it is here.");
+    assert!(!r.stdout.contains("up to date"), "{r:#?}");
+    assert!(!r.stdout.contains("Restore complete"), "{r:#?}");
+    t.sgard(["status"]).ok().stdout_has("modified   ~/.bashrc");
+    // No answer at all (end of input) is not an answer: refused, exit 4.
+    t.sgard(["restore"])
+        .code(4)
+        .stdout_has("refused    ~/.bashrc")
+        .stderr_has("left as it is");
+}
+
+/// Item 9. `q` at a real terminal is an answer: that file and the rest
+/// asked about are kept, exit 0, and nobody is told to "answer the
+/// question at a terminal".
+#[test]
+fn quitting_at_a_terminal_keeps_the_rest_and_exits_0() {
+    if !on_path("script") {
+        eprintln!("note: `script` (util-linux) is not installed; skipping the pty test");
+        return;
+    }
+    let t = TestEnv::init();
+    for f in [".a", ".b", ".c"] {
+        t.write(f, "repo\n");
+    }
+    t.sgard(["add", "~/.a", "~/.b", "~/.c"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    for f in [".a", ".b", ".c"] {
+        t.write(f, "mine\n");
+    }
+    let c = t.command(std::iter::empty::<&str>());
+    let r = pty_run(&c, "restore", "q\n");
+    r.ok()
+        .stdout_has("kept       ~/.a")
+        .stdout_has("kept       ~/.c")
+        .stdout_has("Restored 0, kept 3 as they are here.");
+    assert_eq!(r.stdout.matches("Overwrite it?").count(), 1, "{r:#?}");
+    assert!(!r.stdout.contains("at a terminal"), "{r:#?}");
+    for f in [".a", ".b", ".c"] {
+        assert_eq!(t.read(f), b"mine\n", "{f}");
+    }
+}
