@@ -84,10 +84,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         writeln!(out, "Already up to date.")?;
         // What failed last time is due again.
         let failed = scripts::run_plan(plan, out)?;
-        if !failed.is_empty() {
-            return Err(scripts::failed_error(&failed));
-        }
-        return Ok(ExitCode::SUCCESS);
+        return scripts::end(Ok(ExitCode::SUCCESS), &failed);
     }
     writeln!(out, "Pulled {}.", crate::ui::counts(p.blobs, "blob"))?;
     trusted_note(p.newly_trusted.as_deref(), false);
@@ -101,11 +98,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     }
     restore::print_actions(ctx.colour, &p.report.restore, false, out)?;
     let failed = scripts::run_plan(plan, out)?;
-    let code = restore::finish(&p.report.restore, false, out)?;
-    if !failed.is_empty() {
-        return Err(scripts::failed_error(&failed));
-    }
-    Ok(code)
+    scripts::end(restore::finish(&p.report.restore, false, out), &failed)
 }
 
 /// `pull --dry-run`: the server's manifest merged in memory; what would be

@@ -50,11 +50,7 @@ pub fn run(
     let plan = scripts::plan(&g, scripts)?;
     drop(g);
     let failed = scripts::run_plan(plan, out)?;
-    let code = finish(&report, dry_run, out)?;
-    if !failed.is_empty() {
-        return Err(scripts::failed_error(&failed));
-    }
-    Ok(code)
+    scripts::end(finish(&report, dry_run, out), &failed)
 }
 
 /// The end of a restore-like command: success (with a summary that counts

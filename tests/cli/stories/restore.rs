@@ -2,6 +2,7 @@
 //! temp files restore leaves behind.
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Command, Stdio};
 
 use crate::common::*;
@@ -218,4 +219,39 @@ fn quitting_at_a_terminal_keeps_the_rest_and_exits_0() {
     for f in [".a", ".b", ".c"] {
         assert_eq!(t.read(f), b"mine\n", "{f}");
     }
+}
+
+/// Item 18. A failing script is reported once, with its cause once.
+#[test]
+fn a_failing_script_is_reported_once() {
+    let t = TestEnv::init();
+    let p = t.write("bin/fail.sh", "#!/bin/sh\nexit 3\n");
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    t.sgard(["add", "--run", "once", "~/bin/fail.sh"]).ok();
+    for args in [&["restore"][..], &["run-scripts"]] {
+        let r = t.sgard(args);
+        r.code(1);
+        assert_eq!(
+            r.stderr.matches("~/bin/fail.sh").count(),
+            1,
+            "{args:?}: {r:#?}"
+        );
+        assert_eq!(r.stderr.matches("exit status: 3").count(), 1, "{r:#?}");
+        assert_eq!(r.stderr.matches("sgard: error:").count(), 1, "{r:#?}");
+        assert!(r.stderr.contains("runs again next time"), "{r:#?}");
+        assert!(
+            !r.stderr.contains("the files were restored"),
+            "{args:?}: {r:#?}"
+        );
+    }
+    // Two failures: one error, each cause once.
+    let q = t.write("bin/other.sh", "#!/bin/sh\nexit 4\n");
+    fs::set_permissions(&q, fs::Permissions::from_mode(0o755)).unwrap();
+    t.sgard(["add", "--run", "once", "~/bin/other.sh"]).ok();
+    let r = t.sgard(["run-scripts"]);
+    r.code(1).stderr_has("2 scripts failed");
+    assert_eq!(r.stderr.matches("sgard: error:").count(), 1, "{r:#?}");
+    assert_eq!(r.stderr.matches("~/bin/fail.sh").count(), 1, "{r:#?}");
+    assert_eq!(r.stderr.matches("~/bin/other.sh").count(), 1, "{r:#?}");
+    assert_eq!(r.stderr.matches("exit status: 4").count(), 1, "{r:#?}");
 }
