@@ -255,3 +255,34 @@ fn a_failing_script_is_reported_once() {
     assert_eq!(r.stderr.matches("~/bin/other.sh").count(), 1, "{r:#?}");
     assert_eq!(r.stderr.matches("exit status: 4").count(), 1, "{r:#?}");
 }
+
+/// Item 24. Block tags on lines of their own leave no blank line (and no
+/// indentation) behind: templates render with `trim_blocks` and
+/// `lstrip_blocks`.
+#[test]
+fn block_tags_on_their_own_lines_leave_no_blank_lines() {
+    let t = TestEnv::init();
+    t.write(
+        ".gitconfig",
+        "[core]\n\
+         {% if sgard.hostname == \"testhost\" %}\n\
+         \x20   editor = vim\n\
+         {% endif %}\n\
+         \x20   {% if sgard.hostname == \"elsewhere\" %}\n\
+         \x20   pager = more\n\
+         \x20   {% endif %}\n\
+         {% for t in [\"a\", \"b\"] %}\n\
+         [{{ t }}]\n\
+         {% endfor %}\n\
+         [user]\n",
+    );
+    t.sgard(["add", "--template", "~/.gitconfig"]).ok();
+    let want = "[core]\n    editor = vim\n[a]\n[b]\n[user]\n";
+    t.sgard(["render", "~/.gitconfig"]).ok();
+    assert_eq!(t.sgard(["render", "~/.gitconfig"]).stdout, want);
+    t.sgard(["restore"]).ok();
+    assert_eq!(String::from_utf8(t.read(".gitconfig")).unwrap(), want);
+    t.sgard(["status"])
+        .ok()
+        .stdout_has("ok         ~/.gitconfig");
+}
