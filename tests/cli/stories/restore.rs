@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 
 use crate::common::*;
 use crate::hostile::debris;
+use crate::sync::{World, local, sg, world_or_skip};
 
 /// Runs `args` in `t` with the test hook `var` set to `point`, stdin closed.
 fn hooked(t: &TestEnv, args: &[&str], var: &str, point: &str) -> Run {
@@ -155,6 +156,110 @@ fn a_real_ctrl_c_before_the_record_leaves_no_record() {
     assert!(!t.path("conf/f0").exists());
     assert!(debris(&t.home).is_empty(), "{:?}", debris(&t.home));
     assert_eq!(reasons(&t), ["checkpoint"]);
+}
+
+/// A script that appends `tag` to `<outside>/ran` and exits 0.
+fn script(t: &TestEnv, rel: &str, tag: &str) -> String {
+    let log = t.outside().join("ran");
+    let p = t.write(
+        rel,
+        format!("#!/bin/sh\necho {tag} >> '{}'\n", log.display()),
+    );
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    format!("~/{rel}")
+}
+
+fn ran(t: &TestEnv) -> Vec<String> {
+    fs::read_to_string(t.outside().join("ran"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Item 4. A `once` script runs once per distinct content on this
+/// machine, whichever repository brings it: a second repository holding
+/// the same script does not run it again.
+#[test]
+fn a_once_script_does_not_run_again_from_a_second_repository() {
+    let t = TestEnv::init();
+    let s = script(&t, "bin/setup.sh", "once");
+    t.sgard(["add", "--run", "once", &s]).ok();
+    t.sgard(["restore"]).ok();
+    assert_eq!(ran(&t), ["once"]);
+    let second = t.path("second");
+    let repo = second.to_str().unwrap();
+    t.sgard(["--repo", repo, "init"]).ok();
+    t.sgard(["--repo", repo, "add", "--run", "once", &s]).ok();
+    t.sgard(["--repo", repo, "restore"]).ok();
+    t.sgard(["--repo", repo, "run-scripts"])
+        .ok()
+        .stdout_has("No scripts are due.");
+    assert_eq!(
+        ran(&t),
+        ["once"],
+        "the script ran again for another repository"
+    );
+    // A new content is a new script, in either repository.
+    let mut text = fs::read_to_string(t.path("bin/setup.sh")).unwrap();
+    text.push_str("# v2\n");
+    t.write("bin/setup.sh", &text);
+    t.sgard(["--repo", repo, "add", &s]).ok();
+    t.sgard(["--repo", repo, "restore"]).ok();
+    assert_eq!(ran(&t), ["once", "once"]);
+    t.sgard(["add", &s]).ok();
+    t.sgard(["restore"]).ok();
+    assert_eq!(ran(&t), ["once", "once"], "v2 already ran on this machine");
+}
+
+/// Item 4. What an older sgard recorded per repository counts: its
+/// records are merged into the machine's (and its file removed) when a
+/// run is next recorded.
+#[test]
+fn per_repository_script_records_of_older_versions_count() {
+    let t = TestEnv::init();
+    let s = script(&t, "bin/setup.sh", "once");
+    let other = script(&t, "bin/other.sh", "other");
+    t.sgard(["add", "--run", "once", &s, &other]).ok();
+    // As an older version kept it: a record in this repository's state
+    // that setup.sh (this content) ran.
+    let content = fs::read(t.path("bin/setup.sh")).unwrap();
+    let legacy = t.state().join("scripts");
+    fs::create_dir_all(t.state()).unwrap();
+    fs::write(
+        &legacy,
+        format!("{} {}\n", sha(&content), sha("~/bin/setup.sh")),
+    )
+    .unwrap();
+    t.sgard(["restore"]).ok();
+    assert_eq!(ran(&t), ["other"], "the older record was not read");
+    assert!(!legacy.exists(), "the older record was not merged");
+    let machine = t.home.join(".state/sgard/scripts");
+    let text = fs::read_to_string(machine).unwrap();
+    assert!(text.contains(&sha(&content)), "{text}");
+    t.sgard(["run-scripts"])
+        .ok()
+        .stdout_has("No scripts are due.");
+}
+
+/// Item 4, through a server: `pull -r` into a fresh `~/.sgard` on a
+/// machine that already ran the script from another repository.
+#[test]
+fn a_once_script_does_not_run_again_after_a_pull_into_a_fresh_repository() {
+    let w = world_or_skip!(1);
+    let key = w.key(0);
+    let srv = w.serve(&[]);
+    let t = TestEnv::init();
+    let s = script(&t, "bin/setup.sh", "once");
+    local(&t, &["add", "--run", "once", &s]).ok();
+    local(&t, &["checkpoint"]).ok();
+    local(&t, &["restore"]).ok();
+    assert_eq!(ran(&t), ["once"]);
+    sg(&t, key, &["push", "-r", &srv.addr]).ok();
+    fs::rename(t.repo(), t.path("old-sgard")).unwrap();
+    sg(&t, key, &["pull", "-r", &srv.addr]).ok();
+    assert!(t.repo().join("manifest.yaml").exists());
+    assert_eq!(ran(&t), ["once"], "the pull ran the script again");
 }
 
 /// Item 9. Answering `n` keeps the file and says so once, in one honest
