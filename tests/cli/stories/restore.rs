@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use crate::common::*;
 use crate::hostile::debris;
-use crate::sync::{World, local, sg, world_or_skip};
+use crate::sync::{World, local, sg, sg_env, world_or_skip};
 
 /// Runs `args` in `t` with the test hook `var` set to `point`, stdin closed.
 fn hooked(t: &TestEnv, args: &[&str], var: &str, point: &str) -> Run {
@@ -390,4 +390,84 @@ fn block_tags_on_their_own_lines_leave_no_blank_lines() {
     t.sgard(["status"])
         .ok()
         .stdout_has("ok         ~/.gitconfig");
+}
+
+/// A pid no process has (beyond the kernel's maximum).
+const DEAD: u32 = 4_194_305;
+
+/// Item 26. A run that writes into a folder removes the temp files dead
+/// sgard processes left there, even where no tracked entry of the head
+/// lives (`restore --at` of a file no longer tracked).
+#[test]
+fn a_write_into_a_folder_removes_the_debris_of_dead_processes_there() {
+    let t = TestEnv::init();
+    t.write("old/f", "old\n");
+    t.sgard(["add", "~/old/f"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    t.sgard(["remove", "~/old/f"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    fs::remove_file(t.path("old/f")).unwrap();
+    let stray = [
+        t.path(&format!("old/.sgard-restore-{DEAD}-abc-0-f")),
+        t.path(&format!("old/.sgard-link-{DEAD}-abc-l")),
+    ];
+    for p in &stray {
+        fs::write(p, "half").unwrap();
+    }
+    let mine = t.path("old/.sgard-restore-x");
+    fs::write(&mine, "not ours by name").unwrap();
+    t.sgard(["restore", "--at", "@~1", "~/old/f"]).ok();
+    assert_eq!(t.read("old/f"), b"old\n");
+    for p in &stray {
+        assert!(!p.exists(), "{} left", p.display());
+    }
+    assert!(
+        mine.exists(),
+        "a file not named as ours (no pid) was removed"
+    );
+}
+
+/// Item 26, the story: a `pull` killed while its files were staged leaves
+/// them in the home; `doctor` names them, and the next `pull` (which
+/// writes into those folders) removes them.
+#[test]
+fn debris_of_a_killed_pull_is_named_by_doctor_and_removed_by_the_next_pull() {
+    let w = world_or_skip!(2);
+    let srv = w.serve(&[]);
+    let a = TestEnv::init();
+    a.write("d/f", "f\n");
+    a.write("d/g", "g\n");
+    std::os::unix::fs::symlink("f", a.path("d/l")).unwrap();
+    local(&a, &["add", "~/d"]).ok();
+    local(&a, &["checkpoint"]).ok();
+    sg(&a, w.key(0), &["push", "-r", &srv.addr]).ok();
+    let b = TestEnv::new();
+    // Killed (abort: nothing flushed) once its files are staged.
+    let r = sg_env(
+        &b,
+        Some(w.key(1)),
+        &["pull", "-r", &srv.addr],
+        &[("SGARD_TEST_CRASH_AT", "restore-staged")],
+    );
+    assert_ne!(r.code, 0, "{r:#?}");
+    // What a killed link write leaves, by a process that is gone.
+    let link = b.path(&format!("d/.sgard-link-{DEAD}-abc-l"));
+    std::os::unix::fs::symlink("f", &link).unwrap();
+    let left = debris(&b.home);
+    assert!(left.len() >= 3, "{left:?}");
+    let doc = local(&b, &["doctor"]);
+    let temp = doc
+        .stdout
+        .lines()
+        .find(|l| l.contains("temp-files"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(temp.contains("beside tracked files"), "{doc:#?}");
+    assert!(temp.contains(".sgard-restore-"), "{doc:#?}");
+    assert!(temp.contains(".sgard-link-"), "{doc:#?}");
+    sg(&b, w.key(1), &["pull", "-r", &srv.addr]).ok();
+    assert_eq!(b.read("d/f"), b"f\n");
+    assert_eq!(b.read("d/g"), b"g\n");
+    let left = debris(&b.home);
+    assert!(left.is_empty(), "the next pull left {left:?}");
 }
