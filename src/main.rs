@@ -19,7 +19,9 @@ use clap::Parser;
 /// Ctrl-C, SIGTERM, SIGHUP: every long loop is asked to stop (it drops,
 /// and so removes, its temp files, and the command ends with exit 130); a
 /// process that cannot stop at once (waiting at a prompt) removes its
-/// registered temp files and ends here after a second.
+/// registered temp files and ends here after a second (once no section
+/// that must end is open, see `sgard_store::cancel::commit_section`, or at
+/// a second signal).
 fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
@@ -42,11 +44,17 @@ fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
             .is_some()
         {
             sgard_store::cancel::request();
-            for _ in 0..50 {
+            // A second to stop; a section that must end (a restore putting
+            // in place what its record names) is waited for, unless the
+            // user insists (a second signal).
+            let (mut ticks, mut insisted) = (0, false);
+            while ticks < 50 || (sgard_store::cancel::committing() && !insisted) {
                 if done.load(std::sync::atomic::Ordering::SeqCst) {
                     return;
                 }
+                insisted |= signals.pending().next().is_some();
                 std::thread::sleep(std::time::Duration::from_millis(20));
+                ticks += 1;
             }
             sgard_store::cancel::remove_registered();
             let _bar = ui::progress::pause();

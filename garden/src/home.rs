@@ -238,6 +238,9 @@ impl Confine {
             Some(c) => c,
             None => {
                 let fd = Arc::new(self.open_dir(abs, dir, create)?);
+                // The first write into a folder this run clears what dead
+                // sgard processes left there.
+                sweep_folder(&fd, dir);
                 let dir: Arc<Path> = Arc::from(dir);
                 if let Ok(mut m) = self.dirs.lock() {
                     if m.len() >= CACHE_MAX {
@@ -589,25 +592,35 @@ pub(crate) fn is_debris(name: &str, dir: &Path) -> bool {
         .is_some_and(|age| age > std::time::Duration::from_secs(3600))
 }
 
+/// Removes the temp files killed sgard processes left in the folder `fd`
+/// (at `dir`: see [`is_debris`]), syncing it after. Returns how many.
+fn sweep_folder(fd: &OwnedFd, dir: &Path) -> usize {
+    let Ok(entries) = rustix::fs::Dir::read_from(fd) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        if let Ok(name) = e.file_name().to_str()
+            && is_debris(name, dir)
+            && rustix::fs::unlinkat(fd, e.file_name(), AtFlags::empty()).is_ok()
+        {
+            n += 1;
+        }
+    }
+    if n > 0 {
+        let _ = rustix::fs::fsync(fd);
+    }
+    n
+}
+
 impl Confine {
     /// Removes the temp files killed sgard processes left in `dirs` (the
-    /// folders of tracked paths). Returns how many.
+    /// folders of tracked paths), each reached as a write would reach it.
+    /// Returns how many.
     pub fn sweep(&self, dirs: impl IntoIterator<Item = PathBuf>) -> usize {
-        let mut n = 0;
-        for dir in dirs {
-            let Ok(rd) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                let name = e.file_name();
-                if let Some(s) = name.to_str()
-                    && is_debris(s, &dir)
-                    && self.remove(&dir.join(s)).is_ok()
-                {
-                    n += 1;
-                }
-            }
-        }
-        n
+        dirs.into_iter()
+            .filter_map(|dir| self.open_dir(&dir, &dir, false).ok().map(|fd| (fd, dir)))
+            .map(|(fd, dir)| sweep_folder(&fd, &dir))
+            .sum()
     }
 }

@@ -598,15 +598,16 @@ impl<W: Write> Body<W> {
     }
 }
 
-/// Held while an index is read back and rewritten: `<index>.lock`, an
-/// advisory `flock` beside it (two commands saving at once must not write
-/// one's base over the other's).
+/// Held while a machine-local file is read back and rewritten (the index,
+/// the record of scripts that ran): `<file>.lock`, an advisory `flock`
+/// beside it (two commands saving at once must not write one's records
+/// over the other's).
 pub(crate) struct WriteLock {
     _file: std::fs::File,
 }
 
 impl WriteLock {
-    /// Takes the lock for the index at `path` (waiting for another writer).
+    /// Takes the lock for the file at `path` (waiting for another writer).
     ///
     /// # Errors
     /// [`Error::Io`] naming the lock file.

@@ -26,7 +26,8 @@ pub enum Answer {
     Diff,
     /// Overwrite this one and every one after it without asking.
     All,
-    /// Keep this one and every one after it; ask nothing more.
+    /// Keep this one and every one after it (each as if answered
+    /// [`Answer::No`]); ask nothing more.
     Quit,
     /// No answer can be had (end of input): refuse this and the rest.
     NoInput,
@@ -59,11 +60,16 @@ impl Prompt for bool {
     }
 }
 
-/// The answers of one run: `all` and `quit` hold for every later question.
+/// The answers of one run: `all`, `keep` and `none` hold for every later
+/// question.
 struct Asker<'a> {
     prompt: &'a mut dyn Prompt,
+    /// `a`: overwrite the rest.
     all: bool,
-    quit: Option<&'static str>,
+    /// `q`: keep the rest as they are (an answer, like `n`).
+    keep: bool,
+    /// No answer can be had (end of input): why the rest are refused.
+    none: Option<&'static str>,
 }
 
 /// What came of asking about one entry.
@@ -108,6 +114,19 @@ pub enum RestoreAction {
     Conflict(String),
     /// It failed; nothing was written for it.
     Failed(String),
+}
+
+impl RestoreAction {
+    /// Whether the disk was changed (or, in a dry run, would be).
+    pub fn changes_disk(&self) -> bool {
+        matches!(
+            self,
+            RestoreAction::Created
+                | RestoreAction::Overwritten
+                | RestoreAction::ModeFixed
+                | RestoreAction::Deleted
+        )
+    }
 }
 
 /// The result of a restore-like operation.
@@ -373,7 +392,8 @@ impl Garden {
         let mut asker = Asker {
             prompt,
             all: false,
-            quit: None,
+            keep: false,
+            none: None,
         };
         // Planned from the head itself, a step names its entry by index.
         let from_head = std::ptr::eq(files, self.manifest.files.as_slice());
@@ -440,7 +460,10 @@ impl Garden {
             if asker.all {
                 return Decision::Yes;
             }
-            if let Some(reason) = asker.quit {
+            if asker.keep {
+                return Decision::No;
+            }
+            if let Some(reason) = asker.none {
                 return Decision::Refused(format!("{why}; {reason}"));
             }
             match asker
@@ -450,8 +473,8 @@ impl Garden {
                 Answer::Yes => return Decision::Yes,
                 Answer::No => return Decision::No,
                 Answer::All => asker.all = true,
-                Answer::Quit => asker.quit = Some("not asked after quit"),
-                Answer::NoInput => asker.quit = Some("no answer (end of input)"),
+                Answer::Quit => asker.keep = true,
+                Answer::NoInput => asker.none = Some("no answer (end of input)"),
                 Answer::Diff => {
                     let text = match self.diff_entry(e, "repository") {
                         Ok(crate::Diff::Same) => format!("{}: the content is the same\n", e.path),
@@ -801,6 +824,13 @@ impl Garden {
             new_blobs += u64::from(slot.new);
             any = true;
         }
+        // The commit point: from the records on, what they name is put in
+        // place to the end, whatever signal comes (it is seen after). A
+        // stop asked for before it records nothing and writes nothing: the
+        // staged files are dropped (removed) on the way out.
+        self.env.crash_point("restore-before-snapshot");
+        let section = sgard_store::cancel::commit_section();
+        sgard_store::cancel::check()?;
         self.commit_batch()?;
         if !any {
             self.note_changed_nothing(what);
@@ -906,7 +936,6 @@ impl Garden {
             }
         }
         self.env.crash_point("restore-staged");
-        sgard_store::cancel::check()?;
         let mut failed = self.confine.commit(staged).into_iter().peekable();
         for (k, s) in staged_steps.into_iter().enumerate() {
             match failed.next_if(|(j, _)| *j == k) {
@@ -918,7 +947,11 @@ impl Garden {
             }
         }
         self.env.crash_point("restore-before-base");
-        self.flush_base()
+        self.flush_base()?;
+        drop(section);
+        // Done as recorded; a stop asked for meanwhile ends the command.
+        sgard_store::cancel::check()?;
+        Ok(())
     }
 
     /// Records in the base what a step just put on disk (where that is the

@@ -5,15 +5,18 @@
 //! successful run on the machine. What runs is the stored content (the
 //! rendering of a template, the plaintext of a secret), from a private
 //! copy, so a local edit of the file on disk never runs by surprise. What
-//! ran is recorded in this machine's state for the repository
-//! (`scripts`: one `<sha256 of the content> <sha256 of the path>` line per
-//! successful run, so no path can break or forge a line), only after the
-//! script exits 0. Scripts run with no sgard lock held (a script may run
-//! sgard): [`Garden::stage_script`] makes everything a run needs, and
-//! [`DueScript::record_success`] needs no [`Garden`].
+//! ran is recorded for the whole machine, whichever repository brought the
+//! script (`$XDG_STATE_HOME/sgard/scripts`: one `<sha256 of the content>
+//! <sha256 of the path>` line per successful run, so no path can break or
+//! forge a line), only after the script exits 0. The per-repository
+//! records older versions kept (`repos/<key>/scripts`) count as well until
+//! the next record merges them in and removes them. Scripts run with no
+//! sgard lock held (a script may run sgard): [`Garden::stage_script`] makes
+//! everything a run needs, and [`DueScript::record_success`] needs no
+//! [`Garden`].
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use sgard_manifest::{EntryKind, Run};
 use sgard_store::Hash;
@@ -21,7 +24,8 @@ use zeroize::Zeroizing;
 
 use crate::{Error, Garden, Result};
 
-/// The machine-local record of what ran.
+/// The machine's record of what ran, in `$XDG_STATE_HOME/sgard/` (and
+/// the name of older versions' per-repository records).
 const RAN_FILE: &str = "scripts";
 
 /// The largest record read.
@@ -37,7 +41,8 @@ pub struct DueScript {
     /// The SHA-256 of what runs.
     pub hash: Hash,
     content: Zeroizing<Vec<u8>>,
-    /// This machine's record of runs (`None`: none is kept).
+    /// `$XDG_STATE_HOME/sgard`, where this machine's record of runs is
+    /// (`None`: none is kept).
     record: Option<PathBuf>,
 }
 
@@ -60,23 +65,19 @@ pub enum ScriptCheck {
 }
 
 impl Garden {
-    fn ran_path(&self) -> Option<PathBuf> {
-        self.local_dir.as_ref().map(|d| d.join(RAN_FILE))
+    /// `$XDG_STATE_HOME/sgard`, which holds the machine's record of runs.
+    fn ran_dir(&self) -> Option<PathBuf> {
+        self.env.state_dir.as_ref().map(|d| d.join("sgard"))
     }
 
     /// What ran here: per path's SHA-256, the contents that ran, oldest
     /// first.
     fn ran(&self) -> Result<HashMap<String, Vec<Hash>>> {
         let mut out: HashMap<String, Vec<Hash>> = HashMap::new();
-        let Some(p) = self.ran_path() else {
+        let Some(dir) = self.ran_dir() else {
             return Ok(out);
         };
-        let text = match sgard_store::durable::read_regular_to_string_max(&p, RAN_MAX) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(Error::io("reading", p, e)),
-        };
-        for line in text.lines() {
+        for line in ran_lines(&dir)?.0 {
             // A line that does not parse is not a record: the script runs.
             if let Some((h, path)) = line.split_once(' ')
                 && let Ok(h) = Hash::parse(h)
@@ -127,7 +128,7 @@ impl Garden {
                     run,
                     hash,
                     content,
-                    record: self.ran_path(),
+                    record: self.ran_dir(),
                 }));
             }
         }
@@ -177,38 +178,72 @@ impl Garden {
 }
 
 impl DueScript {
-    /// Records that this script ran here and exited 0.
+    /// Records that this script ran here and exited 0 (under a lock, so
+    /// two commands recording at once both count), merging in the records
+    /// older versions kept per repository and removing them once the
+    /// machine's record holds them.
     ///
     /// # Errors
     /// [`Error::Io`] writing the record.
     pub fn record_success(&self) -> Result<()> {
-        let Some(p) = self.record.clone() else {
+        let Some(dir) = self.record.clone() else {
             return Ok(());
         };
-        let s = self;
-        let old = match sgard_store::durable::read_regular_to_string_max(&p, RAN_MAX) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(Error::io("reading", p, e)),
-        };
+        // `scripts.lock`, beside it.
+        let _lock = crate::index::WriteLock::take(&dir.join(RAN_FILE))?;
+        let (lines, older) = ran_lines(&dir)?;
         // One line per distinct run, the newest last: a content that ran
         // before moves to the end.
         let line = format!(
             "{} {}",
-            s.hash.to_hex(),
-            Hash::of(s.path.as_bytes()).to_hex()
+            self.hash.to_hex(),
+            Hash::of(self.path.as_bytes()).to_hex()
         );
-        let mut text: String = old
-            .lines()
-            .filter(|l| *l != line)
-            .flat_map(|l| [l, "\n"])
+        let mut seen = std::collections::HashSet::from([line.as_str()]);
+        let mut kept: Vec<&str> = lines
+            .iter()
+            .rev()
+            .filter(|l| seen.insert(l.as_str()))
+            .map(String::as_str)
             .collect();
-        text.push_str(&line);
+        kept.reverse();
+        kept.push(&line);
+        let mut text = kept.join("\n");
         text.push('\n');
-        if let Some(dir) = p.parent() {
-            sgard_store::durable::create_private_dir_all(dir)?;
+        sgard_store::durable::write_atomic(&dir.join(RAN_FILE), text.as_bytes(), 0o600)?;
+        for f in older {
+            let _ = std::fs::remove_file(f);
         }
-        sgard_store::durable::write_atomic(&p, text.as_bytes(), 0o600)?;
         Ok(())
     }
+}
+
+/// The record's lines, oldest first: those of the per-repository records
+/// older versions kept under `dir` (`repos/<key>/scripts`, in path order),
+/// then the machine's; and the older records' files.
+fn ran_lines(dir: &Path) -> Result<(Vec<String>, Vec<PathBuf>)> {
+    let read = |p: &Path| match sgard_store::durable::read_regular_to_string_max(p, RAN_MAX) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("reading", p, e)),
+    };
+    let mut older: Vec<PathBuf> = match std::fs::read_dir(dir.join("repos")) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path().join(RAN_FILE))
+            .filter(|p| p.is_file())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    older.sort();
+    let mut lines = Vec::new();
+    let mut found = Vec::new();
+    for p in older.iter().chain(std::iter::once(&dir.join(RAN_FILE))) {
+        if let Some(t) = read(p)? {
+            lines.extend(t.lines().map(str::to_owned));
+            found.push(p.clone());
+        }
+    }
+    found.retain(|p| *p != dir.join(RAN_FILE));
+    Ok((lines, found))
 }

@@ -143,9 +143,14 @@ pub(crate) fn render_with(name: &str, source: &[u8], vars: &Value) -> Result<Vec
     })?;
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    // A config file's last newline is part of it.
+    // A config file's last newline is part of it. A block tag on a line of
+    // its own leaves no line behind: the newline after a tag goes
+    // (`trim_blocks`), and so does the indentation before one
+    // (`lstrip_blocks`), as in Ansible and most config templating.
     let syntax = minijinja::syntax::SyntaxConfig::builder()
         .keep_trailing_newline(true)
+        .trim_blocks(true)
+        .lstrip_blocks(true)
         .build()
         .map_err(|e| bad(e.to_string()))?;
     env.set_syntax(syntax);
@@ -433,6 +438,21 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "[user]\n  email = me@work.example\n# laptop\n"
+        );
+    }
+
+    #[test]
+    fn block_tags_on_their_own_lines_leave_no_lines_behind() {
+        let out = render_with(
+            "~/.gitconfig",
+            b"[core]\n{% if 'laptop' in sgard.tags %}\n  pager = less\n{% endif %}\n  \
+              {% for x in [1, 2] %}\n[{{ x }}]\n  {% endfor %}\n  {{ sgard.hostname }}\n",
+            &vars(),
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[core]\n  pager = less\n[1]\n[2]\n  work\n"
         );
     }
 

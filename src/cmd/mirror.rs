@@ -100,7 +100,7 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
                     .iter()
                     .map(|(p, e)| (p.clone(), restore::chain(e))),
             );
-            if failures.is_empty() {
+            let done = if failures.is_empty() {
                 writeln!(
                     out,
                     "{}",
@@ -110,23 +110,22 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
                         "Mirror down complete."
                     }
                 )?;
-                if !failed_scripts.is_empty() {
-                    return Err(super::scripts::failed_error(&failed_scripts));
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            let mut msg = format!(
-                "{} could not be mirrored:",
-                ui::counts(failures.len() as u64, "path")
-            );
-            for (p, e) in &failures {
-                let _ = write!(msg, "\n  {p}: {e}");
-            }
-            if r.restore.has_integrity_failure() {
-                Err(Fail::integrity(msg))
+                Ok(ExitCode::SUCCESS)
             } else {
-                Err(anyhow!(msg))
-            }
+                let mut msg = format!(
+                    "{} could not be mirrored:",
+                    ui::counts(failures.len() as u64, "path")
+                );
+                for (p, e) in &failures {
+                    let _ = write!(msg, "\n  {p}: {e}");
+                }
+                if r.restore.has_integrity_failure() {
+                    Err(Fail::integrity(msg))
+                } else {
+                    Err(anyhow!(msg))
+                }
+            };
+            super::scripts::end(done, &failed_scripts)
         }
     }
 }

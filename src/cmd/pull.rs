@@ -87,10 +87,7 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         writeln!(out, "Already up to date.")?;
         // What failed last time is due again.
         let failed = scripts::run_plan(plan, out)?;
-        if !failed.is_empty() {
-            return Err(scripts::failed_error(&failed));
-        }
-        return Ok(ExitCode::SUCCESS);
+        return scripts::end(Ok(ExitCode::SUCCESS), &failed);
     }
     writeln!(out, "Pulled {}.", crate::ui::counts(p.blobs, "blob"))?;
     trusted_note(p.newly_trusted.as_deref(), false);
@@ -112,14 +109,14 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     }
     restore::print_actions(ctx.colour, &p.report.restore, false, out)?;
     let failed = scripts::run_plan(plan, out)?;
-    let code = restore::finish(&p.report.restore, false, out)?;
-    if !failed.is_empty() {
-        return Err(scripts::failed_error(&failed));
-    }
-    if !p.report.conflicts.is_empty() {
-        return Err(conflicts_left(&p.report.conflicts, false));
-    }
-    Ok(code)
+    let done = restore::finish(&p.report.restore, false, out).and_then(|code| {
+        if p.report.conflicts.is_empty() {
+            Ok(code)
+        } else {
+            Err(conflicts_left(&p.report.conflicts, false))
+        }
+    });
+    scripts::end(done, &failed)
 }
 
 /// The entries a pull leaves conflicts, and how to settle them (exit 4).

@@ -50,32 +50,29 @@ pub fn run(
     let plan = scripts::plan(&g, scripts)?;
     drop(g);
     let failed = scripts::run_plan(plan, out)?;
-    let code = finish(&report, dry_run, out)?;
-    if !failed.is_empty() {
-        return Err(scripts::failed_error(&failed));
-    }
-    Ok(code)
+    scripts::end(finish(&report, dry_run, out), &failed)
 }
 
-/// The end of a restore-like command: success, or the error naming what
-/// failed (exit 1, or 3 for integrity failures) or what was left as it is
-/// for want of an answer (exit 4).
+/// The end of a restore-like command: success (with a summary that counts
+/// what was kept at the user's answer), or the error naming what failed
+/// (exit 1, or 3 for integrity failures) or what was left as it is for
+/// want of an answer (exit 4).
 pub fn finish(report: &RestoreReport, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let refused = report.refused();
     if report.failures.is_empty() && refused.is_empty() {
-        let changed = report.actions.iter().any(|(_, a)| {
-            matches!(
-                a,
-                RestoreAction::Created
-                    | RestoreAction::Overwritten
-                    | RestoreAction::ModeFixed
-                    | RestoreAction::Deleted
-            )
-        });
-        match (dry_run, changed) {
-            (true, _) => writeln!(out, "Dry run: nothing was changed.")?,
-            (false, true) => writeln!(out, "Restore complete.")?,
-            (false, false) => writeln!(out, "Nothing to restore: every entry is up to date here.")?,
+        let count =
+            |f: fn(&RestoreAction) -> bool| report.actions.iter().filter(|(_, a)| f(a)).count();
+        let changed = count(RestoreAction::changes_disk);
+        let kept = count(|a| *a == RestoreAction::Declined);
+        match (dry_run, changed, kept) {
+            (true, _, _) => writeln!(out, "Dry run: nothing was changed.")?,
+            (false, _, 1..) => writeln!(
+                out,
+                "Restored {changed}, kept {kept} as {} here.",
+                if kept == 1 { "it is" } else { "they are" }
+            )?,
+            (false, 1.., 0) => writeln!(out, "Restore complete.")?,
+            (false, 0, 0) => writeln!(out, "Nothing to restore: every entry is up to date here.")?,
         }
         return Ok(ExitCode::SUCCESS);
     }

@@ -63,14 +63,20 @@ pub fn plan(g: &Garden, what: Scripts) -> Result<Plan> {
     Ok(p)
 }
 
+/// A script that failed, and why (`the script failed (exit status: 3)`).
+pub struct Failed {
+    path: String,
+    why: String,
+}
+
 /// Runs (or lists) what [`plan`] drew up, in path order, with no lock
 /// held (call it after the repository is closed: a script may run sgard);
-/// returns the paths of the scripts that failed (each runs again next
-/// time).
+/// returns the scripts that failed (each runs again next time), to be
+/// reported once, by [`end`].
 ///
 /// # Errors
 /// Writing this machine's record of what ran; an interruption.
-pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
+pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<Failed>> {
     let mut failed = Vec::new();
     for item in p.items {
         // Told to end (during the last script, too): the rest waits.
@@ -78,8 +84,10 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
         let (s, staged) = match item {
             Ok(x) => x,
             Err((path, why)) => {
-                ui::error_line(&format!("{path}: the script cannot run: {why}"));
-                failed.push(path);
+                failed.push(Failed {
+                    path,
+                    why: format!("the script cannot run: {why}"),
+                });
                 continue;
             }
         };
@@ -125,8 +133,10 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
         let status = match status {
             Ok(st) => st,
             Err(e) => {
-                ui::error_line(&format!("{}: the script could not start: {e}", s.path));
-                failed.push(s.path.clone());
+                failed.push(Failed {
+                    path: s.path.clone(),
+                    why: format!("the script could not start: {e}"),
+                });
                 continue;
             }
         };
@@ -138,24 +148,49 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<String>> {
             sgard_store::cancel::request();
             return Err(anyhow!(sgard_store::Error::Interrupted));
         }
-        ui::error_line(&format!(
-            "{}: the script failed ({status}); it runs again next time",
-            s.path
-        ));
-        failed.push(s.path.clone());
+        failed.push(Failed {
+            path: s.path.clone(),
+            why: format!("the script failed ({status})"),
+        });
     }
     Ok(failed)
 }
 
-/// The error of a command whose scripts failed.
-pub fn failed_error(failed: &[String]) -> anyhow::Error {
-    let n = failed.len();
-    anyhow!(
-        "{} failed: {} (the files were restored; {} again next time)",
-        crate::ui::counts(n as u64, "script"),
-        failed.join(", "),
-        if n == 1 { "it runs" } else { "they run" }
-    )
+/// The error of a command whose scripts failed: each script and its cause
+/// once (`ui::error` makes the text safe to print).
+fn failed_error(failed: &[Failed]) -> anyhow::Error {
+    match failed {
+        [one] => anyhow!("{}: {}; it runs again next time", one.path, one.why),
+        _ => {
+            let mut msg = format!(
+                "{} failed; each runs again next time:",
+                ui::counts(failed.len() as u64, "script")
+            );
+            for f in failed {
+                msg.push_str(&format!("\n  {}: {}", f.path, f.why));
+            }
+            anyhow!(msg)
+        }
+    }
+}
+
+/// The end of a command that ran scripts after its own work ended with
+/// `done`: that result, unless scripts failed. Both failing, each is
+/// reported (the scripts first, here), and the exit code is the work's.
+///
+/// # Errors
+/// `done`'s error; else the scripts' failure.
+pub fn end(done: Result<ExitCode>, failed: &[Failed]) -> Result<ExitCode> {
+    if failed.is_empty() {
+        return done;
+    }
+    match done {
+        Ok(_) => Err(failed_error(failed)),
+        Err(e) => {
+            ui::error(&failed_error(failed));
+            Err(e)
+        }
+    }
 }
 
 /// `sgard run-scripts [--dry-run]`.
@@ -169,8 +204,5 @@ pub fn run(ctx: &super::Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitC
         return Ok(ExitCode::SUCCESS);
     }
     let failed = run_plan(p, out)?;
-    if !failed.is_empty() {
-        return Err(failed_error(&failed));
-    }
-    Ok(ExitCode::SUCCESS)
+    end(Ok(ExitCode::SUCCESS), &failed)
 }

@@ -76,13 +76,17 @@ pub fn run(ctx: &Ctx, dry_run: bool, yes: bool, out: &mut dyn Write) -> Result<E
                 .into(),
         }));
     }
+    let changed = r.restore.actions.iter().any(|(_, a)| a.changes_disk());
     writeln!(
         out,
         "{}",
-        if dry_run {
-            "Dry run: nothing was changed."
-        } else {
-            "Undo complete."
+        match (dry_run, changed) {
+            (true, _) => "Dry run: nothing was changed.",
+            (false, true) => "Undo complete.",
+            // A record whose operation never reached the disk (cut off
+            // by a crash right after recording).
+            (false, false) =>
+                "Nothing to undo: every path already holds what it held before that operation.",
         }
     )?;
     Ok(ExitCode::SUCCESS)

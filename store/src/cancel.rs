@@ -13,13 +13,15 @@ use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 /// Set while a child owns the terminal (an editor): signals are its own.
 static HELD: AtomicBool = AtomicBool::new(false);
 /// A termination request (SIGTERM, SIGHUP) that came while [`HELD`].
 static DEFERRED: AtomicBool = AtomicBool::new(false);
+/// How many [`Committing`] sections are open.
+static COMMITTING: AtomicUsize = AtomicUsize::new(0);
 /// Per folder, the prefixes of the temp files in it (see [`register_prefix`]).
 static TEMPS: Mutex<Option<HashMap<PathBuf, Vec<OsString>>>> = Mutex::new(None);
 
@@ -52,6 +54,32 @@ pub fn held() -> bool {
 /// Whether a stop was asked for.
 pub fn requested() -> bool {
     REQUESTED.load(Ordering::Relaxed)
+}
+
+/// A section that must run to its end once begun (a restore putting in
+/// place what its safety record already names): while one is open, the
+/// signal thread does not end the process (see [`committing`]); a stop
+/// asked for meanwhile is seen by the next [`check`] after it.
+#[derive(Debug)]
+#[must_use = "the section ends when this is dropped"]
+pub struct Committing(());
+
+impl Drop for Committing {
+    fn drop(&mut self) {
+        COMMITTING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Opens a [`Committing`] section, until the value is dropped.
+pub fn commit_section() -> Committing {
+    COMMITTING.fetch_add(1, Ordering::SeqCst);
+    Committing(())
+}
+
+/// Whether a [`Committing`] section is open: the process must not be
+/// ended from outside it.
+pub fn committing() -> bool {
+    COMMITTING.load(Ordering::SeqCst) > 0
 }
 
 /// Stops with [`crate::Error::Interrupted`] once a stop was asked for.

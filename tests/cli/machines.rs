@@ -767,11 +767,11 @@ fn restore_answers_all_and_quit_hold_for_the_rest() {
             lap.write(f, "mine\n");
         }
     };
-    // `q` at the first question: that one and the rest are left (exit 4),
-    // and nothing more is asked.
+    // `q` at the first question: that one and the rest are kept (an
+    // answer, like `n`: exit 0), and nothing more is asked.
     edit();
     let r = lap.sg_in(&["restore"], "q\ny\ny\n");
-    r.code(4);
+    r.ok().stdout_has("Restored 0, kept 3 as they are here.");
     assert_eq!(r.stdout.matches("Overwrite it?").count(), 1, "{r:#?}");
     for f in [".a", ".b", ".c"] {
         assert_eq!(lap.read(f), "mine\n", "{f}");

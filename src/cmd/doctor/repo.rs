@@ -342,42 +342,48 @@ fn content_finding(root: &Path, m: &Manifest) -> Finding {
     )
 }
 
-/// Temp files interrupted writes left.
+/// Temp files interrupted writes left, named place by place (so those in
+/// the home are never hidden behind the repository's).
 fn debris_finding(ctx: &Ctx, d: &Debris) -> Finding {
     let n = d.repo.len() + d.state.len() + d.home.len();
     if n == 0 {
         return Finding::ok("temp-files", "none");
     }
+    let named = |files: &[std::path::PathBuf]| {
+        let shown: Vec<String> = files.iter().map(|p| show(ctx, p)).collect();
+        some_of(&shown, 3)
+    };
     let mut wheres = Vec::new();
     if !d.repo.is_empty() {
         wheres.push(format!(
-            "{} in the repository ({})",
+            "{} in the repository ({}): {}",
             d.repo.len(),
-            ui::bytes(d.repo_bytes)
+            ui::bytes(d.repo_bytes),
+            named(&d.repo)
         ));
     }
     if !d.state.is_empty() {
-        wheres.push(format!("{} in this machine's state", d.state.len()));
+        wheres.push(format!(
+            "{} in this machine's state: {}",
+            d.state.len(),
+            named(&d.state)
+        ));
     }
     if !d.home.is_empty() {
-        wheres.push(format!("{} beside tracked files", d.home.len()));
+        wheres.push(format!(
+            "{} beside tracked files, left by sgard processes that are gone: {}",
+            d.home.len(),
+            named(&d.home)
+        ));
     }
-    let first: Vec<String> = d
-        .repo
-        .iter()
-        .chain(&d.state)
-        .chain(&d.home)
-        .map(|p| show(ctx, p))
-        .collect();
     Finding::warning(
         "temp-files",
         format!(
-            "{n} temp file{} of interrupted writes: {}: {}",
+            "{n} temp file{} of interrupted writes: {}",
             if n == 1 { "" } else { "s" },
-            wheres.join(", "),
-            some_of(&first, 3)
+            wheres.join("; ")
         ),
-        "`sgard prune` removes them (so does the next command that writes, for most)",
+        "`sgard prune` removes them; so does the next command that writes there",
     )
 }
 
