@@ -1,6 +1,19 @@
 //! Stories of issue 30: add.
 
+use std::process::Stdio;
+
 use crate::common::*;
+
+/// Runs sgard with the passphrase set (and tiny Argon2 parameters).
+fn with_passphrase(t: &TestEnv, args: &[&str]) -> Run {
+    t.command(args)
+        .env("SGARD_TEST_ARGON2", "1")
+        .env("SGARD_PASSPHRASE", "correct horse")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into()
+}
 
 /// Item 6: an empty path (an unset `$TYPO`) is a usage error, not the
 /// working folder: nothing is walked, nothing is tracked or untracked.
@@ -28,4 +41,27 @@ fn an_empty_path_is_a_usage_error() {
         assert!(r.stderr.contains("empty"), "{r:#?}");
         assert_eq!(t.manifest(), before);
     }
+}
+
+/// Item 21: `list` marks encrypted entries as it marks scripts.
+#[test]
+fn list_marks_encrypted_entries() {
+    let t = TestEnv::init();
+    let pw = |args: &[&str]| with_passphrase(&t, args);
+    pw(&["encrypt", "init"]).ok();
+    t.write(".token", "s3cret\n");
+    t.write(".plain", "p\n");
+    pw(&["add", "--encrypt", "~/.token"]).ok();
+    t.sgard(["add", "~/.plain"]).ok();
+    let r = t.sgard(["list"]);
+    r.ok();
+    let line_of = |p: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(p))
+            .unwrap_or_else(|| panic!("no line for {p}; {r:#?}"))
+            .to_owned()
+    };
+    assert!(line_of("~/.token").contains("encrypted"), "{r:#?}");
+    assert!(!line_of("~/.plain").contains("encrypted"), "{r:#?}");
 }
