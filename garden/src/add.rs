@@ -83,10 +83,7 @@ impl Garden {
             Error::Io { op, path, source }
                 if source.kind() == std::io::ErrorKind::PermissionDenied =>
             {
-                let rule = self
-                    .env
-                    .to_tilde(&path)
-                    .unwrap_or_else(|_| path.display().to_string());
+                let rule = self.env.shown(&path);
                 Error::Unreadable {
                     op,
                     path,
@@ -231,7 +228,7 @@ impl Garden {
                 let Ok(tilde) = self.env.to_tilde(&path) else {
                     report
                         .skipped
-                        .push((path.display().to_string(), "name cannot be stored".into()));
+                        .push((self.env.shown(&path), "name cannot be stored".into()));
                     if kind == DiskKind::Dir {
                         walk.skip_current_dir();
                     }
@@ -274,10 +271,7 @@ impl Garden {
                     if kind == DiskKind::File
                         && let Some(db) = crate::sqlite::side_file_of(&path)
                     {
-                        let db = self
-                            .env
-                            .to_tilde(&db)
-                            .unwrap_or_else(|_| db.display().to_string());
+                        let db = self.env.shown(&db);
                         report.skipped.push((
                             tilde,
                             format!("part of the SQLite database {db}, which is captured whole"),
@@ -685,10 +679,7 @@ impl Garden {
         chain: &[PathBuf],
         report: &mut AddReport,
     ) -> LinkPlan {
-        let shown = self
-            .env
-            .to_tilde(abs)
-            .unwrap_or_else(|_| abs.display().to_string());
+        let shown = self.env.shown(abs);
         let Ok(target) = fsx::read_link(abs) else {
             return LinkPlan::Link;
         };
@@ -789,7 +780,7 @@ impl Garden {
             _ => {
                 report.links.push(format!(
                     "{shown} is a symlink to {}, which sgard does not track: stored as a link",
-                    real.display()
+                    self.env.shown(&real)
                 ));
                 LinkPlan::Link
             }

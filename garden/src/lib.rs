@@ -1306,10 +1306,7 @@ impl Garden {
                 mtime: (md.mtime(), md.mtime_nsec()),
             };
             let c = cs.write(&mut f, params, Some(&source)).map_err(reading)?;
-            let tilde = self
-                .env
-                .to_tilde(abs)
-                .unwrap_or_else(|_| abs.display().to_string());
+            let tilde = self.env.shown(abs);
             let setting = self.root.join(sgard_store::chunks::SETTING_FILE);
             if !durable::lstat_exists(&setting) {
                 // The first chunked file of a repository that never chose

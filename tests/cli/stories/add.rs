@@ -1,5 +1,8 @@
 //! Stories of issue 30: add.
 
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::process::Stdio;
 
 use crate::common::*;
@@ -41,6 +44,34 @@ fn an_empty_path_is_a_usage_error() {
         assert!(r.stderr.contains("empty"), "{r:#?}");
         assert_eq!(t.manifest(), before);
     }
+}
+
+/// Item 19: a name that is not UTF-8 is skipped and shown as `~/…` with the
+/// bytes that are not text escaped, never raw and absolute.
+#[test]
+fn a_name_that_is_not_utf8_is_shown_escaped_under_tilde() {
+    let t = TestEnv::init();
+    t.write("d/good", "g\n");
+    let bad = t.path("d").join(OsStr::from_bytes(b"bad\xffname"));
+    fs::write(&bad, "b\n").unwrap();
+    let r = t.sgard(["add", "~/d"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("skipped ~/d/bad\\xffname"),
+        "want `skipped ~/d/bad\\xffname`; {r:#?}"
+    );
+    assert!(!r.stderr.contains(&t.home.display().to_string()), "{r:#?}");
+    assert!(!r.stderr.contains('\u{fffd}'), "{r:#?}");
+
+    // Named directly: refused, shown the same way.
+    let r = t
+        .command([OsStr::new("add"), bad.as_os_str()])
+        .output()
+        .unwrap();
+    let r = Run::from(r);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("~/d/bad\\xffname"), "{r:#?}");
+    assert!(!r.stderr.contains('\u{fffd}'), "{r:#?}");
 }
 
 /// Item 21: `list` marks encrypted entries as it marks scripts.
