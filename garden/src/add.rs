@@ -76,7 +76,8 @@ impl Garden {
     /// fails the command and the manifest is unchanged.
     ///
     /// # Errors
-    /// [`Error::NotFound`], [`Error::InsideRepo`], [`Error::BadPath`], or any
+    /// [`Error::NotFound`], [`Error::InsideRepo`], [`Error::OwnFile`],
+    /// [`Error::BadPath`], or any
     /// read or store error (the manifest is then not saved).
     pub fn add(&mut self, args: &[OsString], opts: &AddOptions) -> Result<AddReport> {
         let r = self.add_inner(args, opts).map_err(|e| match e {
@@ -113,9 +114,7 @@ impl Garden {
             let Some(md) = fsx::lstat(&abs)? else {
                 return Err(Error::NotFound(abs));
             };
-            if self.is_in_repo(&abs) {
-                return Err(Error::InsideRepo(abs));
-            }
+            self.refuse_own(&abs)?;
             let tilde = self.env.to_tilde(&abs)?;
             if let Some(rule) = self.manifest.excluded_by(&tilde) {
                 return Err(Error::Excluded {
@@ -205,6 +204,7 @@ impl Garden {
         // it is in (and a file a followed symlink points to is taken where
         // it lies).
         let mut found: Vec<(PathBuf, DiskKind, bool)> = Vec::new();
+        let own = self.own_dirs();
         let mut new = 0;
         let mut also_files = false;
         let mut walks = std::collections::VecDeque::from([(root.to_path_buf(), chain)]);
@@ -240,10 +240,14 @@ impl Garden {
                     }
                     continue;
                 }
+                // sgard's own folders and temp files: passed by in silence.
                 if kind == DiskKind::Dir {
-                    if self.is_repo_dir(&md) {
+                    if own.holds(&md) {
                         walk.skip_current_dir();
                     }
+                    continue;
+                }
+                if crate::own::is_temp_name(ent.file_name()) {
                     continue;
                 }
                 // What this item gives: itself, and for a followed symlink
@@ -743,7 +747,7 @@ impl Garden {
                 ));
                 return LinkPlan::Link;
             }
-            if self.is_repo_dir(&md) || self.is_in_repo(&real) {
+            if self.own_dirs().containing(&real).is_some() {
                 return LinkPlan::Link;
             }
             if let Ok(t) = self.env.to_tilde(abs) {
@@ -770,7 +774,11 @@ impl Garden {
             return LinkPlan::Link;
         }
         match self.env.to_tilde(&real) {
-            Ok(t) if !self.is_in_repo(&real) && self.manifest.excluded_by(&t).is_none() => {
+            Ok(t)
+                if self.own_dirs().containing(&real).is_none()
+                    && !real.file_name().is_some_and(crate::own::is_temp_name)
+                    && self.manifest.excluded_by(&t).is_none() =>
+            {
                 report.links.push(format!(
                     "{shown} is a symlink to a file: tracked the link and the file it points \
                      to, {t}"

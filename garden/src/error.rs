@@ -86,6 +86,15 @@ pub enum Error {
     /// An argument points into the repository itself.
     #[error("{}: refusing to track the sgard repository itself", .0.display())]
     InsideRepo(PathBuf),
+    /// An argument is one of sgard's own machine-local files: in its state,
+    /// cache or configuration folder, or one of its temp files.
+    #[error("{path}: refusing to track sgard's own {what}")]
+    OwnFile {
+        /// The path, for people.
+        path: String,
+        /// What it is, and why that is never tracked.
+        what: String,
+    },
     /// A path cannot be written into the manifest.
     #[error("{path}: {reason}")]
     BadPath {

@@ -47,6 +47,7 @@ mod keyring;
 pub mod lock;
 mod merge;
 mod mirror;
+mod own;
 mod par;
 mod paths;
 mod pathtable;
@@ -714,11 +715,7 @@ impl Garden {
             key: Some(key),
             confine: home::Confine::new(
                 &env.home,
-                &[
-                    root,
-                    &env.state_dir.clone().unwrap_or_default().join("sgard"),
-                    &env.cache_dir.clone().unwrap_or_default().join("sgard"),
-                ],
+                &own::OwnDirs::of(root, &env).paths().collect::<Vec<_>>(),
             )
             .following(add::followed_links(local_dir.as_deref(), &env)),
             notes: std::cell::RefCell::new(notes),
@@ -1151,10 +1148,6 @@ impl Garden {
                 .map(|m| m.dev() == dev && m.ino() == ino)
                 .unwrap_or(false)
         })
-    }
-
-    fn is_repo_dir(&self, md: &fs::Metadata) -> bool {
-        self.repo_id == Some((md.dev(), md.ino()))
     }
 
     /// Stores a blob: into the open batch if there is one, else durably now.

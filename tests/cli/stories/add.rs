@@ -6,6 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::Stdio;
 
 use crate::common::*;
+use crate::scenarios::entry_paths as tracked;
 
 /// Runs sgard with the passphrase set (and tiny Argon2 parameters).
 fn with_passphrase(t: &TestEnv, args: &[&str]) -> Run {
@@ -16,6 +17,128 @@ fn with_passphrase(t: &TestEnv, args: &[&str]) -> Run {
         .output()
         .unwrap()
         .into()
+}
+
+/// Item 1: `add ~`, `add ~/.state` (the XDG state home), `add ~/.cache`
+/// and `add ~/.config` never track sgard's own state, cache or
+/// configuration, nor its temp files; a checkpoint then has nothing of its
+/// own to record, and status stays clean. A direct `add` of one is refused,
+/// naming it.
+#[test]
+fn add_never_tracks_sgards_own_state() {
+    let t = TestEnv::init();
+    t.write(".bashrc", "alias ll='ls -l'\n");
+    t.write(".config/git/config", "[user]\n");
+    t.write(".config/sgard/data.yaml", "git:\n  email: me@example.org\n");
+    t.write(".cache/sgard/leftover", "x\n");
+    t.write(".cache/other/kept", "y\n");
+    t.write(".local/state/app/history", "z\n");
+    t.write(".sgard-tmp-AbCdEf", "half a write\n");
+    t.write(
+        ".config/.sgard-restore-999999-aabbcc-0-x",
+        "half a restore\n",
+    );
+    // A live process's (this test's): no sweep of dead processes' debris
+    // removes it meanwhile.
+    let link_tmp = format!(".config/.sgard-link-{}-aabbcc-y", std::process::id());
+    t.write(&link_tmp, "half a link\n");
+    // The state folder is there (the index of the repository).
+    assert!(t.path(".state/sgard/machine-id").exists());
+
+    for arg in ["~", "~/.state", "~/.cache", "~/.config", "~/.local"] {
+        t.sgard(["add", arg]).ok();
+    }
+    let m = t.manifest();
+    let paths = tracked(&m);
+    for p in &paths {
+        assert!(
+            !p.starts_with("~/.state/sgard")
+                && !p.starts_with("~/.cache/sgard")
+                && !p.starts_with("~/.config/sgard")
+                && !p.contains(".sgard-"),
+            "sgard's own file {p} was tracked:\n{m}"
+        );
+    }
+    for want in [
+        "~/.bashrc",
+        "~/.config/git/config",
+        "~/.cache/other/kept",
+        "~/.local/state/app/history",
+    ] {
+        assert!(paths.iter().any(|p| p == want), "{want} missing:\n{m}");
+    }
+
+    // Nothing of sgard's own changes under a checkpoint's feet.
+    t.sgard(["checkpoint", "-m", "first"]).ok();
+    let r = t.sgard(["status", "--exit-code"]);
+    r.ok();
+    let log = t.sgard(["log"]).stdout;
+    t.sgard(["checkpoint", "-m", "again"]).ok();
+    assert_eq!(
+        t.sgard(["log"]).stdout,
+        log,
+        "a checkpoint with nothing changed here recorded a snapshot"
+    );
+
+    // Named directly: refused, clearly, and nothing changes.
+    let before = t.manifest();
+    let link_tmp = format!("~/{link_tmp}");
+    for arg in [
+        "~/.state/sgard",
+        "~/.state/sgard/machine-id",
+        "~/.cache/sgard/leftover",
+        "~/.config/sgard/data.yaml",
+        "~/.sgard-tmp-AbCdEf",
+        link_tmp.as_str(),
+    ] {
+        let r = t.sgard(["add", arg]);
+        assert_eq!(r.code, 1, "add {arg} must be refused; {r:#?}");
+        assert!(
+            r.stderr.contains("refusing to track sgard's own"),
+            "add {arg}: unclear refusal; {r:#?}"
+        );
+        assert_eq!(t.manifest(), before, "add {arg} changed the manifest");
+    }
+}
+
+/// Item 1, wherever XDG puts them: a state, cache and configuration home
+/// set elsewhere in the home are skipped by a walk of the home too.
+#[test]
+fn add_skips_sgards_folders_where_xdg_puts_them() {
+    let t = TestEnv::init();
+    t.write("x.txt", "x\n");
+    t.write("cfg/sgard/data.yaml", "a: 1\n");
+    t.write("cfg/other.conf", "b\n");
+    let xdg = |args: &[&str]| -> Run {
+        t.command(args)
+            .env("XDG_STATE_HOME", t.path("st"))
+            .env("XDG_CACHE_HOME", t.path("ca"))
+            .env("XDG_CONFIG_HOME", t.path("cfg"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    };
+    // The state home moves: this run's index goes to ~/st/sgard.
+    xdg(&["status"]).ok();
+    assert!(t.path("st/sgard").is_dir());
+    t.write("ca/sgard/c", "c\n");
+    xdg(&["add", "~"]).ok();
+    let m = t.manifest();
+    let paths = tracked(&m);
+    for p in &paths {
+        assert!(
+            !p.starts_with("~/st/sgard")
+                && !p.starts_with("~/ca/sgard")
+                && !p.starts_with("~/cfg/sgard"),
+            "sgard's own file {p} was tracked:\n{m}"
+        );
+    }
+    assert!(paths.iter().any(|p| p == "~/cfg/other.conf"), "{m}");
+    assert!(paths.iter().any(|p| p == "~/x.txt"), "{m}");
+    let r = xdg(&["add", "~/cfg/sgard/data.yaml"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("refusing to track sgard's own"), "{r:#?}");
 }
 
 /// Item 6: an empty path (an unset `$TYPO`) is a usage error, not the
