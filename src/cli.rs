@@ -511,8 +511,9 @@ pub struct AddArgs {
     /// Encrypt the files (also turns tracked plain files into encrypted ones)
     #[arg(long, conflicts_with = "no_encrypt")]
     pub encrypt: bool,
-    /// Store the files in plaintext (turns encrypted entries into plain ones)
-    #[arg(long)]
+    /// Store the files in plaintext, also those that look like secrets
+    /// (turns encrypted entries into plain ones)
+    #[arg(long, visible_alias = "plaintext")]
     pub no_encrypt: bool,
     /// Track the files as templates (Jinja): what they hold now is the
     /// source; restore writes its rendering for each machine

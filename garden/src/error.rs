@@ -95,6 +95,14 @@ pub enum Error {
         /// What it is, and why that is never tracked.
         what: String,
     },
+    /// New files that look like secrets (private keys, credentials; see
+    /// [`crate::secrets`]) would have been stored in plaintext without
+    /// being asked for: nothing was stored.
+    #[error("{}", crate::secrets::refusal(found))]
+    LooksSecret {
+        /// Each such file (its manifest path) and what it looks like.
+        found: Vec<(String, crate::secrets::Secret)>,
+    },
     /// A path cannot be written into the manifest.
     #[error("{path}: {reason}")]
     BadPath {

@@ -57,6 +57,7 @@ mod remove;
 mod restore;
 mod scan;
 pub mod scripts;
+pub mod secrets;
 mod sqlite;
 mod statcache;
 mod stats;

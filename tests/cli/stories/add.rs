@@ -3,10 +3,12 @@
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::process::Stdio;
 
 use crate::common::*;
 use crate::scenarios::entry_paths as tracked;
+use crate::templates::files_containing;
 
 /// Runs sgard with the passphrase set (and tiny Argon2 parameters).
 fn with_passphrase(t: &TestEnv, args: &[&str]) -> Run {
@@ -17,6 +19,11 @@ fn with_passphrase(t: &TestEnv, args: &[&str]) -> Run {
         .output()
         .unwrap()
         .into()
+}
+
+/// Whether any file under `dir` holds `needle`.
+fn anywhere_under(dir: &Path, needle: &[u8]) -> bool {
+    !files_containing(dir, needle).is_empty()
 }
 
 /// Item 1: `add ~`, `add ~/.state` (the XDG state home), `add ~/.cache`
@@ -167,6 +174,150 @@ fn an_empty_path_is_a_usage_error() {
         assert!(r.stderr.contains("empty"), "{r:#?}");
         assert_eq!(t.manifest(), before);
     }
+}
+
+const KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY-----\n\
+b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n\
+QyNTUxOQAAACBSecretKeyMaterialThatMustNeverLeakXXXXXXXXXXXXXXXXXXXXXXXX\n\
+-----END OPENSSH PRIVATE KEY-----\n";
+
+/// Item 12: a private key met by `add ~/.ssh` is refused (exit 4, naming
+/// the file, `--encrypt` and `--plaintext`), and nothing of it reaches the
+/// repository; `--plaintext` stores it as asked; status and doctor then
+/// flag it.
+#[test]
+fn add_refuses_a_private_key_in_plaintext() {
+    let t = TestEnv::init();
+    t.write(".ssh/id_ed25519", KEY);
+    t.write(".ssh/id_ed25519.pub", "ssh-ed25519 AAAAC3Nza me@host\n");
+    t.write(".ssh/config", "Host *\n  IdentitiesOnly yes\n");
+    let before = t.manifest();
+    for args in [
+        &["add", "~/.ssh"][..],
+        &["add", "~/.ssh/id_ed25519"],
+        &["add", "-n", "~/.ssh"],
+        &["mirror", "up", "~/.ssh"],
+    ] {
+        let r = t.sgard(args);
+        let what = args.join(" ");
+        assert_eq!(r.code, 4, "`sgard {what}` must be refused; {r:#?}");
+        for want in [
+            "~/.ssh/id_ed25519",
+            "private key",
+            "--encrypt",
+            "--plaintext",
+        ] {
+            assert!(
+                r.stderr.contains(want),
+                "`sgard {what}`: no {want:?}; {r:#?}"
+            );
+        }
+        assert_eq!(t.manifest(), before, "`sgard {what}` changed the manifest");
+        assert!(
+            !anywhere_under(&t.repo(), b"SecretKeyMaterial"),
+            "`sgard {what}` put the key into the repository"
+        );
+    }
+
+    // Asked for: stored as it is, and flagged from then on.
+    t.sgard(["add", "--plaintext", "~/.ssh"]).ok();
+    let paths = tracked(&t.manifest());
+    assert!(paths.iter().any(|p| p == "~/.ssh/id_ed25519"), "{paths:?}");
+    let r = t.sgard(["status"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("~/.ssh/id_ed25519")
+            && r.stderr.contains("plaintext")
+            && r.stderr.contains("--encrypt"),
+        "status does not flag the plaintext key; {r:#?}"
+    );
+    assert!(
+        !r.stderr.contains("id_ed25519.pub") && !r.stderr.contains("~/.ssh/config"),
+        "{r:#?}"
+    );
+    let r = t.sgard(["doctor"]);
+    let flagged = r
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("warning") && l.contains("~/.ssh/id_ed25519"));
+    assert!(flagged, "doctor does not flag the plaintext key; {r:#?}");
+
+    // Refreshing what is tracked already is not refused again.
+    t.write(".ssh/id_ed25519", format!("{KEY}\n"));
+    t.sgard(["add", "~/.ssh/id_ed25519"]).ok();
+}
+
+/// Item 12: the credential files of the detector are refused in plaintext;
+/// the same files without a secret in them are not; `--encrypt` stores one
+/// encrypted, and status then says nothing.
+#[test]
+fn add_refuses_credential_files_in_plaintext() {
+    let t = TestEnv::init();
+    let secrets = [
+        (
+            ".aws/credentials",
+            "[default]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = wJalrXUtnEXAMPLE\n",
+        ),
+        (
+            ".netrc",
+            "machine example.org\n  login me\n  password hunter2\n",
+        ),
+        (".pgpass", "db.example.org:5432:*:me:hunter2\n"),
+        (
+            ".kube/config",
+            "apiVersion: v1\nusers:\n- name: me\n  user:\n    token: eyJhbGciOiJSUzI1NiJ9.x.y\n",
+        ),
+        (
+            "certs/server.pem",
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n",
+        ),
+    ];
+    for (rel, text) in secrets {
+        t.write(rel, text);
+        let r = t.sgard(["add", rel]);
+        assert_eq!(r.code, 4, "add {rel} must be refused; {r:#?}");
+        assert!(
+            r.stderr.contains(&format!("~/{rel}"))
+                && r.stderr.contains("--encrypt")
+                && r.stderr.contains("--plaintext"),
+            "{r:#?}"
+        );
+        fs::remove_file(t.path(rel)).unwrap();
+    }
+    assert!(tracked(&t.manifest()).is_empty(), "{}", t.manifest());
+
+    // The same files holding no secret are ordinary files.
+    let harmless = [
+        (".aws/config", "[default]\nregion = eu-west-1\n"),
+        (".netrc", "machine example.org\n  login me\n"),
+        (".pgpass", "# host:port:db:user:password\n"),
+        (".kube/config", "apiVersion: v1\nclusters: []\n"),
+        (
+            "certs/ca.pem",
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+        ),
+        (
+            "notes.md",
+            "Keys begin with -----BEGIN OPENSSH PRIVATE KEY----- (never paste one)\n",
+        ),
+    ];
+    for (rel, text) in harmless {
+        t.write(rel, text);
+        t.sgard(["add", rel]).ok();
+    }
+
+    // Encrypted, as asked: no warning from status.
+    let pw = |args: &[&str]| with_passphrase(&t, args);
+    pw(&["encrypt", "init"]).ok();
+    t.write(
+        ".netrc",
+        "machine example.org\n  login me\n  password hunter2\n",
+    );
+    pw(&["add", "--encrypt", "~/.netrc"]).ok();
+    assert!(!anywhere_under(&t.repo(), b"hunter2"));
+    let r = t.sgard(["status"]);
+    r.ok();
+    assert!(!r.stderr.contains("plaintext"), "{r:#?}");
 }
 
 /// Item 19: a name that is not UTF-8 is skipped and shown as `~/…` with the
