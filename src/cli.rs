@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser as _;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 
 /// sgard checkpoints your dotfiles into a portable repository and restores
@@ -50,7 +51,7 @@ pub enum Command {
     #[command(alias = "rm")]
     Remove {
         /// Paths to untrack
-        #[arg(required = true, value_name = "PATH")]
+        #[arg(required = true, value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Show what would change; change nothing
         #[arg(short = 'n', long)]
@@ -62,7 +63,7 @@ pub enum Command {
         #[arg(short, long)]
         message: Option<String>,
         /// Entries (or folders of entries) to record [default: all]
-        #[arg(value_name = "PATH")]
+        #[arg(value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Show what would be recorded; record nothing
         #[arg(short = 'n', long)]
@@ -71,7 +72,7 @@ pub enum Command {
     /// Write tracked entries back to disk
     Restore {
         /// Entries (or folders of entries) to restore [default: all]
-        #[arg(value_name = "PATH")]
+        #[arg(value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Overwrite without asking
         #[arg(short, long)]
@@ -95,7 +96,7 @@ pub enum Command {
     /// Settle a conflict in a text file with a three-way merge (base, here, repository)
     Merge {
         /// Conflicting tracked files (or folders of them)
-        #[arg(required = true, value_name = "PATH")]
+        #[arg(required = true, value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Show the merge's outcome for each file; write nothing
         #[arg(short = 'n', long)]
@@ -105,7 +106,7 @@ pub enum Command {
     #[command(alias = "st")]
     Status {
         /// Entries (or folders of entries) to show [default: all]
-        #[arg(value_name = "PATH")]
+        #[arg(value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Exit with status 1 when anything is not ok
         #[arg(long)]
@@ -120,7 +121,7 @@ pub enum Command {
     /// name snapshots); `diff --at ID [PATH]...` compares a snapshot with the disk.
     Diff {
         /// Tracked files or folders [default: every tracked file]
-        #[arg(value_name = "PATH")]
+        #[arg(value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Compare this snapshot (an id prefix, @ or @~N) with the disk
         #[arg(long, value_name = "ID")]
@@ -204,7 +205,7 @@ pub enum Command {
     /// secret's decrypted copy, or the file itself; stores what changed
     Edit {
         /// The tracked files
-        #[arg(required = true, value_name = "PATH")]
+        #[arg(required = true, value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Store the new content without writing the file on disk
         #[arg(long)]
@@ -213,7 +214,7 @@ pub enum Command {
     /// Print a template's rendering for this machine
     Render {
         /// The tracked template
-        #[arg(value_name = "PATH")]
+        #[arg(value_name = "PATH", value_parser = path_arg())]
         path: OsString,
     },
     /// Print the data templates see (the repository's data.yaml overlaid by this machine's)
@@ -225,7 +226,7 @@ pub enum Command {
     /// Show everything known about a tracked path
     Info {
         /// The tracked path
-        #[arg(value_name = "PATH")]
+        #[arg(value_name = "PATH", value_parser = path_arg())]
         path: OsString,
         /// Print one JSON document
         #[arg(long)]
@@ -354,7 +355,7 @@ pub enum Command {
     /// Make tracked entries repository-authoritative
     Lock {
         /// Tracked paths (a folder selects the entries under it)
-        #[arg(required = true, value_name = "PATH")]
+        #[arg(required = true, value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Show what would change; change nothing
         #[arg(short = 'n', long)]
@@ -363,7 +364,7 @@ pub enum Command {
     /// Make locked entries normal again
     Unlock {
         /// Tracked paths (a folder selects the entries under it)
-        #[arg(required = true, value_name = "PATH")]
+        #[arg(required = true, value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Show what would change; change nothing
         #[arg(short = 'n', long)]
@@ -373,7 +374,7 @@ pub enum Command {
     #[command(group(ArgGroup::new("how").required(true).args(["only", "never", "clear"])))]
     Target {
         /// Tracked paths (a folder selects the entries under it)
-        #[arg(required = true, value_name = "PATH")]
+        #[arg(required = true, value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Apply only on machines with one of these labels
         #[arg(long, value_delimiter = ',', value_name = "LABEL,...")]
@@ -403,7 +404,7 @@ pub enum Command {
     /// Exclude paths or glob patterns from tracking
     Exclude {
         /// Paths or globs (`~/.config/*/cache`); quote globs from the shell
-        #[arg(value_name = "PATH", required_unless_present = "list")]
+        #[arg(value_name = "PATH", value_parser = path_arg(), required_unless_present = "list")]
         paths: Vec<OsString>,
         /// List the exclusion rules
         #[arg(short, long)]
@@ -415,7 +416,7 @@ pub enum Command {
     /// Remove exclusion rules
     Include {
         /// Rules to remove, as given to `exclude`
-        #[arg(required = true, value_name = "PATH")]
+        #[arg(required = true, value_name = "PATH", value_parser = path_arg())]
         paths: Vec<OsString>,
         /// Show what would change; change nothing
         #[arg(short = 'n', long)]
@@ -488,7 +489,7 @@ pub struct NetArgs {
 #[derive(Args, Debug)]
 pub struct AddArgs {
     /// Files, symlinks or folders to track
-    #[arg(required = true, value_name = "PATH")]
+    #[arg(required = true, value_name = "PATH", value_parser = path_arg())]
     pub paths: Vec<OsString>,
     /// Track folders themselves (their mode), not their contents
     #[arg(long)]
@@ -510,8 +511,9 @@ pub struct AddArgs {
     /// Encrypt the files (also turns tracked plain files into encrypted ones)
     #[arg(long, conflicts_with = "no_encrypt")]
     pub encrypt: bool,
-    /// Store the files in plaintext (turns encrypted entries into plain ones)
-    #[arg(long)]
+    /// Store the files in plaintext, also those that look like secrets
+    /// (turns encrypted entries into plain ones)
+    #[arg(long, visible_alias = "plaintext")]
     pub no_encrypt: bool,
     /// Track the files as templates (Jinja): what they hold now is the
     /// source; restore writes its rendering for each machine
@@ -618,7 +620,7 @@ pub enum MirrorDirection {
     /// Disk → repository: track new files, drop deleted ones, refresh changed ones
     Up {
         /// Folders to mirror
-        #[arg(required = true, value_name = "DIR")]
+        #[arg(required = true, value_name = "DIR", value_parser = path_arg())]
         dirs: Vec<OsString>,
         /// Show what would change; change nothing
         #[arg(short = 'n', long)]
@@ -627,7 +629,7 @@ pub enum MirrorDirection {
     /// Repository → disk: restore, then delete untracked files
     Down {
         /// Folders to mirror
-        #[arg(required = true, value_name = "DIR")]
+        #[arg(required = true, value_name = "DIR", value_parser = path_arg())]
         dirs: Vec<OsString>,
         /// Overwrite and delete without asking
         #[arg(short, long)]
@@ -691,6 +693,19 @@ pub enum RemoteAction {
         #[arg(short = 'n', long)]
         dry_run: bool,
     },
+}
+
+/// The parser of every path argument: any bytes but none at all. An empty
+/// argument is nearly always an unset shell variable (`sgard add "$TYPO"`),
+/// and read as the working folder it would walk or untrack all of it.
+fn path_arg() -> impl clap::builder::TypedValueParser<Value = OsString> {
+    clap::builder::OsStringValueParser::new().try_map(|s| {
+        if s.is_empty() {
+            Err("an empty path names nothing (an unset shell variable?)")
+        } else {
+            Ok(s)
+        }
+    })
 }
 
 /// A mistyped subcommand gets the one nearest subcommand as its hint (by

@@ -76,17 +76,15 @@ impl Garden {
     /// fails the command and the manifest is unchanged.
     ///
     /// # Errors
-    /// [`Error::NotFound`], [`Error::InsideRepo`], [`Error::BadPath`], or any
+    /// [`Error::NotFound`], [`Error::InsideRepo`], [`Error::OwnFile`],
+    /// [`Error::BadPath`], [`Error::LooksSecret`], or any
     /// read or store error (the manifest is then not saved).
     pub fn add(&mut self, args: &[OsString], opts: &AddOptions) -> Result<AddReport> {
         let r = self.add_inner(args, opts).map_err(|e| match e {
             Error::Io { op, path, source }
                 if source.kind() == std::io::ErrorKind::PermissionDenied =>
             {
-                let rule = self
-                    .env
-                    .to_tilde(&path)
-                    .unwrap_or_else(|_| path.display().to_string());
+                let rule = self.env.shown(&path);
                 Error::Unreadable {
                     op,
                     path,
@@ -111,14 +109,13 @@ impl Garden {
             ));
         }
         let mut roots = Vec::new();
+        let mut unasked = Vec::new();
         for a in args {
             let abs = self.env.resolve(a);
             let Some(md) = fsx::lstat(&abs)? else {
                 return Err(Error::NotFound(abs));
             };
-            if self.is_in_repo(&abs) {
-                return Err(Error::InsideRepo(abs));
-            }
+            self.refuse_own(&abs)?;
             let tilde = self.env.to_tilde(&abs)?;
             if let Some(rule) = self.manifest.excluded_by(&tilde) {
                 return Err(Error::Excluded {
@@ -127,9 +124,19 @@ impl Garden {
                 });
             }
             let kind = DiskKind::of(&md);
+            if kind == DiskKind::File && self.plaintext_unasked(&tilde, opts) {
+                unasked.push((abs.clone(), tilde));
+            }
             let size = if kind == DiskKind::File { md.len() } else { 0 };
             roots.push((abs, kind, size));
         }
+        // Every file that looks like a secret is named at once: those
+        // given, then those met in the folders (each tree is refused
+        // before anything of it is stored).
+        let mut secrets = match self.refuse_secrets(&unasked) {
+            Err(Error::LooksSecret { found }) => found,
+            other => other.map(|()| Vec::new())?,
+        };
         let mut report = AddReport::default();
         if !self.dry_run {
             self.begin_batch();
@@ -140,29 +147,22 @@ impl Garden {
         let bytes = singles.clone().map(|(_, _, n)| n).sum();
         sgard_store::progress::begin("adding", singles.count() as u64, bytes);
         for (abs, kind, _) in roots {
-            match kind {
-                DiskKind::Dir if opts.dir => {
-                    self.add_one(&abs, kind, opts, false, None, &mut report)?;
-                }
-                DiskKind::Dir => self.add_tree(&abs, opts, false, &mut report)?,
-                DiskKind::Link => {
-                    let chain: Vec<PathBuf> = canonical_parent(&abs).into_iter().collect();
-                    match self.link_plan(&abs, opts, &chain, &mut report) {
-                        LinkPlan::Walk(chain) => {
-                            self.add_tree_with(&abs, opts, false, chain, &mut report)?;
-                        }
-                        LinkPlan::AlsoFile(real) => {
-                            self.add_one(&abs, kind, opts, false, None, &mut report)?;
-                            self.add_one(&real, DiskKind::File, opts, false, None, &mut report)?;
-                        }
-                        LinkPlan::Link => {
-                            self.add_one(&abs, kind, opts, false, None, &mut report)?;
-                        }
-                        LinkPlan::Skip => {}
-                    }
-                }
-                _ => self.add_one(&abs, kind, opts, false, None, &mut report)?,
+            let refused = self
+                .env
+                .to_tilde(&abs)
+                .is_ok_and(|t| secrets.iter().any(|(p, _)| *p == t));
+            if refused {
+                continue;
             }
+            match self.add_root(&abs, kind, opts, &mut report) {
+                Err(Error::LooksSecret { found }) => secrets.extend(found),
+                other => other?,
+            }
+        }
+        if !secrets.is_empty() {
+            secrets.sort_by(|a, b| a.0.cmp(&b.0));
+            secrets.dedup_by(|a, b| a.0 == b.0);
+            return Err(Error::LooksSecret { found: secrets });
         }
         // The folders above what was added, as they are here (see
         // `folders.rs`), so a restore elsewhere makes them alike.
@@ -178,6 +178,38 @@ impl Garden {
         self.save()?;
         self.flush_base()?;
         Ok(report)
+    }
+
+    /// Adds one path given to `add` (checked already).
+    fn add_root(
+        &mut self,
+        abs: &Path,
+        kind: DiskKind,
+        opts: &AddOptions,
+        report: &mut AddReport,
+    ) -> Result<()> {
+        match kind {
+            DiskKind::Dir if opts.dir => self.add_one(abs, kind, opts, false, None, report),
+            DiskKind::Dir => self.add_tree(abs, opts, false, report),
+            DiskKind::Link => {
+                let chain: Vec<PathBuf> = canonical_parent(abs).into_iter().collect();
+                match self.link_plan(abs, opts, &chain, report) {
+                    LinkPlan::Walk(chain) => self.add_tree_with(abs, opts, false, chain, report),
+                    LinkPlan::AlsoFile(real) => {
+                        if let Ok(t) = self.env.to_tilde(&real)
+                            && self.plaintext_unasked(&t, opts)
+                        {
+                            self.refuse_secrets(&[(real.clone(), t)])?;
+                        }
+                        self.add_one(abs, kind, opts, false, None, report)?;
+                        self.add_one(&real, DiskKind::File, opts, false, None, report)
+                    }
+                    LinkPlan::Link => self.add_one(abs, kind, opts, false, None, report),
+                    LinkPlan::Skip => Ok(()),
+                }
+            }
+            _ => self.add_one(abs, kind, opts, false, None, report),
+        }
     }
 
     pub(crate) fn add_tree(
@@ -208,6 +240,8 @@ impl Garden {
         // it is in (and a file a followed symlink points to is taken where
         // it lies).
         let mut found: Vec<(PathBuf, DiskKind, bool)> = Vec::new();
+        let mut unasked = Vec::new();
+        let own = self.own_dirs();
         let mut new = 0;
         let mut also_files = false;
         let mut walks = std::collections::VecDeque::from([(root.to_path_buf(), chain)]);
@@ -231,7 +265,7 @@ impl Garden {
                 let Ok(tilde) = self.env.to_tilde(&path) else {
                     report
                         .skipped
-                        .push((path.display().to_string(), "name cannot be stored".into()));
+                        .push((self.env.shown(&path), "name cannot be stored".into()));
                     if kind == DiskKind::Dir {
                         walk.skip_current_dir();
                     }
@@ -243,10 +277,14 @@ impl Garden {
                     }
                     continue;
                 }
+                // sgard's own folders and temp files: passed by in silence.
                 if kind == DiskKind::Dir {
-                    if self.is_repo_dir(&md) {
+                    if own.holds(&md) {
                         walk.skip_current_dir();
                     }
+                    continue;
+                }
+                if crate::own::is_temp_name(ent.file_name()) {
                     continue;
                 }
                 // What this item gives: itself, and for a followed symlink
@@ -274,15 +312,15 @@ impl Garden {
                     if kind == DiskKind::File
                         && let Some(db) = crate::sqlite::side_file_of(&path)
                     {
-                        let db = self
-                            .env
-                            .to_tilde(&db)
-                            .unwrap_or_else(|_| db.display().to_string());
+                        let db = self.env.shown(&db);
                         report.skipped.push((
                             tilde,
                             format!("part of the SQLite database {db}, which is captured whole"),
                         ));
                         continue;
+                    }
+                    if kind == DiskKind::File && self.plaintext_unasked(&tilde, opts) {
+                        unasked.push((path.clone(), tilde.clone()));
                     }
                     let tracked = self.manifest.get(&tilde);
                     new += usize::from(tracked.is_none());
@@ -294,6 +332,8 @@ impl Garden {
                 }
             }
         }
+        // Before anything of them is stored.
+        self.refuse_secrets(&unasked)?;
         if also_files {
             // A file a symlink points to may also lie in the walk.
             let mut seen = std::collections::HashSet::new();
@@ -541,6 +581,13 @@ impl Garden {
         Ok(())
     }
 
+    /// Whether a file at `tilde` would become a new entry stored in
+    /// plaintext though the command did not say how to store it: then a
+    /// file that looks like a secret is refused (see [`crate::secrets`]).
+    fn plaintext_unasked(&self, tilde: &str, opts: &AddOptions) -> bool {
+        !opts.encrypt && !opts.no_encrypt && self.manifest.get(tilde).is_none()
+    }
+
     /// Whether `e` is a template whose rendering differs from what `abs`
     /// holds (its source, just added).
     fn template_pending(&self, e: &Entry, abs: &Path) -> Result<bool> {
@@ -685,10 +732,7 @@ impl Garden {
         chain: &[PathBuf],
         report: &mut AddReport,
     ) -> LinkPlan {
-        let shown = self
-            .env
-            .to_tilde(abs)
-            .unwrap_or_else(|_| abs.display().to_string());
+        let shown = self.env.shown(abs);
         let Ok(target) = fsx::read_link(abs) else {
             return LinkPlan::Link;
         };
@@ -752,7 +796,7 @@ impl Garden {
                 ));
                 return LinkPlan::Link;
             }
-            if self.is_repo_dir(&md) || self.is_in_repo(&real) {
+            if self.own_dirs().containing(&real).is_some() {
                 return LinkPlan::Link;
             }
             if let Ok(t) = self.env.to_tilde(abs) {
@@ -779,7 +823,11 @@ impl Garden {
             return LinkPlan::Link;
         }
         match self.env.to_tilde(&real) {
-            Ok(t) if !self.is_in_repo(&real) && self.manifest.excluded_by(&t).is_none() => {
+            Ok(t)
+                if self.own_dirs().containing(&real).is_none()
+                    && !real.file_name().is_some_and(crate::own::is_temp_name)
+                    && self.manifest.excluded_by(&t).is_none() =>
+            {
                 report.links.push(format!(
                     "{shown} is a symlink to a file: tracked the link and the file it points \
                      to, {t}"
@@ -789,7 +837,7 @@ impl Garden {
             _ => {
                 report.links.push(format!(
                     "{shown} is a symlink to {}, which sgard does not track: stored as a link",
-                    real.display()
+                    self.env.shown(&real)
                 ));
                 LinkPlan::Link
             }

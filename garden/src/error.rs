@@ -96,6 +96,23 @@ pub enum Error {
     /// An argument points into the repository itself.
     #[error("{}: refusing to track the sgard repository itself", .0.display())]
     InsideRepo(PathBuf),
+    /// An argument is one of sgard's own machine-local files: in its state,
+    /// cache or configuration folder, or one of its temp files.
+    #[error("{path}: refusing to track sgard's own {what}")]
+    OwnFile {
+        /// The path, for people.
+        path: String,
+        /// What it is, and why that is never tracked.
+        what: String,
+    },
+    /// New files that look like secrets (private keys, credentials; see
+    /// [`crate::secrets`]) would have been stored in plaintext without
+    /// being asked for: nothing was stored.
+    #[error("{}", crate::secrets::refusal(found))]
+    LooksSecret {
+        /// Each such file (its manifest path) and what it looks like.
+        found: Vec<(String, crate::secrets::Secret)>,
+    },
     /// A path cannot be written into the manifest.
     #[error("{path}: {reason}")]
     BadPath {

@@ -47,6 +47,7 @@ mod keyring;
 pub mod lock;
 mod merge;
 mod mirror;
+mod own;
 mod par;
 mod paths;
 mod pathtable;
@@ -56,6 +57,7 @@ mod remove;
 mod restore;
 mod scan;
 pub mod scripts;
+pub mod secrets;
 mod sqlite;
 mod statcache;
 mod stats;
@@ -721,11 +723,7 @@ impl Garden {
             key: Some(key),
             confine: home::Confine::new(
                 &env.home,
-                &[
-                    root,
-                    &env.state_dir.clone().unwrap_or_default().join("sgard"),
-                    &env.cache_dir.clone().unwrap_or_default().join("sgard"),
-                ],
+                &own::OwnDirs::of(root, &env).paths().collect::<Vec<_>>(),
             )
             .following(add::followed_links(local_dir.as_deref(), &env)),
             notes: std::cell::RefCell::new(notes),
@@ -1160,10 +1158,6 @@ impl Garden {
         })
     }
 
-    fn is_repo_dir(&self, md: &fs::Metadata) -> bool {
-        self.repo_id == Some((md.dev(), md.ino()))
-    }
-
     /// Stores a blob: into the open batch if there is one, else durably now.
     pub(crate) fn put(
         &self,
@@ -1313,10 +1307,7 @@ impl Garden {
                 mtime: (md.mtime(), md.mtime_nsec()),
             };
             let c = cs.write(&mut f, params, Some(&source)).map_err(reading)?;
-            let tilde = self
-                .env
-                .to_tilde(abs)
-                .unwrap_or_else(|_| abs.display().to_string());
+            let tilde = self.env.shown(abs);
             let setting = self.root.join(sgard_store::chunks::SETTING_FILE);
             if !durable::lstat_exists(&setting) {
                 // The first chunked file of a repository that never chose

@@ -64,9 +64,7 @@ impl Garden {
                 }
                 Some(_) => {}
             }
-            if self.is_in_repo(&abs) {
-                return Err(Error::InsideRepo(abs));
-            }
+            self.refuse_own(&abs)?;
             let tilde = self.env.to_tilde(&abs)?;
             roots.push((abs, tilde));
         }
@@ -248,6 +246,7 @@ impl Garden {
             ..MirrorDownReport::default()
         };
         let restore_steps = steps.len();
+        let own = self.own_dirs();
         for (root, _) in &roots {
             let mut walk = walkdir::WalkDir::new(root)
                 .follow_links(false)
@@ -273,12 +272,13 @@ impl Garden {
                 };
                 let excluded = self.manifest.excluded_by(&tilde).is_some();
                 if kind == DiskKind::Dir {
-                    if excluded || self.is_repo_dir(&md) || self.is_in_repo(path) {
+                    if excluded || own.holds(&md) || self.is_in_repo(path) {
                         walk.skip_current_dir();
                     }
                     continue;
                 }
                 if excluded
+                    || crate::own::is_temp_name(ent.file_name())
                     || self.manifest.get(&tilde).is_some()
                     || !matches!(kind, DiskKind::File | DiskKind::Link)
                 {

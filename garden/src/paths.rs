@@ -59,16 +59,45 @@ impl Env {
         let s = if abs == home {
             "~".to_owned()
         } else if let Ok(rest) = abs.strip_prefix(&home) {
-            let rest = rest.to_str().ok_or_else(|| not_utf8(abs))?;
+            let rest = rest.to_str().ok_or_else(|| self.not_utf8(abs))?;
             format!("~/{rest}")
         } else {
-            abs.to_str().ok_or_else(|| not_utf8(abs))?.to_owned()
+            abs.to_str().ok_or_else(|| self.not_utf8(abs))?.to_owned()
         };
         sgard_manifest::validate_path(&s).map_err(|reason| Error::BadPath {
-            path: abs.display().to_string(),
+            path: self.shown(abs),
             reason,
         })?;
         Ok(s)
+    }
+
+    /// `abs` for people, whatever its bytes: `~`, `~/…` under the home
+    /// folder, the absolute path elsewhere, with each byte that is not part
+    /// of UTF-8 text shown as `\xNN` (as control characters are shown).
+    /// The manifest form where there is one.
+    pub fn shown(&self, abs: &Path) -> String {
+        let home = clean(&self.home);
+        let (mut out, rest) = if abs == home {
+            return "~".to_owned();
+        } else if let Ok(rest) = abs.strip_prefix(&home) {
+            (String::from("~/"), rest)
+        } else {
+            (String::new(), abs)
+        };
+        for chunk in rest.as_os_str().as_encoded_bytes().utf8_chunks() {
+            out.push_str(chunk.valid());
+            for b in chunk.invalid() {
+                out.push_str(&format!("\\x{b:02x}"));
+            }
+        }
+        out
+    }
+
+    fn not_utf8(&self, p: &Path) -> Error {
+        Error::BadPath {
+            path: self.shown(p),
+            reason: "path is not valid UTF-8 and cannot be stored in the manifest".into(),
+        }
     }
 
     /// The absolute path a manifest path means on this machine.
@@ -89,13 +118,6 @@ impl Env {
         } else {
             PathBuf::from(tilde)
         }
-    }
-}
-
-fn not_utf8(p: &Path) -> Error {
-    Error::BadPath {
-        path: p.display().to_string(),
-        reason: "path is not valid UTF-8 and cannot be stored in the manifest".into(),
     }
 }
 

@@ -24,7 +24,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
         run: args.run.as_deref().and_then(Run::parse),
         follow: args.follow,
     };
-    let report = g.add(&args.paths, &opts)?;
+    let report = g.add(&args.paths, &opts).map_err(refused_secrets)?;
     for (path, why) in &report.skipped {
         ui::warn(&format!("skipped {path}: {why}"));
     }
@@ -74,4 +74,17 @@ pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
     }
     writeln!(out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A refusal to store files that look like secrets in plaintext, with what
+/// to do (exit 4); any other error as it is.
+pub fn refused_secrets(e: sgard_garden::Error) -> anyhow::Error {
+    match e {
+        sgard_garden::Error::LooksSecret { .. } => crate::exit::Fail::conflict(format!(
+            "{e}; `sgard add --encrypt PATH` stores a secret encrypted (`sgard encrypt init` \
+             sets encryption up), `sgard add --plaintext PATH` stores it as it is, and \
+             `sgard exclude PATH` keeps it out"
+        )),
+        other => other.into(),
+    }
 }

@@ -38,8 +38,13 @@ pub fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<E
             EntryKind::File => {
                 let short = e.hash.map(|h| h.short(8)).unwrap_or_default();
                 let kind = if e.template { "tmpl" } else { "file" };
+                let secret = if e.encrypted { "\tencrypted" } else { "" };
                 let run = e.run.map(|r| format!("\trun {r}")).unwrap_or_default();
-                writeln!(out, "{kind:<6} {}\t{short}{run}", crate::ui::clean(&e.path))?;
+                writeln!(
+                    out,
+                    "{kind:<6} {}\t{short}{secret}{run}",
+                    crate::ui::clean(&e.path)
+                )?;
             }
             EntryKind::Link => writeln!(
                 out,

@@ -16,7 +16,7 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
     match dir {
         MirrorDirection::Up { dirs, dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
-            let r = g.mirror_up(&dirs)?;
+            let r = g.mirror_up(&dirs).map_err(super::add::refused_secrets)?;
             for (p, why) in &r.skipped {
                 ui::warn(&format!("skipped {p}: {why}"));
             }

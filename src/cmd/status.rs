@@ -49,6 +49,7 @@ pub fn run(
             }
         }
     }
+    flag_secrets(&g, &lines, out)?;
     let lacking = lines.iter().filter(|l| l.blob_missing).count();
     if lacking > 0 {
         out.flush()?;
@@ -66,4 +67,25 @@ pub fn run(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Warns of the entries shown that are stored in plaintext though they
+/// look like secrets (private keys, credentials).
+fn flag_secrets(
+    g: &sgard_garden::Garden,
+    lines: &[sgard_garden::StatusLine],
+    out: &mut dyn Write,
+) -> Result<()> {
+    let found = g.plaintext_secrets(lines.iter().map(|l| l.path.as_str()));
+    if !found.is_empty() {
+        out.flush()?;
+    }
+    for (path, secret) in found {
+        ui::warn(&format!(
+            "{path} looks like {} and is stored in plaintext: `sgard add --encrypt {path}` \
+             encrypts it",
+            secret.describe()
+        ));
+    }
+    Ok(())
 }

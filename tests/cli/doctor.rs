@@ -193,6 +193,7 @@ fn a_healthy_setup_passes_every_check_and_nothing_changes() {
             "manifest",
             "history",
             "content",
+            "secrets",
             "temp-files",
             "state",
             "base",

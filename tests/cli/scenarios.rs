@@ -26,7 +26,7 @@ where
 }
 
 /// The paths of the manifest's entries, in order.
-fn entry_paths(manifest: &str) -> Vec<String> {
+pub(crate) fn entry_paths(manifest: &str) -> Vec<String> {
     manifest
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix("- path: "))

@@ -40,7 +40,7 @@ fn write_exe(path: &Path, text: &str) {
 }
 
 /// Every file under `dir` that contains `needle`.
-fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
+pub(crate) fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
     for e in walk(dir) {
         if fs::read(&e).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle)) {

@@ -145,6 +145,7 @@ pub(super) fn checks(ctx: &Ctx, out: &mut Vec<Finding>) -> Option<Manifest> {
 
     if let Some(m) = &manifest {
         out.push(content_finding(root, m));
+        out.push(secrets_finding(root, m));
     }
     let state = doctor::probe_state(root, &ctx.env, manifest.as_ref());
     if writer_at_work {
@@ -276,6 +277,38 @@ fn lock_finding(l: &LockProbe) -> Finding {
             "on a network folder, the file server must support locks (NFS: lockd)",
         ),
     }
+}
+
+/// Whether a tracked file that looks like a secret (a private key,
+/// credentials) is stored in plaintext.
+fn secrets_finding(root: &Path, m: &Manifest) -> Finding {
+    let store = sgard_store::Store::open(root);
+    let found = sgard_garden::secrets::stored_in_plaintext(&store, m.files.iter());
+    if found.is_empty() {
+        return Finding::ok(
+            "secrets",
+            "no file stored in plaintext looks like a private key or credentials",
+        );
+    }
+    let names: Vec<String> = found
+        .iter()
+        .map(|(p, s)| format!("{p} ({})", s.describe()))
+        .collect();
+    Finding::warning(
+        "secrets",
+        format!(
+            "stored in plaintext, though {} like secrets: {}",
+            if found.len() == 1 {
+                "it looks"
+            } else {
+                "they look"
+            },
+            some_of(&names, 5)
+        ),
+        "`sgard add --encrypt PATH` encrypts one from now on (`sgard encrypt init` sets \
+         encryption up); the snapshots made before keep the plaintext until `sgard forget` \
+         and `sgard prune` drop them",
+    )
 }
 
 /// Whether every content the head names is stored (existence only).
