@@ -117,13 +117,13 @@ fn dev_ino(st: &rustix::fs::Stat) -> (u64, u64) {
     (u64::from(st.st_dev as u64), u64::from(st.st_ino as u64))
 }
 
-/// A temp-name prefix no other process or run uses:
-/// `.sgard-KIND-PID-TAG-` with a random tag.
+/// A temp-name prefix no other process or run uses: `KIND` (one of
+/// [`crate::own`]'s prefixes) then `PID-TAG-` with a random tag.
 fn run_prefix(kind: &str) -> OsString {
     let mut b = [0u8; 6];
     let _ = getrandom::fill(&mut b);
     let tag: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    OsString::from(format!(".sgard-{kind}-{}-{tag}-", std::process::id()))
+    OsString::from(format!("{kind}{}-{tag}-", std::process::id()))
 }
 
 /// A fresh temp name for `name` in its folder.
@@ -150,7 +150,7 @@ impl Confine {
             forbidden,
             forbidden_paths,
             dirs: Mutex::new(HashMap::new()),
-            run: Arc::from(run_prefix("restore").as_os_str()),
+            run: Arc::from(run_prefix(crate::own::RESTORE_PREFIX).as_os_str()),
             staged: AtomicU64::new(0),
             follow: HashMap::new(),
         }
@@ -461,7 +461,7 @@ impl Confine {
     /// As [`Confine::parent`]; [`Error::Io`].
     pub fn symlink(&self, target: &str, abs: &Path) -> Result<()> {
         let p = self.parent(abs, true)?;
-        let tmp = temp_name("link", &p.name);
+        let tmp = temp_name(crate::own::LINK_PREFIX, &p.name);
         rustix::fs::symlinkat(target, &*p.fd, &tmp)
             .map_err(|e| io_err("creating symlink in", &p.dir, e))?;
         if let Err(e) = rustix::fs::renameat(&*p.fd, &tmp, &*p.fd, &p.name) {
@@ -569,8 +569,8 @@ impl Confine {
 /// `.sgard-link-<pid>-…`) belongs to a process that is gone.
 pub(crate) fn is_debris(name: &str, dir: &Path) -> bool {
     let Some(rest) = name
-        .strip_prefix(".sgard-restore-")
-        .or_else(|| name.strip_prefix(".sgard-link-"))
+        .strip_prefix(crate::own::RESTORE_PREFIX)
+        .or_else(|| name.strip_prefix(crate::own::LINK_PREFIX))
     else {
         return false;
     };

@@ -17,10 +17,18 @@ use crate::{Env, Garden};
 /// folder in the state (`.sgard-run-`).
 const TEMP_PREFIXES: [&str; 4] = [
     sgard_store::durable::TMP_PREFIX,
-    ".sgard-restore-",
-    ".sgard-link-",
-    ".sgard-run-",
+    RESTORE_PREFIX,
+    LINK_PREFIX,
+    RUN_PREFIX,
 ];
+
+/// A file a restore stages beside the one it replaces:
+/// `.sgard-restore-<pid>-<tag>-<n>`.
+pub(crate) const RESTORE_PREFIX: &str = ".sgard-restore-";
+/// A symlink staged the same way: `.sgard-link-<pid>-<tag>-<n>`.
+pub(crate) const LINK_PREFIX: &str = ".sgard-link-";
+/// A script's private folder in the state.
+pub(crate) const RUN_PREFIX: &str = ".sgard-run-";
 
 /// Whether `name` is the name of one of sgard's temp files.
 pub(crate) fn is_temp_name(name: &OsStr) -> bool {

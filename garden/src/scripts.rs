@@ -158,7 +158,7 @@ impl Garden {
             .ok_or_else(|| Error::Invalid("scripts need a state folder (XDG_STATE_HOME)".into()))?;
         sgard_store::durable::create_private_dir_all(&base)?;
         let dir = tempfile::Builder::new()
-            .prefix(".sgard-run-")
+            .prefix(crate::own::RUN_PREFIX)
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(&base)
             .map_err(|e| Error::io("creating a private folder in", &base, e))?;
