@@ -49,7 +49,40 @@ pub(crate) struct Confine {
     /// absolute paths and targets as read then): the only symlinks a write
     /// goes through, and only while they still point where they did.
     follow: HashMap<PathBuf, PathBuf>,
+    /// This run's list of the folders it writes into (see [`Journal`]).
+    journal: Option<Journal>,
 }
+
+/// The folders a run writes into, one file per run in this machine's
+/// `staging/` folder (named by the run's pid and tag), written before the
+/// run stages anything in a folder. A run killed part way leaves it behind,
+/// and the next sgard that writes into this home clears what the dead run
+/// staged in each of those folders, wherever they are (also outside the
+/// folders of today's entries), then removes the list. Kept only as long as
+/// it can help: it is best effort (a run that cannot write it still sweeps
+/// each folder it opens, and doctor names what is left).
+#[derive(Debug)]
+struct Journal {
+    dir: PathBuf,
+    path: PathBuf,
+    file: Mutex<Option<File>>,
+}
+
+/// The journals of [`Journal`]'s folder, of runs that are gone: their
+/// folders, and the journal files themselves.
+#[derive(Debug, Default)]
+pub struct DeadRuns {
+    pub folders: Vec<PathBuf>,
+    pub journals: Vec<PathBuf>,
+}
+
+/// The folder of this machine's state (beside `repos/`) holding the
+/// journals of runs that write into the home.
+pub(crate) const STAGING_DIR: &str = "staging";
+
+/// The most a journal may hold before it is taken for damage and only
+/// removed.
+const JOURNAL_MAX: u64 = 16 << 20;
 
 /// An opened folder and its path, shared by every path in it.
 type OpenDir = (Arc<OwnedFd>, Arc<Path>);
@@ -153,7 +186,89 @@ impl Confine {
             run: Arc::from(run_prefix(crate::own::RESTORE_PREFIX).as_os_str()),
             staged: AtomicU64::new(0),
             follow: HashMap::new(),
+            journal: None,
         }
+    }
+
+    /// Keeps this run's journal of the folders it writes into in
+    /// `staging` (this machine's `staging/` folder; `None`: none is kept).
+    pub fn journaled(mut self, staging: Option<PathBuf>) -> Self {
+        self.journal = staging.map(|dir| {
+            // The run's prefix without its leading dot: `sgard-restore-PID-TAG-`.
+            let name = self
+                .run
+                .to_string_lossy()
+                .trim_matches(['.', '-'])
+                .to_owned();
+            Journal {
+                path: dir.join(name),
+                dir,
+                file: Mutex::new(None),
+            }
+        });
+        self
+    }
+
+    /// Notes in this run's journal that it writes into `dir` (best effort:
+    /// see [`Journal`]).
+    fn journal_folder(&self, dir: &Path) {
+        use std::io::Write;
+        let Some(j) = &self.journal else { return };
+        let Ok(mut file) = j.file.lock() else { return };
+        if file.is_none() {
+            if sgard_store::durable::create_private_dir_all(&j.dir).is_err() {
+                return;
+            }
+            *file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&j.path)
+                .ok();
+        }
+        if let Some(f) = file.as_mut() {
+            let mut line = dir.as_os_str().as_bytes().to_vec();
+            line.push(0);
+            let _ = f.write_all(&line);
+        }
+    }
+
+    /// What the journals of runs that are gone name (a journal too big to
+    /// be one is only removed).
+    pub fn dead_runs(&self) -> DeadRuns {
+        let mut out = DeadRuns::default();
+        let Some(j) = &self.journal else { return out };
+        let Ok(rd) = std::fs::read_dir(&j.dir) else {
+            return out;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(&crate::own::RESTORE_PREFIX[1..]))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !pid_is_gone(pid, &e.path()) {
+                continue;
+            }
+            let small = e
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.len() <= JOURNAL_MAX);
+            if small && let Ok(bytes) = std::fs::read(e.path()) {
+                out.folders.extend(
+                    bytes
+                        .split(|b| *b == 0)
+                        .filter(|d| d.first() == Some(&b'/'))
+                        .map(|d| PathBuf::from(OsStr::from_bytes(d))),
+                );
+            }
+            out.journals.push(e.path());
+        }
+        out.folders.sort();
+        out.folders.dedup();
+        out
     }
 
     /// Lets writes go through these symlinks to folders (absolute path →
@@ -239,8 +354,10 @@ impl Confine {
             None => {
                 let fd = Arc::new(self.open_dir(abs, dir, create)?);
                 // The first write into a folder this run clears what dead
-                // sgard processes left there.
+                // sgard processes left there, and notes the folder for the
+                // next run, should this one be killed.
                 sweep_folder(&fd, dir);
+                self.journal_folder(dir);
                 let dir: Arc<Path> = Arc::from(dir);
                 if let Ok(mut m) = self.dirs.lock() {
                     if m.len() >= CACHE_MAX {
@@ -577,6 +694,12 @@ pub(crate) fn is_debris(name: &str, dir: &Path) -> bool {
     let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
         return false;
     };
+    pid_is_gone(pid, &dir.join(name))
+}
+
+/// Whether the process `pid` that made `file` is gone (never this one;
+/// without `/proc`, when the file is over an hour old).
+fn pid_is_gone(pid: u32, file: &Path) -> bool {
     if pid == std::process::id() {
         return false;
     }
@@ -584,8 +707,7 @@ pub(crate) fn is_debris(name: &str, dir: &Path) -> bool {
     if proc.is_dir() {
         return !proc.join(pid.to_string()).exists();
     }
-    // No /proc: only what is clearly old.
-    std::fs::symlink_metadata(dir.join(name))
+    std::fs::symlink_metadata(file)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.elapsed().ok())

@@ -725,7 +725,12 @@ impl Garden {
                 &env.home,
                 &own::OwnDirs::of(root, &env).paths().collect::<Vec<_>>(),
             )
-            .following(add::followed_links(local_dir.as_deref(), &env)),
+            .following(add::followed_links(local_dir.as_deref(), &env))
+            .journaled(
+                env.state_dir
+                    .as_ref()
+                    .map(|d| d.join("sgard").join(home::STAGING_DIR)),
+            ),
             notes: std::cell::RefCell::new(notes),
             note_sink: None,
             base: std::cell::RefCell::new(base),
@@ -902,14 +907,22 @@ impl Garden {
 
     /// Removes what killed sgard processes left in the home (temp files
     /// beside tracked paths). Returns how many.
+    /// The folders swept are those of the entries and those the journals
+    /// of dead runs name (see `home::Journal`); the journals are then removed.
     pub(crate) fn sweep_home(&self) -> usize {
+        let dead = self.confine.dead_runs();
         let dirs: std::collections::BTreeSet<PathBuf> = self
             .manifest
             .files
             .iter()
             .filter_map(|e| self.env.expand(&e.path).parent().map(Path::to_path_buf))
+            .chain(dead.folders)
             .collect();
-        self.confine.sweep(dirs)
+        let n = self.confine.sweep(dirs);
+        for j in dead.journals {
+            let _ = fs::remove_file(j);
+        }
+        n
     }
 
     /// Removes the temp files of interrupted writes in the repository's

@@ -748,6 +748,9 @@ impl Garden {
         if let Some(e) = plan.refusal() {
             return Err(e);
         }
+        // A pull writes into the home as a restore does: what killed runs
+        // left there goes first.
+        self.sweep_home();
         let PullPlan {
             base_doc,
             merged,

@@ -471,3 +471,32 @@ fn debris_of_a_killed_pull_is_named_by_doctor_and_removed_by_the_next_pull() {
     let left = debris(&b.home);
     assert!(left.is_empty(), "the next pull left {left:?}");
 }
+
+/// Item 26, where no entry leads: a `restore --at` of a file the head no
+/// longer tracks, killed once its file is staged, leaves it in a folder no
+/// entry names; the next run that writes into the home (here a restore of
+/// another file, elsewhere) still clears it, from the dead run's journal.
+#[test]
+fn debris_where_no_entry_is_cleared_by_the_next_restore_anywhere() {
+    let t = TestEnv::init();
+    t.write("old/f", "old\n");
+    t.write("x", "1\n");
+    t.sgard(["add", "~/old/f", "~/x"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    t.sgard(["remove", "~/old/f"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    fs::remove_file(t.path("old/f")).unwrap();
+    let r = hooked(
+        &t,
+        &["restore", "--at", "@~1", "~/old/f"],
+        "SGARD_TEST_CRASH_AT",
+        "restore-staged",
+    );
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert!(!debris(&t.home).is_empty(), "the killed run staged nothing");
+    fs::write(t.path("x"), "2\n").unwrap();
+    t.sgard(["restore", "-f", "~/x"]).ok();
+    assert_eq!(t.read("x"), b"1\n");
+    let left = debris(&t.home);
+    assert!(left.is_empty(), "the next restore left {left:?}");
+}
