@@ -50,6 +50,7 @@ mod mirror;
 mod par;
 mod paths;
 mod pathtable;
+mod present;
 mod preview;
 mod prune;
 mod remove;

@@ -1,4 +1,77 @@
-//! Stories of issue 30: status.
+//! Stories of issue 30: status and checkpoint.
 
-#[allow(unused_imports)]
+use std::fs;
+
 use crate::common::*;
+
+// ------------------------------------------------------------ item 2
+
+/// The blob behind an unchanged file is deleted: every form of `status`
+/// says `error` and exits 3, also when the stat cache vouches for the
+/// file (so nothing else would look at the repository).
+#[test]
+fn status_says_error_when_the_repository_lost_a_files_content() {
+    let t = TestEnv::tracking(".bashrc", "export A=1\n");
+    t.write(".vimrc", "set nu\n");
+    t.sgard(["add", ".vimrc"]).ok();
+    t.sgard(["checkpoint", "-m", "first"]).ok();
+    // The stat cache vouches for both files: status reads neither.
+    IndexFile::read(&t.index()).plant("~/.bashrc", &t.path(".bashrc"), &sha("export A=1\n"));
+    IndexFile::read(&t.index()).plant("~/.vimrc", &t.path(".vimrc"), &sha("set nu\n"));
+    // Let the store's folders settle past the 2-second racy window: this
+    // status remembers what it found there, and that memory must not hide
+    // a loss.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    t.sgard(["status"]).ok();
+    assert!(t.state().join("present").is_file());
+    fs::remove_file(t.blob_path(&sha("export A=1\n"))).unwrap();
+    for args in [
+        &["status"][..],
+        &["--no-cache", "status"],
+        &["status", "--exit-code"],
+    ] {
+        let r = t.sgard(args);
+        r.code(3)
+            .stdout_has("error      ~/.bashrc\n")
+            .stdout_has("ok         ~/.vimrc\n")
+            .stderr_has("is missing from the repository");
+    }
+    t.sgard(["status", "~/.bashrc"])
+        .code(3)
+        .stdout_has("error      ~/.bashrc\n");
+    t.sgard(["status", "~/.vimrc"]).ok();
+    let r = t.sgard(["status", "--json"]);
+    r.code(3);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["entries"][0]["state"], "error", "{r:#?}");
+    // The file still holds the content: `add` stores it again.
+    t.sgard(["add", ".bashrc"]).ok();
+    t.sgard(["status"])
+        .ok()
+        .stdout_has("ok         ~/.bashrc\n");
+    t.sgard(["verify"]).ok();
+}
+
+/// A big file's content is in chunks: one chunk gone, and status says so.
+#[test]
+fn status_says_error_when_a_chunk_of_a_big_file_is_gone() {
+    let t = TestEnv::init();
+    let big: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    t.write("big.img", &big);
+    t.sgard(["add", "big.img"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    // Settled, and remembered as all there (see the test above).
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    t.sgard(["status"])
+        .ok()
+        .stdout_has("ok         ~/big.img\n");
+    let chunks = crate::chunks::chunk_files(&t);
+    assert!(chunks.len() > 2, "not chunked: {chunks:?}");
+    fs::remove_file(&chunks[1]).unwrap();
+    t.sgard(["status"])
+        .code(3)
+        .stdout_has("error      ~/big.img\n")
+        .stderr_has("is missing from the repository");
+}
