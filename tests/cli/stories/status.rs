@@ -75,3 +75,30 @@ fn status_says_error_when_a_chunk_of_a_big_file_is_gone() {
         .stdout_has("error      ~/big.img\n")
         .stderr_has("is missing from the repository");
 }
+
+// ----------------------------------------------------------- item 17
+
+/// A template that does not render is an `error`, and an `error` exits 3
+/// in every form of `status`.
+#[test]
+fn a_template_that_does_not_render_makes_status_exit_3() {
+    let t = TestEnv::init();
+    t.write(".tmplbad", "x = {{ data.nope }}\n");
+    t.sgard(["add", "--template", ".tmplbad"]).ok();
+    t.write(".fine", "fine\n");
+    t.sgard(["add", ".fine"]).ok();
+    for args in [
+        &["status", "~/.tmplbad"][..],
+        &["status"],
+        &["status", "--exit-code"],
+        &["--no-cache", "status"],
+    ] {
+        t.sgard(args)
+            .code(3)
+            .stdout_has("error      ~/.tmplbad\n")
+            .stderr_has("undefined variable");
+    }
+    t.sgard(["status", "--json"]).code(3);
+    // The other entry alone is fine.
+    t.sgard(["status", "~/.fine"]).ok();
+}
