@@ -103,7 +103,7 @@ impl Machine {
 
 /// A shared folder and two machines, the desktop having created the
 /// repository with `~/.bashrc` checkpointed, the laptop having restored it.
-fn desk_and_laptop() -> (tempfile::TempDir, Machine, Machine) {
+pub(crate) fn desk_and_laptop() -> (tempfile::TempDir, Machine, Machine) {
     let shared = tempfile::tempdir().unwrap();
     let repo = shared.path().join("dotfiles");
     let desk = Machine::new("desktop", &repo);
@@ -809,7 +809,7 @@ fn checkpoint_and_status_take_paths_and_checkpoint_has_a_dry_run() {
     r.ok()
         .stdout_has("update     ~/.bashrc")
         .stdout_has("update     ~/.vimrc")
-        .stdout_has("Dry run: nothing was recorded.");
+        .stdout_has("Dry run: would record a snapshot (2 entries); nothing was recorded.");
     assert_eq!(fs::read(desk.repo.join("manifest.yaml")).unwrap(), manifest);
     assert_eq!(fs::read(desk.repo.join("history.yaml")).unwrap(), history);
     assert_eq!(desk.state("~/.vimrc"), "modified");

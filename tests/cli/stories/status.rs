@@ -3,6 +3,25 @@
 use std::fs;
 
 use crate::common::*;
+use crate::machines::Machine;
+
+/// How many records `log` lists.
+fn log_len(r: &Run) -> usize {
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    v["snapshots"].as_array().map_or(0, Vec::len)
+}
+
+/// A shared repository (see `desk_and_laptop`), then both machines
+/// change `~/.bashrc` differently and the desktop checkpoints first: a
+/// conflict on the laptop.
+fn conflict_on_the_laptop() -> (tempfile::TempDir, Machine, Machine) {
+    let (shared, desk, lap) = crate::machines::desk_and_laptop();
+    desk.write(".bashrc", "base\ndesk\n");
+    desk.sg(&["checkpoint", "-m", "desk"]).ok();
+    lap.write(".bashrc", "base\nlap\n");
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    (shared, desk, lap)
+}
 
 // ------------------------------------------------------------ item 2
 
@@ -74,6 +93,97 @@ fn status_says_error_when_a_chunk_of_a_big_file_is_gone() {
         .code(3)
         .stdout_has("error      ~/big.img\n")
         .stderr_has("is missing from the repository");
+}
+
+// ------------------------------------------------------------ item 7
+
+/// After a pull, a checkpoint with nothing changed records nothing, even
+/// when the newest snapshot came from another machine whose manifest says
+/// the same with another `created:`.
+#[test]
+fn a_checkpoint_right_after_a_pull_records_nothing() {
+    use crate::sync::{World, local, sg, track, world_or_skip};
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let a = TestEnv::init();
+    a.write(".bashrc", "export A=1\n");
+    track(&a, &[".bashrc"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    // A new machine pulls (its repository is made then), and pushes.
+    let mut b = TestEnv::new();
+    b.now = crate::sync::now_plus(1);
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    let checkpoint_is_a_no_op = |t: &TestEnv| {
+        let before = log_len(&local(t, &["log", "--json"]));
+        let manifest = t.manifest();
+        local(t, &["checkpoint"])
+            .ok()
+            .stdout_has("nothing changed since snapshot");
+        assert_eq!(log_len(&local(t, &["log", "--json"])), before);
+        assert_eq!(t.manifest(), manifest);
+    };
+    checkpoint_is_a_no_op(&b);
+    sg(&b, kb, &["push", "-r", addr]).ok();
+    // The first machine pulls the same entries back, and the other
+    // machine's records with them.
+    crate::sync::trust(&a, kb);
+    sg(&a, ka, &["pull", "-r", addr]).ok();
+    checkpoint_is_a_no_op(&a);
+    drop(srv);
+}
+
+// ------------------------------------------------------------ item 8
+
+/// `checkpoint -n` after `add` lists the added file, as the real run
+/// records it, line for line.
+#[test]
+fn a_dry_checkpoint_after_add_lists_what_the_real_one_records() {
+    let t = TestEnv::tracking(".bashrc", "export A=1\n");
+    t.sgard(["checkpoint"]).ok();
+    t.write(".vimrc", "set nu\n");
+    t.sgard(["add", ".vimrc"]).ok();
+    let dry = t.sgard(["checkpoint", "-n"]);
+    dry.ok().stdout_has("added      ~/.vimrc\n");
+    assert!(
+        !dry.stdout.contains("nothing was recorded") || dry.stdout.contains("would record"),
+        "{dry:#?}"
+    );
+    let real = t.sgard(["checkpoint"]);
+    real.ok().stdout_has("added      ~/.vimrc\n");
+    let lines = |s: &str| -> Vec<String> {
+        let mut v: Vec<String> = s.lines().map(str::to_owned).collect();
+        v.pop();
+        v
+    };
+    assert_eq!(lines(&dry.stdout), lines(&real.stdout));
+    // And now there is nothing to record: the dry run says so.
+    t.sgard(["checkpoint", "-n"])
+        .ok()
+        .stdout_has("nothing to record");
+}
+
+// ----------------------------------------------------------- item 11
+
+/// A checkpoint that meets a conflict says what it recorded and what it
+/// did not, and never "complete".
+#[test]
+fn a_checkpoint_that_meets_a_conflict_is_never_complete() {
+    let (_shared, _desk, lap) = conflict_on_the_laptop();
+    let r = lap.sg(&["checkpoint"]);
+    r.code(4)
+        .stdout_has("Checkpoint recorded nothing; 1 entry in conflict: ~/.bashrc.")
+        .stderr_has("changed both here and in the repository");
+    assert!(!r.stdout.contains("complete"), "{r:#?}");
+    // With something else to record.
+    lap.write(".vimrc", "set nu\n");
+    lap.sg(&["add", "~/.vimrc"]).ok();
+    let r = lap.sg(&["checkpoint"]);
+    r.code(4)
+        .stdout_has("Checkpoint recorded snapshot ")
+        .stdout_has("; 1 entry in conflict: ~/.bashrc.");
+    assert!(!r.stdout.contains("complete"), "{r:#?}");
 }
 
 // ----------------------------------------------------------- item 17
