@@ -30,6 +30,9 @@ pub enum EntryChange {
     /// Changed both here and in the repository (or different with no
     /// record of a sync here): the repository's version is kept.
     Conflict(String),
+    /// Still holds the conflict markers `merge` wrote: not recorded until
+    /// they are gone.
+    Unresolved(String),
     /// The entry could not be checkpointed; it is kept as it was.
     Failed(String),
     /// A template's rendering was edited on disk: the source is kept (a
@@ -68,6 +71,12 @@ impl CheckpointReport {
     /// The entries left as they were because they are in conflict.
     pub fn conflicts(&self) -> Vec<&str> {
         self.paths_where(|c| matches!(c, EntryChange::Conflict(_)))
+    }
+
+    /// The entries left as they were because they still hold the conflict
+    /// markers of a merge.
+    pub fn unresolved(&self) -> Vec<&str> {
+        self.paths_where(|c| matches!(c, EntryChange::Unresolved(_)))
     }
 
     fn paths_where(&self, pick: impl Fn(&EntryChange) -> bool) -> Vec<&str> {
@@ -167,6 +176,7 @@ impl Garden {
         // A dry run cannot tell a secret's new ciphertext, only that there
         // will be one.
         let mut unknown_change = false;
+        let mut resolved = Vec::new();
         for i in picked {
             sgard_store::cancel::check()?;
             let entry = &self.manifest.files[i];
@@ -204,6 +214,7 @@ impl Garden {
                 State::TypeChange => EntryChange::TypeChange(detail),
                 State::Drifted => EntryChange::Locked,
                 State::Behind => EntryChange::Behind(detail),
+                State::Conflict if judged.unresolved => EntryChange::Unresolved(detail),
                 State::Conflict => EntryChange::Conflict(detail),
                 State::Error => EntryChange::Failed(detail),
                 // A rendering is never stored in place of its template.
@@ -256,6 +267,13 @@ impl Garden {
                     Err(e) => EntryChange::Failed(error_chain(&e)),
                 },
             };
+            // Recorded with its markers gone: the merge is over.
+            if !opts.dry_run
+                && matches!(change, EntryChange::Content | EntryChange::Mode)
+                && self.unresolved.has(&entry.path)
+            {
+                resolved.push(entry.path.clone());
+            }
             report.changes.push((entry.path.clone(), change));
             if let Some(u) = updated {
                 self.manifest.files[i] = u;
@@ -307,6 +325,7 @@ impl Garden {
                     return Err(e);
                 }
             }
+            self.drop_unresolved(resolved.iter().map(String::as_str))?;
             return Ok(report);
         }
         // commit_head adds the snapshot to the batch and commits it, blobs
@@ -331,6 +350,7 @@ impl Garden {
             }
         };
         report.snapshot = Some(rec.id);
+        self.drop_unresolved(resolved.iter().map(String::as_str))?;
         Ok(report)
     }
 

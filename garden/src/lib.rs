@@ -65,6 +65,7 @@ mod sync;
 mod tags;
 pub mod template;
 mod undo;
+mod unresolved;
 mod verify;
 
 use std::ffi::{OsStr, OsString};
@@ -340,6 +341,8 @@ pub struct Garden {
     fingerprints: std::cell::RefCell<fingerprints::Fingerprints>,
     /// What this machine last saw agreed between disk and repository.
     base: std::cell::RefCell<base::Base>,
+    /// The files a merge left conflict markers in.
+    unresolved: unresolved::Unresolved,
     /// This repository's folder of machine-local state (`None`: no state).
     local_dir: Option<PathBuf>,
     /// Where entries may be written in the home (never through a symlink,
@@ -725,6 +728,11 @@ impl Garden {
             notes: std::cell::RefCell::new(notes),
             note_sink: None,
             base: std::cell::RefCell::new(base),
+            unresolved: if repo_only {
+                unresolved::Unresolved::default()
+            } else {
+                unresolved::Unresolved::load(local_dir.as_deref())
+            },
             local_dir,
             keys: std::cell::RefCell::default(),
             fingerprints: std::cell::RefCell::new(fingerprints),

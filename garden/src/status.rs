@@ -85,6 +85,9 @@ pub(crate) struct Judged {
     pub content_same: Option<bool>,
     /// A file's hash came from the stat cache (the file was not read).
     pub vouched: bool,
+    /// The file still holds conflict markers a merge wrote (the state is
+    /// then [`State::Conflict`]).
+    pub unresolved: bool,
 }
 
 impl Judged {
@@ -96,6 +99,7 @@ impl Judged {
             md: None,
             content_same: None,
             vouched: false,
+            unresolved: false,
         }
     }
 }
@@ -291,6 +295,7 @@ impl Garden {
             md: Some(md),
             content_same,
             vouched,
+            unresolved: false,
         };
         if content_same == Some(true) && mode_same {
             let agreed = disk_moved == Some(false) && repo_moved == Some(false);
@@ -373,6 +378,17 @@ impl Garden {
         };
         j.state = state;
         j.detail = Some(detail);
+        // A file holding the markers a merge wrote is not a change to
+        // record, whatever the base says of it.
+        if matches!(state, State::Modified | State::Conflict)
+            && self.unresolved_merge(&e.path, &abs)
+        {
+            j.state = State::Conflict;
+            j.detail = Some(
+                "unresolved merge: it still holds the conflict markers `sgard merge` wrote".into(),
+            );
+            j.unresolved = true;
+        }
         Ok(j)
     }
 

@@ -52,6 +52,7 @@ pub fn run(
                 "conflict",
                 format!(" ({why}; the repository's version is kept)"),
             ),
+            EntryChange::Unresolved(why) => ("conflict", format!(" ({why}; not recorded)")),
             EntryChange::Failed(why) => {
                 failed.push(crate::ui::clean(path).into_owned());
                 ("failed", format!(" ({why})"))
@@ -73,7 +74,8 @@ pub fn run(
         )?;
     }
     let conflicts = report.conflicts();
-    let held = &conflicts;
+    let unresolved = report.unresolved();
+    let held: Vec<&str> = conflicts.iter().chain(&unresolved).copied().collect();
     let recorded = report.recorded();
     if dry_run {
         if report.unchanged {
@@ -160,6 +162,17 @@ pub fn run(
             if n == 1 { "was" } else { "were" },
             conflicts.join(", "),
             if n == 1 { "it" } else { "each" },
+        ));
+    }
+    if !unresolved.is_empty() {
+        let n = unresolved.len();
+        refusals.push(format!(
+            "{} still {} the conflict markers `sgard merge` wrote and {} not recorded: \
+             edit them away, then `sgard checkpoint` (`sgard restore -f PATH` takes the \
+             repository's version instead)",
+            unresolved.join(", "),
+            if n == 1 { "holds" } else { "hold" },
+            if n == 1 { "was" } else { "were" },
         ));
     }
     if !refusals.is_empty() {

@@ -286,7 +286,8 @@ fn a_conflict_is_refused_and_each_resolution_settles_it() {
         text.contains("<<<<<<< ours\nlap edit\n") && text.contains("desk edit\n>>>>>>> theirs"),
         "{text}"
     );
-    assert_eq!(lap.state("~/.bashrc"), "modified");
+    // Not a change to record while the markers are there.
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
     lap.write(".bashrc", "lap line\ndesk edit\nlap edit\n");
     lap.sg(&["checkpoint"]).ok();
     desk.sg(&["restore"]).ok();
@@ -895,14 +896,19 @@ fn undo_puts_the_base_back_too() {
     lap.write(".bashrc", "base\nlaptop\n");
     assert_eq!(lap.state("~/.bashrc"), "conflict");
     lap.sg(&["merge", "~/.bashrc"]).code(4);
-    assert_eq!(lap.state("~/.bashrc"), "modified");
+    // The markers are on disk: an unresolved merge, a conflict still.
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
     lap.sg(&["undo"]).ok();
     assert_eq!(lap.read(".bashrc"), "base\nlaptop\n");
     assert_eq!(lap.state("~/.bashrc"), "conflict");
     lap.sg(&["checkpoint"]).code(4);
-    // And a redo (undo of the undo) is the merge's state again.
+    // And a redo (undo of the undo) is the merge's state again: the
+    // markers are back, and so is the unresolved merge.
     lap.sg(&["undo"]).ok();
-    assert_eq!(lap.state("~/.bashrc"), "modified");
+    assert!(lap.read(".bashrc").contains("<<<<<<< ours\n"));
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    lap.sg(&["checkpoint"]).code(4);
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\ndesk\n"));
 }
 
 #[test]

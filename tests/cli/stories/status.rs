@@ -164,7 +164,42 @@ fn a_dry_checkpoint_after_add_lists_what_the_real_one_records() {
         .stdout_has("nothing to record");
 }
 
-// ----------------------------------------------------------- item 11
+// ----------------------------------------------------- items 10 and 11
+
+/// `merge` leaves conflict markers: the file is `conflict (unresolved
+/// merge)`, and `checkpoint` refuses it (exit 4, nothing recorded, never
+/// "complete") until the markers are gone.
+#[test]
+fn conflict_markers_left_by_merge_are_never_checkpointed() {
+    let (_shared, desk, lap) = conflict_on_the_laptop();
+    lap.sg(&["merge", "~/.bashrc"]).code(4);
+    assert!(lap.read(".bashrc").contains("<<<<<<< ours\n"));
+    let r = lap.sg(&["status"]);
+    r.ok().stdout_has("conflict   ~/.bashrc  (unresolved merge");
+    let history = fs::read(desk.repo.join("history.yaml")).unwrap();
+    let manifest = fs::read(desk.repo.join("manifest.yaml")).unwrap();
+    let r = lap.sg(&["checkpoint"]);
+    r.code(4).stdout_has("conflict   ~/.bashrc");
+    assert!(!r.stdout.contains("complete"), "{r:#?}");
+    assert_eq!(fs::read(desk.repo.join("history.yaml")).unwrap(), history);
+    assert_eq!(fs::read(desk.repo.join("manifest.yaml")).unwrap(), manifest);
+    // One of two markers edited away is not enough.
+    let half = lap.read(".bashrc").replace("<<<<<<< ours\n", "");
+    lap.write(".bashrc", &half);
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    lap.sg(&["checkpoint"]).code(4);
+    assert_eq!(fs::read(desk.repo.join("history.yaml")).unwrap(), history);
+    // Resolved: a local change like any other, recorded.
+    lap.write(".bashrc", "base\ndesk\nlap\n");
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+    lap.sg(&["checkpoint"])
+        .ok()
+        .stdout_has("updated    ~/.bashrc");
+    assert_eq!(
+        desk.sg(&["status"]).stdout,
+        "behind     ~/.bashrc  (changed in the repository: content)\n"
+    );
+}
 
 /// A checkpoint that meets a conflict says what it recorded and what it
 /// did not, and never "complete".
