@@ -177,6 +177,8 @@ impl Garden {
         self.manifest.updated = self.env.now;
         self.save()?;
         self.flush_base()?;
+        // Taken as it is: conflict markers a merge left in it are content.
+        self.drop_unresolved(added.iter().map(String::as_str))?;
         Ok(report)
     }
 

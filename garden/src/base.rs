@@ -660,7 +660,7 @@ fn render_to<'a>(
 }
 
 /// Escapes a path or target so it holds no space, tab, CR or newline.
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -675,7 +675,7 @@ fn escape(s: &str) -> String {
     out
 }
 
-fn unescape(s: &str) -> Option<String> {
+pub(crate) fn unescape(s: &str) -> Option<String> {
     if !s.contains('\\') {
         return Some(s.to_owned());
     }

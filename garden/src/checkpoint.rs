@@ -3,12 +3,13 @@
 use std::ffi::OsString;
 
 use sgard_manifest::history::Reason;
-use sgard_manifest::{Entry, EntryKind};
+use sgard_manifest::{Entry, EntryKind, Manifest};
 
 use crate::fsx;
+use crate::history::compare_docs;
 use crate::scan::Found;
 use crate::status::Judged;
-use crate::{Garden, Result, State};
+use crate::{Garden, Result, ShowChange, State};
 
 /// What a checkpoint did to one entry (entries it left alone are not listed).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +30,9 @@ pub enum EntryChange {
     /// Changed both here and in the repository (or different with no
     /// record of a sync here): the repository's version is kept.
     Conflict(String),
+    /// Still holds the conflict markers `merge` wrote: not recorded until
+    /// they are gone.
+    Unresolved(String),
     /// The entry could not be checkpointed; it is kept as it was.
     Failed(String),
     /// A template's rendering was edited on disk: the source is kept (a
@@ -39,11 +43,16 @@ pub enum EntryChange {
 /// The result of [`Garden::checkpoint`].
 #[derive(Clone, Debug, Default)]
 pub struct CheckpointReport {
+    /// What the head already changed since the newest snapshot (an `add`,
+    /// `edit`, `remove`, `lock` …, or a first checkpoint's every entry):
+    /// the snapshot records it too.
+    pub staged: Vec<ShowChange>,
     /// Entries that changed or need attention, in manifest order.
     pub changes: Vec<(String, EntryChange)>,
     /// New blobs stored.
     pub new_blobs: usize,
-    /// True when nothing changed since the newest snapshot (nothing recorded).
+    /// True when the head says what the newest snapshot says: nothing was
+    /// (with a dry run: would be) recorded.
     pub unchanged: bool,
     /// The snapshot recorded, if any.
     pub snapshot: Option<sgard_store::Hash>,
@@ -61,12 +70,49 @@ impl CheckpointReport {
 
     /// The entries left as they were because they are in conflict.
     pub fn conflicts(&self) -> Vec<&str> {
+        self.paths_where(|c| matches!(c, EntryChange::Conflict(_)))
+    }
+
+    /// The entries left as they were because they still hold the conflict
+    /// markers of a merge.
+    pub fn unresolved(&self) -> Vec<&str> {
+        self.paths_where(|c| matches!(c, EntryChange::Unresolved(_)))
+    }
+
+    fn paths_where(&self, pick: impl Fn(&EntryChange) -> bool) -> Vec<&str> {
         self.changes
             .iter()
-            .filter(|(_, c)| matches!(c, EntryChange::Conflict(_)))
+            .filter(|(_, c)| pick(c))
             .map(|(p, _)| p.as_str())
             .collect()
     }
+
+    /// How many entries the snapshot records as changed (what the head
+    /// held already and what was taken from disk now).
+    pub fn recorded(&self) -> usize {
+        let mut paths: Vec<&str> = self.staged.iter().map(|c| c.path.as_str()).collect();
+        paths.extend(
+            self.changes
+                .iter()
+                .filter(|(_, c)| matches!(c, EntryChange::Content | EntryChange::Mode))
+                .map(|(p, _)| p.as_str()),
+        );
+        paths.sort_unstable();
+        paths.dedup();
+        paths.len()
+    }
+}
+
+/// The newest snapshot, as a checkpoint compares the head with it.
+enum Parent {
+    /// There is none: every entry is new.
+    None,
+    /// It is the head itself.
+    Head,
+    /// Its document.
+    Doc(Box<Manifest>),
+    /// Its document cannot be read: the head is recorded.
+    Unreadable,
 }
 
 /// Flags of `checkpoint`.
@@ -104,12 +150,33 @@ impl Garden {
             dry_run: opts.dry_run,
             ..CheckpointReport::default()
         };
+        // What the head changed since the newest snapshot. The head is
+        // that snapshot (the common case) or the parent document is read:
+        // whichever machine it came from, only a change is recorded.
+        let head_is_snapshot = self.history.head().is_some_and(|r| r.id == self.head_hash);
+        let parent = match self.history.head() {
+            _ if head_is_snapshot => Parent::Head,
+            None => Parent::None,
+            Some(r) => match self.snapshot_doc(&r.id) {
+                Ok(doc) => Parent::Doc(Box::new(doc)),
+                Err(_) => Parent::Unreadable,
+            },
+        };
+        report.staged = match &parent {
+            Parent::None => compare_docs(None, &self.manifest, true),
+            Parent::Doc(doc) => compare_docs(Some(doc), &self.manifest, true),
+            Parent::Head | Parent::Unreadable => Vec::new(),
+        };
         if !opts.dry_run {
             self.begin_batch();
         }
         sgard_store::progress::begin("checking", picked.len() as u64, 0);
         let mut scan = self.scan(&picked, !opts.dry_run);
         let mut recorded = Vec::new();
+        // A dry run cannot tell a secret's new ciphertext, only that there
+        // will be one.
+        let mut unknown_change = false;
+        let mut resolved = Vec::new();
         for i in picked {
             sgard_store::cancel::check()?;
             let entry = &self.manifest.files[i];
@@ -147,6 +214,7 @@ impl Garden {
                 State::TypeChange => EntryChange::TypeChange(detail),
                 State::Drifted => EntryChange::Locked,
                 State::Behind => EntryChange::Behind(detail),
+                State::Conflict if judged.unresolved => EntryChange::Unresolved(detail),
                 State::Conflict => EntryChange::Conflict(detail),
                 State::Error => EntryChange::Failed(detail),
                 // A rendering is never stored in place of its template.
@@ -154,19 +222,33 @@ impl Garden {
                     if judged.content_same != Some(true) {
                         EntryChange::Template
                     } else if let Some(seen) = judged.seen.as_ref() {
-                        if !opts.dry_run {
-                            let mut u = entry.clone();
-                            u.mode = Some(seen.mode);
-                            u.updated = self.env.now;
-                            recorded.push((i, seen.content));
-                            updated = Some(u);
-                        }
+                        let mut u = entry.clone();
+                        u.mode = Some(seen.mode);
+                        u.updated = self.env.now;
+                        recorded.push((i, seen.content));
+                        updated = Some(u);
                         EntryChange::Mode
                     } else {
                         continue;
                     }
                 }
                 State::Modified if opts.dry_run => {
+                    // What the real run would record, as far as it is known
+                    // without storing anything.
+                    let mut u = entry.clone();
+                    if let Some(seen) = &judged.seen {
+                        if entry.kind != EntryKind::Link {
+                            u.mode = Some(seen.mode);
+                        }
+                        match entry.kind {
+                            EntryKind::File if judged.content_same == Some(true) => {}
+                            EntryKind::File if entry.encrypted => unknown_change = true,
+                            EntryKind::File => u.hash = seen.content,
+                            EntryKind::Link => u.target.clone_from(&seen.target),
+                            EntryKind::Directory => {}
+                        }
+                    }
+                    updated = Some(u);
                     if judged.content_same == Some(true) {
                         EntryChange::Mode
                     } else {
@@ -185,34 +267,40 @@ impl Garden {
                     Err(e) => EntryChange::Failed(error_chain(&e)),
                 },
             };
+            // Recorded with its markers gone: the merge is over.
+            if !opts.dry_run
+                && matches!(change, EntryChange::Content | EntryChange::Mode)
+                && self.unresolved.has(&entry.path)
+            {
+                resolved.push(entry.path.clone());
+            }
             report.changes.push((entry.path.clone(), change));
             if let Some(u) = updated {
                 self.manifest.files[i] = u;
             }
         }
+        // A folder above an entry whose mode changed here is recorded too.
+        let folders_moved = self.refresh_folders_for(args);
+        // No snapshot without a change, whatever the parent came from.
+        let taken = report
+            .changes
+            .iter()
+            .any(|(_, c)| matches!(c, EntryChange::Content | EntryChange::Mode));
+        let changed = match &parent {
+            Parent::Head => taken || folders_moved || unknown_change,
+            Parent::Doc(doc) => {
+                unknown_change || !compare_docs(Some(doc), &self.manifest, true).is_empty()
+            }
+            Parent::None | Parent::Unreadable => true,
+        };
+        report.unchanged = !changed;
         if opts.dry_run {
             return Ok(report);
         }
         let message = message.filter(|m| !m.is_empty()).map(str::to_owned);
-        // A folder above an entry whose mode changed here is recorded too.
-        let folders_moved = self.refresh_folders_for(args);
-        let changed = !recorded.is_empty() || folders_moved;
-        let head_is_snapshot = self.history.head().is_some_and(|r| r.id == self.head_hash);
-        if !changed && head_is_snapshot {
-            // Nothing to record: the newest snapshot already is this state
-            // (healed blobs, if any, are made durable all the same).
-            self.commit_batch()?;
-            self.flush_base()?;
-            report.unchanged = true;
-            return Ok(report);
-        }
-        // commit_head adds the snapshot to the batch and commits it, blobs
-        // before the record that names them.
-        self.manifest.updated = self.env.now;
-        self.manifest.message.clone_from(&message);
         // What is recorded agrees with the disk: settled with the head
-        // (commit_head saves it, pending first).
-        for (i, content) in recorded {
+        // (commit_head or save writes it, pending first).
+        for (i, content) in recorded.iter().copied() {
             let e = &self.manifest.files[i];
             let content = if e.encrypted || e.template {
                 content
@@ -221,7 +309,39 @@ impl Garden {
             };
             self.settle(e, content, e.mode);
         }
-        let rec = match self.commit_head(Reason::Checkpoint, message, report.new_blobs as u64) {
+        if !changed {
+            // Nothing to record: the newest snapshot already says this
+            // (healed blobs, if any, are made durable all the same). What
+            // this run changed in the head (it only undid the head's own
+            // changes since that snapshot, or put back folder modes a Go
+            // sgard dropped) still goes into manifest.yaml.
+            self.commit_batch()?;
+            if recorded.is_empty() && !folders_moved {
+                self.flush_base()?;
+            } else {
+                self.manifest.updated = self.env.now;
+                if let Err(e) = self.save() {
+                    self.base.borrow_mut().rollback();
+                    return Err(e);
+                }
+            }
+            self.drop_unresolved(resolved.iter().map(String::as_str))?;
+            return Ok(report);
+        }
+        // commit_head adds the snapshot to the batch and commits it, blobs
+        // before the record that names them.
+        self.manifest.updated = self.env.now;
+        self.manifest.message.clone_from(&message);
+        let parent_doc = match &parent {
+            Parent::Doc(doc) => Some(&**doc),
+            _ => None,
+        };
+        let rec = match self.commit_head_after(
+            Reason::Checkpoint,
+            message,
+            report.new_blobs as u64,
+            parent_doc,
+        ) {
             Ok(r) => r,
             Err(e) => {
                 // Nothing was recorded: neither are the agreements.
@@ -230,6 +350,7 @@ impl Garden {
             }
         };
         report.snapshot = Some(rec.id);
+        self.drop_unresolved(resolved.iter().map(String::as_str))?;
         Ok(report)
     }
 

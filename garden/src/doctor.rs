@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use sgard_manifest::Manifest;
 use sgard_manifest::history::{HISTORY_FILE, History};
-use sgard_store::{Hash, Store, durable};
+use sgard_store::{Hash, Presence, Store, durable};
 
 use crate::lock::LOCK_FILE;
 use crate::{Env, base, index};
@@ -187,16 +187,8 @@ pub struct Missing {
     pub why: MissingWhy,
 }
 
-/// Why content is not all there.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MissingWhy {
-    /// Neither a blob nor a chunk list of that name.
-    Absent,
-    /// Its chunk list names a chunk that is not stored (how many).
-    Chunks(usize),
-    /// Its chunk list cannot be read.
-    BadList(String),
-}
+/// Why content is not all there (the store's [`sgard_store::Lack`]).
+pub use sgard_store::Lack as MissingWhy;
 
 /// What [`probe_content`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -236,45 +228,21 @@ pub fn probe_content(root: &Path, m: &Manifest) -> crate::Result<ContentProbe> {
         ..ContentProbe::default()
     };
     let mut seen_chunks = std::collections::HashSet::new();
+    let presence = Presence::open(&store);
     for (hash, paths) in named {
-        if store.contains_blob(&hash)? {
-            continue;
+        let mut listed = false;
+        let lack = presence.lack_with(&hash, &mut |list| {
+            listed = true;
+            seen_chunks.extend(list.chunks.iter().map(|(c, _)| *c));
+        })?;
+        if listed || matches!(lack, Some(MissingWhy::BadList(_))) {
+            p.chunked += 1;
         }
-        let Some(cs) = store.chunked().filter(|cs| cs.contains(&hash)) else {
-            p.missing.push(Missing {
-                hash,
-                paths,
-                why: MissingWhy::Absent,
-            });
-            continue;
-        };
-        p.chunked += 1;
-        match cs.list(&hash) {
-            Ok(list) => {
-                let mut lacking = 0;
-                for (c, _) in &list.chunks {
-                    if seen_chunks.insert(*c) {
-                        p.chunks += 1;
-                    }
-                    if !cs.objects().contains_blob(c)? {
-                        lacking += 1;
-                    }
-                }
-                if lacking > 0 {
-                    p.missing.push(Missing {
-                        hash,
-                        paths,
-                        why: MissingWhy::Chunks(lacking),
-                    });
-                }
-            }
-            Err(e) => p.missing.push(Missing {
-                hash,
-                paths,
-                why: MissingWhy::BadList(e.to_string()),
-            }),
+        if let Some(why) = lack {
+            p.missing.push(Missing { hash, paths, why });
         }
     }
+    p.chunks = seen_chunks.len();
     Ok(p)
 }
 

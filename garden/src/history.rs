@@ -47,7 +47,10 @@ pub enum ForgetPolicy {
 pub struct ShowChange {
     /// The path.
     pub path: String,
-    /// `added`, `removed`, `modified`, `mode`, `flags` or `type`.
+    /// `added`, `removed`, `modified`, `mode`, `flags`, `type` or `run`
+    /// for an entry; `excluded`, `included` (a rule), `folder` (a folder's
+    /// mode), or `added`/`removed`/`modified` of `encryption` and
+    /// `data.yaml` for the repository's settings.
     pub what: &'static str,
     /// Details (old → new) where useful.
     pub detail: Option<String>,
@@ -317,6 +320,18 @@ impl Garden {
         message: Option<String>,
         stored: u64,
     ) -> Result<Record> {
+        self.commit_head_after(reason, message, stored, None)
+    }
+
+    /// As [`Garden::commit_head`], with the newest snapshot's document
+    /// when the caller read it already.
+    pub(crate) fn commit_head_after(
+        &mut self,
+        reason: Reason,
+        message: Option<String>,
+        stored: u64,
+        parent_doc: Option<&Manifest>,
+    ) -> Result<Record> {
         self.require_exclusive("checkpoint")?;
         self.refresh_data();
         // The blobs the batch holds first, then the document, rendered
@@ -328,7 +343,7 @@ impl Garden {
             .write_from(&mut |out| self.manifest.write_yaml(out))?;
         self.known_size(w.hash, w.size);
         let parent = self.history.head().map(|r| r.id);
-        let new_content = self.new_content(parent, stored);
+        let new_content = self.new_content(parent, stored, parent_doc);
         let rec = Record {
             id: w.hash,
             parent,
@@ -359,10 +374,11 @@ impl Garden {
     /// it). A chunked file counts once; the snapshot's own blob never. With
     /// no parent every content is new; with a parent that cannot be read,
     /// `stored` (what this run wrote) is the best answer there is.
-    fn new_content(&self, parent: Option<Hash>, stored: u64) -> u64 {
-        let old: HashSet<Hash> = match parent {
-            None => HashSet::new(),
-            Some(id) => match self.snapshot_doc(&id) {
+    fn new_content(&self, parent: Option<Hash>, stored: u64, known: Option<&Manifest>) -> u64 {
+        let old: HashSet<Hash> = match (parent, known) {
+            (None, _) => HashSet::new(),
+            (Some(_), Some(doc)) => doc.referenced_blobs().collect(),
+            (Some(id), None) => match self.snapshot_doc(&id) {
                 Ok(doc) => doc.referenced_blobs().collect(),
                 Err(_) => return stored,
             },
@@ -697,25 +713,27 @@ impl Garden {
     }
 }
 
-/// The changes from `parent` to `doc`. For partial documents only the paths
-/// they name are compared.
+/// The changes from `parent` to `doc`: what `show` lists, and what a
+/// checkpoint records (none: no snapshot). For partial documents only the
+/// paths they name are compared; full ones also compare the settings of
+/// the whole repository (exclusions, encryption, template data, folder
+/// modes). Timestamps and messages are no change.
 pub(crate) fn compare_docs(
     parent: Option<&Manifest>,
     doc: &Manifest,
     full: bool,
 ) -> Vec<ShowChange> {
-    let state = |m: &Manifest, p: &str| m.get(p).cloned();
-    let mut paths: BTreeSet<String> = doc.files.iter().map(|e| e.path.clone()).collect();
-    paths.extend(doc.absent.iter().cloned());
+    let mut paths: BTreeSet<&str> = doc.files.iter().map(|e| e.path.as_str()).collect();
+    paths.extend(doc.absent.iter().map(String::as_str));
     if full && let Some(pm) = parent {
-        paths.extend(pm.files.iter().map(|e| e.path.clone()));
+        paths.extend(pm.files.iter().map(|e| e.path.as_str()));
     }
     let mut out = Vec::new();
     for p in paths {
-        let new = state(doc, &p);
-        let old = parent.and_then(|pm| state(pm, &p));
+        let new = doc.get(p);
+        let old = parent.and_then(|pm| pm.get(p));
         let change = |what, detail: Option<String>| ShowChange {
-            path: p.clone(),
+            path: p.to_owned(),
             what,
             detail,
         };
@@ -723,13 +741,73 @@ pub(crate) fn compare_docs(
             (None, Some(_)) => out.push(change("added", None)),
             (Some(_), None) => out.push(change("removed", None)),
             (None, None) => {
-                if doc.absent.contains(&p) && parent.is_some_and(|pm| !pm.absent.contains(&p)) {
+                if doc.absent.iter().any(|a| a == p)
+                    && parent.is_some_and(|pm| !pm.absent.iter().any(|a| a == p))
+                {
                     out.push(change("removed", None));
                 }
             }
             (Some(o), Some(n)) => {
-                out.extend(entry_changes(&o, &n).into_iter().map(|(w, d)| change(w, d)));
+                out.extend(entry_changes(o, n).into_iter().map(|(w, d)| change(w, d)));
             }
+        }
+    }
+    if full {
+        out.extend(settings_changes(parent, doc));
+    }
+    out
+}
+
+/// What changed in the repository's own settings from `parent` to `doc`.
+fn settings_changes(parent: Option<&Manifest>, doc: &Manifest) -> Vec<ShowChange> {
+    let mut out = Vec::new();
+    let change = |path: &str, what, detail: Option<String>| ShowChange {
+        path: path.to_owned(),
+        what,
+        detail,
+    };
+    let old_rules: &[String] = parent.map_or(&[], |p| &p.exclude);
+    for r in &doc.exclude {
+        if !old_rules.contains(r) {
+            out.push(change(r, "excluded", None));
+        }
+    }
+    for r in old_rules {
+        if !doc.exclude.contains(r) {
+            out.push(change(r, "included", None));
+        }
+    }
+    let presence = |old: bool, new: bool| match (old, new) {
+        (false, true) => "added",
+        (true, false) => "removed",
+        _ => "modified",
+    };
+    let (old_enc, old_data) = parent.map_or((None, None), |p| (p.encryption.as_ref(), p.data));
+    if old_enc != doc.encryption.as_ref() {
+        let what = presence(old_enc.is_some(), doc.encryption.is_some());
+        out.push(change("encryption", what, None));
+    }
+    if old_data != doc.data {
+        let what = presence(old_data.is_some(), doc.data.is_some());
+        out.push(change("data.yaml", what, None));
+    }
+    let old_folders: &[sgard_manifest::FolderMode] = parent.map_or(&[], |p| &p.folders);
+    let mode_of = |list: &[sgard_manifest::FolderMode], path: &str| {
+        list.iter().find(|f| f.path == path).map(|f| f.mode)
+    };
+    let folders: BTreeSet<&str> = doc
+        .folders
+        .iter()
+        .chain(old_folders)
+        .map(|f| f.path.as_str())
+        .collect();
+    for f in folders {
+        let (o, n) = (mode_of(old_folders, f), mode_of(&doc.folders, f));
+        if o != n {
+            let m = |x: Option<sgard_manifest::Mode>| {
+                x.map_or_else(|| "-".to_owned(), |m| m.to_string())
+            };
+            out.push(change(f, "folder", Some(format!("{} -> {}", m(o), m(n)))));
         }
     }
     out
@@ -737,8 +815,15 @@ pub(crate) fn compare_docs(
 
 fn entry_changes(o: &Entry, n: &Entry) -> Vec<(&'static str, Option<String>)> {
     let mut v = Vec::new();
-    if o.kind != n.kind {
-        v.push(("type", Some(format!("{} -> {}", o.kind, n.kind))));
+    let kind = |e: &Entry| {
+        if e.template {
+            "template".to_owned()
+        } else {
+            e.kind.to_string()
+        }
+    };
+    if o.kind != n.kind || o.template != n.template {
+        v.push(("type", Some(format!("{} -> {}", kind(o), kind(n)))));
         return v;
     }
     if o.hash != n.hash || o.target != n.target {
@@ -766,6 +851,10 @@ fn entry_changes(o: &Entry, n: &Entry) -> Vec<(&'static str, Option<String>)> {
     if o.locked != n.locked || o.encrypted != n.encrypted || o.only != n.only || o.never != n.never
     {
         v.push(("flags", Some(format!("{} -> {}", flags(o), flags(n)))));
+    }
+    if o.run != n.run {
+        let run = |e: &Entry| e.run.map_or("-", sgard_manifest::Run::as_str);
+        v.push(("run", Some(format!("{} -> {}", run(o), run(n)))));
     }
     v
 }

@@ -38,7 +38,13 @@ impl Garden {
     pub fn info(&self, arg: &OsStr) -> Result<Info> {
         let e = self.entry_at(arg)?.clone();
         let applies = self.applies(&e)?;
-        let state = self.status_of(&e, &Found::Unknown)?.state;
+        let lack = match e.hash {
+            Some(h) if e.kind == EntryKind::File && applies => {
+                self.lacking(vec![h], false).remove(&h)
+            }
+            _ => None,
+        };
+        let state = self.status_of(&e, &Found::Unknown, lack)?.state;
         let abs = self.env.expand(&e.path);
         let md = if applies { fsx::lstat(&abs)? } else { None };
         let disk_mtime = md.as_ref().and_then(|m| {

@@ -51,6 +51,7 @@ mod own;
 mod par;
 mod paths;
 mod pathtable;
+mod present;
 mod preview;
 mod prune;
 mod remove;
@@ -66,6 +67,7 @@ mod sync;
 mod tags;
 pub mod template;
 mod undo;
+mod unresolved;
 mod verify;
 
 use std::ffi::{OsStr, OsString};
@@ -341,6 +343,8 @@ pub struct Garden {
     fingerprints: std::cell::RefCell<fingerprints::Fingerprints>,
     /// What this machine last saw agreed between disk and repository.
     base: std::cell::RefCell<base::Base>,
+    /// The files a merge left conflict markers in.
+    unresolved: unresolved::Unresolved,
     /// This repository's folder of machine-local state (`None`: no state).
     local_dir: Option<PathBuf>,
     /// Where entries may be written in the home (never through a symlink,
@@ -734,6 +738,11 @@ impl Garden {
             notes: std::cell::RefCell::new(notes),
             note_sink: None,
             base: std::cell::RefCell::new(base),
+            unresolved: if repo_only {
+                unresolved::Unresolved::default()
+            } else {
+                unresolved::Unresolved::load(local_dir.as_deref())
+            },
             local_dir,
             keys: std::cell::RefCell::default(),
             fingerprints: std::cell::RefCell::new(fingerprints),

@@ -78,6 +78,13 @@ impl Garden {
         }
         let j = self.judge(e, true, &Found::Unknown)?;
         match j.state {
+            State::Conflict if j.unresolved => {
+                return refuse(
+                    "still holds the conflict markers of its last merge: edit them away, then \
+                     `sgard checkpoint` (`sgard restore -f` takes the repository's version)"
+                        .into(),
+                );
+            }
             State::Conflict => {}
             State::Ok => return Ok(MergeOutcome::NotNeeded("it matches the repository".into())),
             State::Modified => {
@@ -166,6 +173,9 @@ impl Garden {
         if self.dry_run {
             return Ok(outcome);
         }
+        // The markers written that none of the versions held: while the
+        // file holds one, it is an unresolved merge (see `unresolved`).
+        let markers = crate::unresolved::markers_written(&merged, [a, o, t]);
         // The merged file goes to disk as a restore would write it: stored
         // first (encrypted for a secret), recorded with a safety snapshot.
         let mut result = e.clone();
@@ -217,6 +227,7 @@ impl Garden {
         }
         // The repository's version is now part of what is on disk.
         self.settle_to_head(e);
+        self.set_unresolved(&e.path, markers)?;
         Ok(outcome)
     }
 

@@ -2,7 +2,7 @@
 //! judged against this machine's base (see `base.rs`).
 
 use sgard_manifest::{Entry, EntryKind, Mode};
-use sgard_store::Hash;
+use sgard_store::{Hash, Lack};
 
 use crate::base::{BaseEntry, Seen};
 use crate::fsx::{self, DiskKind};
@@ -85,6 +85,9 @@ pub(crate) struct Judged {
     pub content_same: Option<bool>,
     /// A file's hash came from the stat cache (the file was not read).
     pub vouched: bool,
+    /// The file still holds conflict markers a merge wrote (the state is
+    /// then [`State::Conflict`]).
+    pub unresolved: bool,
 }
 
 impl Judged {
@@ -96,6 +99,7 @@ impl Judged {
             md: None,
             content_same: None,
             vouched: false,
+            unresolved: false,
         }
     }
 }
@@ -118,16 +122,35 @@ impl Garden {
     /// [`Garden::status`].
     pub fn status_of_args(&self, args: &[std::ffi::OsString]) -> Result<Vec<StatusLine>> {
         let picked = self.select(args)?;
+        // Whether the repository still holds each content: a machine
+        // learns of a loss before it needs the file, whatever its disk
+        // holds (see `present.rs` for how this stays cheap).
+        let contents: Vec<Hash> = picked
+            .iter()
+            .map(|&i| &self.manifest.files[i])
+            .filter(|e| e.kind == EntryKind::File && self.applies(e).unwrap_or(false))
+            .filter_map(|e| e.hash)
+            .collect();
+        let lacking = self.lacking(contents, args.is_empty());
         let mut scan = self.scan(&picked, false);
         let mut out = Vec::with_capacity(picked.len());
         for i in picked {
-            out.push(self.status_of(&self.manifest.files[i], &scan.take(self, i))?);
+            let e = &self.manifest.files[i];
+            let lack = e.hash.and_then(|h| lacking.get(&h).cloned());
+            out.push(self.status_of(e, &scan.take(self, i), lack)?);
         }
         self.flush_base_quietly();
         Ok(out)
     }
 
-    pub(crate) fn status_of(&self, e: &Entry, found: &Found) -> Result<StatusLine> {
+    /// The status of `e`, the scan having found `found` on disk and the
+    /// repository lacking `lack` of its content (see [`Garden::lacking`]).
+    pub(crate) fn status_of(
+        &self,
+        e: &Entry,
+        found: &Found,
+        lack: Option<Lack>,
+    ) -> Result<StatusLine> {
         let line = |state, detail: Option<String>| StatusLine {
             path: e.path.clone(),
             state,
@@ -137,34 +160,41 @@ impl Garden {
         if !self.applies(e)? {
             return Ok(line(State::Skipped, None));
         }
-        let j = match self.judge(e, false, found) {
-            Ok(j) => j,
-            Err(err) => {
-                return Ok(line(
-                    State::Error,
-                    Some(crate::checkpoint::error_chain(&err)),
-                ));
-            }
+        let judged = self.judge(e, false, found);
+        let (Some(lack), Some(h)) = (lack, e.hash) else {
+            return Ok(match judged {
+                Ok(j) => line(j.state, j.detail),
+                Err(err) => line(State::Error, Some(crate::checkpoint::error_chain(&err))),
+            });
         };
-        let mut l = line(j.state, j.detail);
-        // Where a restore would write this entry, its content must be here.
-        let needs_blob = matches!(
-            j.state,
-            State::Missing | State::Behind | State::Conflict | State::Drifted | State::TypeChange
-        );
-        if needs_blob
-            && e.kind == EntryKind::File
-            && let Some(h) = e.hash
-            && !self.store.contains(&h).unwrap_or(true)
-        {
-            l.detail = Some(format!(
-                "{}; its content (blob {}) is missing from the repository",
-                l.state.as_str(),
+        // The repository lost the content: whatever the disk holds, a
+        // restore could not write this entry.
+        let what = match lack {
+            Lack::Absent => format!(
+                "its content (blob {}) is missing from the repository",
                 h.short(12)
-            ));
-            l.state = State::Error;
-            l.blob_missing = true;
-        }
+            ),
+            Lack::Chunks(n) => format!(
+                "{n} chunk{} of its content ({}) {} missing from the repository",
+                if n == 1 { "" } else { "s" },
+                h.short(12),
+                if n == 1 { "is" } else { "are" }
+            ),
+            Lack::BadList(why) => format!(
+                "its content ({}) cannot be read from the repository: {why}",
+                h.short(12)
+            ),
+        };
+        let detail = match judged.map(|j| j.state) {
+            Ok(State::Ok) => format!(
+                "{what}; the file here still holds it (`sgard add {}` stores it again)",
+                e.path
+            ),
+            Ok(state) => format!("{}; {what}", state.as_str()),
+            Err(_) => what,
+        };
+        let mut l = line(State::Error, Some(detail));
+        l.blob_missing = true;
         Ok(l)
     }
 
@@ -265,6 +295,7 @@ impl Garden {
             md: Some(md),
             content_same,
             vouched,
+            unresolved: false,
         };
         if content_same == Some(true) && mode_same {
             let agreed = disk_moved == Some(false) && repo_moved == Some(false);
@@ -347,6 +378,17 @@ impl Garden {
         };
         j.state = state;
         j.detail = Some(detail);
+        // A file holding the markers a merge wrote is not a change to
+        // record, whatever the base says of it.
+        if matches!(state, State::Modified | State::Conflict)
+            && self.unresolved_merge(&e.path, &abs)
+        {
+            j.state = State::Conflict;
+            j.detail = Some(
+                "unresolved merge: it still holds the conflict markers `sgard merge` wrote".into(),
+            );
+            j.unresolved = true;
+        }
         Ok(j)
     }
 

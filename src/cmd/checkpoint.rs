@@ -19,9 +19,25 @@ pub fn run(
 ) -> Result<ExitCode> {
     let mut g = ctx.open_to_change(dry_run)?;
     let report = g.checkpoint(message, paths, CheckpointOptions { dry_run })?;
+    let word = |w: &str| crate::ui::word(ctx.colour, w, 10);
+    // What the head changed since the newest snapshot: recorded too.
+    for c in &report.staged {
+        let detail = c
+            .detail
+            .as_ref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{} {}{}",
+            word(c.what),
+            crate::ui::clean(&c.path),
+            crate::ui::clean(&detail)
+        )?;
+    }
     let mut failed = Vec::new();
     for (path, change) in &report.changes {
-        let (word, detail) = match change {
+        let (w, detail) = match change {
             EntryChange::Content if dry_run => ("update", String::new()),
             EntryChange::Content => ("updated", String::new()),
             EntryChange::Mode => ("mode", String::new()),
@@ -36,6 +52,7 @@ pub fn run(
                 "conflict",
                 format!(" ({why}; the repository's version is kept)"),
             ),
+            EntryChange::Unresolved(why) => ("conflict", format!(" ({why}; not recorded)")),
             EntryChange::Failed(why) => {
                 failed.push(crate::ui::clean(path).into_owned());
                 ("failed", format!(" ({why})"))
@@ -51,19 +68,28 @@ pub fn run(
         writeln!(
             out,
             "{} {}{}",
-            crate::ui::word(ctx.colour, word, 10),
+            word(w),
             crate::ui::clean(path),
             crate::ui::clean(&detail)
         )?;
     }
-    if !failed.is_empty() && !dry_run {
+    let conflicts = report.conflicts();
+    let unresolved = report.unresolved();
+    let held: Vec<&str> = conflicts.iter().chain(&unresolved).copied().collect();
+    let recorded = report.recorded();
+    if dry_run {
+        if report.unchanged {
+            writeln!(out, "Dry run: nothing to record.")?;
+        } else {
+            writeln!(
+                out,
+                "Dry run: would record a snapshot ({}); nothing was recorded.",
+                entries(recorded)
+            )?;
+        }
+    } else if !failed.is_empty() || !held.is_empty() {
         // Not "complete": say what was recorded and what was not.
-        let recorded = report
-            .changes
-            .iter()
-            .filter(|(_, c)| matches!(c, EntryChange::Content | EntryChange::Mode))
-            .count();
-        let done = match (report.unchanged, report.snapshot) {
+        let mut done = match (report.unchanged, report.snapshot) {
             (false, Some(id)) => format!(
                 "Checkpoint recorded snapshot {} ({})",
                 id.short(12),
@@ -71,12 +97,41 @@ pub fn run(
             ),
             _ => "Checkpoint recorded nothing".to_owned(),
         };
-        writeln!(
-            out,
-            "{done}; {} failed: {}.",
-            entries(failed.len()),
-            failed.join(", ")
-        )?;
+        if !failed.is_empty() {
+            done.push_str(&format!(
+                "; {} failed: {}",
+                entries(failed.len()),
+                failed.join(", ")
+            ));
+        }
+        if !held.is_empty() {
+            let held: Vec<_> = held.iter().map(|p| crate::ui::clean(p)).collect();
+            done.push_str(&format!(
+                "; {} in conflict: {}",
+                entries(held.len()),
+                held.join(", ")
+            ));
+        }
+        writeln!(out, "{done}.")?;
+    } else {
+        match (report.unchanged, report.snapshot) {
+            (true, _) | (false, None) => {
+                let at = g
+                    .history()
+                    .head()
+                    .map(|r| r.id.short(12))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "Checkpoint complete: nothing changed since snapshot {at}."
+                )?;
+            }
+            (false, Some(id)) => {
+                writeln!(out, "Checkpoint complete: snapshot {}.", id.short(12))?;
+            }
+        }
+    }
+    if !failed.is_empty() && !dry_run {
         bail!(
             "{} could not be checkpointed and {} kept as {} (see `failed` above): {}",
             entries(failed.len()),
@@ -89,24 +144,6 @@ pub fn run(
             failed.join(", ")
         );
     }
-    match (dry_run, report.unchanged, report.snapshot) {
-        (true, _, _) => writeln!(out, "Dry run: nothing was recorded.")?,
-        (false, true, _) => {
-            let at = g
-                .history()
-                .head()
-                .map(|r| r.id.short(12))
-                .unwrap_or_default();
-            writeln!(
-                out,
-                "Checkpoint complete: nothing changed since snapshot {at}."
-            )?;
-        }
-        (false, false, Some(id)) => {
-            writeln!(out, "Checkpoint complete: snapshot {}.", id.short(12))?;
-        }
-        (false, false, None) => writeln!(out, "Checkpoint complete.")?,
-    }
     if !failed.is_empty() {
         bail!(
             "{} could not be checkpointed: {}",
@@ -114,10 +151,10 @@ pub fn run(
             failed.join(", ")
         );
     }
-    let conflicts = report.conflicts();
+    let mut refusals = Vec::new();
     if !conflicts.is_empty() {
         let n = conflicts.len();
-        return Err(Fail::conflict(format!(
+        refusals.push(format!(
             "{n} entr{} changed both here and in the repository {} not recorded: {}; \
              settle {} with `sgard merge PATH`, `sgard add PATH` (keep this one) or \
              `sgard restore -f PATH` (take the repository's version)",
@@ -125,7 +162,21 @@ pub fn run(
             if n == 1 { "was" } else { "were" },
             conflicts.join(", "),
             if n == 1 { "it" } else { "each" },
-        )));
+        ));
+    }
+    if !unresolved.is_empty() {
+        let n = unresolved.len();
+        refusals.push(format!(
+            "{} still {} the conflict markers `sgard merge` wrote and {} not recorded: \
+             edit them away, then `sgard checkpoint` (`sgard restore -f PATH` takes the \
+             repository's version instead)",
+            unresolved.join(", "),
+            if n == 1 { "holds" } else { "hold" },
+            if n == 1 { "was" } else { "were" },
+        ));
+    }
+    if !refusals.is_empty() {
+        return Err(Fail::conflict(refusals.join("; ")));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -62,6 +62,11 @@ pub fn run(
             ctx.repo.display()
         )));
     }
+    if lines.iter().any(|l| l.state == State::Error) {
+        // Each was named on stderr (or in the JSON) already.
+        out.flush()?;
+        return Ok(ExitCode::from(crate::exit::INTEGRITY));
+    }
     Ok(if exit_code && changed {
         ExitCode::from(1)
     } else {

@@ -264,6 +264,11 @@ impl ChunkStore {
         self.lists.join(&hex[0..2]).join(&hex[2..4]).join(hex)
     }
 
+    /// The folder of the chunk lists (in the blob layout).
+    pub fn lists_root(&self) -> &Path {
+        &self.lists
+    }
+
     /// The store of chunk objects.
     pub fn objects(&self) -> &Store {
         &self.objects

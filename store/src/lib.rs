@@ -39,6 +39,7 @@ pub mod chunks;
 pub mod durable;
 mod error;
 mod hash;
+mod presence;
 pub mod progress;
 mod spool;
 
@@ -48,6 +49,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::{Error, Result};
 pub use hash::{Hash, Hasher};
+pub use presence::{Area, Lack, LeafStat, Presence, leaf_of};
 
 const BUF_SIZE: usize = 256 * 1024;
 const TMP_DIR: &str = "tmp";

@@ -60,7 +60,7 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The chunk objects (not temp files, not journals).
-fn chunk_files(t: &TestEnv) -> Vec<PathBuf> {
+pub(crate) fn chunk_files(t: &TestEnv) -> Vec<PathBuf> {
     let root = t.repo().join("chunks");
     files_under(&root)
         .into_iter()

@@ -103,7 +103,7 @@ impl Machine {
 
 /// A shared folder and two machines, the desktop having created the
 /// repository with `~/.bashrc` checkpointed, the laptop having restored it.
-fn desk_and_laptop() -> (tempfile::TempDir, Machine, Machine) {
+pub(crate) fn desk_and_laptop() -> (tempfile::TempDir, Machine, Machine) {
     let shared = tempfile::tempdir().unwrap();
     let repo = shared.path().join("dotfiles");
     let desk = Machine::new("desktop", &repo);
@@ -286,7 +286,8 @@ fn a_conflict_is_refused_and_each_resolution_settles_it() {
         text.contains("<<<<<<< ours\nlap edit\n") && text.contains("desk edit\n>>>>>>> theirs"),
         "{text}"
     );
-    assert_eq!(lap.state("~/.bashrc"), "modified");
+    // Not a change to record while the markers are there.
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
     lap.write(".bashrc", "lap line\ndesk edit\nlap edit\n");
     lap.sg(&["checkpoint"]).ok();
     desk.sg(&["restore"]).ok();
@@ -810,7 +811,7 @@ fn checkpoint_and_status_take_paths_and_checkpoint_has_a_dry_run() {
     r.ok()
         .stdout_has("update     ~/.bashrc")
         .stdout_has("update     ~/.vimrc")
-        .stdout_has("Dry run: nothing was recorded.");
+        .stdout_has("Dry run: would record a snapshot (2 entries); nothing was recorded.");
     assert_eq!(fs::read(desk.repo.join("manifest.yaml")).unwrap(), manifest);
     assert_eq!(fs::read(desk.repo.join("history.yaml")).unwrap(), history);
     assert_eq!(desk.state("~/.vimrc"), "modified");
@@ -896,14 +897,19 @@ fn undo_puts_the_base_back_too() {
     lap.write(".bashrc", "base\nlaptop\n");
     assert_eq!(lap.state("~/.bashrc"), "conflict");
     lap.sg(&["merge", "~/.bashrc"]).code(4);
-    assert_eq!(lap.state("~/.bashrc"), "modified");
+    // The markers are on disk: an unresolved merge, a conflict still.
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
     lap.sg(&["undo"]).ok();
     assert_eq!(lap.read(".bashrc"), "base\nlaptop\n");
     assert_eq!(lap.state("~/.bashrc"), "conflict");
     lap.sg(&["checkpoint"]).code(4);
-    // And a redo (undo of the undo) is the merge's state again.
+    // And a redo (undo of the undo) is the merge's state again: the
+    // markers are back, and so is the unresolved merge.
     lap.sg(&["undo"]).ok();
-    assert_eq!(lap.state("~/.bashrc"), "modified");
+    assert!(lap.read(".bashrc").contains("<<<<<<< ours\n"));
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    lap.sg(&["checkpoint"]).code(4);
+    assert_eq!(stored_hash(&desk.repo, "~/.bashrc"), sha("base\ndesk\n"));
 }
 
 #[test]

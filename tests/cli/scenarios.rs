@@ -450,7 +450,7 @@ fn checkpoint_records_new_content_and_keeps_old_blob() {
     r.ok();
     assert_eq!(
         snapshot_ids_masked(&r.stdout),
-        "updated    ~/f\nCheckpoint complete: snapshot ID.\n"
+        "added      ~/f\nupdated    ~/f\nCheckpoint complete: snapshot ID.\n"
     );
     let m = t.manifest();
     assert_eq!(field(&m, "~/f", "hash"), Some(sha("new\n")));
@@ -475,9 +475,10 @@ fn checkpoint_of_unchanged_files_keeps_entry_updated() {
     t.now = "2026-03-25T08:30:00Z".to_owned();
     let r = t.sgard(["checkpoint"]);
     r.ok();
+    // The first snapshot records what `add` added.
     assert_eq!(
         snapshot_ids_masked(&r.stdout),
-        "Checkpoint complete: snapshot ID.\n"
+        "added      ~/a\nadded      ~/b\nCheckpoint complete: snapshot ID.\n"
     );
     let m = t.manifest();
     assert_eq!(field(&m, "~/a", "updated").as_deref(), Some(NOW));
@@ -509,7 +510,7 @@ fn checkpoint_of_deleted_file_keeps_entry() {
     r.ok();
     assert_eq!(
         snapshot_ids_masked(&r.stdout),
-        "missing    ~/f (kept the stored version)\nCheckpoint complete: snapshot ID.\n"
+        "added      ~/f\nmissing    ~/f (kept the stored version)\nCheckpoint complete: snapshot ID.\n"
     );
     assert_eq!(entry_block(&t.manifest(), "~/f").unwrap(), before);
     let st = t.sgard(["status"]);
@@ -530,12 +531,14 @@ fn checkpoint_of_file_turned_folder_reports_typechange_and_goes_on() {
     let r = t.sgard(["checkpoint"]);
     r.ok();
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{r:#?}");
-    assert!(lines[0].starts_with("typechange ~/a ("), "{r:#?}");
-    assert!(lines[0].ends_with("entry kept)"), "{r:#?}");
-    assert_eq!(lines[1], "updated    ~/b");
+    assert_eq!(lines.len(), 5, "{r:#?}");
+    // The first snapshot records what `add` added, then what changed.
+    assert_eq!(lines[..2], ["added      ~/a", "added      ~/b"]);
+    assert!(lines[2].starts_with("typechange ~/a ("), "{r:#?}");
+    assert!(lines[2].ends_with("entry kept)"), "{r:#?}");
+    assert_eq!(lines[3], "updated    ~/b");
     assert_eq!(
-        snapshot_ids_masked(lines[2]),
+        snapshot_ids_masked(lines[4]),
         "Checkpoint complete: snapshot ID."
     );
     let m = t.manifest();

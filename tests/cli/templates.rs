@@ -207,7 +207,10 @@ fn template_errors_name_the_problem_and_leave_the_file_untouched() {
     assert_eq!(desk.read(".good"), "ok desktop\n");
     assert_eq!(desk.read(".undef"), "a = 1\nb = {{ data.nope.deeper }}\n");
     assert_eq!(desk.read(".syntax"), "x\ny\n{% if %}\n");
-    desk.sg(&["status"]).ok().stderr_has("undefined variable");
+    // An `error` line: status exits 3.
+    desk.sg(&["status"])
+        .code(3)
+        .stderr_has("undefined variable");
     // Data that is not a mapping names its file.
     fs::write(desk.repo.join("data.yaml"), "- a\n- b\n").unwrap();
     desk.sg(&["render", "~/.good"])
