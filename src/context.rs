@@ -225,7 +225,10 @@ fn read_tty_twice(prompt: &str) -> std::result::Result<Zeroizing<String>, String
         if left == 0 {
             return Err(format!("{why}; nothing was changed"));
         }
-        eprintln!("sgard: {why}; try again");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("sgard: {why}; try again\n"),
+        );
     }
     Err("no passphrase; nothing was changed".into())
 }

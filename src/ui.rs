@@ -303,11 +303,19 @@ pub fn warn(msg: &str) {
     }
     let _p = progress::pause();
     let on = ERR_COLOUR.load(Ordering::Relaxed);
-    eprintln!(
+    to_stderr(format_args!(
         "sgard: {} {}",
         paint(on, Role::Change, "warning:"),
         clean_lines(msg, "  ")
-    );
+    ));
+}
+
+/// Writes one line on stderr. A stderr that cannot be written (a full disk
+/// under `2>file`, a closed descriptor) loses the line, never the command:
+/// `eprintln!` would panic, and a panic aborts.
+fn to_stderr(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Prints a note (such as waiting for a lock) on stderr (not with `-q`).
@@ -316,7 +324,7 @@ pub fn note(msg: &str) {
         return;
     }
     let _p = progress::pause();
-    eprintln!("sgard: {}", clean_lines(msg, "  "));
+    to_stderr(format_args!("sgard: {}", clean_lines(msg, "  ")));
 }
 
 /// Prints one error line (`sgard: error: …`) on stderr, for a command that
@@ -324,11 +332,11 @@ pub fn note(msg: &str) {
 pub fn error_line(msg: &str) {
     let on = ERR_COLOUR.load(Ordering::Relaxed);
     let _p = progress::pause();
-    eprintln!(
+    to_stderr(format_args!(
         "sgard: {} {}",
         paint(on, Role::Bad, "error:"),
         clean_lines(msg, "  ")
-    );
+    ));
 }
 
 /// A unified diff with its lines coloured as git colours them: headers

@@ -31,6 +31,14 @@ pub fn run(
             out,
             &json!({"schema": 1, "clean": !changed, "entries": entries}),
         )?;
+        // What made an entry an error goes to stderr too, as without
+        // --json: a script that reads only the exit code still sees why.
+        out.flush()?;
+        for l in lines.iter().filter(|l| l.state == State::Error) {
+            if let Some(d) = &l.detail {
+                ui::error_line(&format!("{}: {d}", l.path));
+            }
+        }
     } else {
         for l in &lines {
             let word = ui::styled(ctx.colour, ui::state_style(l.state), l.state.as_str(), 10);
@@ -63,7 +71,7 @@ pub fn run(
         )));
     }
     if lines.iter().any(|l| l.state == State::Error) {
-        // Each was named on stderr (or in the JSON) already.
+        // Each was named on stderr already.
         out.flush()?;
         return Ok(ExitCode::from(crate::exit::INTEGRITY));
     }

@@ -243,7 +243,11 @@ fn a_template_that_does_not_render_makes_status_exit_3() {
             .stdout_has("error      ~/.tmplbad\n")
             .stderr_has("undefined variable");
     }
-    t.sgard(["status", "--json"]).code(3);
+    // With --json too, the reason is on stderr (a script that reads only
+    // the exit code is told why), once.
+    let r = t.sgard(["status", "--json"]);
+    r.code(3).stdout_has("\"state\": \"error\"");
+    assert_eq!(r.stderr.matches("undefined variable").count(), 1, "{r:#?}");
     // The other entry alone is fine.
     t.sgard(["status", "~/.fine"]).ok();
 }
