@@ -173,14 +173,19 @@ impl Ctx {
             if self.needs_history {
                 g.require_history()?;
             }
-            ui::warn(&format!(
-                "the history is damaged (log, show, checkpoint, pull, push, prune, forget, \
-                 verify, undo and restore --at refuse until {} is repaired or moved aside; \
-                 status, list, diff and restore work): {e}",
-                self.repo
-                    .join(sgard_manifest::history::HISTORY_FILE)
-                    .display()
-            ));
+            // Said once a run, however often the command opens the
+            // repository (`edit` opens it twice a file).
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                ui::warn(&format!(
+                    "the history is damaged (log, show, checkpoint, pull, push, prune, forget, \
+                     verify, undo and restore --at refuse until {} is repaired or moved aside; \
+                     status, list, diff and restore work): {e}",
+                    self.repo
+                        .join(sgard_manifest::history::HISTORY_FILE)
+                        .display()
+                ));
+            }
         }
         g.set_process_ends();
         g.set_passphrase_source(Box::new(|| {

@@ -9,7 +9,6 @@ use serde_json::json;
 use sgard_garden::{LockMode, State};
 
 use super::{Ctx, print_json};
-use crate::exit::Fail;
 use crate::ui;
 
 pub fn run(
@@ -60,15 +59,16 @@ pub fn run(
     flag_secrets(&g, &lines, out)?;
     let lacking = lines.iter().filter(|l| l.blob_missing).count();
     if lacking > 0 {
+        // Each entry was an error line of its own: what is left to say is
+        // where to look, once, and the exit code.
         out.flush()?;
-        return Err(Fail::integrity(format!(
-            "{lacking} entr{} cannot be restored: {} content is missing from the repository \
-             at {} (`sgard verify` lists what is lost; a git clone made with an old \
-             .gitignore that left out blobs/ lacks them all)",
-            if lacking == 1 { "y" } else { "ies" },
-            if lacking == 1 { "its" } else { "their" },
-            ctx.repo.display()
-        )));
+        ui::note(&format!(
+            "the repository at {} lacks the content of {} (`sgard verify` lists what is \
+             lost; a git clone made with an old .gitignore that left out blobs/ lacks it all)",
+            ctx.repo.display(),
+            ui::count(lacking as u64, "entry", "entries"),
+        ));
+        return Ok(ExitCode::from(crate::exit::INTEGRITY));
     }
     if lines.iter().any(|l| l.state == State::Error) {
         // Each was named on stderr already.
