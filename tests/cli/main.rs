@@ -20,6 +20,7 @@ mod objstore;
 mod ops;
 mod polish;
 mod scenarios;
+mod sim;
 mod sqlite;
 mod statcache;
 mod stories;
