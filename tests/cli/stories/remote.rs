@@ -499,6 +499,37 @@ fn a_conflicted_pull_cut_off_anywhere_is_finished_by_the_next_one() {
     }
 }
 
+/// A pull that leaves a conflict and whose restore is refused (no answer
+/// about a file edited here) or fails (a folder where it writes a file)
+/// says both, each once; it exits with the restore's code: 4 for the
+/// refusal, 1 for the failure, which outranks the conflict's 4.
+#[test]
+fn a_pull_leaving_a_conflict_says_so_when_its_restore_is_refused_or_fails() {
+    for (folder, code, restore_says) in [
+        (false, 4, "was left as it is: ~/g"),
+        (true, 1, "could not be restored"),
+    ] {
+        let (w, srv, _a, b) = both_sides_changed(false);
+        let kept = if folder {
+            fs::remove_file(b.path("g")).unwrap();
+            b.write("g/keep", "keep\n");
+            "g/keep"
+        } else {
+            b.write("g", "g edited\n");
+            "g"
+        };
+        let before = b.read(kept);
+        let r = sg(&b, w.key(1), &["pull", "-r", &srv.addr]);
+        r.code(code)
+            .stdout_has("conflict   ~/.bashrc")
+            .stderr_has(restore_says)
+            .stderr_has("is left a conflict: ~/.bashrc");
+        assert_eq!(r.stderr.matches("sgard: error:").count(), 2, "{r:#?}");
+        assert_eq!(b.read(".bashrc"), bs_bashrc(false).as_bytes());
+        assert_eq!(b.read(kept), before);
+    }
+}
+
 /// Item 23: `undo --help` names every operation undo reverses, as the
 /// README does.
 #[test]
