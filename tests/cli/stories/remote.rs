@@ -469,6 +469,7 @@ fn a_conflicted_pull_cut_off_anywhere_is_finished_by_the_next_one() {
         assert!(want.contains("conflict   ~/.bashrc"), "{want}");
         drop(srv);
         for point in [
+            "pulling-object",
             "pending-before-head",
             "index-save",
             "head-before-base",
