@@ -239,9 +239,9 @@ impl BaseEntry {
             && (e.kind == EntryKind::Link || e.mode.is_none() || e.mode == self.mode)
     }
 
-    /// What [`BaseEntry::matches_repo`] needs of the repository's entry
-    /// `e`: a condition on the head (see [`Base::put_with_head`]), never
-    /// an agreement with a disk.
+    /// The repository's entry `e` as a condition on the head (see
+    /// [`Base::put_with_head`]), never an agreement with a disk: a head
+    /// holds it when [`BaseEntry::is_head`] says so.
     pub fn of_head(e: &Entry) -> Self {
         BaseEntry {
             kind: e.kind,
@@ -250,6 +250,16 @@ impl BaseEntry {
             stored: e.hash,
             content: None,
         }
+    }
+
+    /// Whether the repository's entry `e` is exactly the one
+    /// [`BaseEntry::of_head`] made this condition of: stricter than
+    /// [`BaseEntry::matches_repo`], which takes an entry without a mode
+    /// for any mode, so that the head before a pull (this machine's
+    /// version, which may differ from the server's in its mode alone) is
+    /// never taken for the head the pull writes.
+    pub fn is_head(&self, e: &Entry) -> bool {
+        *self == BaseEntry::of_head(e)
     }
 
     /// Whether the disk holds what was agreed.
@@ -406,12 +416,11 @@ impl Base {
         let (records, awaited) = parse_records_when(&text).unwrap_or_default();
         let awaited: BTreeMap<String, BaseEntry> = awaited.into_iter().collect();
         for (path, b) in records {
-            let Some(wanted) = awaited.get(&path).or(b.as_ref()) else {
-                continue;
+            let holds = |e: &Entry| match awaited.get(&path) {
+                Some(wanted) => wanted.is_head(e),
+                None => b.as_ref().is_some_and(|b| b.matches_repo(e, None)),
             };
-            if self.map.get(&path) != b.as_ref()
-                && head(&path).is_some_and(|e| wanted.matches_repo(&e, None))
-            {
+            if self.map.get(&path) != b.as_ref() && head(&path).is_some_and(|e| holds(&e)) {
                 self.put(&path, b);
             }
         }
@@ -909,11 +918,15 @@ mod tests {
             e.hash = Some(Hash::of(s));
             e
         };
-        let (old, new) = (with(b"a"), with(b"theirs"));
+        let (old, mut new) = (with(b"a"), with(b"theirs"));
+        new.mode = Some(sgard_manifest::Mode::from_st_mode(0o600));
+        // The head before may differ from the one awaited in its mode
+        // alone, and hold none (which `matches_repo` takes for any).
+        let modeless = with(b"theirs");
         let mut last_sync = entry(EntryKind::File);
         last_sync.stored = Some(Hash::of(b"last sync"));
         last_sync.content = last_sync.stored;
-        for (head, applied) in [(&old, false), (&new, true)] {
+        for (head, applied) in [(&old, false), (&modeless, false), (&new, true)] {
             let d = tempfile::tempdir().unwrap();
             let mut b = Base::load(Some(d.path()), None).unwrap();
             b.settle("~/c", entry(EntryKind::File));
