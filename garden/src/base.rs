@@ -21,6 +21,7 @@
 //! for an entry, a disk that differs from the repository is a conflict (a
 //! question), never a silent overwrite.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -238,6 +239,29 @@ impl BaseEntry {
             && (e.kind == EntryKind::Link || e.mode.is_none() || e.mode == self.mode)
     }
 
+    /// The repository's entry `e` as a condition on the head (see
+    /// [`Base::put_with_head`]), never an agreement with a disk: a head
+    /// holds it when [`BaseEntry::is_head`] says so.
+    pub fn of_head(e: &Entry) -> Self {
+        BaseEntry {
+            kind: e.kind,
+            mode: e.mode.filter(|_| e.kind != EntryKind::Link),
+            target: e.target.clone(),
+            stored: e.hash,
+            content: None,
+        }
+    }
+
+    /// Whether the repository's entry `e` is exactly the one
+    /// [`BaseEntry::of_head`] made this condition of: stricter than
+    /// [`BaseEntry::matches_repo`], which takes an entry without a mode
+    /// for any mode, so that the head before a pull (this machine's
+    /// version, which may differ from the server's in its mode alone) is
+    /// never taken for the head the pull writes.
+    pub fn is_head(&self, e: &Entry) -> bool {
+        *self == BaseEntry::of_head(e)
+    }
+
     /// Whether the disk holds what was agreed.
     pub fn matches_disk(&self, s: &Seen) -> bool {
         self.kind == s.kind
@@ -265,6 +289,9 @@ pub(crate) struct Base {
     /// into the index and removes that file.
     legacy: bool,
     dirty: bool,
+    /// Records set for a head not written yet, by path: the entry that
+    /// head holds (see [`Base::put_with_head`]).
+    awaiting: BTreeMap<String, BaseEntry>,
     /// The index file this base was read from or last saved to: while it is
     /// still there unchanged, the base on disk is this one.
     file: Option<index::Fingerprint>,
@@ -338,6 +365,8 @@ impl Base {
     /// repository, which would make this machine's own change look like
     /// another machine's; [`Base::resolve_pending`] applies the pending
     /// records whose entries the repository now holds, and drops the rest.
+    /// A record set with [`Base::put_with_head`] is written with the entry
+    /// it waits for, and applied only when the repository holds that one.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
@@ -348,12 +377,27 @@ impl Base {
         if !self.dirty {
             return Ok(());
         }
-        write_records(&p, self.map.sorted().into_iter().map(|(k, v)| (k, Some(v))))
+        let removed = self
+            .awaiting
+            .keys()
+            .filter(|k| self.map.get(k).is_none())
+            .map(|k| (k.as_str(), None));
+        write_records_when(
+            &p,
+            self.map
+                .sorted()
+                .into_iter()
+                .map(|(k, v)| (k, Some(v)))
+                .chain(removed),
+            self.awaiting.iter().map(|(k, v)| (k.as_str(), v)),
+        )
     }
 
     /// After a crash between [`Base::prepare`] and the base's own write:
     /// takes each pending record the repository's entry (`head`) agrees
-    /// with, then saves the base and removes the pending file.
+    /// with (a record written with the entry it waits for: when the
+    /// repository holds that entry), then saves the base and removes the
+    /// pending file.
     ///
     /// # Errors
     /// [`Error::Io`] when the system fails to read the journal (it is kept
@@ -369,13 +413,15 @@ impl Base {
             }
             Err(e) => return Err(Error::io("reading", p, e)),
         };
-        for (path, b) in parse_records(&text).unwrap_or_default() {
-            let Some(b) = b else { continue };
-            if self.map.get(&path) != Some(&b)
-                && head(&path).is_some_and(|e| b.matches_repo(&e, None))
-            {
-                self.map.insert(&path, b);
-                self.dirty = true;
+        let (records, awaited) = parse_records_when(&text).unwrap_or_default();
+        let awaited: BTreeMap<String, BaseEntry> = awaited.into_iter().collect();
+        for (path, b) in records {
+            let holds = |e: &Entry| match awaited.get(&path) {
+                Some(wanted) => wanted.is_head(e),
+                None => b.as_ref().is_some_and(|b| b.matches_repo(e, None)),
+            };
+            if self.map.get(&path) != b.as_ref() && head(&path).is_some_and(|e| holds(&e)) {
+                self.put(&path, b);
             }
         }
         // Applied records are saved with the index, which then drops the
@@ -500,9 +546,21 @@ impl Base {
             Err(_) => {
                 self.dirty = false;
                 self.legacy = false;
+                self.awaiting.clear();
                 self.not_on_disk();
             }
         }
+    }
+
+    /// Sets or clears the record of `path` for the head about to be
+    /// written, whose entry for it is `head` (a pull leaving a conflict
+    /// puts back the version of the last sync, which neither the head
+    /// before nor the new one holds): saved with that head, as any record
+    /// is, but a crash before the head keeps the record it replaces, and
+    /// one after applies it (see [`Base::prepare`]).
+    pub fn put_with_head(&mut self, path: &str, b: Option<BaseEntry>, head: BaseEntry) {
+        self.put(path, b);
+        self.awaiting.insert(path.to_owned(), head);
     }
 
     /// Sets or clears the record of `path` as it is (used by undo, which
@@ -552,6 +610,7 @@ impl Base {
     /// build's file are no longer needed.
     pub fn saved(&mut self) {
         self.dirty = false;
+        self.awaiting.clear();
         self.damaged = false;
         self.new = false;
         self.drop_pending();
@@ -572,17 +631,24 @@ impl Base {
     /// # Errors
     /// [`Error::Io`] naming the file.
     pub fn save_prior(&self, file: &Path, paths: &[&str]) -> Result<()> {
-        write_records(file, paths.iter().map(|p| (*p, self.map.get(p))))
+        write_records_when(
+            file,
+            paths.iter().map(|p| (*p, self.map.get(p))),
+            std::iter::empty(),
+        )
     }
 }
 
 /// Writes base lines for `entries` under their checked header to `file`,
 /// durably, rendered straight into the temp file (the header's checksum
 /// filled in last): at 100,000 entries the text is 10 MB, and building it
-/// first held it twice over.
-fn write_records<'a>(
+/// first held it twice over. After them, a `?` line for each path of
+/// `awaited`: the head entry its record waits for (see
+/// [`Base::put_with_head`]).
+fn write_records_when<'a>(
     file: &Path,
     entries: impl Iterator<Item = (&'a str, Option<&'a BaseEntry>)>,
+    awaited: impl Iterator<Item = (&'a str, &'a BaseEntry)>,
 ) -> Result<()> {
     use std::io::{Seek, Write};
     durable::create_private_dir_all(&durable::parent_of(file))?;
@@ -597,6 +663,10 @@ fn write_records<'a>(
             },
         );
         render_to(&mut out, entries)?;
+        for (k, b) in awaited {
+            out.write_all(b"? ")?;
+            render_to(&mut out, std::iter::once((k, Some(b))))?;
+        }
         let sum = out
             .into_inner()
             .map_err(io::IntoInnerError::into_error)?
@@ -708,8 +778,19 @@ pub(crate) fn parse(text: &str) -> Option<PathTable<BaseEntry>> {
 }
 
 /// Parses base lines under a checked header; `-` lines are paths with no
-/// record.
+/// record. A file with `?` lines (see [`write_records_when`]) is none.
 fn parse_records(text: &str) -> Option<Vec<(String, Option<BaseEntry>)>> {
+    parse_records_when(text)
+        .filter(|(_, awaited)| awaited.is_empty())
+        .map(|(records, _)| records)
+}
+
+/// The records and head entries awaited of a file [`write_records_when`]
+/// wrote.
+type Awaited = (Vec<(String, Option<BaseEntry>)>, Vec<(String, BaseEntry)>);
+
+/// Parses what [`write_records_when`] wrote.
+fn parse_records_when(text: &str) -> Option<Awaited> {
     let (head, body) = text.split_once('\n')?;
     let sum = head.strip_prefix(MAGIC)?.trim();
     if Hash::parse(sum).ok()? != Hash::of(body.as_bytes()) {
@@ -723,7 +804,12 @@ fn parse_records(text: &str) -> Option<Vec<(String, Option<BaseEntry>)>> {
         }
     };
     let mut out = Vec::with_capacity(body.len() / 150);
+    let mut awaited = Vec::new();
     for line in body.lines() {
+        let (line, awaits) = match line.strip_prefix("? ") {
+            Some(rest) => (rest, true),
+            None => (line, false),
+        };
         // At most six fields; no allocation per line.
         let mut f = [""; 6];
         let mut n = 0;
@@ -738,7 +824,7 @@ fn parse_records(text: &str) -> Option<Vec<(String, Option<BaseEntry>)>> {
             "f" => EntryKind::File,
             "d" => EntryKind::Directory,
             "l" => EntryKind::Link,
-            "-" if n == 5 => {
+            "-" if n == 5 && !awaits => {
                 out.push((unescape(f[4])?, None));
                 continue;
             }
@@ -753,18 +839,20 @@ fn parse_records(text: &str) -> Option<Vec<(String, Option<BaseEntry>)>> {
         let content = if f[3] == "=" { stored } else { hash(f[3])? };
         let path = unescape(f[4])?;
         let target = if n == 6 { Some(unescape(f[5])?) } else { None };
-        out.push((
-            path,
-            Some(BaseEntry {
-                kind,
-                mode,
-                target,
-                stored,
-                content,
-            }),
-        ));
+        let b = BaseEntry {
+            kind,
+            mode,
+            target,
+            stored,
+            content,
+        };
+        if awaits {
+            awaited.push((path, b));
+        } else {
+            out.push((path, Some(b)));
+        }
     }
-    Some(out)
+    Some((out, awaited))
 }
 
 #[cfg(test)]
@@ -814,6 +902,65 @@ mod tests {
         assert_eq!(back["~/l"], Some(link));
         assert_eq!(back["~/secret"], Some(enc));
         assert_eq!(back["~/none"], None);
+    }
+
+    /// A record set for a head not yet written holds only once the
+    /// repository holds that head's entry: a crash before the head keeps
+    /// the record it replaced, one after applies it.
+    #[test]
+    fn a_record_waiting_for_a_head_is_applied_only_with_that_head() {
+        let with = |s: &[u8]| {
+            let mut e = Entry::new(
+                "~/c".into(),
+                EntryKind::File,
+                sgard_manifest::Timestamp::zero(),
+            );
+            e.hash = Some(Hash::of(s));
+            e
+        };
+        let (old, mut new) = (with(b"a"), with(b"theirs"));
+        new.mode = Some(sgard_manifest::Mode::from_st_mode(0o600));
+        // The head before may differ from the one awaited in its mode
+        // alone, and hold none (which `matches_repo` takes for any).
+        let modeless = with(b"theirs");
+        let mut last_sync = entry(EntryKind::File);
+        last_sync.stored = Some(Hash::of(b"last sync"));
+        last_sync.content = last_sync.stored;
+        for (head, applied) in [(&old, false), (&modeless, false), (&new, true)] {
+            let d = tempfile::tempdir().unwrap();
+            let mut b = Base::load(Some(d.path()), None).unwrap();
+            b.settle("~/c", entry(EntryKind::File));
+            b.settle("~/gone", entry(EntryKind::File));
+            let file = b.index().unwrap().to_path_buf();
+            index::write(&file, [None; 3], b.to_write(), &[]).unwrap();
+            b.saved();
+            b.put_with_head("~/c", Some(last_sync.clone()), BaseEntry::of_head(&new));
+            b.put_with_head("~/gone", None, BaseEntry::of_head(&new));
+            b.prepare().unwrap();
+            // Cut off here: the next run reads the base saved before.
+            let mut found = index::read(&file).unwrap();
+            let mut again = Base::load(Some(d.path()), Some(&mut found)).unwrap();
+            again
+                .resolve_pending(|p| match p {
+                    "~/c" | "~/gone" => Some(head.clone()),
+                    _ => None,
+                })
+                .unwrap();
+            let (c, gone) = if applied {
+                (Some(&last_sync), None)
+            } else {
+                (Some(&entry(EntryKind::File)), Some(&entry(EntryKind::File)))
+            };
+            assert_eq!(again.get("~/c"), c, "applied: {applied}");
+            assert_eq!(again.get("~/gone"), gone, "applied: {applied}");
+            assert_eq!(again.dirty(), applied);
+        }
+        // Undo's priors never hold a waiting record.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("prior");
+        let e = entry(EntryKind::File);
+        write_records_when(&p, std::iter::empty(), std::iter::once(("~/c", &e))).unwrap();
+        assert!(load_prior(&p).is_none());
     }
 
     #[test]

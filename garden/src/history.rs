@@ -358,6 +358,7 @@ impl Garden {
             head_before: Some(self.head_hash),
         };
         self.base.borrow().prepare()?;
+        self.env.crash_point("pending-before-head");
         self.push_records(vec![rec.clone()])?;
         self.write_manifest()?;
         // Rendering is deterministic: manifest.yaml holds the snapshot's

@@ -264,8 +264,13 @@ impl Garden {
 
     /// Sets this machine's base of `path` to `b`, the version of the last
     /// sync (none: the two sides never shared one), whatever disk and
-    /// repository hold: what a conflict is judged against.
-    fn base_to_last_sync(&self, path: &str, b: Option<&Entry>) {
+    /// repository hold: what a conflict is judged against. It holds from
+    /// the head about to be written, whose entry for `path` is `head`:
+    /// cut off before that head, this machine's base stays the one that
+    /// agrees with the old head (its own recorded change is no conflict
+    /// with itself); after it, the conflict is one (never `behind`, which a
+    /// restore would overwrite).
+    fn base_to_last_sync(&self, path: &str, b: Option<&Entry>, head: &Entry) {
         let record = b.map(|b| {
             BaseEntry::agreed(
                 b,
@@ -279,7 +284,9 @@ impl Garden {
                 },
             )
         });
-        self.base.borrow_mut().put(path, record);
+        self.base
+            .borrow_mut()
+            .put_with_head(path, record, BaseEntry::of_head(head));
     }
 
     /// Remembers the server head this repository synced with.
@@ -810,16 +817,6 @@ impl Garden {
             || result.data != local.data
             || result.folders != local.folders;
         let data_changed = result.data != local.data;
-        if !report.conflicts.is_empty() {
-            // Saved before the head that makes them conflicts: cut off in
-            // between, each entry still agrees with the old head (`ok`),
-            // never `behind`, which a restore would overwrite.
-            for p in &report.conflicts {
-                self.base_to_last_sync(p, base_doc.get(p));
-            }
-            self.flush_base()?;
-            self.env.crash_point("pull-conflict-bases");
-        }
         if new_head {
             result.updated = self.env.now;
             if theirs.updated > result.updated {
@@ -841,7 +838,18 @@ impl Garden {
                 .collect();
             unfinished.extend(self.base.borrow().unfinished());
             self.base.borrow().set_unfinished(&unfinished)?;
-            self.commit_head(Reason::Pull, Some(format!("pull from {from}")), 0)?;
+            // A conflict left here is judged against the last sync, from
+            // the new head on (saved with it).
+            for p in &report.conflicts {
+                if let Some(head) = self.manifest.get(p) {
+                    self.base_to_last_sync(p, base_doc.get(p), head);
+                }
+            }
+            if let Err(e) = self.commit_head(Reason::Pull, Some(format!("pull from {from}")), 0) {
+                // Not written: those bases agree with nothing.
+                self.base.borrow_mut().rollback();
+                return Err(e);
+            }
         }
         self.env.crash_point("pull-after-merge");
         // Restore what the merge took, what an earlier pull took and did

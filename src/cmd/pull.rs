@@ -109,13 +109,17 @@ pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     }
     restore::print_actions(ctx.colour, &p.report.restore, false, out)?;
     let failed = scripts::run_plan(plan, out)?;
-    let done = restore::finish(&p.report.restore, false, out).and_then(|code| {
-        if p.report.conflicts.is_empty() {
-            Ok(code)
-        } else {
-            Err(conflicts_left(&p.report.conflicts, false))
+    let done = match restore::finish(&p.report.restore, false, out) {
+        done if p.report.conflicts.is_empty() => done,
+        Ok(_) => Err(conflicts_left(&p.report.conflicts, false)),
+        // Both are said; the exit code is the restore's: a failure (1, or
+        // 3 for lost content) outranks the conflicts' 4, and a file left
+        // for want of an answer is a 4 as well.
+        Err(e) => {
+            crate::ui::error(&conflicts_left(&p.report.conflicts, false));
+            Err(e)
         }
-    });
+    };
     scripts::end(done, &failed)
 }
 

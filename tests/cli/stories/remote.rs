@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::common::*;
 use crate::doctor::expect;
 use crate::sync::{
-    World, change, fingerprint, local, log_json, make_certs, sg, sg_env, track, trust,
+    Server, World, change, fingerprint, local, log_json, make_certs, sg, sg_env, track, trust,
     two_machines_one_server, world_or_skip,
 };
 
@@ -287,14 +287,15 @@ fn a_pull_with_both_sides_changed_leaves_a_conflict_that_merge_settles() {
         .code(4)
         .stdout_has("conflict   ~/.bashrc")
         .stderr_has("would be left a conflict");
-    // Cut off after this machine's base went back to the last sync, before
-    // the new head: the file still agrees with the old head (never
-    // `behind`, which a restore would overwrite).
+    // Cut off after the bases of the conflict were journaled, before the
+    // new head: the file still agrees with the old head (never `behind`,
+    // which a restore would overwrite). More in
+    // `a_conflicted_pull_cut_off_anywhere_is_finished_by_the_next_one`.
     let r = sg_env(
         &b,
         Some(kb),
         &["pull", "-r", addr],
-        &[("SGARD_TEST_CRASH_AT", "pull-conflict-bases")],
+        &[("SGARD_TEST_CRASH_AT", "pending-before-head")],
     );
     assert_eq!(r.code, -1, "not killed; {r:#?}");
     local(&b, &["status", "~/.bashrc"])
@@ -345,8 +346,8 @@ fn a_pull_with_both_sides_changed_leaves_a_conflict_that_merge_settles() {
     sg(&a, ka, &["pull", "-r", addr]).ok();
 
     // Cut off after the new head, before the base's own save: the base
-    // that makes it a conflict was saved first, so it is a conflict, never
-    // `behind`.
+    // that makes it a conflict was journaled with the head it waits for,
+    // so it is a conflict, never `behind`.
     change(&mut a, ".bashrc", "a again\n", 5);
     sg(&a, ka, &["push", "-r", addr]).ok();
     change(&mut b, ".bashrc", "b again\n", 6);
@@ -374,6 +375,160 @@ fn a_pull_with_both_sides_changed_leaves_a_conflict_that_merge_settles() {
         .ok()
         .stdout_has("ok         ~/.bashrc");
     drop(srv);
+}
+
+/// Item 22's story up to B's pull: both machines changed ~/.bashrc since
+/// the last sync (B recorded its change; with `unrecorded`, B edited it
+/// again without recording), and A changed ~/g, which B's pull takes.
+fn both_sides_changed(unrecorded: bool) -> (World, Server, TestEnv, TestEnv) {
+    let w = World::new(2).expect("ssh-keygen");
+    let srv = w.serve(&[]);
+    let addr = srv.addr.clone();
+    let (ka, kb) = (w.key(0), w.key(1));
+    let mut a = TestEnv::init();
+    let mut b = TestEnv::new();
+    a.write(".bashrc", "base\n");
+    a.write("g", "g1\n");
+    track(&a, &[".bashrc", "g"]);
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    sg(&b, kb, &["pull", "-r", &addr]).ok();
+    trust(&a, kb);
+    change(&mut a, ".bashrc", "top from a\nbase\n", 1);
+    change(&mut a, "g", "g2\n", 2);
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    change(&mut b, ".bashrc", "base\nbottom from b\n", 3);
+    if unrecorded {
+        b.write(".bashrc", "base\nbottom from b\nmore from b\n");
+    }
+    (w, srv, a, b)
+}
+
+/// What B's ~/.bashrc holds in [`both_sides_changed`].
+fn bs_bashrc(unrecorded: bool) -> &'static str {
+    if unrecorded {
+        "base\nbottom from b\nmore from b\n"
+    } else {
+        "base\nbottom from b\n"
+    }
+}
+
+/// B's pull in [`both_sides_changed`], killed at `point`.
+#[track_caller]
+fn pull_killed_at(w: &World, srv: &Server, b: &TestEnv, point: &str) {
+    let r = sg_env(
+        b,
+        Some(w.key(1)),
+        &["pull", "-r", &srv.addr],
+        &[("SGARD_TEST_CRASH_AT", point)],
+    );
+    assert_eq!(r.code, -1, "{point}: not killed; {r:#?}");
+}
+
+/// A pull cut off after it journaled this machine's bases of the
+/// conflicts, before its head, and run again at once: the conflict is left
+/// as the first run would have left it, never refused as "a version this
+/// machine never had" (whose advice, --theirs, would drop this machine's
+/// change).
+#[test]
+fn a_pull_cut_off_before_its_head_and_run_again_leaves_the_conflict() {
+    let (w, srv, _a, b) = both_sides_changed(false);
+    pull_killed_at(&w, &srv, &b, "pending-before-head");
+    sg(&b, w.key(1), &["pull", "-r", &srv.addr])
+        .code(4)
+        .stderr_has("left a conflict")
+        .stdout_has("conflict   ~/.bashrc");
+    assert_eq!(b.read(".bashrc"), bs_bashrc(false).as_bytes());
+    assert_eq!(b.read("g"), b"g2\n");
+}
+
+/// The same cut-off pull with an edit not yet recorded: this machine's own
+/// recorded change is no conflict with itself; the edit is a local change
+/// a checkpoint records.
+#[test]
+fn a_pull_cut_off_before_its_head_keeps_an_unrecorded_edit_a_local_change() {
+    let (w, srv, _a, b) = both_sides_changed(true);
+    pull_killed_at(&w, &srv, &b, "pending-before-head");
+    local(&b, &["status"])
+        .ok()
+        .stdout_has("modified   ~/.bashrc");
+    local(&b, &["checkpoint"]).ok();
+    assert_eq!(b.read(".bashrc"), bs_bashrc(true).as_bytes());
+}
+
+/// A pull leaving a conflict, cut off at any point it passes, is finished
+/// by the next pull run at once: the same end state as a pull never cut
+/// off (the conflict left, this machine's file as it was, the rest taken),
+/// which `merge` settles with both changes, an unrecorded edit included.
+#[test]
+fn a_conflicted_pull_cut_off_anywhere_is_finished_by_the_next_one() {
+    for unrecorded in [false, true] {
+        // The pull never cut off, for the end state to compare with.
+        let (w, srv, _a, b) = both_sides_changed(unrecorded);
+        sg(&b, w.key(1), &["pull", "-r", &srv.addr]).code(4);
+        let want = local(&b, &["status"]).stdout.clone();
+        assert!(want.contains("conflict   ~/.bashrc"), "{want}");
+        drop(srv);
+        for point in [
+            "pulling-object",
+            "pending-before-head",
+            "index-save",
+            "head-before-base",
+            "pull-after-merge",
+            "restore-before-snapshot",
+            "restore-after-snapshot",
+            "restore-staged",
+            "restore-before-base",
+        ] {
+            let at = format!("{point} (unrecorded edit: {unrecorded})");
+            let (w, srv, a, b) = both_sides_changed(unrecorded);
+            pull_killed_at(&w, &srv, &b, point);
+            let r = sg(&b, w.key(1), &["pull", "-r", &srv.addr]);
+            assert_eq!(r.code, 4, "{at}: {r:#?}");
+            assert!(r.stderr.contains("sgard merge"), "{at}: {r:#?}");
+            assert_eq!(b.read(".bashrc"), bs_bashrc(unrecorded).as_bytes(), "{at}");
+            assert_eq!(b.read("g"), b"g2\n", "{at}");
+            assert_eq!(local(&b, &["status"]).stdout, want, "{at}");
+            local(&b, &["merge", "~/.bashrc"])
+                .ok()
+                .stdout_has("merged     ~/.bashrc");
+            let merged = format!("top from a\n{}", bs_bashrc(unrecorded));
+            assert_eq!(b.read(".bashrc"), merged.as_bytes(), "{at}");
+            local(&b, &["checkpoint"]).ok();
+            sg(&b, w.key(1), &["push", "-r", &srv.addr]).ok();
+            drop((a, srv));
+        }
+    }
+}
+
+/// A pull that leaves a conflict and whose restore is refused (no answer
+/// about a file edited here) or fails (a folder where it writes a file)
+/// says both, each once; it exits with the restore's code: 4 for the
+/// refusal, 1 for the failure, which outranks the conflict's 4.
+#[test]
+fn a_pull_leaving_a_conflict_says_so_when_its_restore_is_refused_or_fails() {
+    for (folder, code, restore_says) in [
+        (false, 4, "was left as it is: ~/g"),
+        (true, 1, "could not be restored"),
+    ] {
+        let (w, srv, _a, b) = both_sides_changed(false);
+        let kept = if folder {
+            fs::remove_file(b.path("g")).unwrap();
+            b.write("g/keep", "keep\n");
+            "g/keep"
+        } else {
+            b.write("g", "g edited\n");
+            "g"
+        };
+        let before = b.read(kept);
+        let r = sg(&b, w.key(1), &["pull", "-r", &srv.addr]);
+        r.code(code)
+            .stdout_has("conflict   ~/.bashrc")
+            .stderr_has(restore_says)
+            .stderr_has("is left a conflict: ~/.bashrc");
+        assert_eq!(r.stderr.matches("sgard: error:").count(), 2, "{r:#?}");
+        assert_eq!(b.read(".bashrc"), bs_bashrc(false).as_bytes());
+        assert_eq!(b.read(kept), before);
+    }
 }
 
 /// Item 23: `undo --help` names every operation undo reverses, as the
