@@ -704,7 +704,7 @@ impl Garden {
             Some(index::Found::Usable(l)) => std::mem::take(&mut l.stat),
             _ => statcache::Table::default(),
         };
-        let statcache = statcache::StatCache::new(stat, env.cache_dir.is_some() && !repo_only);
+        let statcache = statcache::StatCache::new(stat, env.caches().is_some() && !repo_only);
         // Reading the repository alone: no base (and none saved, see
         // `save_index`), and a pending journal left for the next full open.
         let mut base = if repo_only {
@@ -1372,7 +1372,7 @@ impl Garden {
     /// this machine's cache folder (else the system's temp folder): never
     /// in the repository, which a reader must not write.
     pub(crate) fn capture_sqlite(&self, abs: &Path) -> Result<tempfile::NamedTempFile> {
-        let dir = match &self.env.cache_dir {
+        let dir = match self.env.caches() {
             Some(c) => c.join("sgard").join("capture"),
             None => std::env::temp_dir(),
         };

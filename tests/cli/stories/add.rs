@@ -148,6 +148,47 @@ fn add_skips_sgards_folders_where_xdg_puts_them() {
     assert!(r.stderr.contains("refusing to track sgard's own"), "{r:#?}");
 }
 
+/// Takes the entry `from` in the manifest of the repository at `repo` and
+/// names it `to` instead (a manifest from elsewhere, as a hostile server or
+/// shared folder could write it): only confinement stands between it and
+/// the disk.
+fn rename_entry(repo: &Path, from: &str, to: &str) {
+    let m = repo.join("manifest.yaml");
+    let text = fs::read_to_string(&m).unwrap();
+    let head = format!("- path: {from}\n");
+    assert!(text.contains(&head), "{text}");
+    fs::write(&m, text.replace(&head, &format!("- path: {to}\n"))).unwrap();
+}
+
+/// Review of item 1: `--no-cache` turns the caches off, not the rule that
+/// sgard's cache folder is its own: a walk still passes it by, a direct
+/// `add` of a file in it is still refused, and a restore still never
+/// writes into it.
+#[test]
+fn no_cache_leaves_the_cache_folder_sgards_own() {
+    let t = TestEnv::init();
+    t.write(".cache/sgard/capture/tmpX", "junk\n");
+    t.write(".cache/other/kept", "y\n");
+    let r = t.sgard(["--no-cache", "add", "-n", "~/.cache"]);
+    r.ok();
+    assert!(!r.stdout.contains("~/.cache/sgard"), "{r:#?}");
+    assert!(r.stdout.contains("~/.cache/other/kept"), "{r:#?}");
+    t.sgard(["--no-cache", "add", "~/.cache"]).ok();
+    let m = t.manifest();
+    assert_eq!(tracked(&m), ["~/.cache/other/kept"], "{m}");
+    let r = t.sgard(["--no-cache", "add", "~/.cache/sgard/capture/tmpX"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("refusing to track sgard's own"), "{r:#?}");
+    assert_eq!(t.manifest(), m);
+
+    // An entry that names a file in it (a manifest from elsewhere).
+    rename_entry(&t.repo(), "~/.cache/other/kept", "~/.cache/sgard/planted");
+    let r = t.sgard(["--no-cache", "restore", "-f"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("refusing to write there"), "{r:#?}");
+    assert!(!t.path(".cache/sgard/planted").exists());
+}
+
 /// Item 6: an empty path (an unset `$TYPO`) is a usage error, not the
 /// working folder: nothing is walked, nothing is tracked or untracked.
 #[test]
