@@ -233,9 +233,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         _ => {}
     }
     let mut env = context::env()?;
-    if cli.no_cache {
-        env.cache_dir = None;
-    }
+    env.no_cache = cli.no_cache;
     let repo = context::repo_path(&env, cli.repo.as_deref());
     let net = match &cli.command {
         Command::Push { remote, net, .. }

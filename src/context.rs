@@ -73,6 +73,7 @@ pub fn env() -> Result<Env> {
         hostname,
         state_dir,
         cache_dir,
+        no_cache: false,
         crash_at,
         interrupt_at,
         wait_at,

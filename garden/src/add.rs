@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use sgard_manifest::{Entry, EntryKind};
 
 use crate::fsx::{self, DiskKind};
+use crate::own::{ANOTHER_REPOSITORY, What};
 use crate::scan::Found;
 use crate::{Error, Garden, Result};
 
@@ -279,14 +280,18 @@ impl Garden {
                     }
                     continue;
                 }
-                // sgard's own folders and temp files: passed by in silence.
-                if kind == DiskKind::Dir {
-                    if own.holds(&md) {
+                // sgard's own folders and files, and a symlink leading into
+                // one: passed by in silence; another repository, saying so.
+                if let Some(o) = own.met(&path, &md) {
+                    if o.what == What::OtherRepository {
+                        report.skipped.push((tilde, ANOTHER_REPOSITORY.into()));
+                    }
+                    if kind == DiskKind::Dir {
                         walk.skip_current_dir();
                     }
                     continue;
                 }
-                if crate::own::is_temp_name(ent.file_name()) {
+                if kind == DiskKind::Dir {
                     continue;
                 }
                 // What this item gives: itself, and for a followed symlink
@@ -798,9 +803,6 @@ impl Garden {
                 ));
                 return LinkPlan::Link;
             }
-            if self.own_dirs().containing(&real).is_some() {
-                return LinkPlan::Link;
-            }
             if let Ok(t) = self.env.to_tilde(abs) {
                 if opts.follow {
                     self.remember_followed(&t, &target);
@@ -825,11 +827,8 @@ impl Garden {
             return LinkPlan::Link;
         }
         match self.env.to_tilde(&real) {
-            Ok(t)
-                if self.own_dirs().containing(&real).is_none()
-                    && !real.file_name().is_some_and(crate::own::is_temp_name)
-                    && self.manifest.excluded_by(&t).is_none() =>
-            {
+            // sgard's own were refused or passed by before (see `own.rs`).
+            Ok(t) if self.manifest.excluded_by(&t).is_none() => {
                 report.links.push(format!(
                     "{shown} is a symlink to a file: tracked the link and the file it points \
                      to, {t}"

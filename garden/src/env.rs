@@ -23,8 +23,12 @@ pub struct Env {
     /// `~/.local/state`); `None` keeps nothing.
     pub state_dir: Option<PathBuf>,
     /// Where machine-local caches live (`$XDG_CACHE_HOME`, else `~/.cache`);
-    /// `None` (or `--no-cache`) disables the stat cache.
+    /// `None` keeps none. Its `sgard` folder is sgard's own whether or not
+    /// the caches are used (see [`Env::no_cache`]).
     pub cache_dir: Option<PathBuf>,
+    /// `--no-cache`: the caches are neither read nor written this run (the
+    /// cache folder stays where it is, and sgard's own).
+    pub no_cache: bool,
     /// Test hook (`SGARD_TEST_CRASH_AT`): the name of a point at which the
     /// process dies at once, as if killed, to test recovery from a crash.
     pub crash_at: Option<String>,
@@ -54,6 +58,11 @@ pub struct Env {
 }
 
 impl Env {
+    /// The folder machine-local caches live in, when this run uses them.
+    pub(crate) fn caches(&self) -> Option<&std::path::Path> {
+        self.cache_dir.as_deref().filter(|_| !self.no_cache)
+    }
+
     /// How many entries one window of a scan covers (see
     /// [`Env::scan_window`]).
     pub(crate) fn window(&self) -> usize {

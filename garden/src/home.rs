@@ -10,9 +10,10 @@
 //! a folder for a symlink meanwhile leads nowhere. The one exception is a
 //! symlink to a folder that this machine's `add --follow` walked (a
 //! machine-local list, never from a manifest or a server), while it still
-//! points where it did then: its entries are written through it. The
-//! repository and sgard's own state and cache folders are never written
-//! through an entry.
+//! points where it did then: its entries are written through it. Nothing
+//! of sgard's own (the repository, its state, cache and configuration
+//! folders, another sgard repository: [`crate::own`]'s rule) is ever
+//! written through an entry.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -27,17 +28,16 @@ use rustix::fs::{AtFlags, CWD, Mode as RMode, OFlags};
 use rustix::io::Errno;
 use sgard_manifest::Mode;
 
+use crate::own::{Own, OwnDirs, What};
 use crate::{Error, Result};
 
 /// Where entries may be written, and what they may never reach.
 #[derive(Debug)]
 pub(crate) struct Confine {
     home: PathBuf,
-    /// (dev, ino) of folders no entry may write into: the repository, and
-    /// sgard's state and cache folders.
-    forbidden: Vec<(u64, u64)>,
-    /// The same folders by name (they may not exist yet).
-    forbidden_paths: Vec<PathBuf>,
+    /// sgard's own folders, which no entry may write into (by name, and by
+    /// device and inode for those that exist).
+    own: OwnDirs,
     /// Folders already opened this run (a bounded cache: restores of many
     /// files in few folders open each once).
     dirs: Mutex<HashMap<PathBuf, OpenDir>>,
@@ -145,6 +145,13 @@ fn io_err(op: &'static str, path: &Path, e: Errno) -> Error {
     Error::io(op, path, std::io::Error::from(e))
 }
 
+/// What `name` in the folder `fd` is, without following a symlink: a
+/// folder (`Some(true)`), something else, or nothing (`None`).
+fn kind_at<P: rustix::path::Arg>(fd: &OwnedFd, name: P) -> Option<bool> {
+    let st = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    Some(rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
+}
+
 fn dev_ino(st: &rustix::fs::Stat) -> (u64, u64) {
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
     (u64::from(st.st_dev as u64), u64::from(st.st_ino as u64))
@@ -169,19 +176,12 @@ fn temp_name(kind: &str, name: &OsStr) -> OsString {
 }
 
 impl Confine {
-    /// Confinement to `home`, never writing into `forbidden` (folders that
-    /// do not exist are skipped).
-    pub fn new(home: &Path, forbidden: &[&Path]) -> Self {
-        let forbidden_paths = forbidden.iter().map(|p| crate::paths::clean(p)).collect();
-        let forbidden = forbidden
-            .iter()
-            .filter_map(|p| rustix::fs::stat(*p).ok())
-            .map(|st| dev_ino(&st))
-            .collect();
+    /// Confinement to `home`, never writing into `own` nor anything else
+    /// of sgard's own.
+    pub fn new(home: &Path, own: OwnDirs) -> Self {
         Confine {
             home: home.to_path_buf(),
-            forbidden,
-            forbidden_paths,
+            own,
             dirs: Mutex::new(HashMap::new()),
             run: Arc::from(run_prefix(crate::own::RESTORE_PREFIX).as_os_str()),
             staged: AtomicU64::new(0),
@@ -304,18 +304,26 @@ impl Confine {
         }
     }
 
-    fn check(&self, abs: &Path, fd: &OwnedFd, what: &Path) -> Result<()> {
-        let st = rustix::fs::fstat(fd).map_err(|e| io_err("inspecting", what, e))?;
-        if self.forbidden.contains(&dev_ino(&st)) {
-            return Err(Self::refuse(
-                abs,
-                format!(
-                    "is inside {}, sgard's own repository or state; refusing to write there",
-                    what.display()
-                ),
-            ));
+    /// The refusal of `abs`, which is or is inside `own`.
+    fn refuse_own(abs: &Path, own: &Own) -> Error {
+        let why = match own.what {
+            What::Temp => "is named as sgard's temp files are".to_owned(),
+            _ => format!("is inside {}, {}", own.dir.display(), own.describe()),
+        };
+        Self::refuse(abs, format!("{why}; refusing to write there"))
+    }
+
+    /// Refuses `abs` when the folder `fd` (at `at`) on its way is sgard's
+    /// own.
+    fn check(&self, abs: &Path, fd: &OwnedFd, at: &Path) -> Result<()> {
+        let st = rustix::fs::fstat(fd).map_err(|e| io_err("inspecting", at, e))?;
+        let own = self.own.judge(at, Some(dev_ino(&st)), || {
+            crate::own::holds_repository(|name| kind_at(fd, name))
+        });
+        match own {
+            Some(own) => Err(Self::refuse_own(abs, &own)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// The folder holding `abs`, reached from its root without following a
@@ -332,14 +340,8 @@ impl Confine {
                 "is the home folder itself; refusing to replace it",
             ));
         }
-        if let Some(f) = self.forbidden_paths.iter().find(|f| abs.starts_with(f)) {
-            return Err(Self::refuse(
-                abs,
-                format!(
-                    "is inside {}, sgard's own repository or state; refusing to write there",
-                    f.display()
-                ),
-            ));
+        if let Some(own) = self.own.judge(abs, None, || false) {
+            return Err(Self::refuse_own(abs, &own));
         }
         let dir = abs
             .parent()
@@ -368,15 +370,20 @@ impl Confine {
                 (fd, dir)
             }
         };
-        // The last component itself must not be one of the forbidden
-        // folders either (an entry for the repository folder).
-        if let Ok(st) = rustix::fs::statat(&*fd, &name, AtFlags::SYMLINK_NOFOLLOW)
-            && self.forbidden.contains(&dev_ino(&st))
-        {
-            return Err(Self::refuse(
-                abs,
-                "is sgard's own repository or state; refusing to change it",
-            ));
+        // The last component itself must not be sgard's own either (an
+        // entry for the repository folder).
+        if let Ok(st) = rustix::fs::statat(&*fd, &name, AtFlags::SYMLINK_NOFOLLOW) {
+            let dir =
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+            let own = self.own.judge(abs, Some(dev_ino(&st)), || {
+                dir && crate::own::holds_repository(|n| kind_at(&fd, Path::new(&name).join(n)))
+            });
+            if let Some(own) = own {
+                return Err(Self::refuse(
+                    abs,
+                    format!("is {}; refusing to change it", own.describe()),
+                ));
+            }
         }
         Ok(Parent { fd, name, dir })
     }

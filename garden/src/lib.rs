@@ -338,7 +338,6 @@ pub struct Garden {
     home_lock: Option<fs::File>,
     store: Store,
     pub(crate) labels: Vec<String>,
-    repo_id: Option<(u64, u64)>,
     keys: std::cell::RefCell<encrypted::Keys>,
     fingerprints: std::cell::RefCell<fingerprints::Fingerprints>,
     /// What this machine last saw agreed between disk and repository.
@@ -693,7 +692,6 @@ impl Garden {
         let env_stall = env.chunk_stall;
         let (tags, tag_note) = tags::load(root, local_dir.as_deref())?;
         let labels = identity::labels(&env.hostname, &tags);
-        let repo_id = fs::metadata(root).ok().map(|m| (m.dev(), m.ino()));
         let mut notes: Vec<String> = key_note.into_iter().chain(tag_note).collect();
         let local = local_dir
             .as_ref()
@@ -704,7 +702,7 @@ impl Garden {
             Some(index::Found::Usable(l)) => std::mem::take(&mut l.stat),
             _ => statcache::Table::default(),
         };
-        let statcache = statcache::StatCache::new(stat, env.cache_dir.is_some() && !repo_only);
+        let statcache = statcache::StatCache::new(stat, env.caches().is_some() && !repo_only);
         // Reading the repository alone: no base (and none saved, see
         // `save_index`), and a pending journal left for the next full open.
         let mut base = if repo_only {
@@ -725,16 +723,13 @@ impl Garden {
             head_from_log: false,
             history_error: None,
             key: Some(key),
-            confine: home::Confine::new(
-                &env.home,
-                &own::OwnDirs::of(root, &env).paths().collect::<Vec<_>>(),
-            )
-            .following(add::followed_links(local_dir.as_deref(), &env))
-            .journaled(
-                env.state_dir
-                    .as_ref()
-                    .map(|d| d.join("sgard").join(home::STAGING_DIR)),
-            ),
+            confine: home::Confine::new(&env.home, own::OwnDirs::of(root, &env))
+                .following(add::followed_links(local_dir.as_deref(), &env))
+                .journaled(
+                    env.state_dir
+                        .as_ref()
+                        .map(|d| d.join("sgard").join(home::STAGING_DIR)),
+                ),
             notes: std::cell::RefCell::new(notes),
             note_sink: None,
             base: std::cell::RefCell::new(base),
@@ -766,7 +761,6 @@ impl Garden {
                 None => store,
             },
             labels,
-            repo_id,
             _lock: lock,
         })
     }
@@ -1163,23 +1157,6 @@ impl Garden {
         }
     }
 
-    /// Whether `abs` is the repository folder or inside it.
-    fn is_in_repo(&self, abs: &Path) -> bool {
-        if abs.starts_with(&self.root) {
-            return true;
-        }
-        // Also catch the repository reached through another name (a symlink
-        // in the path, a bind mount).
-        let Some((dev, ino)) = self.repo_id else {
-            return false;
-        };
-        abs.ancestors().any(|a| {
-            fs::metadata(a)
-                .map(|m| m.dev() == dev && m.ino() == ino)
-                .unwrap_or(false)
-        })
-    }
-
     /// Stores a blob: into the open batch if there is one, else durably now.
     pub(crate) fn put(
         &self,
@@ -1372,7 +1349,7 @@ impl Garden {
     /// this machine's cache folder (else the system's temp folder): never
     /// in the repository, which a reader must not write.
     pub(crate) fn capture_sqlite(&self, abs: &Path) -> Result<tempfile::NamedTempFile> {
-        let dir = match &self.env.cache_dir {
+        let dir = match self.env.caches() {
             Some(c) => c.join("sgard").join("capture"),
             None => std::env::temp_dir(),
         };

@@ -10,6 +10,7 @@ use sgard_manifest::{EntryKind, path_is_under};
 
 use crate::checkpoint::{EntryChange, error_chain};
 use crate::fsx::{self, DiskKind};
+use crate::own::{ANOTHER_REPOSITORY, What};
 use crate::scan::Found;
 use sgard_manifest::history::Reason;
 
@@ -47,6 +48,8 @@ pub struct MirrorDownReport {
     pub removed_dirs: Vec<String>,
     /// Walk errors (deletion failures are in `restore.failures`).
     pub failures: Vec<(String, Error)>,
+    /// Folders the walk passed by (other sgard repositories), with why.
+    pub skipped: Vec<(String, String)>,
 }
 
 impl Garden {
@@ -213,8 +216,9 @@ impl Garden {
     /// normal rules (prompts, locks, targeting), then deletes untracked files
     /// and symlinks in it (asking each time unless `opts.force`), and removes
     /// folders that this emptied. Never deletes excluded paths, tracked
-    /// folders, special files (FIFOs, sockets, devices) or anything in the
-    /// repository.
+    /// folders, special files (FIFOs, sockets, devices) or anything of
+    /// sgard's own (the repository, its machine's folders, another
+    /// repository, temp files: see [`crate::own`]).
     ///
     /// # Errors
     /// [`Error::NoMatch`] when a folder holds no tracked entry (sgard then
@@ -271,14 +275,23 @@ impl Garden {
                     continue;
                 };
                 let excluded = self.manifest.excluded_by(&tilde).is_some();
+                let mine = (!excluded).then(|| own.met(path, &md)).flatten();
+                if mine
+                    .as_ref()
+                    .is_some_and(|o| o.what == What::OtherRepository)
+                {
+                    report
+                        .skipped
+                        .push((tilde.clone(), ANOTHER_REPOSITORY.into()));
+                }
                 if kind == DiskKind::Dir {
-                    if excluded || own.holds(&md) || self.is_in_repo(path) {
+                    if excluded || mine.is_some() {
                         walk.skip_current_dir();
                     }
                     continue;
                 }
                 if excluded
-                    || crate::own::is_temp_name(ent.file_name())
+                    || mine.is_some()
                     || self.manifest.get(&tilde).is_some()
                     || !matches!(kind, DiskKind::File | DiskKind::Link)
                 {

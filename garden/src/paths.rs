@@ -138,6 +138,7 @@ mod tests {
             hostname: "h".into(),
             state_dir: None,
             cache_dir: None,
+            no_cache: false,
             crash_at: None,
             interrupt_at: None,
             wait_at: None,

@@ -261,7 +261,7 @@ impl Garden {
         let dir = self
             .local_dir
             .as_deref()
-            .filter(|_| self.env.cache_dir.is_some());
+            .filter(|_| self.env.caches().is_some());
         let mut memory = dir.map(Memory::load).unwrap_or_default();
         let before = memory.clone();
         let (as_blobs, known_chunked): (Vec<Hash>, Vec<Hash>) = contents

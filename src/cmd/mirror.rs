@@ -61,6 +61,9 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
             let mut g = ctx.open_for_home(dry_run)?;
             let mut prompt = StdinPrompt::new();
             let r = g.mirror_down(&dirs, RestoreOptions { force, dry_run }, &mut prompt)?;
+            for (p, why) in &r.skipped {
+                ui::warn(&format!("skipped {p}: {why}"));
+            }
             restore::print_actions(ctx.colour, &r.restore, dry_run, out)?;
             let scripts = match (no_scripts, dry_run) {
                 (true, _) => super::scripts::Scripts::Skip,

@@ -148,6 +148,201 @@ fn add_skips_sgards_folders_where_xdg_puts_them() {
     assert!(r.stderr.contains("refusing to track sgard's own"), "{r:#?}");
 }
 
+/// Takes the entry `from` in the manifest of the repository at `repo` and
+/// names it `to` instead (a manifest from elsewhere, as a hostile server or
+/// shared folder could write it): only confinement stands between it and
+/// the disk.
+fn rename_entry(repo: &Path, from: &str, to: &str) {
+    let m = repo.join("manifest.yaml");
+    let text = fs::read_to_string(&m).unwrap();
+    let head = format!("- path: {from}\n");
+    assert!(text.contains(&head), "{text}");
+    fs::write(&m, text.replace(&head, &format!("- path: {to}\n"))).unwrap();
+}
+
+/// Review of item 1: the state folder kept on another disk (a symlink
+/// where XDG puts it) is sgard's own all the same. A walk of the folder
+/// above passes it by in silence, and so a link elsewhere that leads into
+/// it; a restore on another machine has nothing of it to fail on;
+/// `mirror down` neither asks about it nor fails on it; named directly,
+/// each is refused.
+#[test]
+fn a_symlinked_state_folder_is_passed_by() {
+    use std::os::unix::fs::symlink;
+    let t = TestEnv::new();
+    let disk = t.outside().join("disk/sgard");
+    fs::create_dir_all(&disk).unwrap();
+    fs::create_dir_all(t.path(".state")).unwrap();
+    symlink(&disk, t.path(".state/sgard")).unwrap();
+    t.sgard(["init"]).ok();
+    assert!(disk.join("machine-id").exists(), "the state went elsewhere");
+    t.write(".state/app/history", "z\n");
+    symlink(t.path(".state/sgard"), t.path(".state/alias")).unwrap();
+    symlink(disk.join("machine-id"), t.path(".state/id")).unwrap();
+
+    for dry in [true, false] {
+        let args: &[&str] = if dry {
+            &["add", "-n", "~/.state"]
+        } else {
+            &["add", "~/.state"]
+        };
+        let r = t.sgard(args);
+        r.ok();
+        for name in ["sgard", "alias", "id"] {
+            let p = format!("~/.state/{name}");
+            assert!(
+                !r.stdout.contains(&format!("{p}\n")) && !r.stderr.contains(&p),
+                "{p} was not passed by in silence; {r:#?}"
+            );
+        }
+    }
+    let m = t.manifest();
+    assert_eq!(tracked(&m), ["~/.state/app/history"], "{m}");
+    let r = t.sgard(["mirror", "up", "-n", "~/.state"]);
+    r.ok();
+    assert!(!r.stdout.contains("~/.state/sgard"), "{r:#?}");
+
+    let before = t.manifest();
+    for arg in ["~/.state/sgard", "~/.state/alias", "~/.state/id"] {
+        let r = t.sgard(["add", arg]);
+        assert_eq!(r.code, 1, "add {arg} must be refused; {r:#?}");
+        assert!(r.stderr.contains("refusing to track sgard's own"), "{r:#?}");
+        assert_eq!(t.manifest(), before, "add {arg} changed the manifest");
+    }
+
+    // Another machine restores the repository whole.
+    t.sgard(["checkpoint"]).ok();
+    let w = TestEnv::new();
+    let repo = t.repo();
+    let repo = repo.to_str().unwrap();
+    w.sgard(["--repo", repo, "restore"]).ok();
+    assert_eq!(w.read(".state/app/history"), b"z\n");
+    // Its own state is its own folder, not the first machine's link.
+    let st = fs::symlink_metadata(w.path(".state/sgard")).unwrap();
+    assert!(st.is_dir(), "{st:?}");
+
+    // Untracked but sgard's own: never a question, never a failure.
+    let r = t.sgard(["mirror", "down", "-n", "~/.state"]);
+    r.ok();
+    assert!(
+        !r.stdout.contains("~/.state/sgard") && !r.stdout.contains("~/.state/alias"),
+        "{r:#?}"
+    );
+    t.sgard(["mirror", "down", "-f", "~/.state"]).ok();
+    for name in ["sgard", "alias", "id"] {
+        assert!(fs::symlink_metadata(t.path(&format!(".state/{name}"))).is_ok());
+    }
+    assert!(disk.join("machine-id").exists());
+}
+
+/// Review of item 1: `--no-cache` turns the caches off, not the rule that
+/// sgard's cache folder is its own: a walk still passes it by, a direct
+/// `add` of a file in it is still refused, and a restore still never
+/// writes into it.
+#[test]
+fn no_cache_leaves_the_cache_folder_sgards_own() {
+    let t = TestEnv::init();
+    t.write(".cache/sgard/capture/tmpX", "junk\n");
+    t.write(".cache/other/kept", "y\n");
+    let r = t.sgard(["--no-cache", "add", "-n", "~/.cache"]);
+    r.ok();
+    assert!(!r.stdout.contains("~/.cache/sgard"), "{r:#?}");
+    assert!(r.stdout.contains("~/.cache/other/kept"), "{r:#?}");
+    t.sgard(["--no-cache", "add", "~/.cache"]).ok();
+    let m = t.manifest();
+    assert_eq!(tracked(&m), ["~/.cache/other/kept"], "{m}");
+    let r = t.sgard(["--no-cache", "add", "~/.cache/sgard/capture/tmpX"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("refusing to track sgard's own"), "{r:#?}");
+    assert_eq!(t.manifest(), m);
+
+    // An entry that names a file in it (a manifest from elsewhere).
+    rename_entry(&t.repo(), "~/.cache/other/kept", "~/.cache/sgard/planted");
+    let r = t.sgard(["--no-cache", "restore", "-f"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("refusing to write there"), "{r:#?}");
+    assert!(!t.path(".cache/sgard/planted").exists());
+}
+
+/// Review of item 1: a repository is never tracked, the one in use or any
+/// other. With the shared folder as the repository, a walk of the home
+/// passes by the default `~/.sgard`, a fresh git clone at `~/dots` (its
+/// `.git` too; no `blobs/` yet, git keeping no empty folder) and a Go
+/// sgard's repository (a `manifest.yaml` and `blobs/`), saying so
+/// once for each; a direct `add` of a path in one is refused; `mirror
+/// down` never offers to delete in one; a restore never writes into one.
+#[test]
+fn a_walk_passes_by_other_sgard_repositories() {
+    let t = TestEnv::init();
+    t.write(".bashrc", "x\n");
+    t.sgard(["add", "~/.bashrc"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    t.sgard(["--repo", "~/dots", "init"]).ok();
+    fs::remove_dir(t.path("dots/blobs")).unwrap();
+    t.write("dots/.git/HEAD", "ref: refs/heads/main\n");
+    t.write("go/manifest.yaml", "version: 1\nfiles: []\n");
+    t.write("go/blobs/ab/cd/abcd", "old\n");
+    // Not a repository: a manifest alone.
+    t.write("notes/manifest.yaml", "mine\n");
+    let usb = t.outside().join("usb");
+    let usb = usb.to_str().unwrap();
+    let sg = |args: &[&str]| -> Run {
+        let mut all = vec!["--repo", usb];
+        all.extend_from_slice(args);
+        t.sgard(all)
+    };
+    sg(&["init"]).ok();
+    let r = sg(&["add", "~"]);
+    r.ok();
+    let m = fs::read_to_string(t.outside().join("usb/manifest.yaml")).unwrap();
+    let paths = tracked(&m);
+    for p in &paths {
+        assert!(
+            !p.starts_with("~/.sgard/") && !p.starts_with("~/dots/") && !p.starts_with("~/go/"),
+            "a repository's file {p} was tracked:\n{m}"
+        );
+    }
+    for want in ["~/.bashrc", "~/notes/manifest.yaml"] {
+        assert!(paths.iter().any(|p| p == want), "{want} missing:\n{m}");
+    }
+    for repo in ["~/.sgard", "~/dots", "~/go"] {
+        let note = format!("skipped {repo}: an sgard repository");
+        assert_eq!(r.stderr.matches(&note).count(), 1, "{note:?}; {r:#?}");
+    }
+
+    for arg in [
+        "~/.sgard/manifest.yaml",
+        "~/.sgard",
+        "~/dots/.git/HEAD",
+        "~/go",
+        "~/go/blobs/ab/cd/abcd",
+    ] {
+        let r = sg(&["add", arg]);
+        assert_eq!(r.code, 1, "add {arg} must be refused; {r:#?}");
+        assert!(r.stderr.contains("an sgard repository"), "{r:#?}");
+        let now = fs::read_to_string(t.outside().join("usb/manifest.yaml")).unwrap();
+        assert_eq!(now, m, "add {arg} changed the manifest");
+    }
+
+    // Untracked files in a repository are never offered for deletion.
+    t.write("stray", "s\n");
+    let r = sg(&["mirror", "down", "-n", "~"]);
+    r.ok();
+    assert!(r.stdout.contains("~/stray"), "{r:#?}");
+    for repo in ["~/.sgard/", "~/dots/", "~/go/"] {
+        assert!(!r.stdout.contains(repo), "{repo}; {r:#?}");
+    }
+
+    // An entry that names a file in one (a manifest from elsewhere).
+    sg(&["add", "~/stray"]).ok();
+    rename_entry(Path::new(usb), "~/stray", "~/dots/planted");
+    fs::remove_file(t.path("stray")).unwrap();
+    let r = sg(&["restore", "-f"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("refusing to write there"), "{r:#?}");
+    assert!(!t.path("dots/planted").exists());
+}
+
 /// Item 6: an empty path (an unset `$TYPO`) is a usage error, not the
 /// working folder: nothing is walked, nothing is tracked or untracked.
 #[test]
