@@ -888,6 +888,7 @@ impl Garden {
         drop((before, after));
         drop(fixed);
         self.push_local_records(records)?;
+        self.env.crash_point("restore-recorded");
         self.clear_changed_nothing();
         report.before = Some(id);
         if let Some(prior) = prior {

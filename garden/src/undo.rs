@@ -220,7 +220,15 @@ impl Garden {
     /// effort: the note only adds a question).
     pub(crate) fn note_changed_nothing(&self, what: &str) {
         let Some(l) = &self.local else { return };
-        let text = format!("{}\n{}\n", self.env.now, what.replace('\n', " "));
+        // The note names the newest restore-like record of this machine it
+        // speaks past: a record added after it (even one whose command was
+        // cut off before it could clear the note) makes the note stale.
+        let text = format!(
+            "{}\n{}\n{}\n",
+            self.env.now,
+            what.replace('\n', " "),
+            self.newest_restore_like().unwrap_or_default()
+        );
         if sgard_store::durable::create_private_dir_all(&l.dir).is_ok() {
             let _ =
                 sgard_store::durable::write_atomic(&l.dir.join(NOOP_FILE), text.as_bytes(), 0o600);
@@ -239,9 +247,30 @@ impl Garden {
     fn latest_changed_nothing(&self) -> Option<(String, Timestamp)> {
         let l = self.local.as_ref()?;
         let text = sgard_store::durable::read_regular_to_string(&l.dir.join(NOOP_FILE)).ok()?;
-        let (time, what) = text.split_once('\n')?;
-        let time = Timestamp::parse(time).ok()?;
-        Some((what.trim_end().to_owned(), time))
+        let mut lines = text.lines();
+        let time = Timestamp::parse(lines.next()?).ok()?;
+        let what = lines.next()?.to_owned();
+        // A note without the record line (an older sgard's) is taken as is.
+        if let Some(past) = lines.next()
+            && past != self.newest_restore_like().unwrap_or_default()
+        {
+            return None;
+        }
+        Some((what, time))
+    }
+
+    /// This machine's newest restore-like record, as how many there are and
+    /// the newest one's id (two restores of the same content at the same
+    /// time have the same id), if any.
+    fn newest_restore_like(&self) -> Option<String> {
+        let mine = || {
+            self.history
+                .records
+                .iter()
+                .filter(|r| r.reason.is_restore_like() && self.is_mine(r))
+        };
+        let newest = mine().last()?;
+        Some(format!("{} {}", mine().count(), newest.id.to_hex()))
     }
 
     /// The disk state of a path as an entry, without storing anything.

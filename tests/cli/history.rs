@@ -1156,6 +1156,7 @@ fn kill_9_during_restore_keeps_log_consistent_and_undoable() {
     // snapshot and the last rename (SGARD_TEST_CRASH_AT), where a timed kill
     // may or may not land: the undo of a half-done restore is always tried.
     let mut points = vec![
+        "restore-recorded",
         "restore-before-base",
         "restore-staged",
         "restore-after-snapshot",
@@ -1268,6 +1269,38 @@ fn kill_9_during_restore_keeps_log_consistent_and_undoable() {
          interrupted, {undone} undone after a kill",
         sched.full
     );
+}
+
+/// A restore cut off right after its records, before it could clear the
+/// note of an earlier undo that changed nothing, is what `undo` reverses
+/// next, without a question about that older undo.
+#[test]
+fn a_restore_cut_off_after_its_records_outdates_the_note_of_an_undo_that_changed_nothing() {
+    let t = TestEnv::init();
+    t.write("a", b"stored\n");
+    t.sgard(["add", "~/a"]).ok();
+    t.sgard(["checkpoint", "-m", "base"]).ok();
+
+    // Recorded, then cut off before writing: the undo changes nothing and
+    // notes so.
+    t.write("a", b"local 1\n");
+    let (r, _) = run_crashing(&t, &["restore", "-f", "~/a"], "restore-after-snapshot");
+    assert_eq!(r.code, -1, "{r:#?}");
+    let u = t.sgard(["undo"]);
+    u.ok();
+    assert!(u.stdout.contains("Nothing to undo"), "{u:#?}");
+    // Asked about with that note: the latest undo changed nothing.
+    let again = t.sgard(["undo", "-n"]);
+    again.ok();
+    assert!(again.stdout.contains("changed nothing"), "{again:#?}");
+
+    // A second restore recorded, then cut off before it clears the note.
+    let (r, _) = run_crashing(&t, &["restore", "-f", "~/a"], "restore-recorded");
+    assert_eq!(r.code, -1, "{r:#?}");
+    let u = t.sgard(["undo"]);
+    assert_eq!(u.code, 0, "{u:#?}");
+    assert!(!u.stdout.contains("changed nothing"), "{u:#?}");
+    assert_eq!(t.read("a"), b"local 1\n");
 }
 
 /// (7) A checkpoint interrupted after its log record but before
