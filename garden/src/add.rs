@@ -326,6 +326,12 @@ impl Garden {
                         ));
                         continue;
                     }
+                    // Markers a merge wrote are taken only when the file
+                    // itself is named (the same test as status).
+                    if kind == DiskKind::File && self.unresolved_merge(&tilde, &path) {
+                        report.skipped.push((tilde, UNRESOLVED_MERGE.into()));
+                        continue;
+                    }
                     if kind == DiskKind::File && self.plaintext_unasked(&tilde, opts) {
                         unasked.push((path.clone(), tilde.clone()));
                     }
@@ -698,6 +704,10 @@ fn canonical_parent(abs: &Path) -> Option<PathBuf> {
 /// The file in this repository's state where `add --follow` records the
 /// symlinks to folders it walked (`~/path<TAB>target` lines).
 const FOLLOWED_FILE: &str = "followed";
+
+/// Why a folder walk passes by a file a merge left unresolved.
+const UNRESOLVED_MERGE: &str = "unresolved merge: it still holds the conflict markers \
+     `sgard merge` wrote (resolve them, or `sgard add` the file itself to take it as it is)";
 
 /// How many symlinks one path may pass through before a walk stops
 /// following (a guard beside the loop check, for exotic mounts).

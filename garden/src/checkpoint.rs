@@ -196,6 +196,16 @@ impl Garden {
                     continue;
                 }
             };
+            // A merge whose markers are gone (resolved, taken back from the
+            // repository, or removed with the file) rests, whether or not
+            // this checkpoint records the path.
+            if !opts.dry_run
+                && !judged.unresolved
+                && !matches!(judged.state, State::Skipped | State::Error)
+                && self.has_unresolved(&entry.path)
+            {
+                resolved.push(entry.path.clone());
+            }
             let detail = judged.detail.clone().unwrap_or_default();
             let mut updated = None;
             let change = match judged.state {
@@ -267,13 +277,6 @@ impl Garden {
                     Err(e) => EntryChange::Failed(error_chain(&e)),
                 },
             };
-            // Recorded with its markers gone: the merge is over.
-            if !opts.dry_run
-                && matches!(change, EntryChange::Content | EntryChange::Mode)
-                && self.unresolved.has(&entry.path)
-            {
-                resolved.push(entry.path.clone());
-            }
             report.changes.push((entry.path.clone(), change));
             if let Some(u) = updated {
                 self.manifest.files[i] = u;
@@ -325,7 +328,7 @@ impl Garden {
                     return Err(e);
                 }
             }
-            self.drop_unresolved(resolved.iter().map(String::as_str))?;
+            self.rest_unresolved(resolved.iter().map(String::as_str))?;
             return Ok(report);
         }
         // commit_head adds the snapshot to the batch and commits it, blobs
@@ -350,7 +353,7 @@ impl Garden {
             }
         };
         report.snapshot = Some(rec.id);
-        self.drop_unresolved(resolved.iter().map(String::as_str))?;
+        self.rest_unresolved(resolved.iter().map(String::as_str))?;
         Ok(report)
     }
 

@@ -186,6 +186,16 @@ impl Garden {
         if Hash::of(&content) == s.before {
             return Ok(EditOutcome::Unchanged);
         }
+        // Never stored with the markers a merge wrote (the same test as
+        // status and checkpoint).
+        if self.unresolved_merge_in(&s.path, &content) {
+            return Err(Error::Conflict(format!(
+                "{} still holds the conflict markers `sgard merge` wrote; nothing was stored \
+                 (the edited copy is {})",
+                s.path,
+                s.file.display()
+            )));
+        }
         let mut e = s.entry.clone();
         self.begin_batch();
         if e.encrypted {
@@ -210,6 +220,10 @@ impl Garden {
         self.manifest.upsert(e.clone());
         self.manifest.updated = self.env.now;
         self.save()?;
+        // The file itself stored without markers: the merge is over.
+        if !s.is_copy() {
+            self.drop_unresolved([s.path.as_str()])?;
+        }
         let disk = self.env.expand(&s.path);
         if !s.is_copy() {
             self.settle(&e, Some(Hash::of(&content)), e.mode);

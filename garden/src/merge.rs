@@ -197,6 +197,14 @@ impl Garden {
             result.hash = Some(self.put(&mut merged.as_bytes())?.hash);
         }
         self.commit_batch()?;
+        let written_hash = result.hash;
+        // Remembered before the file is written: a crash after the write
+        // must not leave markers a checkpoint would take for a change.
+        if markers != 0
+            && let Some(h) = written_hash
+        {
+            self.set_unresolved(&e.path, markers, h)?;
+        }
         let step = Step {
             expect: j.seen.clone().map(|s| Some(Box::new(s))),
             path: e.path.clone(),
@@ -227,7 +235,9 @@ impl Garden {
         }
         // The repository's version is now part of what is on disk.
         self.settle_to_head(e);
-        self.set_unresolved(&e.path, markers)?;
+        if markers == 0 {
+            self.drop_unresolved([e.path.as_str()])?;
+        }
         Ok(outcome)
     }
 

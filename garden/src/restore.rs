@@ -875,6 +875,15 @@ impl Garden {
                 .map(|(s, _)| s.path.as_str())
                 .collect(),
         );
+        // What a merge left unresolved in a path written or deleted here
+        // rests, unless the merge's own content is written again.
+        let overwritten: Vec<(String, Option<sgard_store::Hash>)> = live()
+            .filter_map(|(s, _)| match &s.op {
+                Op::Write { .. } => Some((s.path.clone(), written(head, &s.op)?.hash)),
+                Op::Delete => Some((s.path.clone(), None)),
+                Op::FixMode { .. } => None,
+            })
+            .collect();
         let b = self.store_doc(&before)?;
         // What the base said of these paths, so an undo can say it again.
         if let Some(l) = &self.local {
@@ -900,6 +909,7 @@ impl Garden {
             }
             self.flush_base()?;
         }
+        self.note_overwritten(overwritten.iter().map(|(p, h)| (p.as_str(), *h)))?;
         self.env.crash_point("restore-after-snapshot");
         // Room for what follows, once: an action per live step, and the
         // base's records of paths it does not hold yet (a restore into an

@@ -9,15 +9,23 @@
 //! the file still holds one of them, `judge` calls it a `conflict`
 //! (unresolved merge), whatever else it says; a marker-like line that was
 //! in the text before (a `=======` heading) never counts, and neither does
-//! any file sgard did not merge. A record goes when a checkpoint finds the
-//! markers gone, when `add` takes the file as it is, or when a new merge
-//! writes the path again.
+//! any file sgard did not merge. `checkpoint` and `edit` refuse to store
+//! such a file.
+//!
+//! A record names the stored content the merge wrote. It rests (counts for
+//! nothing) once a checkpoint finds the markers gone (resolved, or put back
+//! as the repository holds it) or sgard writes or deletes the path with
+//! other content (a restore, an undo, a pull), so a marker-like line
+//! written later is an ordinary change; it wakes when sgard writes exactly
+//! the merge's content again (the undo of that undo). It goes when `add`
+//! takes the file as it is, when `edit` stores it, or when a new merge
+//! writes the path.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use sgard_store::durable;
+use sgard_store::{Hash, durable};
 
 use crate::base::{escape, unescape};
 use crate::{Garden, Result};
@@ -30,14 +38,25 @@ const MARKERS: [&str; 4] = [
     ">>>>>>> theirs",
 ];
 
-const MAGIC: &str = "sgard-unresolved-merges 1";
+const MAGIC_V1: &str = "sgard-unresolved-merges 1";
+const MAGIC: &str = "sgard-unresolved-merges 2";
 const FILE: &str = "merges";
 
-/// The paths holding markers a merge wrote, with the markers (a bit per
-/// entry of [`MARKERS`]).
+/// The paths a merge wrote markers into.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Unresolved {
-    paths: BTreeMap<String, u8>,
+    paths: BTreeMap<String, Record>,
+}
+
+/// What a merge wrote into one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Record {
+    /// The markers, a bit per entry of [`MARKERS`].
+    mask: u8,
+    /// The stored content written (unknown in a record of the first format).
+    written: Option<Hash>,
+    /// Whether the record counts (see the module documentation).
+    live: bool,
 }
 
 impl Unresolved {
@@ -50,15 +69,35 @@ impl Unresolved {
             return out;
         };
         let mut lines = text.lines();
-        if lines.next() != Some(MAGIC) {
-            return out;
-        }
+        let v2 = match lines.next() {
+            Some(MAGIC) => true,
+            Some(MAGIC_V1) => false,
+            _ => return out,
+        };
         for line in lines {
-            if let Some((mask, path)) = line.split_once(' ')
-                && let Ok(mask) = mask.parse::<u8>()
+            let Some((mask, rest)) = line.split_once(' ') else {
+                continue;
+            };
+            let (written, live, path) = if v2 {
+                let mut f = rest.splitn(3, ' ');
+                let (Some(h), Some(l), Some(p)) = (f.next(), f.next(), f.next()) else {
+                    continue;
+                };
+                (Hash::parse(h).ok(), l == "live", p)
+            } else {
+                (None, true, rest)
+            };
+            if let Ok(mask) = mask.parse::<u8>()
                 && let Some(path) = unescape(path)
             {
-                out.paths.insert(path, mask);
+                out.paths.insert(
+                    path,
+                    Record {
+                        mask,
+                        written,
+                        live,
+                    },
+                );
             }
         }
         out
@@ -74,17 +113,20 @@ impl Unresolved {
             return Ok(());
         }
         let mut text = format!("{MAGIC}\n");
-        for (path, mask) in &self.paths {
-            text.push_str(&format!("{mask} {}\n", escape(path)));
+        for (path, r) in &self.paths {
+            let hash = r.written.map_or_else(|| "-".to_owned(), |h| h.to_hex());
+            let live = if r.live { "live" } else { "rests" };
+            text.push_str(&format!("{} {hash} {live} {}\n", r.mask, escape(path)));
         }
         durable::create_private_dir_all(dir)?;
         durable::write_atomic(&p, text.as_bytes(), 0o600)?;
         Ok(())
     }
 
-    /// Whether a merge left markers in `path` (they may be gone since).
-    pub(crate) fn has(&self, path: &str) -> bool {
-        self.paths.contains_key(path)
+    /// The live record of `path`'s merge, if any (its markers may be
+    /// gone since).
+    fn live(&self, path: &str) -> Option<&Record> {
+        self.paths.get(path).filter(|r| r.live)
     }
 }
 
@@ -107,7 +149,12 @@ fn holds_markers(abs: &Path, mask: u8) -> bool {
     let Ok((f, _)) = crate::fsx::open_regular(abs) else {
         return false;
     };
-    let mut r = BufReader::new(f);
+    holds_markers_in(BufReader::new(f), mask)
+}
+
+/// Whether the text read from `r` holds one of the markers in `mask` as a
+/// line: the one test of "still unresolved", for a file and for bytes.
+fn holds_markers_in(mut r: impl BufRead, mask: u8) -> bool {
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -132,28 +179,83 @@ impl Garden {
     /// merge wrote into it (see the module documentation).
     pub(crate) fn unresolved_merge(&self, path: &str, abs: &Path) -> bool {
         self.unresolved
-            .paths
-            .get(path)
-            .is_some_and(|&mask| holds_markers(abs, mask))
+            .live(path)
+            .is_some_and(|r| holds_markers(abs, r.mask))
     }
 
-    /// Remembers that a merge wrote the markers `mask` into `path` (none:
-    /// it wrote a clean result), durably.
+    /// Whether `content`, about to be stored for `path`, still holds
+    /// conflict markers a merge wrote into the path.
+    pub(crate) fn unresolved_merge_in(&self, path: &str, content: &[u8]) -> bool {
+        self.unresolved
+            .live(path)
+            .is_some_and(|r| holds_markers_in(content, r.mask))
+    }
+
+    /// Whether a live merge record names `path` (its markers may be gone).
+    pub(crate) fn has_unresolved(&self, path: &str) -> bool {
+        self.unresolved.live(path).is_some()
+    }
+
+    /// Remembers that a merge writes the markers `mask` into `path` as the
+    /// stored content `written` (no markers: it writes a clean result),
+    /// durably.
     ///
     /// # Errors
     /// [`crate::Error::Io`] naming the file.
-    pub(crate) fn set_unresolved(&mut self, path: &str, mask: u8) -> Result<()> {
+    pub(crate) fn set_unresolved(&mut self, path: &str, mask: u8, written: Hash) -> Result<()> {
         let before = self.unresolved.clone();
         if mask == 0 {
             self.unresolved.paths.remove(path);
         } else {
-            self.unresolved.paths.insert(path.to_owned(), mask);
+            self.unresolved.paths.insert(
+                path.to_owned(),
+                Record {
+                    mask,
+                    written: Some(written),
+                    live: true,
+                },
+            );
         }
         self.save_unresolved(&before)
     }
 
-    /// Forgets the merges of `paths`: the markers are gone, or the file was
-    /// taken as it is.
+    /// Paths sgard is writing (with the stored content it writes) or
+    /// deleting (`None`): a merge's record counts again exactly when the
+    /// merge's content is written, and rests otherwise.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming the file.
+    pub(crate) fn note_overwritten<'p>(
+        &mut self,
+        writes: impl IntoIterator<Item = (&'p str, Option<Hash>)>,
+    ) -> Result<()> {
+        let before = self.unresolved.clone();
+        for (p, h) in writes {
+            if let Some(r) = self.unresolved.paths.get_mut(p) {
+                r.live = h.is_some() && r.written == h;
+            }
+        }
+        self.save_unresolved(&before)
+    }
+
+    /// Lets the merges of `paths` rest: their markers are gone.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming the file.
+    pub(crate) fn rest_unresolved<'p>(
+        &mut self,
+        paths: impl IntoIterator<Item = &'p str>,
+    ) -> Result<()> {
+        let before = self.unresolved.clone();
+        for p in paths {
+            if let Some(r) = self.unresolved.paths.get_mut(p) {
+                r.live = false;
+            }
+        }
+        self.save_unresolved(&before)
+    }
+
+    /// Forgets the merges of `paths`: the file was taken as it is.
     ///
     /// # Errors
     /// [`crate::Error::Io`] naming the file.
@@ -199,10 +301,25 @@ mod tests {
     fn records_survive_a_round_trip_and_a_foreign_file_is_ignored() {
         let d = tempfile::tempdir().unwrap();
         let mut u = Unresolved::default();
-        u.paths.insert("~/odd name\tx".into(), 0b1001);
-        u.paths.insert("~/.bashrc".into(), 0b1111);
+        let rec = |mask, written, live| Record {
+            mask,
+            written,
+            live,
+        };
+        u.paths
+            .insert("~/odd name\tx".into(), rec(0b1001, None, false));
+        u.paths.insert(
+            "~/.bashrc".into(),
+            rec(0b1111, Some(Hash::of(b"merged")), true),
+        );
         u.save(d.path()).unwrap();
         assert_eq!(Unresolved::load(Some(d.path())), u);
+        // A record of the first format knows no content, and counts.
+        std::fs::write(d.path().join(FILE), "sgard-unresolved-merges 1\n5 ~/x\n").unwrap();
+        assert_eq!(
+            Unresolved::load(Some(d.path())).paths.get("~/x"),
+            Some(&rec(5, None, true))
+        );
         std::fs::write(d.path().join(FILE), "something else\n1 ~/x\n").unwrap();
         assert_eq!(Unresolved::load(Some(d.path())), Unresolved::default());
         Unresolved::default().save(d.path()).unwrap();

@@ -31,18 +31,20 @@ pub fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) ->
             Ok(MergeOutcome::Conflicts(n)) => {
                 writeln!(
                     out,
-                    "{:<10} {path} ({n} conflict{} marked <<<<<<< ours … >>>>>>> theirs; \
+                    "{:<10} {} ({n} conflict{} marked <<<<<<< ours … >>>>>>> theirs; \
                      edit {} away, then `sgard checkpoint`)",
                     "conflicts",
+                    crate::ui::clean(path),
                     if *n == 1 { "" } else { "s" },
                     if *n == 1 { "it" } else { "them" },
                 )?;
-                marked.push(path.as_str());
+                marked.push(crate::ui::clean(path));
             }
             Ok(MergeOutcome::NotNeeded(why)) => {
                 writeln!(out, "{:<10} {} ({why})", "skipped", crate::ui::clean(path))?;
             }
             Err(e) => {
+                let path = crate::ui::clean(path);
                 writeln!(out, "{:<10} {path}", "failed")?;
                 let _ = write!(failed, "\n  {path}: {}", chain(e));
             }
@@ -53,8 +55,9 @@ pub fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) ->
     }
     if !marked.is_empty() {
         return Err(Fail::conflict(format!(
-            "conflict markers written to {}; the repository's version is recorded as \
-             merged, so the next checkpoint takes the file as you leave it",
+            "conflict markers written to {}: resolve them, then `sgard checkpoint` records \
+             the result (it refuses the file while the markers remain; `sgard undo` puts the file \
+             back as it was before the merge)",
             marked.join(", ")
         )));
     }

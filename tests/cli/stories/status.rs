@@ -183,12 +183,27 @@ fn conflict_markers_left_by_merge_are_never_checkpointed() {
     assert!(!r.stdout.contains("complete"), "{r:#?}");
     assert_eq!(fs::read(desk.repo.join("history.yaml")).unwrap(), history);
     assert_eq!(fs::read(desk.repo.join("manifest.yaml")).unwrap(), manifest);
+    // Neither a folder walk nor `mirror up` takes it.
+    let r = lap.sg(&["add", "~"]);
+    r.ok();
+    assert!(
+        format!("{}{}", r.stdout, r.stderr).contains("~/.bashrc: unresolved merge"),
+        "{r:#?}"
+    );
+    let r = lap.sg(&["mirror", "up", "~"]);
+    assert!(
+        format!("{}{}", r.stdout, r.stderr).contains("unresolved merge"),
+        "{r:#?}"
+    );
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    let manifest = fs::read(desk.repo.join("manifest.yaml")).unwrap();
     // One of two markers edited away is not enough.
     let half = lap.read(".bashrc").replace("<<<<<<< ours\n", "");
     lap.write(".bashrc", &half);
     assert_eq!(lap.state("~/.bashrc"), "conflict");
     lap.sg(&["checkpoint"]).code(4);
     assert_eq!(fs::read(desk.repo.join("history.yaml")).unwrap(), history);
+    assert_eq!(fs::read(desk.repo.join("manifest.yaml")).unwrap(), manifest);
     // Resolved: a local change like any other, recorded.
     lap.write(".bashrc", "base\ndesk\nlap\n");
     assert_eq!(lap.state("~/.bashrc"), "modified");
@@ -199,6 +214,91 @@ fn conflict_markers_left_by_merge_are_never_checkpointed() {
         desk.sg(&["status"]).stdout,
         "behind     ~/.bashrc  (changed in the repository: content)\n"
     );
+}
+
+/// An editor that appends `line` to the file it is given.
+fn appending_editor(m: &Machine, line: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let p = m.t.path(".appending-editor");
+    fs::write(&p, format!("#!/bin/sh\necho '{line}' >> \"$1\"\n")).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    p.display().to_string()
+}
+
+/// `edit` stores what the editor leaves, but never the markers a merge
+/// wrote: it refuses (exit 4) and the repository is left as it was; once
+/// the markers are gone it stores the file and the merge is over.
+#[test]
+fn edit_never_stores_the_markers_a_merge_wrote() {
+    let (_shared, desk, lap) = conflict_on_the_laptop();
+    lap.sg(&["merge", "~/.bashrc"]).code(4);
+    let manifest = fs::read(desk.repo.join("manifest.yaml")).unwrap();
+    let ed = appending_editor(&lap, "more");
+    let r = lap
+        .command(&["edit", "~/.bashrc"])
+        .env("EDITOR", &ed)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let r: crate::common::Run = r.into();
+    r.code(4).stderr_has("still holds the conflict markers");
+    assert_eq!(fs::read(desk.repo.join("manifest.yaml")).unwrap(), manifest);
+    assert_eq!(lap.state("~/.bashrc"), "conflict");
+    // Resolved by hand, then edited: stored, and a plain file again.
+    lap.write(".bashrc", "base\ndesk\nlap\n");
+    let r: crate::common::Run = lap
+        .command(&["edit", "~/.bashrc"])
+        .env("EDITOR", &ed)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    r.ok().stdout_has("stored     ~/.bashrc");
+    assert_eq!(lap.state("~/.bashrc"), "ok");
+    // A later `=======` line is a change like any other.
+    lap.write(".bashrc", "base\ndesk\nlap\n=======\n");
+    assert_eq!(lap.state("~/.bashrc"), "modified");
+}
+
+/// The record of an unresolved merge ends when sgard puts another
+/// version in place (`restore -f`, `undo`), or when a checkpoint finds the
+/// file resolved to the repository's version: a `=======` line written
+/// later is then a plain local change, never "unresolved merge" again.
+#[test]
+fn an_unresolved_merge_ends_when_the_file_is_replaced_or_resolved() {
+    for how in ["restore", "undo", "resolved-to-repository"] {
+        let (_shared, _desk, lap) = conflict_on_the_laptop();
+        lap.sg(&["merge", "~/.bashrc"]).code(4);
+        assert_eq!(lap.state("~/.bashrc"), "conflict", "{how}");
+        match how {
+            "restore" => {
+                lap.sg(&["restore", "-f", "~/.bashrc"]).ok();
+                assert_eq!(lap.read(".bashrc"), "base\ndesk\n");
+            }
+            "undo" => {
+                lap.sg(&["undo", "-y"]).ok();
+                assert_eq!(lap.read(".bashrc"), "base\nlap\n");
+            }
+            _ => {
+                lap.write(".bashrc", "base\ndesk\n");
+                assert_eq!(lap.state("~/.bashrc"), "ok");
+                lap.sg(&["checkpoint"]).ok();
+            }
+        }
+        let now = lap.read(".bashrc");
+        lap.write(".bashrc", format!("{now}=======\n"));
+        let st = lap.sg(&["status"]);
+        assert!(!st.stdout.contains("unresolved merge"), "{how}: {st:#?}");
+        // A plain local change (or, after the undo, the laptop's own
+        // version against the desk's: a conflict, but not a merge's).
+        let r = lap.sg(&["checkpoint"]);
+        if how == "undo" {
+            r.code(4).stdout_has("conflict   ~/.bashrc");
+            assert!(!r.stdout.contains("unresolved"), "{how}: {r:#?}");
+        } else {
+            r.ok().stdout_has("updated    ~/.bashrc");
+        }
+    }
 }
 
 /// A checkpoint that meets a conflict says what it recorded and what it
