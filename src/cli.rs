@@ -68,6 +68,12 @@ pub enum Command {
         /// Show what would be recorded; record nothing
         #[arg(short = 'n', long)]
         dry_run: bool,
+        /// Then commit the repository with git (when it recorded a snapshot)
+        #[arg(long)]
+        commit: bool,
+        /// Then commit and push with git (when it recorded a snapshot)
+        #[arg(long)]
+        push: bool,
     },
     /// Write tracked entries back to disk
     Restore {
@@ -101,6 +107,28 @@ pub enum Command {
         /// Show the merge's outcome for each file; write nothing
         #[arg(short = 'n', long)]
         dry_run: bool,
+    },
+    /// Run git in the repository folder (`sgard git pull`, `sgard git log -3`)
+    Git {
+        /// git's arguments, passed as they are
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<OsString>,
+    },
+    /// Merge two versions of a repository file for git (sgard sets itself up as git's `sgard` merge driver)
+    #[command(name = "git-merge-driver")]
+    GitMergeDriver {
+        /// The common ancestor's version (git's %O)
+        base: PathBuf,
+        /// This side's version; the result is written here (git's %A)
+        ours: PathBuf,
+        /// The other side's version (git's %B)
+        theirs: PathBuf,
+        /// The file's path in the work tree (git's %P)
+        path: PathBuf,
     },
     /// Show how each tracked path compares with the repository
     #[command(alias = "st")]

@@ -10,6 +10,7 @@ mod edit;
 mod encrypt;
 mod exclude;
 mod fleet;
+mod git;
 mod identity;
 mod info;
 mod init;
@@ -60,6 +61,9 @@ pub struct Ctx {
     /// Whether the command refuses without the history (see
     /// [`needs_history`]).
     pub needs_history: bool,
+    /// Whether opening the repository may set up git's merge driver (not
+    /// for `doctor`, which changes nothing and reports what is missing).
+    pub git_setup: bool,
 }
 
 /// The global flags about the sync server.
@@ -125,6 +129,11 @@ impl Ctx {
                 e.into()
             }
         })?;
+        // A command that writes the repository also adds what git needs
+        // to merge it (`.gitattributes`), when it is under git.
+        if mode == LockMode::Exclusive && self.git_setup {
+            git::set_up(&self.repo, true);
+        }
         self.ready(g)
     }
 
@@ -167,6 +176,10 @@ impl Ctx {
 
     fn ready(&self, mut g: Garden) -> Result<Garden> {
         g.set_note_sink(Box::new(ui::note));
+        // A git clone gets the merge driver defined on first use.
+        if self.git_setup {
+            git::set_up(&self.repo, false);
+        }
         // A damaged history is the error of a command that needs it, said
         // once, before it starts; for the others, a warning.
         if let Some(e) = g.history_damage() {
@@ -260,6 +273,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         net,
         colour,
         needs_history: needs_history(&cli.command),
+        git_setup: !matches!(cli.command, Command::Doctor { .. }),
     };
     let _progress = ui::progress::View::start(verbosity, context::progress_delay());
     // With -q a command that does something prints only errors (on
@@ -275,11 +289,30 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Add(a) => add::run(&ctx, &a, out)?,
         Command::Remove { paths, dry_run } => remove::run(&ctx, &paths, dry_run, out)?,
         Command::Merge { paths, dry_run } => merge::run(&ctx, &paths, dry_run, out)?,
+        Command::Git { args } => git::run(&ctx, &args)?,
+        Command::GitMergeDriver {
+            base,
+            ours,
+            theirs,
+            path,
+        } => git::merge_driver(&ctx, &base, &ours, &theirs, &path)?,
         Command::Checkpoint {
             message,
             paths,
             dry_run,
-        } => checkpoint::run(&ctx, message.as_deref(), &paths, dry_run, out)?,
+            commit,
+            push,
+        } => checkpoint::run(
+            &ctx,
+            message.as_deref(),
+            &paths,
+            checkpoint::Then {
+                dry_run,
+                commit,
+                push,
+            },
+            out,
+        )?,
         Command::Restore {
             paths,
             force,

@@ -5,6 +5,8 @@ use std::io;
 
 /// Something went wrong (the default).
 pub const ERROR: u8 = 1;
+/// The command line is wrong.
+pub const USAGE: u8 = 2;
 /// Stored data failed its hash or is missing.
 pub const INTEGRITY: u8 = 3;
 /// A conflict, or an operation refused (e.g. the server is ahead).
@@ -47,6 +49,16 @@ impl Fail {
     pub fn conflict(message: impl Into<String>) -> anyhow::Error {
         anyhow::Error::new(Fail {
             code: CONFLICT,
+            message: message.into(),
+        })
+    }
+}
+
+impl Fail {
+    /// A usage error found after parsing (exit 2).
+    pub fn usage(message: impl Into<String>) -> anyhow::Error {
+        anyhow::Error::new(Fail {
+            code: USAGE,
             message: message.into(),
         })
     }

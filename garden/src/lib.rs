@@ -34,6 +34,7 @@ mod fingerprints;
 mod flags;
 mod folders;
 pub mod fsx;
+mod gitmerge;
 mod history;
 mod home;
 pub mod identity;
@@ -66,6 +67,7 @@ mod status;
 mod sync;
 mod tags;
 pub mod template;
+mod threeway;
 mod undo;
 mod unresolved;
 mod verify;
@@ -90,6 +92,7 @@ pub use encrypted::PassphraseSource;
 pub use env::Env;
 pub use error::{Error, Result};
 pub use flags::Targeting;
+pub use gitmerge::{GitMerge, git_merge_history, git_merge_manifest_alone};
 pub use history::{ForgetPolicy, ShowChange, SnapshotCheck};
 pub use info::Info;
 pub use lock::{LockMode, RepoLock};
@@ -115,6 +118,16 @@ pub use sgard_store as store;
 /// ones are ciphertext), and so does `repo-id` (a clone is the same
 /// repository).
 pub const GITIGNORE: &str = "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\nchunks/tmp/\nchunks/journal/\n";
+
+/// The `.gitattributes` written by `init` (and added to a repository in a
+/// git work tree that lacks it): git merges the manifest and the history
+/// with `sgard git-merge-driver` (the `sgard` driver, defined in each
+/// clone's git config by sgard), and the retired data keys, which only
+/// ever grow by whole lines, as the union of both sides.
+pub const GITATTRIBUTES: &str = "# Written by sgard: git merges these files with `sgard git-merge-driver`\n\
+manifest.yaml merge=sgard\n\
+history.yaml merge=sgard\n\
+retired-keys merge=union\n";
 
 /// What a Garden keeps of its index between reading and writing it.
 #[derive(Debug, Default)]
@@ -517,6 +530,11 @@ impl Garden {
         let store = Store::init(root)?;
         base::create_id(root)?;
         durable::write_atomic(&root.join(".gitignore"), GITIGNORE.as_bytes(), 0o644)?;
+        durable::write_atomic(
+            &root.join(".gitattributes"),
+            GITATTRIBUTES.as_bytes(),
+            0o644,
+        )?;
         // A repository made here has chosen how big files are stored (the
         // defaults); only one that never chose hears about it on its first
         // big file (see `store_file`).

@@ -169,53 +169,7 @@ pub fn head_id_of(m: &Manifest) -> Hash {
     Hash::of(m.to_yaml().as_bytes())
 }
 
-fn same_entry(a: &Entry, b: &Entry) -> bool {
-    let mut a = a.clone();
-    a.updated = b.updated;
-    a == *b
-}
-
-/// Whether an entry changed both here (`l`, this repository's) and on the
-/// server (`t`) since the last sync can be left a conflict on this disk, as
-/// a shared folder leaves one: the server's version goes into the
-/// repository, this disk keeps this machine's, and `status`, `merge`,
-/// `add` and `restore` see a `conflict`. That holds only where this
-/// machine's whole change is on its disk: both sides still track it, as the
-/// same kind, with the same settings (flags, targeting, encryption and
-/// scripts are in the repository only), not a template (its disk file is
-/// a rendering), and this machine agreed on `l` (`agreed`: it recorded or
-/// restored that version, so the disk holds it or edits of it).
-pub(crate) fn stays_a_conflict(
-    l: Option<&Entry>,
-    t: Option<&Entry>,
-    agreed: Option<&BaseEntry>,
-) -> bool {
-    let (Some(l), Some(t)) = (l, t) else {
-        return false;
-    };
-    let settings = |e: &Entry| {
-        (
-            e.encrypted,
-            e.locked,
-            e.only.clone(),
-            e.never.clone(),
-            e.run,
-        )
-    };
-    l.kind == t.kind
-        && !l.template
-        && !t.template
-        && settings(l) == settings(t)
-        && agreed.is_some_and(|a| a.matches_repo(l, None))
-}
-
-fn same_opt(a: Option<&Entry>, b: Option<&Entry>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(a), Some(b)) => same_entry(a, b),
-        _ => false,
-    }
-}
+pub(crate) use crate::threeway::stays_a_conflict;
 
 impl Garden {
     /// The entries with changes in the repository not yet on this disk:
@@ -270,7 +224,7 @@ impl Garden {
     /// agrees with the old head (its own recorded change is no conflict
     /// with itself); after it, the conflict is one (never `behind`, which a
     /// restore would overwrite).
-    fn base_to_last_sync(&self, path: &str, b: Option<&Entry>, head: &Entry) {
+    pub(crate) fn base_to_last_sync(&self, path: &str, b: Option<&Entry>, head: &Entry) {
         let record = b.map(|b| {
             BaseEntry::agreed(
                 b,
@@ -540,7 +494,7 @@ impl Garden {
             .iter()
             .map(|r| (r.id, r.reason.as_str().to_owned(), r.time))
             .collect();
-        let mut new: Vec<Record> = incoming
+        let new: Vec<Record> = incoming
             .into_iter()
             .filter(|r| !have.contains(&(r.id, r.reason.as_str().to_owned(), r.time)))
             .collect();
@@ -564,8 +518,7 @@ impl Garden {
             )));
         }
         let mut h = self.repo_history.clone();
-        h.records.append(&mut new);
-        h.records.sort_by_key(|r| r.time);
+        h.records = crate::threeway::union_records(&h.records, &new);
         let path = self.root.join(HISTORY_FILE);
         let hash = h.save(&path)?;
         self.index_history_written(&path, &h, &hash, false);
@@ -631,55 +584,22 @@ impl Garden {
                 .unwrap_or_else(|_| Manifest::new(Timestamp::zero())),
             None => Manifest::new(Timestamp::zero()),
         };
-        let local = &self.manifest;
-        let mut paths: BTreeSet<&str> = BTreeSet::new();
-        for m in [local, theirs, &base_doc] {
-            paths.extend(m.files.iter().map(|e| e.path.as_str()));
-        }
+        let agreed = self.base.borrow();
+        let e =
+            crate::threeway::merge_entries(&base_doc, &self.manifest, theirs, side, &|p, l, t| {
+                stays_a_conflict(l, t, agreed.get(p)).then_some(crate::threeway::Which::Local)
+            });
+        drop(agreed);
         let mut plan = PullPlan {
-            taken: Vec::new(),
-            settled: Vec::new(),
-            conflicts: Vec::new(),
-            unsettled: Vec::new(),
+            taken: e.taken,
+            settled: e.settled,
+            conflicts: e.conflicts.into_iter().map(|(p, _)| p).collect(),
+            unsettled: e.unsettled,
             outside: Vec::new(),
             stripped: Vec::new(),
-            merged: BTreeMap::new(),
+            merged: e.merged,
             base_doc: Manifest::new(Timestamp::zero()),
         };
-        for p in paths {
-            let (b, l, t) = (base_doc.get(p), local.get(p), theirs.get(p));
-            let pick = if same_opt(l, t) || same_opt(t, b) {
-                l
-            } else if same_opt(l, b) {
-                if !same_opt(l, t) {
-                    plan.taken.push(p.to_owned());
-                }
-                t
-            } else {
-                match side {
-                    Side::Merge if stays_a_conflict(l, t, self.base.borrow().get(p)) => {
-                        plan.conflicts.push(p.to_owned());
-                        t
-                    }
-                    Side::Merge => {
-                        plan.unsettled.push(p.to_owned());
-                        l
-                    }
-                    Side::Ours => {
-                        plan.settled.push(p.to_owned());
-                        l
-                    }
-                    Side::Theirs => {
-                        plan.settled.push(p.to_owned());
-                        plan.taken.push(p.to_owned());
-                        t
-                    }
-                }
-            };
-            if let Some(e) = pick {
-                plan.merged.insert(p.to_owned(), e.clone());
-            }
-        }
         // A server may not reach outside the home folder unless allowed
         // (what a conflict takes into the repository a restore may write).
         if !trust.absolute {
@@ -775,22 +695,11 @@ impl Garden {
         let mut result = local.clone();
         result.files = merged.into_values().collect();
         // Top-level settings: taken from the server unless changed here.
-        if local.exclude == base_doc.exclude {
-            result.exclude.clone_from(&theirs.exclude);
-        }
-        let take_theirs = (local.encryption == base_doc.encryption && theirs.encryption.is_some())
-            || (theirs.encryption != base_doc.encryption && side == Side::Theirs);
-        if take_theirs {
-            result.encryption.clone_from(&theirs.encryption);
-        }
-        // Template data likewise (a Go server keeps none: then it is kept).
-        let take_data =
-            local.data == base_doc.data || (theirs.data != base_doc.data && side == Side::Theirs);
-        if theirs.data.is_none() {
-            // The Go sgard drops the field: no data there is no news.
-        } else if take_data {
-            result.data = theirs.data;
-        } else if theirs.data != base_doc.data && theirs.data != local.data {
+        let top = crate::threeway::merge_top(&base_doc, &local, &theirs, side);
+        result.exclude = top.exclude;
+        result.encryption = top.encryption;
+        result.data = top.data;
+        if top.data_conflict {
             self.note(format!(
                 "{} changed both here and on the server; this one is kept (`sgard pull \
                  --theirs` takes the server's)",

@@ -10,13 +10,25 @@ use sgard_garden::{CheckpointOptions, EntryChange};
 use super::Ctx;
 use crate::exit::Fail;
 
+/// How the checkpoint runs and what follows it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Then {
+    /// Record nothing; say what would be recorded.
+    pub dry_run: bool,
+    /// Commit the repository with git after a snapshot.
+    pub commit: bool,
+    /// Commit and push.
+    pub push: bool,
+}
+
 pub fn run(
     ctx: &Ctx,
     message: Option<&str>,
     paths: &[OsString],
-    dry_run: bool,
+    then: Then,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
+    let dry_run = then.dry_run;
     let mut g = ctx.open_to_change(dry_run)?;
     let report = g.checkpoint(message, paths, CheckpointOptions { dry_run })?;
     let word = |w: &str| crate::ui::word(ctx.colour, w, 10);
@@ -128,6 +140,25 @@ pub fn run(
             }
             (false, Some(id)) => {
                 writeln!(out, "Checkpoint complete: snapshot {}.", id.short(12))?;
+            }
+        }
+    }
+    // A snapshot recorded: committed (and pushed) as asked or as the
+    // repository's git settings say; git's failure is only a warning.
+    if !dry_run
+        && !report.unchanged
+        && let Some(id) = report.snapshot
+    {
+        let settings = super::git::Settings::load(&ctx.repo);
+        let push = then.push || settings.auto_push;
+        if then.commit || push || settings.auto_commit {
+            drop(g);
+            let text = match message.filter(|m| !m.trim().is_empty()) {
+                Some(m) => m.to_owned(),
+                None => format!("sgard checkpoint {} on {}", id.short(12), ctx.env.hostname),
+            };
+            for line in super::git::commit_checkpoint(&ctx.repo, &text, push) {
+                writeln!(out, "{line}")?;
             }
         }
     }

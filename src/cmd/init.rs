@@ -24,6 +24,7 @@ pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     Garden::init(&ctx.repo, ctx.env.clone())?;
+    super::git::set_up(&ctx.repo, false);
     writeln!(
         out,
         "Initialized sgard repository at {}",

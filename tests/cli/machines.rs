@@ -367,6 +367,7 @@ fn the_base_is_machine_local_and_follows_the_repository_when_it_moves() {
                 "manifest.yaml",
                 "blobs",
                 ".gitignore",
+                ".gitattributes",
                 "lock.turn",
                 "history.yaml",
                 "lock",

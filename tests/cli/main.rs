@@ -10,6 +10,7 @@ mod chunks;
 mod doctor;
 mod encryption;
 mod evil;
+mod gitflow;
 mod gopeer;
 mod history;
 mod hostile;

@@ -101,6 +101,18 @@ pub(super) fn git(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
     if let Some(op) = &unfinished {
         unfinished_finding(op, &shown, &g, &mut p);
     }
+    // What git needs to merge the manifest and the history.
+    for missing in crate::cmd::git::missing_setup(repo) {
+        p.raise(
+            Level::Warning,
+            format!("{missing} (the `sgard` merge driver)"),
+            format!(
+                "run any sgard command on the repository (`sgard status` defines the driver; \
+                 a command that changes it adds .gitattributes), then commit .gitattributes: \
+                 `git -C {shown} add .gitattributes && git -C {shown} commit`"
+            ),
+        );
+    }
     // `blobs/` ignored (the Go sgard's .gitignore): a clone has no contents.
     let zero = "0".repeat(64);
     let ignored: Vec<&str> = ["blobs", "chunks", "chunk-lists"]

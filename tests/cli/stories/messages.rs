@@ -37,8 +37,8 @@ fn git(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
         .ok()
 }
 
-/// Item 5: two checkpoints committed on two git branches and merged leave
-/// `manifest.yaml` and `history.yaml` with conflict markers; doctor says
+/// Item 5: two checkpoints committed on two git branches and merged with a
+/// merge driver that fails leave `manifest.yaml` unmerged; doctor says
 /// the repository is in an unfinished git merge and what to do, not only
 /// git's version.
 #[test]
@@ -54,6 +54,9 @@ fn doctor_names_an_unfinished_git_merge_and_what_to_do() {
         let o = git(&repo, args).unwrap();
         assert!(o.status.success(), "git {args:?}: {o:?}");
     };
+    // A merge driver that fails (as one whose program broke would): git
+    // stops the merge with the manifest unmerged.
+    ok(&["config", "merge.sgard.driver", "false"]);
     ok(&["add", "-A"]);
     ok(&["commit", "-qm", "first"]);
     // Each branch adds a file and checkpoints, as two machines would.

@@ -1,0 +1,264 @@
+//! The repository under git, as the README tells it: two machines with a
+//! clone each of one bare origin, `sgard checkpoint`, commit, `git pull`.
+//! git merges `manifest.yaml` and `history.yaml` with `sgard
+//! git-merge-driver`, so different files never conflict and the same file
+//! changed on both sides is an sgard `conflict`, never conflict markers.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::*;
+use crate::machines::Machine;
+
+/// Whether git is installed (the tests skip without it, as CI installs it).
+fn have_git() -> bool {
+    Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs `sgard git ARGS` on `m` (git in its repository, with its
+/// environment, so the merge driver sees this machine's state).
+#[track_caller]
+fn git(m: &Machine, args: &[&str]) -> Run {
+    let mut all = vec!["git"];
+    all.extend_from_slice(args);
+    m.sg(&all)
+}
+
+/// The origin, and two machines with a clone each: the laptop made the
+/// repository (`.bashrc`, `.vimrc`, `.profile`) and pushed it; the desktop
+/// cloned it and restored.
+fn two_clones() -> Option<(tempfile::TempDir, Machine, Machine)> {
+    if !have_git() {
+        eprintln!("git is not installed: skipped");
+        return None;
+    }
+    let shared = tempfile::tempdir().unwrap();
+    let origin = shared.path().join("origin.git");
+    let out = Command::new("git")
+        .args(["init", "-q", "--bare", "-b", "main"])
+        .arg(&origin)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let lap = Machine::new("laptop", &shared.path().join("lap-dots"));
+    let desk = Machine::new("desktop", &shared.path().join("desk-dots"));
+    lap.sg(&["init"]).ok();
+    lap.write(
+        ".bashrc",
+        "alias ll='ls -l'\n# (between)\n\nexport EDITOR=vi\n",
+    );
+    lap.write(".vimrc", "set nu\n");
+    lap.write(".profile", "PATH=$PATH:~/bin\n");
+    lap.sg(&["add", "~/.bashrc", "~/.vimrc", "~/.profile"]).ok();
+    lap.sg(&["checkpoint", "-m", "first"]).ok();
+    git(&lap, &["init", "-q", "-b", "main"]).ok();
+    identity(&lap);
+    git(&lap, &["add", "-A"]).ok();
+    git(&lap, &["commit", "-q", "-m", "first"]).ok();
+    git(&lap, &["remote", "add", "origin", origin.to_str().unwrap()]).ok();
+    git(&lap, &["push", "-q", "-u", "origin", "main"]).ok();
+    let out = Command::new("git")
+        .args(["clone", "-q"])
+        .arg(&origin)
+        .arg(&desk.repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The first sgard command in the clone defines the merge driver.
+    desk.sg(&["restore"])
+        .ok()
+        .stdout_has("created    ~/.bashrc");
+    identity(&desk);
+    let driver = git(&desk, &["config", "--get", "merge.sgard.driver"]);
+    driver.ok().stdout_has("git-merge-driver %O %A %B %P");
+    Some((shared, lap, desk))
+}
+
+fn identity(m: &Machine) {
+    git(m, &["config", "user.name", "t"]).ok();
+    git(m, &["config", "user.email", "t@example.invalid"]).ok();
+}
+
+/// Checkpoint, then commit everything sgard wrote.
+fn checkpoint_and_commit(m: &Machine, message: &str) {
+    m.sg(&["checkpoint", "-m", message]).ok();
+    git(m, &["add", "-A"]).ok();
+    git(m, &["commit", "-q", "-m", message]).ok();
+}
+
+/// No file sgard reads holds a conflict marker.
+fn no_markers(repo: &Path) {
+    for f in ["manifest.yaml", "history.yaml"] {
+        let text = fs::read_to_string(repo.join(f)).unwrap();
+        assert!(
+            !text.contains("<<<<<<<") && !text.contains(">>>>>>>"),
+            "{f} holds conflict markers:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn checkpoints_of_different_files_merge_without_conflict_and_travel_both_ways() {
+    for pull in [["pull", "--no-rebase", "-q"], ["pull", "--rebase", "-q"]] {
+        let Some((_shared, lap, desk)) = two_clones() else {
+            return;
+        };
+        lap.write(".bashrc", "alias ll='ls -l'\nexport EDITOR=vim\n");
+        checkpoint_and_commit(&lap, "laptop: vim");
+        git(&lap, &["push", "-q"]).ok();
+        desk.write(".vimrc", "set nu\nset ai\n");
+        checkpoint_and_commit(&desk, "desktop: ai");
+        let r = git(&desk, &pull);
+        r.ok();
+        no_markers(&desk.repo);
+        assert_eq!(desk.state("~/.bashrc"), "behind", "{pull:?}");
+        assert_eq!(desk.state("~/.vimrc"), "ok", "{pull:?}");
+        desk.sg(&["restore"]).ok();
+        assert_eq!(
+            desk.read(".bashrc"),
+            "alias ll='ls -l'\nexport EDITOR=vim\n"
+        );
+        desk.sg(&["status", "--exit-code"]).ok();
+        // Both machines' records are in the history.
+        let log = desk.sg(&["log"]);
+        log.ok().stdout_has("laptop: vim").stdout_has("desktop: ai");
+        git(&desk, &["push", "-q"]).ok();
+        git(&lap, &["pull", "-q"]).ok();
+        no_markers(&lap.repo);
+        assert_eq!(lap.state("~/.vimrc"), "behind", "{pull:?}");
+        lap.sg(&["restore"]).ok();
+        assert_eq!(lap.read(".vimrc"), "set nu\nset ai\n");
+        lap.sg(&["status", "--exit-code"]).ok();
+        lap.sg(&["verify"]).ok();
+        desk.sg(&["verify"]).ok();
+    }
+}
+
+#[test]
+fn the_same_file_changed_on_both_sides_is_an_sgard_conflict_that_merge_settles() {
+    for pull in [["pull", "--no-rebase", "-q"], ["pull", "--rebase", "-q"]] {
+        let Some((_shared, lap, desk)) = two_clones() else {
+            return;
+        };
+        lap.write(
+            ".bashrc",
+            "alias ll='ls -la'\n# (between)\n\nexport EDITOR=vi\n",
+        );
+        checkpoint_and_commit(&lap, "laptop: la");
+        git(&lap, &["push", "-q"]).ok();
+        desk.write(
+            ".bashrc",
+            "alias ll='ls -l'\n# (between)\n\nexport EDITOR=nano\n",
+        );
+        checkpoint_and_commit(&desk, "desktop: nano");
+        let r = git(&desk, &pull);
+        r.ok().stderr_has("~/.bashrc changed on both sides");
+        no_markers(&desk.repo);
+        // Neither version is lost: the desktop's on its disk, the
+        // laptop's in the repository, and status calls it a conflict.
+        assert_eq!(
+            desk.read(".bashrc"),
+            "alias ll='ls -l'\n# (between)\n\nexport EDITOR=nano\n"
+        );
+        assert_eq!(desk.state("~/.bashrc"), "conflict", "{pull:?}");
+        desk.sg(&["checkpoint"]).code(4);
+        // merge settles it (the changes are on different lines).
+        desk.sg(&["merge", "~/.bashrc"]).ok();
+        assert_eq!(
+            desk.read(".bashrc"),
+            "alias ll='ls -la'\n# (between)\n\nexport EDITOR=nano\n"
+        );
+        assert_eq!(desk.state("~/.bashrc"), "modified");
+        checkpoint_and_commit(&desk, "desktop: merged");
+        git(&desk, &["push", "-q"]).ok();
+        git(&lap, &["pull", "-q"]).ok();
+        assert_eq!(lap.state("~/.bashrc"), "behind");
+        lap.sg(&["restore"]).ok();
+        assert_eq!(
+            lap.read(".bashrc"),
+            "alias ll='ls -la'\n# (between)\n\nexport EDITOR=nano\n"
+        );
+        lap.sg(&["status", "--exit-code"]).ok();
+        desk.sg(&["status", "--exit-code"]).ok();
+    }
+}
+
+#[test]
+fn init_routes_the_manifest_and_history_to_the_driver_and_doctor_checks_the_clone() {
+    let Some((_shared, lap, desk)) = two_clones() else {
+        return;
+    };
+    let attrs = fs::read_to_string(lap.repo.join(".gitattributes")).unwrap();
+    assert!(attrs.contains("manifest.yaml merge=sgard"), "{attrs}");
+    assert!(attrs.contains("history.yaml merge=sgard"), "{attrs}");
+    // A clone whose config lost the driver: doctor says so, and the next
+    // command puts it back.
+    git(&desk, &["config", "--unset", "merge.sgard.driver"]).ok();
+    let cmd = desk
+        .command(&["doctor"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let r: Run = cmd.into();
+    r.stdout_has("merge driver");
+    desk.sg(&["status"]).ok();
+    git(&desk, &["config", "--get", "merge.sgard.driver"]).ok();
+}
+
+#[test]
+fn checkpoint_commits_and_pushes_as_asked_and_a_failed_push_loses_nothing() {
+    let Some((shared, lap, desk)) = two_clones() else {
+        return;
+    };
+    let last_subject = |m: &Machine| {
+        git(m, &["log", "-1", "--format=%s"])
+            .stdout
+            .trim()
+            .to_owned()
+    };
+    // --commit: the checkpoint's message is the commit's.
+    lap.write(".vimrc", "set nu\nset hls\n");
+    lap.sg(&["checkpoint", "--commit", "-m", "vim: hls"])
+        .ok()
+        .stdout_has("Committed ");
+    assert_eq!(last_subject(&lap), "vim: hls");
+    assert_eq!(git(&lap, &["status", "--porcelain"]).stdout, "");
+    // Nothing recorded: nothing committed.
+    let r = lap.sg(&["checkpoint", "--commit"]);
+    assert!(!r.ok().stdout.contains("Committed"), "{r:#?}");
+
+    // The repository's settings: every checkpoint commits and pushes.
+    lap.sg(&["git", "auto-push", "on"])
+        .ok()
+        .stdout_has("auto-commit on, auto-push on");
+    lap.sg(&["git", "auto-commit", "maybe"]).code(2);
+    lap.write(".profile", "PATH=$PATH:~/bin:~/.local/bin\n");
+    lap.sg(&["checkpoint", "-m", "local bin"])
+        .ok()
+        .stdout_has("Committed ")
+        .stdout_has("Pushed.");
+    git(&desk, &["pull", "-q"]).ok();
+    desk.sg(&["restore"]).ok();
+    assert_eq!(desk.read(".profile"), "PATH=$PATH:~/bin:~/.local/bin\n");
+    assert_eq!(desk.read(".vimrc"), "set nu\nset hls\n");
+
+    // A push that fails is a warning: the checkpoint and the commit stand.
+    let gone = shared.path().join("gone.git");
+    git(
+        &lap,
+        &["remote", "set-url", "origin", gone.to_str().unwrap()],
+    )
+    .ok();
+    lap.write(".profile", "PATH=$PATH\n");
+    let r = lap.sg(&["checkpoint", "-m", "offline"]);
+    r.ok()
+        .stdout_has("Committed ")
+        .stderr_has("the checkpoint is recorded, but `git push` failed");
+    assert_eq!(last_subject(&lap), "offline");
+    lap.sg(&["log"]).ok().stdout_has("offline");
+    lap.sg(&["status", "--exit-code"]).ok();
+}
