@@ -69,14 +69,14 @@ fn parse_three(base: &str, ours: &str, theirs: &str) -> Result<[Manifest; 3]> {
     ])
 }
 
-/// The merged manifest and the conflicts with the side this machine's
-/// version is on.
+/// The merge, the merged manifest, and the conflicts with the side this
+/// machine's version is on.
 fn merge(
     b: &Manifest,
     o: &Manifest,
     t: &Manifest,
     mine: &threeway::MineFn<'_>,
-) -> (GitMerge, Vec<(String, Which)>) {
+) -> (GitMerge, Manifest, Vec<(String, Which)>) {
     let entries = threeway::merge_entries(b, o, t, Side::Merge, mine);
     let top = threeway::merge_top(b, o, t, Side::Merge);
     let mut m = o.clone();
@@ -96,7 +96,7 @@ fn merge(
         unsettled: entries.unsettled,
         data_conflict: top.data_conflict,
     };
-    (out, entries.conflicts)
+    (out, m, entries.conflicts)
 }
 
 impl Garden {
@@ -113,7 +113,7 @@ impl Garden {
     /// A version that does not parse; writing this machine's records.
     pub fn git_merge_manifest(&mut self, base: &str, ours: &str, theirs: &str) -> Result<GitMerge> {
         let [b, o, t] = parse_three(base, ours, theirs)?;
-        let (out, conflicts) = {
+        let (out, merged, conflicts) = {
             let agreed = self.base.borrow();
             merge(&b, &o, &t, &|p, l, t| {
                 if threeway::stays_a_conflict(l, t, agreed.get(p)) {
@@ -128,7 +128,6 @@ impl Garden {
         if conflicts.is_empty() {
             return Ok(out);
         }
-        let merged = Manifest::from_yaml(&out.text)?;
         for (p, _) in &conflicts {
             if let Some(head) = merged.get(p) {
                 self.base_to_last_sync(p, b.get(p), head);

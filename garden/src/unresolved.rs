@@ -246,13 +246,8 @@ impl Garden {
         &mut self,
         paths: impl IntoIterator<Item = &'p str>,
     ) -> Result<()> {
-        let before = self.unresolved.clone();
-        for p in paths {
-            if let Some(r) = self.unresolved.paths.get_mut(p) {
-                r.live = false;
-            }
-        }
-        self.save_unresolved(&before)
+        // As if written with no content: the record rests.
+        self.note_overwritten(paths.into_iter().map(|p| (p, None)))
     }
 
     /// Forgets the merges of `paths`: the file was taken as it is.
