@@ -16,8 +16,9 @@
           version = cargoToml.workspace.package.version;
           src = ./.;
           cargoLock.lockFile = ./Cargo.lock;
-          # Only the root package's binaries; the bench harness is not shipped.
-          cargoBuildFlags = [ "--package" "sgard" ];
+          # sgard and sgardd (the server package); the bench harness and the
+          # simulation are not shipped.
+          cargoBuildFlags = [ "--package" "sgard" "--package" "sgard-server" ];
           nativeBuildInputs = [ pkgs.installShellFiles ];
           postInstall = ''
             installShellCompletion --cmd sgard \

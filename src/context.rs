@@ -1,88 +1,23 @@
 //! The one place that reads the process environment.
 //!
-//! `HOME`, the working folder, `SGARD_NOW` (an RFC 3339 time used as "now"),
-//! `SGARD_HOSTNAME` (overrides the host name), the XDG folders, `USER`,
-//! the editor (`VISUAL`, `EDITOR`) and the test hooks
-//! `SGARD_TEST_CRASH_AT`, `SGARD_TEST_INTERRUPT_AT`, `SGARD_TEST_WAIT_AT`
-//! and `SGARD_TEST_SCAN_WINDOW` become a
-//! [`sgard_garden::Env`]; nothing else in sgard reads the environment.
-//! `doctor` also asks here about `SHELL`, `PATH`, `XDG_DATA_HOME`, which
-//! editor and passphrase source would be used, and `sgardd` about its
-//! clock and prune hooks (`SGARD_TEST_CLOCK_OFFSET`,
-//! `SGARD_TEST_PRUNE_GRACE`).
+//! The machine and the moment (`HOME`, `SGARD_NOW`, `SGARD_HOSTNAME`, the
+//! XDG folders, the test hooks) are read once by
+//! [`sgard_garden::Env::from_process`], which `sgardd` calls too; the rest
+//! the CLI needs is read here and nowhere else: the passphrase sources,
+//! the editor (`VISUAL`, `EDITOR`), and what `doctor` asks about (`SHELL`,
+//! `PATH`, `XDG_DATA_HOME`).
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::Result;
+use sgard_garden::Env;
 use sgard_garden::crypto::KdfParams;
-use sgard_garden::{Env, clean};
-use sgard_manifest::Timestamp;
 use zeroize::Zeroizing;
 
-/// Builds the environment of this run.
+/// Builds the environment of this run (see [`Env::from_process`], which
+/// does the reading).
 pub fn env() -> Result<Env> {
-    let home = std::env::home_dir()
-        .filter(|h| !h.as_os_str().is_empty())
-        .context("cannot tell the home folder: set HOME")?;
-    if !home.is_absolute() {
-        bail!("HOME must be an absolute path, not {}", home.display());
-    }
-    let cwd = std::env::current_dir().context("reading the working folder")?;
-    let now = match std::env::var("SGARD_NOW") {
-        Ok(s) if !s.is_empty() => Timestamp::parse(&s)
-            .map_err(anyhow::Error::msg)
-            .context("SGARD_NOW")?,
-        _ => Timestamp::from_datetime(chrono::Utc::now()),
-    };
-    let hostname = match std::env::var("SGARD_HOSTNAME") {
-        Ok(s) if !s.is_empty() => s,
-        _ => gethostname::gethostname().to_string_lossy().into_owned(),
-    };
-    let state_dir = match std::env::var_os("XDG_STATE_HOME") {
-        Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
-        _ => Some(home.join(".local/state")),
-    };
-    let cache_dir = match std::env::var_os("XDG_CACHE_HOME") {
-        Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
-        _ => Some(home.join(".cache")),
-    };
-    let config_dir = match std::env::var_os("XDG_CONFIG_HOME") {
-        Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s).join("sgard")),
-        _ => Some(home.join(".config/sgard")),
-    };
-    let username = ["USER", "LOGNAME"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
-        .unwrap_or_default();
-    let hook = |name| std::env::var(name).ok().filter(|s: &String| !s.is_empty());
-    let crash_at = hook("SGARD_TEST_CRASH_AT");
-    let interrupt_at = hook("SGARD_TEST_INTERRUPT_AT");
-    let wait_at = hook("SGARD_TEST_WAIT_AT").and_then(|s| {
-        let (point, file) = s.split_once(':')?;
-        Some((point.to_owned(), PathBuf::from(file)))
-    });
-    let scan_window = hook("SGARD_TEST_SCAN_WINDOW").and_then(|s| s.parse().ok());
-    let chunk_stall = hook("SGARD_TEST_CHUNK_STALL").and_then(|s| s.parse().ok());
-    let sqlite_timeout = hook("SGARD_SQLITE_TIMEOUT_MS")
-        .and_then(|s| s.parse().ok())
-        .map(std::time::Duration::from_millis);
-    Ok(Env {
-        home: clean(&home),
-        cwd: clean(&cwd),
-        now,
-        hostname,
-        state_dir,
-        cache_dir,
-        no_cache: false,
-        crash_at,
-        interrupt_at,
-        wait_at,
-        scan_window,
-        chunk_stall,
-        sqlite_timeout,
-        config_dir,
-        username,
-    })
+    Ok(Env::from_process()?)
 }
 
 /// The repository folder: `--repo`/`SGARD_REPO` resolved like any path
@@ -344,31 +279,4 @@ pub fn config_home(home: &Path) -> PathBuf {
         Some(s) if Path::new(&s).is_absolute() => PathBuf::from(s),
         _ => home.join(".config"),
     }
-}
-
-/// Test hook for `sgardd` (`SGARD_TEST_CLOCK_OFFSET`): seconds its clock
-/// is put off the machine's, so tests can run a server with a wrong clock.
-pub fn server_clock_offset() -> i64 {
-    std::env::var("SGARD_TEST_CLOCK_OFFSET")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// How long unreferenced objects survive a server prune: an hour, or the
-/// test hook `SGARD_TEST_PRUNE_GRACE` (seconds), so tests can prune what a
-/// killed push left without waiting an hour.
-pub fn server_prune_grace() -> std::time::Duration {
-    let secs = std::env::var("SGARD_TEST_PRUNE_GRACE")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(3600);
-    std::time::Duration::from_secs(secs)
-}
-
-/// The object store's settings, from the standard AWS variables
-/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
-/// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`), for `sgardd --store s3://…`.
-pub fn aws_env() -> sgard_depot::AwsEnv {
-    sgard_depot::AwsEnv::from_env()
 }

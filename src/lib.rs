@@ -1,7 +1,8 @@
-//! The sgard package's shared code: the environment (read in one place) and
-//! the remote sync client and server, the only async code in sgard.
+//! The sgard package's shared code: the environment the CLI reads, and the
+//! remote sync client, the only async code in the CLI.
 //!
-//! The binaries are `sgard` (`src/main.rs`) and `sgardd` (`src/sgardd.rs`).
+//! The binary is `sgard` (`src/main.rs`); the server, `sgardd`, is the
+//! `sgard-server` package (`server/`).
 
 pub mod context;
 pub mod remote;

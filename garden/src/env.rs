@@ -1,12 +1,15 @@
 //! What a Garden needs to know about the world it runs in.
 //!
 //! The library never reads environment variables or the clock itself: the
-//! CLI builds an [`Env`] once (honouring `SGARD_NOW` and `SGARD_HOSTNAME`)
-//! so tests are deterministic.
+//! CLI and `sgardd` build an [`Env`] once with [`Env::from_process`]
+//! (honouring `SGARD_NOW` and `SGARD_HOSTNAME`), so tests are
+//! deterministic.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use sgard_manifest::Timestamp;
+
+use crate::Error;
 
 /// The machine and moment an operation runs in.
 #[derive(Clone, Debug)]
@@ -58,6 +61,84 @@ pub struct Env {
 }
 
 impl Env {
+    /// The environment of this run, read from the process: `HOME`, the
+    /// working folder, `SGARD_NOW` (an RFC 3339 time used as "now"),
+    /// `SGARD_HOSTNAME` (overrides the host name), the XDG folders, `USER`
+    /// and the test hooks. The CLI and `sgardd` call this once; nothing
+    /// else in the libraries reads the environment or the clock.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] when `HOME` is unset or relative, the
+    /// working folder cannot be read, or `SGARD_NOW` is not a time.
+    pub fn from_process() -> crate::Result<Env> {
+        let home = std::env::home_dir()
+            .filter(|h| !h.as_os_str().is_empty())
+            .ok_or_else(|| Error::Invalid("cannot tell the home folder: set HOME".into()))?;
+        if !home.is_absolute() {
+            return Err(Error::Invalid(format!(
+                "HOME must be an absolute path, not {}",
+                home.display()
+            )));
+        }
+        let cwd =
+            std::env::current_dir().map_err(|e| Error::io("reading the working folder", ".", e))?;
+        let now = match std::env::var("SGARD_NOW") {
+            Ok(s) if !s.is_empty() => {
+                Timestamp::parse(&s).map_err(|e| Error::Invalid(format!("SGARD_NOW: {e}")))?
+            }
+            _ => Timestamp::from_datetime(chrono::Utc::now()),
+        };
+        let hostname = match std::env::var("SGARD_HOSTNAME") {
+            Ok(s) if !s.is_empty() => s,
+            _ => gethostname::gethostname().to_string_lossy().into_owned(),
+        };
+        let state_dir = match std::env::var_os("XDG_STATE_HOME") {
+            Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
+            _ => Some(home.join(".local/state")),
+        };
+        let cache_dir = match std::env::var_os("XDG_CACHE_HOME") {
+            Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s)),
+            _ => Some(home.join(".cache")),
+        };
+        let config_dir = match std::env::var_os("XDG_CONFIG_HOME") {
+            Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s).join("sgard")),
+            _ => Some(home.join(".config/sgard")),
+        };
+        let username = ["USER", "LOGNAME"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+            .unwrap_or_default();
+        let hook = |name| std::env::var(name).ok().filter(|s: &String| !s.is_empty());
+        let crash_at = hook("SGARD_TEST_CRASH_AT");
+        let interrupt_at = hook("SGARD_TEST_INTERRUPT_AT");
+        let wait_at = hook("SGARD_TEST_WAIT_AT").and_then(|s| {
+            let (point, file) = s.split_once(':')?;
+            Some((point.to_owned(), PathBuf::from(file)))
+        });
+        let scan_window = hook("SGARD_TEST_SCAN_WINDOW").and_then(|s| s.parse().ok());
+        let chunk_stall = hook("SGARD_TEST_CHUNK_STALL").and_then(|s| s.parse().ok());
+        let sqlite_timeout = hook("SGARD_SQLITE_TIMEOUT_MS")
+            .and_then(|s| s.parse().ok())
+            .map(std::time::Duration::from_millis);
+        Ok(Env {
+            home: crate::clean(&home),
+            cwd: crate::clean(&cwd),
+            now,
+            hostname,
+            state_dir,
+            cache_dir,
+            no_cache: false,
+            crash_at,
+            interrupt_at,
+            wait_at,
+            scan_window,
+            chunk_stall,
+            sqlite_timeout,
+            config_dir,
+            username,
+        })
+    }
+
     /// The folder machine-local caches live in, when this run uses them.
     pub(crate) fn caches(&self) -> Option<&std::path::Path> {
         self.cache_dir.as_deref().filter(|_| !self.no_cache)

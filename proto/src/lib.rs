@@ -8,15 +8,20 @@
 //!
 //! [`convert`] turns manifests and history records into messages and back,
 //! losslessly (every field the manifest crate knows survives a round trip).
-
-#![allow(missing_docs, clippy::all)]
+//! [`wire`] holds what both sides must agree on beyond the messages (garden
+//! names, the busy refusal, the login challenge), [`head`] the signed head
+//! statement, [`blobs`] the streaming of objects into a store.
 
 /// The generated `sgard.v1` messages, client and server.
+#[allow(missing_docs, clippy::all)]
 pub mod v1 {
     tonic::include_proto!("sgard.v1");
 }
 
+pub mod blobs;
 pub mod convert;
+pub mod head;
+pub mod wire;
 
 /// The chunk size for streaming blobs (the Go sgard's).
 pub const CHUNK_SIZE: usize = 64 * 1024;

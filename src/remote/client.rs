@@ -24,8 +24,8 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Response, Status};
 
 use super::auth::{self, challenge_payload, unix_now};
-use super::blobs::{BlobSink, Kind, MAX_LIST};
 use super::config::{self, Remote};
+use sgard_proto::blobs::{BlobSink, Kind, MAX_LIST};
 
 /// Everything needed to reach and log in to a server.
 #[derive(Clone, Debug)]
@@ -856,7 +856,7 @@ fn produce(
                 let text = cs
                     .list_text(h)
                     .with_context(|| format!("reading the chunk list of {h}"))?;
-                for chunk in super::blobs::list_messages(h, &text) {
+                for chunk in sgard_proto::blobs::list_messages(h, &text) {
                     if tx
                         .blocking_send(v1::PushBlobsRequest { chunk: Some(chunk) })
                         .is_err()
@@ -897,11 +897,11 @@ fn produce(
 
 pub(super) fn challenge_of(s: &Status) -> Option<(Vec<u8>, i64)> {
     use prost::Message;
-    let st = super::server::RpcStatus::decode(s.details()).ok()?;
+    let st = sgard_proto::wire::RpcStatus::decode(s.details()).ok()?;
     let any = st
         .details
         .iter()
-        .find(|a| a.type_url == super::server::REAUTH_TYPE_URL)?;
+        .find(|a| a.type_url == sgard_proto::wire::REAUTH_TYPE_URL)?;
     let c = v1::ReauthChallenge::decode(any.value.as_slice()).ok()?;
     Some((c.nonce, c.timestamp))
 }
@@ -968,7 +968,7 @@ const BUSY_PATIENCE: Duration = Duration::from_secs(120);
 
 /// Whether the server refused a push only because it is busy.
 fn is_busy(s: &Status) -> bool {
-    s.code() == Code::ResourceExhausted && s.message() == super::server::BUSY
+    s.code() == Code::ResourceExhausted && s.message() == sgard_proto::wire::BUSY
 }
 
 /// The tries of a push that a busy server refused.

@@ -554,3 +554,17 @@ pub fn pty_run(c: &Command, args: &str, input: &str) -> Run {
     drop(stdin);
     child.wait_with_output().unwrap().into()
 }
+
+/// The `sgardd` binary. It belongs to the `sgard-server` package, so Cargo
+/// builds it beside `sgard` when the workspace is tested
+/// (`cargo test --workspace`), but names it only to that package's tests.
+pub(crate) fn sgardd_bin() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_sgard"))
+        .with_file_name(format!("sgardd{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} is missing: run the tests with `cargo test --workspace` (sgardd is built by the sgard-server package)",
+        bin.display()
+    );
+    bin
+}

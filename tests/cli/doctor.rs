@@ -620,7 +620,7 @@ impl Drop for Srv {
 fn sgardd(dir: &Path, args: &[&OsStr], env: &[(&str, &str)]) -> Srv {
     let home = dir.join("srvhome");
     fs::create_dir_all(&home).unwrap();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sgardd"));
+    let mut c = Command::new(crate::common::sgardd_bin());
     c.arg("--repo")
         .arg(dir.join("srv"))
         .args(["--init", "--listen", "127.0.0.1:0"])

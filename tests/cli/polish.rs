@@ -278,7 +278,7 @@ impl Drop for Sgardd {
 impl Sgardd {
     fn start(dir: &std::path::Path) -> Sgardd {
         use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sgardd"))
+        let mut child = std::process::Command::new(crate::common::sgardd_bin())
             .arg("--repo")
             .arg(dir.join("srv"))
             .args(["--init", "--insecure-no-auth", "--listen", "127.0.0.1:0"])

@@ -26,7 +26,7 @@ fn config() -> Option<Config> {
     }
     Some(Config {
         sgard: TestEnv::bin(),
-        sgardd: PathBuf::from(env!("CARGO_BIN_EXE_sgardd")),
+        sgardd: crate::common::sgardd_bin(),
         steps: STEPS,
         keep: false,
         strace: sgard_sim::strace_works(),

@@ -136,7 +136,7 @@ impl Server {
 
 /// A `sgardd` command with a pinned, minimal environment.
 pub(crate) fn sgardd_cmd(home: &Path, args: &[OsString]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sgardd"));
+    let mut c = Command::new(crate::common::sgardd_bin());
     c.args(args)
         .current_dir(home)
         .env_clear()
@@ -845,7 +845,7 @@ fn server_secret(repo: &Path) -> Vec<u8> {
 /// The ReauthChallenge an `Unauthenticated` status carries, if any.
 fn reauth_challenge(s: &Status) -> Option<v1::ReauthChallenge> {
     use prost::Message;
-    let st = sgard::remote::server::RpcStatus::decode(s.details()).ok()?;
+    let st = sgard_proto::wire::RpcStatus::decode(s.details()).ok()?;
     let any = st
         .details
         .iter()

@@ -65,12 +65,12 @@ impl Kind {
 pub fn list_messages<'a>(
     h: &Hash,
     text: &'a str,
-) -> impl Iterator<Item = sgard_proto::v1::BlobChunk> + 'a {
+) -> impl Iterator<Item = crate::v1::BlobChunk> + 'a {
     let hex = h.to_hex();
     text.as_bytes()
-        .chunks(sgard_proto::CHUNK_SIZE)
+        .chunks(crate::CHUNK_SIZE)
         .enumerate()
-        .map(move |(i, piece)| sgard_proto::v1::BlobChunk {
+        .map(move |(i, piece)| crate::v1::BlobChunk {
             hash: if i == 0 { hex.clone() } else { String::new() },
             data: piece.to_vec(),
             kind: Kind::List.wire(),

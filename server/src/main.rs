@@ -14,13 +14,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use sgard::context;
-use sgard::remote::auth::Authority;
-use sgard::remote::metrics;
-use sgard::remote::server::local::Local;
-use sgard::remote::server::object::Object;
-use sgard::remote::server::{Backend, Limits, Service, serve};
 use sgard_garden::Garden;
+use sgard_server::auth::Authority;
+use sgard_server::local::Local;
+use sgard_server::metrics;
+use sgard_server::object::Object;
+use sgard_server::{Backend, Limits, Service, serve};
 
 /// sgardd serves sgard gardens to `sgard push` and `sgard pull`, from a folder or an object store.
 #[derive(Parser, Debug)]
@@ -137,12 +136,35 @@ fn main() -> ExitCode {
                 }
                 last = text;
             }
-            let refused = e
-                .chain()
-                .any(|c| c.downcast_ref::<sgard::remote::client::Refused>().is_some());
+            let refused = e.chain().any(|c| c.downcast_ref::<Refused>().is_some());
             ExitCode::from(if refused { 4 } else { 1 })
         }
     }
+}
+
+/// A refusal (exit 4), not a failure.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Refused(String);
+
+/// The test hook `SGARD_TEST_CLOCK_OFFSET`: seconds added to the server's
+/// clock, so a test can run a server whose clock is wrong.
+fn clock_offset() -> i64 {
+    std::env::var("SGARD_TEST_CLOCK_OFFSET")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// How long unreferenced objects survive a server prune: an hour, or the
+/// test hook `SGARD_TEST_PRUNE_GRACE` (seconds), so tests can prune what a
+/// killed push left without waiting an hour.
+fn prune_grace() -> Duration {
+    let secs = std::env::var("SGARD_TEST_PRUNE_GRACE")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(3600);
+    Duration::from_secs(secs)
 }
 
 /// Where a store is: `s3://…` and `memory:` are object stores, anything
@@ -157,8 +179,8 @@ fn location_of(text: &str, env: &sgard_garden::Env) -> Result<sgard_depot::Locat
 
 /// `sgardd migrate`.
 fn migrate(from: &str, to: &str, dry: bool) -> Result<()> {
-    use sgard::remote::server::migrate::{self, Side};
-    let env = context::env()?;
+    use sgard_server::migrate::{self, Side};
+    let env = sgard_garden::Env::from_process()?;
     let (from_loc, to_loc) = (location_of(from, &env)?, location_of(to, &env)?);
     if from_loc == to_loc {
         bail!("--from and --to name the same store");
@@ -168,19 +190,19 @@ fn migrate(from: &str, to: &str, dry: bool) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     let env_fn: Arc<dyn Fn() -> Result<sgard_garden::Env, String> + Send + Sync> =
-        Arc::new(|| context::env().map_err(|e| e.to_string()));
+        Arc::new(|| sgard_garden::Env::from_process().map_err(|e| e.to_string()));
     let side = |loc: sgard_depot::Location, shown: &str| -> Result<Side> {
         Ok(match loc {
             sgard_depot::Location::Dir(dir) => Side::Dir(dir),
             other => {
-                let depot = sgard_depot::Depot::open(&other, &context::aws_env())?;
+                let depot = sgard_depot::Depot::open(&other, &sgard_depot::AwsEnv::from_env())?;
                 rt.block_on(depot.check())
                     .with_context(|| format!("opening {shown}"))?;
                 Side::Objects(Arc::new(Object::new(
                     depot,
                     env_fn.clone(),
                     1 << 30,
-                    context::server_prune_grace(),
+                    prune_grace(),
                 )))
             }
         })
@@ -197,16 +219,11 @@ fn migrate(from: &str, to: &str, dry: bool) -> Result<()> {
     let refused: Vec<&str> = report
         .gardens
         .iter()
-        .filter(|g| {
-            matches!(
-                g.head,
-                Some(sgard::remote::server::object::Imported::Refused(_))
-            )
-        })
+        .filter(|g| matches!(g.head, Some(sgard_server::object::Imported::Refused(_))))
         .map(|g| g.name.as_str())
         .collect();
     if !refused.is_empty() {
-        return Err(anyhow::Error::new(sgard::remote::client::Refused(format!(
+        return Err(anyhow::Error::new(Refused(format!(
             "{} in {to} already {} another head, not one of {from}'s history: left as {}",
             refused.join(", "),
             if refused.len() == 1 { "has" } else { "have" },
@@ -245,21 +262,21 @@ fn run(args: Args) -> Result<()> {
     if args.insecure_no_auth && !args.listen.ip().is_loopback() {
         bail!("--insecure-no-auth only serves a loopback address (127.0.0.1 or ::1)");
     }
-    let env = context::env()?;
+    let env = sgard_garden::Env::from_process()?;
     let location = location_of(&args.store, &env)?;
     let limits = Limits {
         max_blob: args.max_blob_size,
         max_streams: args.max_streams,
         queue_wait: Duration::from_secs(args.queue_wait),
-        prune_grace: context::server_prune_grace(),
+        prune_grace: prune_grace(),
     };
     let env_fn: Arc<dyn Fn() -> Result<sgard_garden::Env, String> + Send + Sync> =
-        Arc::new(|| context::env().map_err(|e| e.to_string()));
+        Arc::new(|| sgard_garden::Env::from_process().map_err(|e| e.to_string()));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let clock = context::server_clock_offset();
+    let clock = clock_offset();
     let (backend, auth, repo, shown): (Arc<dyn Backend>, _, Option<PathBuf>, String) =
         match location {
             sgard_depot::Location::Dir(repo) => {
@@ -291,7 +308,7 @@ fn run(args: Args) -> Result<()> {
             }
             other => {
                 let shown = format!("store: {}", args.store);
-                let depot = sgard_depot::Depot::open(&other, &context::aws_env())?;
+                let depot = sgard_depot::Depot::open(&other, &sgard_depot::AwsEnv::from_env())?;
                 rt.block_on(depot.check())?;
                 let backend = Object::new(depot, env_fn, limits.max_blob, limits.prune_grace);
                 let auth = match &args.authorized_keys {

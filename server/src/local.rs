@@ -20,9 +20,9 @@ use tokio_stream::StreamExt;
 use tonic::{Status, Streaming};
 
 use super::{Backend, BlobStream, DEFAULT_GARDEN, Pull, Push, chain, store_status};
-use crate::remote::auth::Authority;
-use crate::remote::blobs::{BlobSink, Kind};
-use crate::remote::fleet;
+use crate::auth::Authority;
+use crate::fleet;
+use sgard_proto::blobs::{BlobSink, Kind};
 
 /// Where the other gardens' repositories are, in the served folder.
 pub const GARDENS_DIR: &str = "gardens";
@@ -235,7 +235,7 @@ impl Backend for Local {
                     .await
                     .map_err(store_status)?;
             }
-            crate::remote::metrics::bytes_received(data.len());
+            crate::metrics::bytes_received(data.len());
             if !data.is_empty() && !sink.feed(data).await.map_err(store_status)? {
                 return Err(Status::invalid_argument("data before any blob hash"));
             }
@@ -406,8 +406,8 @@ fn send_list(
     let text = cs
         .list_text(h)
         .map_err(|e| Status::data_loss(format!("chunk list {h}: {}", chain(&e))))?;
-    for chunk in crate::remote::blobs::list_messages(h, &text) {
-        crate::remote::metrics::bytes_sent(chunk.data.len());
+    for chunk in sgard_proto::blobs::list_messages(h, &text) {
+        crate::metrics::bytes_sent(chunk.data.len());
         if tx
             .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
             .is_err()
@@ -426,7 +426,7 @@ fn send_object(
 ) -> Result<(), Status> {
     let mut first = true;
     let sent = store.read_chunks(h, CHUNK_SIZE, &mut |data| {
-        crate::remote::metrics::bytes_sent(data.len());
+        crate::metrics::bytes_sent(data.len());
         let chunk = BlobChunk {
             hash: if first { h.to_hex() } else { String::new() },
             data: data.to_vec(),

@@ -1,4 +1,4 @@
-//! `sgardd`: the GardenSync service.
+//! # sgard-server: `sgardd`, the GardenSync service
 //!
 //! The service is the protocol's front: it authenticates callers, finds
 //! their garden, bounds what they send, logs and counts every call, and
@@ -13,7 +13,10 @@
 //! fast-forwards of the head the client last synced with; prune spares young
 //! blobs (pushes in progress); nonces are accepted once.
 
+pub mod auth;
+pub mod fleet;
 pub mod local;
+pub mod metrics;
 pub mod migrate;
 pub mod object;
 
@@ -34,8 +37,7 @@ use tokio::sync::Semaphore;
 use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status, Streaming};
 
-use super::auth::{Authority, TokenCheck};
-use super::fleet;
+use crate::auth::{Authority, TokenCheck};
 
 /// How the server is run.
 #[derive(Clone, Debug)]
@@ -62,12 +64,7 @@ impl Default for Limits {
     }
 }
 
-/// What a push refused for want of a free stream is told (sgard clients
-/// recognise it and try again).
-pub const BUSY: &str = "too many pushes at once; try again";
-
-/// The garden of keys that name none.
-pub const DEFAULT_GARDEN: &str = "default";
+pub use sgard_proto::wire::{BUSY, DEFAULT_GARDEN, REAUTH_TYPE_URL, RpcStatus};
 
 /// A push's manifest, as the client sent it.
 pub struct Push {
@@ -204,7 +201,7 @@ impl Service {
     fn now(&self) -> i64 {
         match &self.auth {
             Some(a) => a.now(),
-            None => super::auth::unix_now(),
+            None => sgard_proto::wire::unix_now(),
         }
     }
 
@@ -248,23 +245,6 @@ fn timestamp(t: Timestamp) -> prost_types::Timestamp {
     }
 }
 
-/// `google.rpc.Status`, to carry a `ReauthChallenge` the way grpc-go does.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RpcStatus {
-    /// The code.
-    #[prost(int32, tag = "1")]
-    pub code: i32,
-    /// The message.
-    #[prost(string, tag = "2")]
-    pub message: String,
-    /// Typed details.
-    #[prost(message, repeated, tag = "3")]
-    pub details: Vec<prost_types::Any>,
-}
-
-/// The type URL of the challenge detail.
-pub const REAUTH_TYPE_URL: &str = "type.googleapis.com/sgard.v1.ReauthChallenge";
-
 /// An `Unauthenticated` status saying `message`, carrying a challenge to
 /// sign (a fresh nonce, the server's time `ts`).
 fn reauth_status(message: &str, nonce: &[u8], ts: i64) -> Status {
@@ -295,8 +275,8 @@ fn log_rpc(name: &str, who: &str, started: Instant, result: &Result<impl Sized, 
     let took = started.elapsed();
     let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
     let code = result.as_ref().map_or_else(Status::code, |_| Code::Ok);
-    super::metrics::rpc_done(name, code, took);
-    let code = super::metrics::code_name(code);
+    crate::metrics::rpc_done(name, code, took);
+    let code = crate::metrics::code_name(code);
     match result {
         Ok(_) => tracing::info!(rpc = name, client = who, ms, code = %code, "ok"),
         Err(s) => tracing::info!(rpc = name, client = who, ms, code = %code, "{}", s.message()),
@@ -548,7 +528,7 @@ fn signed_head(
     manifest: &sgard_manifest::Manifest,
     history: &[sgard_manifest::history::Record],
 ) -> Result<Option<(String, String)>, Status> {
-    use super::trust;
+    use sgard_proto::head as trust;
     if r.head_signature.is_empty() && r.head_statement.is_empty() {
         return Ok(None);
     }
@@ -618,7 +598,7 @@ pub async fn serve(
         builder = builder.tls_config(t)?;
     }
     builder
-        .layer(super::metrics::InFlightLayer)
+        .layer(crate::metrics::InFlightLayer)
         .add_service(health_svc)
         .add_service(svc)
         .serve_with_incoming_shutdown(

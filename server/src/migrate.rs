@@ -29,7 +29,7 @@ use sgard_store::{Hash, Store};
 use super::DEFAULT_GARDEN;
 use super::local::GARDENS_DIR;
 use super::object::{Head, Imported, Object};
-use crate::remote::fleet;
+use crate::fleet;
 
 /// Objects copied at once to or from an object store.
 const PARALLEL: usize = 8;

@@ -34,9 +34,9 @@ use tokio_stream::StreamExt;
 use tonic::{Status, Streaming};
 
 use super::{Backend, BlobStream, FleetView, Pull, Push, Report};
-use crate::remote::auth::WINDOW_SECS;
-use crate::remote::blobs::{Kind, MAX_LIST};
-use crate::remote::fleet;
+use crate::fleet;
+use sgard_proto::blobs::{Kind, MAX_LIST};
+use sgard_proto::wire::WINDOW_SECS;
 
 /// The document naming a garden's head.
 const HEAD: &str = "head";
@@ -112,7 +112,7 @@ impl HeadDoc {
     /// died, or the time is damaged).
     fn condemning(&self) -> Option<Hash> {
         self.condemned.and_then(|(h, at)| {
-            (crate::remote::auth::unix_now().abs_diff(at) < CONDEMNED_FOR.as_secs()).then_some(h)
+            (sgard_proto::wire::unix_now().abs_diff(at) < CONDEMNED_FOR.as_secs()).then_some(h)
         })
     }
 
@@ -985,7 +985,7 @@ impl Object {
         // The deadline to delete by counts from before the mark is written
         // (a write the store's client retries for long eats into it).
         let since = std::time::Instant::now();
-        let at = crate::remote::auth::unix_now();
+        let at = sgard_proto::wire::unix_now();
         let d = HeadDoc {
             condemned: Some((list, at)),
             ..plan.doc
@@ -1106,7 +1106,7 @@ impl Object {
                 .and_then(|t| t.trim().parse::<i64>().ok())
         });
         since.is_none_or(|t| {
-            let age = crate::remote::auth::unix_now().saturating_sub(t);
+            let age = sgard_proto::wire::unix_now().saturating_sub(t);
             u64::try_from(age).is_ok_and(|a| a > self.prune_grace.as_secs())
         })
     }
@@ -1194,7 +1194,7 @@ impl Backend for Object {
                 "manifest {}\nhistory {}\nsince {}\n",
                 manifest.to_hex(),
                 history.to_hex(),
-                crate::remote::auth::unix_now()
+                sgard_proto::wire::unix_now()
             );
             let name = Self::pending_name(who)?;
             let scope = Scope::Garden(&g);
@@ -1295,7 +1295,7 @@ impl Backend for Object {
             let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
                 return Err(Status::invalid_argument("message without a chunk"));
             };
-            crate::remote::metrics::bytes_received(data.len());
+            crate::metrics::bytes_received(data.len());
             if !hash.is_empty() {
                 if finish(current.take(), &self.depot, &g).await? {
                     done += 1;
@@ -1569,7 +1569,7 @@ impl Backend for Object {
             .map_err(depot_status)?;
         // Now and then, the nonces whose window closed go.
         if nonce.first().is_some_and(|b| b % 32 == 0) {
-            let now = crate::remote::auth::unix_now();
+            let now = sgard_proto::wire::unix_now();
             if let Ok(names) = self.depot.list_docs(Scope::Server).await {
                 for n in names {
                     let old = n
@@ -1677,7 +1677,7 @@ async fn send_whole(
             kind: Kind::Blob.wire(),
         };
         *first = false;
-        crate::remote::metrics::bytes_sent(chunk.data.len());
+        crate::metrics::bytes_sent(chunk.data.len());
         tx.send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
     };
     for (c, len) in &list.chunks {
@@ -1739,8 +1739,8 @@ async fn send(
                 if !lists {
                     return send_whole(depot, g, h, &text, tx).await;
                 }
-                for chunk in crate::remote::blobs::list_messages(h, &text) {
-                    crate::remote::metrics::bytes_sent(chunk.data.len());
+                for chunk in sgard_proto::blobs::list_messages(h, &text) {
+                    crate::metrics::bytes_sent(chunk.data.len());
                     if tx
                         .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
                         .await
@@ -1780,7 +1780,7 @@ async fn send(
             let rest = buf.split_off(CHUNK_SIZE);
             let mut whole = std::mem::replace(&mut buf, rest);
             let chunk = flush(&mut whole, &mut first);
-            crate::remote::metrics::bytes_sent(chunk.data.len());
+            crate::metrics::bytes_sent(chunk.data.len());
             if tx
                 .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
                 .await
@@ -1792,7 +1792,7 @@ async fn send(
     }
     if first || !buf.is_empty() {
         let chunk = flush(&mut buf, &mut first);
-        crate::remote::metrics::bytes_sent(chunk.data.len());
+        crate::metrics::bytes_sent(chunk.data.len());
         let _ = tx
             .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
             .await;
@@ -2048,7 +2048,7 @@ mod tests {
             assert!(!o.stale_pending(&text), "{text}");
             assert!(o.stale_pending("manifest x\n"), "no time: stale");
             // Two hours later its client is long gone: prune drops it.
-            let old = crate::remote::auth::unix_now() - 7200;
+            let old = sgard_proto::wire::unix_now() - 7200;
             let aged: String = text
                 .lines()
                 .map(|l| {
@@ -2176,12 +2176,12 @@ mod tests {
         assert!(HeadDoc::parse("sgard-head 1\ncondemned {h}\n").is_err());
         // A mark from two hours ago (its prune died) holds nothing back.
         let old = HeadDoc {
-            condemned: Some((h, crate::remote::auth::unix_now() - 7200)),
+            condemned: Some((h, sgard_proto::wire::unix_now() - 7200)),
             ..d.clone()
         };
         assert_eq!(old.condemning(), None);
         let now = HeadDoc {
-            condemned: Some((h, crate::remote::auth::unix_now())),
+            condemned: Some((h, sgard_proto::wire::unix_now())),
             ..d
         };
         assert_eq!(now.condemning(), Some(h));
@@ -2568,10 +2568,10 @@ mod tests {
             loop {
                 let one = o.prune_plan(&g).await.unwrap().unwrap();
                 let two = o.prune_plan(&g).await.unwrap().unwrap();
-                let t = crate::remote::auth::unix_now();
+                let t = sgard_proto::wire::unix_now();
                 let won = o.prune_mark(&g, one).await.unwrap().unwrap();
                 let lost = o.prune_mark(&g, two).await.unwrap();
-                let same_second = crate::remote::auth::unix_now() == t;
+                let same_second = sgard_proto::wire::unix_now() == t;
                 if same_second || lost.is_some() {
                     assert!(lost.is_none(), "both prunes think they marked the head");
                     break;
