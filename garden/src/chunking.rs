@@ -120,17 +120,29 @@ impl Garden {
             .filter_map(|e| e.hash)
             .chain(self.manifest.data)
             .collect();
+        // A live list stays, unless its content is stored whole too and
+        // that blob is intact (then the chunks are not the only good copy).
+        let lists = cs.lists()?;
+        let mut keep_lists = HashSet::new();
+        for h in &lists {
+            if live.contains(h)
+                && (templates.contains(h)
+                    || !(self.store.contains_blob(h)?
+                        && self.store.verify(h)? == sgard_store::BlobState::Ok))
+            {
+                keep_lists.insert(*h);
+            }
+        }
+        let gone: HashSet<Hash> = crate::rules::doomed(&keep_lists, lists.iter().copied(), |h| {
+            young(&cs.list_path(h))
+        })
+        .into_iter()
+        .collect();
         let mut marked: HashSet<Hash> = HashSet::new();
-        for h in cs.lists()? {
-            let path = cs.list_path(&h);
-            // Stored whole too: the list goes only when that blob is
-            // intact (else the chunks are the only good copy).
-            let needed = live.contains(&h)
-                && (templates.contains(&h)
-                    || !(self.store.contains_blob(&h)?
-                        && self.store.verify(&h)? == sgard_store::BlobState::Ok));
-            if needed || young(&path) {
-                match cs.list(&h) {
+        for h in &lists {
+            let path = cs.list_path(h);
+            if !gone.contains(h) {
+                match cs.list(h) {
                     Ok(l) => marked.extend(l.chunks.iter().map(|(c, _)| *c)),
                     Err(e) => {
                         r.held_back.get_or_insert_with(|| e.to_string());
@@ -139,7 +151,7 @@ impl Garden {
                 continue;
             }
             let size = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
-            if dry_run || cs.delete_list(&h)?.is_some() {
+            if dry_run || cs.delete_list(h)?.is_some() {
                 r.lists += 1;
                 r.bytes += size;
             }
@@ -148,13 +160,15 @@ impl Garden {
         if r.held_back.is_some() {
             return Ok(r);
         }
-        for c in cs.objects().list()? {
-            if marked.contains(&c.hash) || young(&cs.objects().path_of(&c.hash)) {
-                continue;
-            }
-            if dry_run || cs.objects().delete(&c.hash)?.is_some() {
+        let chunks = cs.objects().list()?;
+        let sizes: std::collections::HashMap<Hash, u64> =
+            chunks.iter().map(|c| (c.hash, c.size)).collect();
+        for c in crate::rules::doomed(&marked, chunks.iter().map(|c| c.hash), |h| {
+            young(&cs.objects().path_of(h))
+        }) {
+            if dry_run || cs.objects().delete(&c)?.is_some() {
                 r.chunks += 1;
-                r.bytes += c.size;
+                r.bytes += sizes.get(&c).copied().unwrap_or(0);
             }
         }
         Ok(r)

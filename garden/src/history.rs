@@ -700,17 +700,12 @@ impl Garden {
     /// could delete blobs it needs, so prune refuses.
     pub(crate) fn live_blobs(&self) -> Result<HashSet<Hash>> {
         self.require_history()?;
-        let mut keep: HashSet<Hash> = self.manifest.referenced_blobs().collect();
-        let mut done = HashSet::new();
-        for r in &self.history.records {
-            keep.insert(r.id);
-            if !done.insert(r.id) {
-                continue;
-            }
-            let doc = self.snapshot_doc(&r.id)?;
-            keep.extend(doc.referenced_blobs());
+        let mut live = crate::rules::Live::of(&self.manifest, &self.history.records);
+        for id in live.snapshots().to_vec() {
+            let doc = self.snapshot_doc(&id)?;
+            live.add_doc(&doc);
         }
-        Ok(keep)
+        Ok(live.into_set())
     }
 }
 

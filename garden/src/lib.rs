@@ -57,6 +57,7 @@ mod preview;
 mod prune;
 mod remove;
 mod restore;
+pub mod rules;
 mod scan;
 pub mod scripts;
 pub mod secrets;

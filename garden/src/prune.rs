@@ -70,29 +70,29 @@ impl Garden {
         }
         sgard_store::progress::begin("pruning", 0, 0);
         let mut keep = self.live_blobs()?;
+        keep.extend(protect.iter().copied());
         let mut r = PruneReport::default();
-        for b in self.store.list()? {
-            if keep.contains(&b.hash) || protect.contains(&b.hash) {
-                continue;
-            }
-            if let Some(g) = grace {
-                let young = std::fs::metadata(self.store.path_of(&b.hash))
+        let stored = self.store.list()?;
+        let sizes: std::collections::HashMap<_, _> =
+            stored.iter().map(|b| (b.hash, b.size)).collect();
+        let young = |h: &sgard_store::Hash| {
+            grace.is_some_and(|g| {
+                std::fs::metadata(self.store.path_of(h))
                     .and_then(|m| m.modified())
                     .ok()
                     .and_then(|t| t.elapsed().ok())
-                    .is_none_or(|age| age < g);
-                if young {
-                    continue;
-                }
-            }
-            if dry_run || self.store.delete(&b.hash)?.is_some() {
+                    .is_none_or(|age| age < g)
+            })
+        };
+        for h in crate::rules::doomed(&keep, stored.iter().map(|b| b.hash), young) {
+            if dry_run || self.store.delete(&h)?.is_some() {
+                let size = sizes.get(&h).copied().unwrap_or(0);
                 r.blobs += 1;
-                r.blob_bytes += b.size;
-                sgard_store::progress::bytes(b.size);
-                sgard_store::progress::done(&b.hash.to_hex(), "pruning blob");
+                r.blob_bytes += size;
+                sgard_store::progress::bytes(size);
+                sgard_store::progress::done(&h.to_hex(), "pruning blob");
             }
         }
-        keep.extend(protect.iter().copied());
         r.chunks = self.sweep_chunks(&keep, grace, dry_run)?;
         // This home's local log keeps only what its own snapshots name.
         if let Some(l) = &self.local

@@ -327,24 +327,20 @@ impl Garden {
         history: &[Record],
         extra: &[Hash],
     ) -> Result<PushDecision> {
-        let head = self.head_id();
-        if head_id_of(m) == head {
-            return Ok(PushDecision::UpToDate);
-        }
-        let ok = match base {
-            Base::Legacy => {
-                if m.updated == self.manifest.updated {
-                    return Ok(PushDecision::UpToDate);
-                }
-                m.updated > self.manifest.updated
+        match crate::rules::push_verdict(
+            &self.manifest,
+            !self.repo_history.records.is_empty(),
+            m,
+            base,
+        ) {
+            crate::rules::Verdict::UpToDate => return Ok(PushDecision::UpToDate),
+            crate::rules::Verdict::Rejected => {
+                return Ok(PushDecision::Rejected(
+                    "the server has changes this client has not pulled; run `sgard pull` first"
+                        .into(),
+                ));
             }
-            Base::Never => self.manifest.files.is_empty() && self.repo_history.records.is_empty(),
-            Base::Id(b) => b == head,
-        };
-        if !ok {
-            return Ok(PushDecision::Rejected(
-                "the server has changes this client has not pulled; run `sgard pull` first".into(),
-            ));
+            crate::rules::Verdict::Accepted => {}
         }
         Ok(PushDecision::Accepted(
             self.missing_among(m, history, extra)?,

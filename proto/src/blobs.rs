@@ -61,20 +61,64 @@ impl Kind {
     }
 }
 
+/// A piece of a stream of objects, as both ends handle it: the first
+/// piece of each object names it (and its kind), the others carry more of
+/// its data. On the wire it is a `BlobChunk`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// The object this piece starts.
+    pub start: Option<(Hash, Kind)>,
+    /// Its data.
+    pub data: Vec<u8>,
+}
+
+impl Piece {
+    /// The piece a `BlobChunk` carries; a malformed hash or an unknown
+    /// kind is refused.
+    pub fn from_wire(c: crate::v1::BlobChunk) -> Result<Piece, String> {
+        let crate::v1::BlobChunk { hash, data, kind } = c;
+        let start = if hash.is_empty() {
+            None
+        } else {
+            let h = Hash::parse(&hash).map_err(|_| format!("malformed hash {hash:?}"))?;
+            let k = Kind::from_wire(kind).ok_or_else(|| format!("unknown kind {kind}"))?;
+            Some((h, k))
+        };
+        Ok(Piece { start, data })
+    }
+
+    /// The `BlobChunk` carrying it.
+    pub fn into_wire(self) -> crate::v1::BlobChunk {
+        let (hash, kind) = match self.start {
+            Some((h, k)) => (h.to_hex(), k.wire()),
+            None => (String::new(), Kind::Blob.wire()),
+        };
+        crate::v1::BlobChunk {
+            hash,
+            data: self.data,
+            kind,
+        }
+    }
+}
+
+/// The pieces that carry the chunk list `text` of content `h`.
+pub fn list_pieces<'a>(h: &Hash, text: &'a str) -> impl Iterator<Item = Piece> + 'a {
+    let h = *h;
+    text.as_bytes()
+        .chunks(crate::CHUNK_SIZE)
+        .enumerate()
+        .map(move |(i, piece)| Piece {
+            start: (i == 0).then_some((h, Kind::List)),
+            data: piece.to_vec(),
+        })
+}
+
 /// The messages that carry the chunk list `text` of content `h`.
 pub fn list_messages<'a>(
     h: &Hash,
     text: &'a str,
 ) -> impl Iterator<Item = crate::v1::BlobChunk> + 'a {
-    let hex = h.to_hex();
-    text.as_bytes()
-        .chunks(crate::CHUNK_SIZE)
-        .enumerate()
-        .map(move |(i, piece)| crate::v1::BlobChunk {
-            hash: if i == 0 { hex.clone() } else { String::new() },
-            data: piece.to_vec(),
-            kind: Kind::List.wire(),
-        })
+    list_pieces(h, text).map(Piece::into_wire)
 }
 
 /// The most bytes a chunk list may take on the wire.

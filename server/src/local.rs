@@ -11,18 +11,16 @@ use std::time::Duration;
 use sgard_garden::{Base, Env, Garden, LockMode, PushDecision};
 use sgard_manifest::Manifest;
 use sgard_manifest::history::Record;
-use sgard_proto::v1::push_manifest_response::Decision;
-use sgard_proto::v1::{self, BlobChunk};
-use sgard_proto::{CHUNK_SIZE, convert};
+use sgard_proto::CHUNK_SIZE;
 use sgard_store::Hash;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
-use tonic::{Status, Streaming};
 
-use super::{Backend, BlobStream, DEFAULT_GARDEN, Pull, Push, chain, store_status};
 use crate::auth::Authority;
+use crate::error::{chain, store_error};
 use crate::fleet;
-use sgard_proto::blobs::{BlobSink, Kind};
+use crate::{Backend, DEFAULT_GARDEN, Decision, Error, HeadView, Pieces, Pull, Push, PushOutcome};
+use sgard_proto::blobs::{BlobSink, Kind, Piece};
 
 /// Where the other gardens' repositories are, in the served folder.
 pub const GARDENS_DIR: &str = "gardens";
@@ -67,7 +65,7 @@ impl Local {
     /// The repository of `garden`: the served folder for the default one,
     /// `gardens/<name>` in it for the others (made at first use, with an
     /// empty head older than any push).
-    fn garden_repo(&self, garden: &str) -> Result<PathBuf, Status> {
+    fn garden_repo(&self, garden: &str) -> Result<PathBuf, Error> {
         if garden == DEFAULT_GARDEN {
             return Ok(self.repo.clone());
         }
@@ -78,68 +76,57 @@ impl Local {
         let _one = self
             .init_lock
             .lock()
-            .map_err(|_| Status::internal("poisoned"))?;
+            .map_err(|_| Error::internal("poisoned"))?;
         if !repo.join(sgard_manifest::MANIFEST_FILE).exists() {
-            let env = (self.env)().map_err(Status::internal)?;
+            let env = (self.env)().map_err(Error::internal)?;
             sgard_store::durable::create_dir_all_durable(&self.repo.join(GARDENS_DIR))
-                .map_err(store_status)?;
+                .map_err(store_error)?;
             Garden::init(&repo, env)
                 .and_then(|mut g| g.backdate_empty_head())
-                .map_err(garden_status)?;
+                .map_err(garden_error)?;
             tracing::info!(garden, "made the garden's repository");
         }
         Ok(repo)
     }
 
-    async fn blocking<T, F>(&self, repo: &Path, mode: LockMode, f: F) -> Result<T, Status>
+    async fn blocking<T, F>(&self, repo: &Path, mode: LockMode, f: F) -> Result<T, Error>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Garden) -> Result<T, Status> + Send + 'static,
+        F: FnOnce(&mut Garden) -> Result<T, Error> + Send + 'static,
     {
         let repo = repo.to_path_buf();
-        let env = (self.env)().map_err(Status::internal)?;
+        let env = (self.env)().map_err(Error::internal)?;
         tokio::task::spawn_blocking(move || {
-            let mut g = Garden::open(&repo, env, mode, &|_| {}).map_err(garden_status)?;
+            let mut g = Garden::open(&repo, env, mode, &|_| {}).map_err(garden_error)?;
             f(&mut g)
         })
         .await
-        .map_err(|e| Status::internal(format!("worker failed: {e}")))?
+        .map_err(|e| Error::internal(format!("worker failed: {e}")))?
     }
 }
 
 /// A gRPC status for a Garden error.
-pub fn garden_status(e: sgard_garden::Error) -> Status {
+pub fn garden_error(e: sgard_garden::Error) -> Error {
     let msg = chain(&e);
     match e {
-        sgard_garden::Error::Conflict(_) => Status::failed_precondition(msg),
-        e if e.is_integrity() => Status::data_loss(msg),
-        sgard_garden::Error::NotARepo(_) => Status::failed_precondition(msg),
-        _ => Status::internal(msg),
+        sgard_garden::Error::Conflict(_) => Error::refused(msg),
+        e if e.is_integrity() => Error::damaged(msg),
+        sgard_garden::Error::NotARepo(_) => Error::refused(msg),
+        _ => Error::internal(msg),
     }
 }
 
 #[tonic::async_trait]
 impl Backend for Local {
-    async fn pull_manifest(&self, garden: &str) -> Result<v1::PullManifestResponse, Status> {
+    async fn pull_manifest(&self, garden: &str) -> Result<HeadView, Error> {
         let repo = self.garden_repo(garden)?;
         self.blocking(&repo, LockMode::Shared, |g| {
-            let (head_statement, head_signature) = g.head_signature().unwrap_or_default();
-            Ok(v1::PullManifestResponse {
-                head_statement,
-                head_signature,
-                manifest: Some(convert::manifest_to_proto(g.manifest())),
-                head_id: g.head_id().to_hex(),
-                history: g
-                    .shared_history()
-                    .records
-                    .iter()
-                    .map(convert::record_to_proto)
-                    .collect(),
-                blob_sizes: g
-                    .blob_sizes()
-                    .into_iter()
-                    .map(|(h, n)| (h.to_hex(), n))
-                    .collect(),
+            Ok(HeadView {
+                signed: g.head_signature(),
+                manifest: g.manifest().clone(),
+                id: g.head_id(),
+                history: g.shared_history().records.clone(),
+                sizes: g.blob_sizes().into_iter().collect(),
             })
         })
         .await
@@ -150,7 +137,7 @@ impl Backend for Local {
         garden: &str,
         who: &str,
         push: Push,
-    ) -> Result<v1::PushManifestResponse, Status> {
+    ) -> Result<PushOutcome, Error> {
         let repo = self.garden_repo(garden)?;
         let who_owned = who.to_owned();
         let pending = self.pending.clone();
@@ -163,18 +150,16 @@ impl Backend for Local {
                 extra,
                 signature,
             } = push;
-            let server_updated = Some(super::timestamp(g.manifest().updated));
-            let resp = |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| {
-                v1::PushManifestResponse {
-                    decision: decision as i32,
-                    missing_blobs: missing.iter().map(Hash::to_hex).collect(),
-                    server_updated,
-                    head_id: head.map(|h| h.to_hex()).unwrap_or_default(),
-                }
+            let server_updated = Some(g.manifest().updated);
+            let resp = |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| PushOutcome {
+                decision,
+                missing,
+                server_updated,
+                head,
             };
             let decision = g
                 .push_decision(&manifest, base, &history, &extra)
-                .map_err(garden_status)?;
+                .map_err(garden_error)?;
             match decision {
                 PushDecision::UpToDate => Ok(resp(Decision::UpToDate, vec![], Some(g.head_id()))),
                 PushDecision::Rejected(_) => {
@@ -189,12 +174,12 @@ impl Backend for Local {
                         // for it alone until its PushBlobs ends.
                         pending
                             .lock()
-                            .map_err(|_| Status::internal("poisoned"))?
+                            .map_err(|_| Error::internal("poisoned"))?
                             .insert(who_owned, (manifest, history, std::time::Instant::now()));
                         return Ok(resp(Decision::Accepted, missing, None));
                     }
                     if !missing.is_empty() {
-                        return Err(Status::failed_precondition(format!(
+                        return Err(Error::refused(format!(
                             "{} blob(s) are missing on the server; push them first",
                             missing.len()
                         )));
@@ -204,7 +189,7 @@ impl Backend for Local {
                         .map(|(st, sig)| (st.as_str(), sig.as_str()));
                     let head = g
                         .install_push(manifest, history, &who_owned, sig)
-                        .map_err(garden_status)?;
+                        .map_err(garden_error)?;
                     Ok(resp(Decision::Accepted, vec![], Some(head)))
                 }
             }
@@ -212,40 +197,28 @@ impl Backend for Local {
         .await
     }
 
-    async fn push_blobs(
-        &self,
-        garden: &str,
-        who: &str,
-        mut stream: Streaming<v1::PushBlobsRequest>,
-    ) -> Result<i32, Status> {
+    async fn push_blobs(&self, garden: &str, who: &str, mut pieces: Pieces) -> Result<u64, Error> {
         let repo = self.garden_repo(garden)?;
         let store = sgard_store::Store::open(&repo);
         let mut sink = BlobSink::new(store, Some(self.max_blob));
-        while let Some(msg) = stream.next().await {
-            let msg = msg?;
-            let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
-                return Err(Status::invalid_argument("message without a chunk"));
-            };
-            if !hash.is_empty() {
-                let h = Hash::parse(&hash)
-                    .map_err(|_| Status::invalid_argument(format!("malformed hash {hash:?}")))?;
-                let kind = Kind::from_wire(kind)
-                    .ok_or_else(|| Status::invalid_argument(format!("unknown kind {kind}")))?;
+        while let Some(piece) = pieces.next().await {
+            let Piece { start, data } = piece?;
+            if let Some((h, kind)) = start {
                 sink.start_kind(h, kind, Some(self.max_blob))
                     .await
-                    .map_err(store_status)?;
+                    .map_err(store_error)?;
             }
             crate::metrics::bytes_received(data.len());
-            if !data.is_empty() && !sink.feed(data).await.map_err(store_status)? {
-                return Err(Status::invalid_argument("data before any blob hash"));
+            if !data.is_empty() && !sink.feed(data).await.map_err(store_error)? {
+                return Err(Error::invalid("data before any blob hash"));
             }
         }
-        sink.finish().await.map_err(store_status)?;
-        let received = i32::try_from(sink.done).unwrap_or(i32::MAX);
+        sink.finish().await.map_err(store_error)?;
+        let received = sink.done;
         let pending = self
             .pending
             .lock()
-            .map_err(|_| Status::internal("poisoned"))?
+            .map_err(|_| Error::internal("poisoned"))?
             .remove(who);
         // One left waiting past the grace period is its client's, gone long
         // ago (see the object backend): never installed by a later push.
@@ -256,16 +229,16 @@ impl Backend for Local {
                 // Decided again: another push may have landed since.
                 match g
                     .push_decision(&manifest, Base::Legacy, &history, &[])
-                    .map_err(garden_status)?
+                    .map_err(garden_error)?
                 {
                     PushDecision::UpToDate => Ok(()),
-                    PushDecision::Rejected(_) => Err(Status::aborted(
+                    PushDecision::Rejected(_) => Err(Error::retry(
                         "the server changed during the push; pull, then push again",
                     )),
                     PushDecision::Accepted(_) => g
                         .install_push(manifest, history, &who, None)
                         .map(|_| ())
-                        .map_err(garden_status),
+                        .map_err(garden_error),
                 }
             })
             .await?;
@@ -273,7 +246,7 @@ impl Backend for Local {
         Ok(received)
     }
 
-    async fn pull_blobs(&self, garden: &str, pull: Pull) -> Result<BlobStream, Status> {
+    async fn pull_blobs(&self, garden: &str, pull: Pull) -> Result<Pieces, Error> {
         let repo = self.garden_repo(garden)?;
         let Pull {
             hashes,
@@ -281,7 +254,7 @@ impl Backend for Local {
             chunks,
         } = pull;
         let store = sgard_store::Store::open(&repo);
-        let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
+        let (tx, rx) = mpsc::channel::<Result<Piece, Error>>(8);
         tokio::task::spawn_blocking(move || {
             for h in hashes {
                 let sent = match store.chunked() {
@@ -302,7 +275,7 @@ impl Backend for Local {
         Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
     }
 
-    async fn missing_chunks(&self, garden: &str, hashes: Vec<Hash>) -> Result<Vec<Hash>, Status> {
+    async fn missing_chunks(&self, garden: &str, hashes: Vec<Hash>) -> Result<Vec<Hash>, Error> {
         let repo = self.garden_repo(garden)?;
         let store = sgard_store::Store::open(&repo);
         tokio::task::spawn_blocking(move || {
@@ -311,24 +284,24 @@ impl Backend for Local {
             };
             let mut missing = Vec::new();
             for h in hashes {
-                if !cs.objects().contains(&h).map_err(store_status)? {
+                if !cs.objects().contains(&h).map_err(store_error)? {
                     missing.push(h);
                 }
             }
             Ok(missing)
         })
         .await
-        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| Error::internal(e.to_string()))?
     }
 
-    async fn prune(&self, garden: &str) -> Result<u64, Status> {
+    async fn prune(&self, garden: &str) -> Result<u64, Error> {
         let repo = self.garden_repo(garden)?;
         let grace = self.prune_grace;
         let protect: std::collections::HashSet<Hash> = {
             let mut pending = self
                 .pending
                 .lock()
-                .map_err(|_| Status::internal("poisoned"))?;
+                .map_err(|_| Error::internal("poisoned"))?;
             pending.retain(|_, p| p.2.elapsed() <= grace);
             pending
                 .values()
@@ -340,7 +313,7 @@ impl Backend for Local {
                 .collect()
         };
         self.blocking(&repo, LockMode::Exclusive, move |g| {
-            let r = g.prune_with(&protect, Some(grace)).map_err(garden_status)?;
+            let r = g.prune_with(&protect, Some(grace)).map_err(garden_error)?;
             Ok(r.blobs)
         })
         .await
@@ -352,7 +325,7 @@ impl Backend for Local {
         who: &str,
         report: super::Report,
         now: i64,
-    ) -> Result<(), Status> {
+    ) -> Result<(), Error> {
         let repo = self.garden_repo(garden)?;
         let who = who.to_owned();
         tokio::task::spawn_blocking(move || {
@@ -365,13 +338,13 @@ impl Backend for Local {
                 report.op,
                 now,
             )
-            .map_err(|e| Status::invalid_argument(format!("{e:#}")))
+            .map_err(|e| Error::invalid(format!("{e:#}")))
         })
         .await
-        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| Error::internal(e.to_string()))?
     }
 
-    async fn fleet(&self, garden: &str) -> Result<super::FleetView, Status> {
+    async fn fleet(&self, garden: &str) -> Result<super::FleetView, Error> {
         let repo = self.garden_repo(garden)?;
         let dir = repo.clone();
         self.blocking(&repo, LockMode::Shared, move |g| {
@@ -382,7 +355,7 @@ impl Backend for Local {
                 .flat_map(|r| [Some(r.id), r.head_before])
                 .flatten()
                 .collect();
-            let machines = fleet::list(&dir).map_err(|e| Status::internal(format!("{e:#}")))?;
+            let machines = fleet::list(&dir).map_err(|e| Error::internal(format!("{e:#}")))?;
             Ok(super::FleetView {
                 head: g.head_id(),
                 known,
@@ -392,7 +365,7 @@ impl Backend for Local {
         .await
     }
 
-    async fn first_use_of_nonce(&self, nonce: &[u8], ts: i64) -> Result<bool, Status> {
+    async fn first_use_of_nonce(&self, nonce: &[u8], ts: i64) -> Result<bool, Error> {
         Ok(self.auth.as_ref().is_none_or(|a| a.first_use(nonce, ts)))
     }
 }
@@ -401,17 +374,14 @@ impl Backend for Local {
 fn send_list(
     cs: &sgard_store::chunks::ChunkStore,
     h: &Hash,
-    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
-) -> Result<(), Status> {
+    tx: &mpsc::Sender<Result<Piece, Error>>,
+) -> Result<(), Error> {
     let text = cs
         .list_text(h)
-        .map_err(|e| Status::data_loss(format!("chunk list {h}: {}", chain(&e))))?;
-    for chunk in sgard_proto::blobs::list_messages(h, &text) {
-        crate::metrics::bytes_sent(chunk.data.len());
-        if tx
-            .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
-            .is_err()
-        {
+        .map_err(|e| Error::damaged(format!("chunk list {h}: {}", chain(&e))))?;
+    for piece in sgard_proto::blobs::list_pieces(h, &text) {
+        crate::metrics::bytes_sent(piece.data.len());
+        if tx.blocking_send(Ok(piece)).is_err() {
             break;
         }
     }
@@ -422,30 +392,25 @@ fn send_object(
     store: &sgard_store::Store,
     h: &Hash,
     kind: Kind,
-    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
-) -> Result<(), Status> {
+    tx: &mpsc::Sender<Result<Piece, Error>>,
+) -> Result<(), Error> {
     let mut first = true;
     let sent = store.read_chunks(h, CHUNK_SIZE, &mut |data| {
         crate::metrics::bytes_sent(data.len());
-        let chunk = BlobChunk {
-            hash: if first { h.to_hex() } else { String::new() },
+        let piece = Piece {
+            start: first.then_some((*h, kind)),
             data: data.to_vec(),
-            kind: kind.wire(),
         };
         first = false;
         // A client that went away ends the stream; nothing more to do.
-        Ok(tx
-            .blocking_send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
-            .is_ok())
+        Ok(tx.blocking_send(Ok(piece)).is_ok())
     });
     match sent {
         Ok(_) => Ok(()),
-        Err(sgard_store::Error::Missing(_)) => {
-            Err(Status::not_found(format!("blob {h} not found")))
+        Err(sgard_store::Error::Missing(_)) => Err(Error::not_found(format!("blob {h} not found"))),
+        Err(sgard_store::Error::Corrupt { .. }) => {
+            Err(Error::damaged(format!("blob {h} is corrupt on the server")))
         }
-        Err(sgard_store::Error::Corrupt { .. }) => Err(Status::data_loss(format!(
-            "blob {h} is corrupt on the server"
-        ))),
-        Err(e) => Err(Status::internal(format!("reading blob {h}: {}", chain(&e)))),
+        Err(e) => Err(Error::internal(format!("reading blob {h}: {}", chain(&e)))),
     }
 }

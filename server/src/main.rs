@@ -398,7 +398,7 @@ fn run(args: Args) -> Result<()> {
             }
         };
         tokio::select! {
-            served = serve(listener, service, tls, shutdown) => served,
+            served = serve(listener, service, tls, shutdown) => served.context("serving"),
             () = cut_off => {
                 // Dropping the calls' tasks (below, with the runtime) ends
                 // each one where it waits: a push's unfinished blob is

@@ -278,7 +278,7 @@ async fn copy_streaming(from: &Side, to: &Side, g: &str, h: &Hash) -> Result<()>
     Ok(())
 }
 
-fn status(e: tonic::Status) -> anyhow::Error {
+fn status(e: crate::Error) -> anyhow::Error {
     anyhow!("{}", e.message())
 }
 

@@ -21,21 +21,21 @@ use bytes::Bytes;
 use sgard_depot::{
     Cond, Depot, DocName, Garden as GardenName, Kind as ObjKind, Scope, Version, Written,
 };
+use sgard_garden::rules::{self, Live, Verdict, push_verdict};
 use sgard_garden::{Base, Env, head_id_of};
 use sgard_manifest::history::{History, Reason, Record};
 use sgard_manifest::{Manifest, Timestamp};
-use sgard_proto::v1::push_manifest_response::Decision;
-use sgard_proto::v1::{self, BlobChunk};
-use sgard_proto::{CHUNK_SIZE, convert};
+use sgard_proto::CHUNK_SIZE;
 use sgard_store::Hash;
 use sgard_store::chunks::ChunkList;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
-use tonic::{Status, Streaming};
 
-use super::{Backend, BlobStream, FleetView, Pull, Push, Report};
 use crate::fleet;
-use sgard_proto::blobs::{Kind, MAX_LIST};
+use crate::{
+    Backend, Decision, Error, FleetView, HeadView, Pieces, Pull, Push, PushOutcome, Report,
+};
+use sgard_proto::blobs::{Kind, MAX_LIST, Piece};
 use sgard_proto::wire::WINDOW_SECS;
 
 /// The document naming a garden's head.
@@ -135,8 +135,8 @@ impl HeadDoc {
         s
     }
 
-    fn parse(text: &str) -> Result<HeadDoc, Status> {
-        let bad = || Status::data_loss("the garden's head document is damaged");
+    fn parse(text: &str) -> Result<HeadDoc, Error> {
+        let bad = || Error::damaged("the garden's head document is damaged");
         let mut lines = text.lines();
         if lines.next() != Some(HEAD_MAGIC) {
             return Err(bad());
@@ -225,23 +225,23 @@ struct State {
     doc: HeadDoc,
 }
 
-fn depot_status(e: sgard_depot::Error) -> Status {
+fn depot_error(e: sgard_depot::Error) -> Error {
     match e {
-        sgard_depot::Error::NotFound { .. } => Status::not_found(e.to_string()),
+        sgard_depot::Error::NotFound { .. } => Error::not_found(e.to_string()),
         sgard_depot::Error::Corrupt { .. }
         | sgard_depot::Error::HashMismatch { .. }
         | sgard_depot::Error::TooLarge { .. }
-        | sgard_depot::Error::BadDoc { .. } => Status::data_loss(e.to_string()),
-        other => Status::unavailable(format!("the object store: {other}")),
+        | sgard_depot::Error::BadDoc { .. } => Error::damaged(e.to_string()),
+        other => Error::unavailable(format!("the object store: {other}")),
     }
 }
 
-fn doc(name: &str) -> Result<DocName, Status> {
-    DocName::new(name).map_err(|e| Status::internal(e.to_string()))
+fn doc(name: &str) -> Result<DocName, Error> {
+    DocName::new(name).map_err(|e| Error::internal(e.to_string()))
 }
 
-fn garden_name(g: &str) -> Result<GardenName, Status> {
-    GardenName::new(g).map_err(|e| Status::invalid_argument(e.to_string()))
+fn garden_name(g: &str) -> Result<GardenName, Error> {
+    GardenName::new(g).map_err(|e| Error::invalid(e.to_string()))
 }
 
 /// The token key a `token-key` document holds: 64 hex digits (`None`:
@@ -258,8 +258,8 @@ fn token_key_of(stored: &[u8]) -> Option<[u8; 32]> {
     Some(key)
 }
 
-fn text_of(b: &Bytes, what: &str) -> Result<String, Status> {
-    String::from_utf8(b.to_vec()).map_err(|_| Status::data_loss(format!("{what} is not text")))
+fn text_of(b: &Bytes, what: &str) -> Result<String, Error> {
+    String::from_utf8(b.to_vec()).map_err(|_| Error::damaged(format!("{what} is not text")))
 }
 
 impl Object {
@@ -306,33 +306,33 @@ impl Object {
     }
 
     /// The server's token key, when one was made.
-    pub(crate) async fn stored_token_key(&self) -> Result<Option<[u8; 32]>, Status> {
+    pub(crate) async fn stored_token_key(&self) -> Result<Option<[u8; 32]>, Error> {
         let Some((text, _)) = self
             .depot
             .read_doc(Scope::Server, &doc(TOKEN_KEY)?)
             .await
-            .map_err(depot_status)?
+            .map_err(depot_error)?
         else {
             return Ok(None);
         };
         token_key_of(&text)
             .map(Some)
-            .ok_or_else(|| Status::data_loss("the server's token key is damaged"))
+            .ok_or_else(|| Error::damaged("the server's token key is damaged"))
     }
 
     /// Stores `key` as the server's token key unless it has one; `true`
     /// when stored.
-    pub(crate) async fn adopt_token_key(&self, key: &[u8; 32]) -> Result<bool, Status> {
+    pub(crate) async fn adopt_token_key(&self, key: &[u8; 32]) -> Result<bool, Error> {
         let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
         self.depot
             .write_once(Scope::Server, &doc(TOKEN_KEY)?, hex.as_bytes())
             .await
-            .map_err(depot_status)
+            .map_err(depot_error)
     }
 
     /// The garden's head: its manifest, history and signature (`None`
     /// when it has none, or only an empty one).
-    pub(crate) async fn export_head(&self, garden: &str) -> Result<Option<Head>, Status> {
+    pub(crate) async fn export_head(&self, garden: &str) -> Result<Option<Head>, Error> {
         let g = garden_name(garden)?;
         let s = self.load(&g).await?;
         if s.manifest.files.is_empty() && s.history.is_empty() {
@@ -348,7 +348,7 @@ impl Object {
     /// Makes `head` the garden's head if it has none, this one already, or
     /// one of its history (an earlier run of the migration). Every object
     /// it names must be stored first.
-    pub(crate) async fn import_head(&self, garden: &str, head: Head) -> Result<Imported, Status> {
+    pub(crate) async fn import_head(&self, garden: &str, head: Head) -> Result<Imported, Error> {
         let g = garden_name(garden)?;
         let s = self.load(&g).await?;
         let id = head_id_of(&head.manifest);
@@ -373,14 +373,14 @@ impl Object {
             .await?
         {
             Some(id) => Ok(Imported::Installed(id)),
-            None => Err(Status::aborted(
+            None => Err(Error::retry(
                 "the garden's head changed during the migration; run it again",
             )),
         }
     }
 
     /// The fleet records of the garden.
-    pub(crate) async fn machines(&self, garden: &str) -> Result<Vec<fleet::Machine>, Status> {
+    pub(crate) async fn machines(&self, garden: &str) -> Result<Vec<fleet::Machine>, Error> {
         Ok(self.fleet(garden).await?.machines)
     }
 
@@ -390,39 +390,39 @@ impl Object {
         &self,
         garden: &str,
         m: &fleet::Machine,
-    ) -> Result<bool, Status> {
+    ) -> Result<bool, Error> {
         let g = garden_name(garden)?;
         let name = doc(&format!("fleet-{}", fleet::record_name(&m.key, &m.host)))?;
         self.depot
             .write_once(Scope::Garden(&g), &name, m.to_text().as_bytes())
             .await
-            .map_err(depot_status)
+            .map_err(depot_error)
     }
 
-    async fn get_text(&self, g: &GardenName, h: &Hash, what: &str) -> Result<String, Status> {
+    async fn get_text(&self, g: &GardenName, h: &Hash, what: &str) -> Result<String, Error> {
         let b = self
             .depot
             .get_object_within(g, ObjKind::Blob, h, MAX_TEXT)
             .await
-            .map_err(depot_status)?;
+            .map_err(depot_error)?;
         text_of(&b, what)
     }
 
-    async fn put_text(&self, g: &GardenName, text: &str) -> Result<Hash, Status> {
+    async fn put_text(&self, g: &GardenName, text: &str) -> Result<Hash, Error> {
         let h = Hash::of(text.as_bytes());
         self.depot
             .put_object(g, ObjKind::Blob, &h, Bytes::from(text.to_owned()))
             .await
-            .map_err(depot_status)?;
+            .map_err(depot_error)?;
         Ok(h)
     }
 
-    async fn load(&self, g: &GardenName) -> Result<State, Status> {
+    async fn load(&self, g: &GardenName) -> Result<State, Error> {
         let Some((text, version)) = self
             .depot
             .read_doc(Scope::Garden(g), &doc(HEAD)?)
             .await
-            .map_err(depot_status)?
+            .map_err(depot_error)?
         else {
             return Ok(State {
                 version: None,
@@ -436,13 +436,13 @@ impl Object {
         let d = HeadDoc::parse(&text_of(&text, "the head document")?)?;
         let manifest = match d.manifest {
             Some(h) => Manifest::from_yaml(&self.get_text(g, &h, "the manifest").await?)
-                .map_err(|e| Status::data_loss(format!("the garden's manifest: {e}")))?,
+                .map_err(|e| Error::damaged(format!("the garden's manifest: {e}")))?,
             None => Manifest::new(Timestamp::zero()),
         };
         let history = match d.history {
             Some(h) => {
                 History::from_yaml(&self.get_text(g, &h, "the history").await?)
-                    .map_err(|e| Status::data_loss(format!("the garden's history: {e}")))?
+                    .map_err(|e| Error::damaged(format!("the garden's history: {e}")))?
                     .records
             }
             None => Vec::new(),
@@ -486,13 +486,13 @@ impl Object {
         g: &GardenName,
         h: &Hash,
         chunks: bool,
-    ) -> Result<Option<u64>, Status> {
+    ) -> Result<Option<u64>, Error> {
         use futures_util::StreamExt as Futures;
         if let Some(n) = self
             .depot
             .object_size(g, ObjKind::Blob, h)
             .await
-            .map_err(depot_status)?
+            .map_err(depot_error)?
         {
             return Ok(Some(n));
         }
@@ -502,7 +502,7 @@ impl Object {
                 Err(_) => return Ok(None),
             },
             Err(sgard_depot::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(depot_status(e)),
+            Err(e) => return Err(depot_error(e)),
         };
         if chunks {
             let sizes = Futures::map(
@@ -511,7 +511,7 @@ impl Object {
             );
             let mut sizes = Futures::buffer_unordered(sizes, LIST_READS);
             while let Some(got) = Futures::next(&mut sizes).await {
-                if got.map_err(depot_status)?.is_none() {
+                if got.map_err(depot_error)?.is_none() {
                     return Ok(None);
                 }
             }
@@ -527,7 +527,7 @@ impl Object {
         m: &Manifest,
         history: &[Record],
         extra: &[Hash],
-    ) -> Result<Vec<Hash>, Status> {
+    ) -> Result<Vec<Hash>, Error> {
         let mut want: BTreeSet<Hash> = m.referenced_blobs().collect();
         want.extend(history.iter().map(|r| r.id));
         want.extend(extra.iter().copied());
@@ -540,8 +540,8 @@ impl Object {
         Ok(out)
     }
 
-    fn now(&self) -> Result<Timestamp, Status> {
-        Ok((self.env)().map_err(Status::internal)?.now)
+    fn now(&self) -> Result<Timestamp, Error> {
+        Ok((self.env)().map_err(Error::internal)?.now)
     }
 
     /// Installs `m` (pushed with `history` by `who`) as the garden's head by
@@ -562,7 +562,7 @@ impl Object {
         who: &str,
         signature: Option<(String, String)>,
         extra: &[Hash],
-    ) -> Result<Option<Hash>, Status> {
+    ) -> Result<Option<Hash>, Error> {
         // The head the caller judged the push by (its base, its time).
         let judged = s.doc.clone();
         let mut s = s;
@@ -595,7 +595,7 @@ impl Object {
                 }
             }
         }
-        Err(Status::aborted(
+        Err(Error::retry(
             "the garden's head kept changing under a prune; push again",
         ))
     }
@@ -613,7 +613,7 @@ impl Object {
         m: &Manifest,
         history: &[Record],
         texts: &[Hash],
-    ) -> Result<(), Status> {
+    ) -> Result<(), Error> {
         let Some(list) = s.doc.condemning() else {
             return Ok(());
         };
@@ -627,7 +627,7 @@ impl Object {
             // list, so the head moved since `s` and this push's
             // compare-and-swap fails; it reads the head again.
             Err(sgard_depot::Error::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(depot_status(e)),
+            Err(e) => return Err(depot_error(e)),
         };
         // Contents (whole blobs, chunk lists) and chunks apart: a chunk may
         // have the bytes, and so the name, of a whole blob the head keeps.
@@ -664,7 +664,7 @@ impl Object {
                     }
                 }
                 Err(sgard_depot::Error::NotFound { .. }) => {}
-                Err(e) => return Err(depot_status(e)),
+                Err(e) => return Err(depot_error(e)),
             }
         }
         let mut chunks = Vec::new();
@@ -676,13 +676,13 @@ impl Object {
                     }
                 }
                 Err(sgard_depot::Error::NotFound { .. }) => {}
-                Err(e) => return Err(depot_status(e)),
+                Err(e) => return Err(depot_error(e)),
             }
         }
         if named.iter().any(|h| condemned.contains(h))
             || chunks.iter().any(|c| condemned_chunks.contains(c))
         {
-            return Err(Status::aborted(
+            return Err(Error::retry(
                 "a prune running on the server is deleting content this push names; \
                  push again in a minute",
             ));
@@ -701,7 +701,7 @@ impl Object {
         who: &str,
         signature: Option<(String, String)>,
         extra: &[Hash],
-    ) -> Result<Installed, Status> {
+    ) -> Result<Installed, Error> {
         if signature.is_none() {
             sgard_garden::keep_go_dropped(&mut m, &s.manifest);
         }
@@ -709,7 +709,7 @@ impl Object {
         // (`extra`): a prune may have run whole since the caller checked.
         let lacking = self.missing(g, &s, &m, &history, extra).await?;
         if let Some(h) = lacking.first() {
-            return Err(Status::failed_precondition(format!(
+            return Err(Error::refused(format!(
                 "the push names {} blob(s) the server does not have (first: {}); push again \
                  to send them",
                 lacking.len(),
@@ -805,7 +805,7 @@ impl Object {
             .depot
             .write_doc(Scope::Garden(g), &doc(HEAD)?, d.to_text().as_bytes(), cond)
             .await
-            .map_err(depot_status)?
+            .map_err(depot_error)?
         {
             Written::Done(_) => Ok(Installed::Done(head)),
             Written::Conflict => {
@@ -816,7 +816,7 @@ impl Object {
                     .depot
                     .read_doc(Scope::Garden(g), &doc(HEAD)?)
                     .await
-                    .map_err(depot_status)?
+                    .map_err(depot_error)?
                     .and_then(|(text, _)| HeadDoc::parse(std::str::from_utf8(&text).ok()?).ok());
                 Ok(match now {
                     Some(now) if now.manifest == Some(manifest) => Installed::Done(head),
@@ -831,20 +831,21 @@ impl Object {
     /// What a prune of garden `g` would delete now: every stored object
     /// older than the grace period that nothing names, with the head it
     /// judged by; `None` when there is nothing to delete.
-    async fn prune_plan(&self, g: &GardenName) -> Result<Option<PrunePlan>, Status> {
+    async fn prune_plan(&self, g: &GardenName) -> Result<Option<PrunePlan>, Error> {
         let g = g.clone();
         let s = self.load(&g).await?;
         let version = s.version.clone();
         if s.doc.condemning().is_some() {
-            return Err(Status::aborted(
+            return Err(Error::retry(
                 "another prune of this garden is running; try again once it ends",
             ));
         }
         // Everything the head, its history's snapshots and pending pushes
-        // name, with the chunks of the chunked ones.
-        let mut keep: HashSet<Hash> = s.manifest.referenced_blobs().collect();
+        // name (the rule of what is live), with the chunks of the chunked
+        // ones.
+        let mut live = Live::of(&s.manifest, &s.history);
         let d = &s.doc;
-        keep.extend(
+        live.add(
             [d.manifest, d.history, d.sizes, d.statement, d.signature]
                 .into_iter()
                 .flatten(),
@@ -853,30 +854,25 @@ impl Object {
         // reading it: one that cannot be read (a damaged object, the store
         // failing for a moment) stops the prune, as in a folder store.
         let unreadable = |what: &str, h: &Hash, why: String| {
-            Status::data_loss(format!(
+            Error::damaged(format!(
                 "{what} {} cannot be read ({why}); nothing was pruned",
                 h.short(12)
             ))
         };
-        let mut read = HashSet::new();
-        for r in &s.history {
-            keep.insert(r.id);
-            if !read.insert(r.id) {
-                continue;
-            }
+        for id in live.snapshots().to_vec() {
             let t = self
-                .get_text(&g, &r.id, "a snapshot")
+                .get_text(&g, &id, "a snapshot")
                 .await
-                .map_err(|e| unreadable("snapshot", &r.id, e.message().to_owned()))?;
-            let m = Manifest::from_yaml(&t)
-                .map_err(|e| unreadable("snapshot", &r.id, e.to_string()))?;
-            keep.extend(m.referenced_blobs());
+                .map_err(|e| unreadable("snapshot", &id, e.message().to_owned()))?;
+            let m =
+                Manifest::from_yaml(&t).map_err(|e| unreadable("snapshot", &id, e.to_string()))?;
+            live.add_doc(&m);
         }
         for name in self
             .depot
             .list_docs(Scope::Garden(&g))
             .await
-            .map_err(depot_status)?
+            .map_err(depot_error)?
         {
             if !name.as_str().starts_with("pending-") {
                 continue;
@@ -885,7 +881,7 @@ impl Object {
                 .depot
                 .read_doc(Scope::Garden(&g), &name)
                 .await
-                .map_err(depot_status)?
+                .map_err(depot_error)?
             {
                 if self.stale_pending(&String::from_utf8_lossy(&t)) {
                     // Never to be installed (see push_blobs): it goes, and
@@ -893,14 +889,14 @@ impl Object {
                     self.depot
                         .remove_doc(Scope::Garden(&g), &name)
                         .await
-                        .map_err(depot_status)?;
+                        .map_err(depot_error)?;
                     continue;
                 }
                 for (k, h) in String::from_utf8_lossy(&t).lines().filter_map(|l| {
                     l.split_once(' ')
                         .and_then(|(k, h)| Some((k, Hash::parse(h).ok()?)))
                 }) {
-                    keep.insert(h);
+                    live.add([h]);
                     if k == "manifest" {
                         let t = self
                             .get_text(&g, &h, "a pending manifest")
@@ -908,55 +904,74 @@ impl Object {
                             .map_err(|e| unreadable("pending push", &h, e.message().to_owned()))?;
                         let m = Manifest::from_yaml(&t)
                             .map_err(|e| unreadable("pending push", &h, e.to_string()))?;
-                        keep.extend(m.referenced_blobs());
+                        live.add_doc(&m);
                     }
                 }
             }
         }
-        let young = |t: &SystemTime| t.elapsed().map_or(true, |age| age < self.prune_grace);
-        let mut chunks: HashSet<Hash> = HashSet::new();
+        let keep = live.into_set();
+        let grace = self.prune_grace;
+        let young = |t: &SystemTime| t.elapsed().map_or(true, |age| age < grace);
+        let aged = |all: &[(Hash, u64, SystemTime)]| -> HashMap<Hash, bool> {
+            all.iter().map(|(h, _, t)| (*h, young(t))).collect()
+        };
         let lists = self
             .depot
             .list_objects_aged(&g, ObjKind::ChunkList)
             .await
-            .map_err(depot_status)?;
+            .map_err(depot_error)?;
+        let lists_young = aged(&lists);
+        let is_young = |ages: &HashMap<Hash, bool>, h: &Hash| ages.get(h).copied().unwrap_or(true);
+        let lists_gone = rules::doomed(&keep, lists.iter().map(|(h, _, _)| *h), |h| {
+            is_young(&lists_young, h)
+        });
         // The chunks of every list that stays: those something names, and
         // the young ones (a push in progress stored them, its head comes
         // next; their chunks may be old ones it found already stored).
-        for (h, _, t) in &lists {
-            if keep.contains(h) || young(t) {
-                let text = self.depot.get_list(&g, h).await.map_err(depot_status)?;
-                match ChunkList::parse(&text_of(&text, "a chunk list")?) {
-                    Ok(l) => chunks.extend(l.chunks.iter().map(|(c, _)| *c)),
-                    Err(why) => {
-                        // Which chunks are needed is unknown: none go.
-                        return Err(Status::data_loss(format!(
-                            "chunk list {h} is damaged ({why}); nothing was pruned"
-                        )));
-                    }
+        let gone: HashSet<Hash> = lists_gone.iter().copied().collect();
+        let mut chunks: HashSet<Hash> = HashSet::new();
+        for (h, _, _) in &lists {
+            if gone.contains(h) {
+                continue;
+            }
+            let text = self.depot.get_list(&g, h).await.map_err(depot_error)?;
+            match ChunkList::parse(&text_of(&text, "a chunk list")?) {
+                Ok(l) => chunks.extend(l.chunks.iter().map(|(c, _)| *c)),
+                Err(why) => {
+                    // Which chunks are needed is unknown: none go.
+                    return Err(Error::damaged(format!(
+                        "chunk list {h} is damaged ({why}); nothing was pruned"
+                    )));
                 }
             }
         }
+        let blobs = self
+            .depot
+            .list_objects_aged(&g, ObjKind::Blob)
+            .await
+            .map_err(depot_error)?;
+        let stored_chunks = self
+            .depot
+            .list_objects_aged(&g, ObjKind::Chunk)
+            .await
+            .map_err(depot_error)?;
+        let (blobs_young, chunks_young) = (aged(&blobs), aged(&stored_chunks));
         let mut objects = Vec::new();
-        for (kind, keep) in [
-            (ObjKind::Blob, &keep),
-            (ObjKind::ChunkList, &keep),
-            (ObjKind::Chunk, &chunks),
-        ] {
-            let all = if kind == ObjKind::ChunkList {
-                lists.clone()
-            } else {
-                self.depot
-                    .list_objects_aged(&g, kind)
-                    .await
-                    .map_err(depot_status)?
-            };
-            objects.extend(
-                all.into_iter()
-                    .filter(|(h, _, t)| !keep.contains(h) && !young(t))
-                    .map(|(h, _, _)| (kind, h)),
-            );
-        }
+        objects.extend(
+            rules::doomed(&keep, blobs.iter().map(|(h, _, _)| *h), |h| {
+                is_young(&blobs_young, h)
+            })
+            .into_iter()
+            .map(|h| (ObjKind::Blob, h)),
+        );
+        objects.extend(lists_gone.into_iter().map(|h| (ObjKind::ChunkList, h)));
+        objects.extend(
+            rules::doomed(&chunks, stored_chunks.iter().map(|(h, _, _)| *h), |h| {
+                is_young(&chunks_young, h)
+            })
+            .into_iter()
+            .map(|h| (ObjKind::Chunk, h)),
+        );
         Ok((!objects.is_empty()).then_some(PrunePlan {
             version,
             doc: s.doc,
@@ -967,7 +982,7 @@ impl Object {
     /// Marks the head with the plan's list (a compare-and-swap from the
     /// head the plan judged by): from then on no push names what it lists.
     /// `None` when a push moved the head first (plan again).
-    async fn prune_mark(&self, g: &GardenName, plan: PrunePlan) -> Result<Option<Marked>, Status> {
+    async fn prune_mark(&self, g: &GardenName, plan: PrunePlan) -> Result<Option<Marked>, Error> {
         let mut text: Vec<String> = plan
             .objects
             .iter()
@@ -979,7 +994,7 @@ impl Object {
         // objects, and a mark is told apart from another's (after a lost
         // reply) by its list and second alone.
         let mut nonce = [0u8; 16];
-        getrandom::fill(&mut nonce).map_err(|e| Status::internal(format!("no randomness: {e}")))?;
+        getrandom::fill(&mut nonce).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
         text.push(format!("prune {}\n", Hash::of(&nonce).to_hex()));
         let list = self.put_text(g, &text.concat()).await?;
         // The deadline to delete by counts from before the mark is written
@@ -1002,7 +1017,7 @@ impl Object {
                 },
             )
             .await
-            .map_err(depot_status)?
+            .map_err(depot_error)?
         {
             Written::Done(_) => Ok(Some(Marked {
                 list,
@@ -1027,18 +1042,18 @@ impl Object {
 
     /// Deletes what the mark lists (the number of whole contents deleted),
     /// stopping when [`DELETE_WITHIN`] has passed since the mark.
-    async fn prune_delete(&self, g: &GardenName, marked: &Marked) -> Result<u64, Status> {
+    async fn prune_delete(&self, g: &GardenName, marked: &Marked) -> Result<u64, Error> {
         let mut removed = 0;
         for (kind, h) in &marked.objects {
             if marked.since.elapsed() >= DELETE_WITHIN {
-                return Err(Status::deadline_exceeded(format!(
+                return Err(Error::timeout(format!(
                     "the prune ran out of time after deleting {removed} content(s); run it again"
                 )));
             }
             self.depot
                 .delete_object(g, *kind, h)
                 .await
-                .map_err(depot_status)?;
+                .map_err(depot_error)?;
             if *kind == ObjKind::Blob {
                 removed += 1;
             }
@@ -1049,13 +1064,13 @@ impl Object {
     /// Takes the mark away (pushes may name those objects again: a push
     /// sends what is no longer stored); `true` once the head no longer
     /// carries it, `false` when pushes kept landing (it then expires).
-    async fn prune_unmark(&self, g: &GardenName, marked: &Marked) -> Result<bool, Status> {
+    async fn prune_unmark(&self, g: &GardenName, marked: &Marked) -> Result<bool, Error> {
         for _ in 0..FENCE_TRIES * 4 {
             let Some((text, v)) = self
                 .depot
                 .read_doc(Scope::Garden(g), &doc(HEAD)?)
                 .await
-                .map_err(depot_status)?
+                .map_err(depot_error)?
             else {
                 return Ok(true);
             };
@@ -1076,7 +1091,7 @@ impl Object {
                     Cond::Version(v),
                 )
                 .await
-                .map_err(depot_status)?
+                .map_err(depot_error)?
             {
                 return Ok(true);
             }
@@ -1086,12 +1101,12 @@ impl Object {
     }
 
     /// The garden's head document, if it has one.
-    async fn head_doc(&self, g: &GardenName) -> Result<Option<HeadDoc>, Status> {
+    async fn head_doc(&self, g: &GardenName) -> Result<Option<HeadDoc>, Error> {
         match self
             .depot
             .read_doc(Scope::Garden(g), &doc(HEAD)?)
             .await
-            .map_err(depot_status)?
+            .map_err(depot_error)?
         {
             Some((text, _)) => Ok(Some(HeadDoc::parse(&text_of(&text, "the head document")?)?)),
             None => Ok(None),
@@ -1112,43 +1127,32 @@ impl Object {
     }
 
     /// The name of the pending (Go client) push of `who`.
-    fn pending_name(who: &str) -> Result<DocName, Status> {
+    fn pending_name(who: &str) -> Result<DocName, Error> {
         doc(&format!("pending-{}", Hash::of(who.as_bytes()).short(32)))
     }
 }
 
-/// The push decision, as `Garden::push_decision` makes it.
+/// The push decision: the rule every server and the CLI follow
+/// ([`sgard_garden::rules::push_verdict`]); `None` when the push may go on.
 fn decide(s: &State, m: &Manifest, base: Base) -> Option<Decision> {
-    let head = head_id_of(&s.manifest);
-    if head_id_of(m) == head {
-        return Some(Decision::UpToDate);
+    match push_verdict(&s.manifest, !s.history.is_empty(), m, base) {
+        Verdict::UpToDate => Some(Decision::UpToDate),
+        Verdict::Rejected => Some(Decision::Rejected),
+        Verdict::Accepted => None,
     }
-    let ok = match base {
-        Base::Legacy => {
-            if m.updated == s.manifest.updated {
-                return Some(Decision::UpToDate);
-            }
-            m.updated > s.manifest.updated
-        }
-        Base::Never => s.manifest.files.is_empty() && s.history.is_empty(),
-        Base::Id(b) => b == head,
-    };
-    (!ok).then_some(Decision::Rejected)
 }
 
 #[tonic::async_trait]
 impl Backend for Object {
-    async fn pull_manifest(&self, garden: &str) -> Result<v1::PullManifestResponse, Status> {
+    async fn pull_manifest(&self, garden: &str) -> Result<HeadView, Error> {
         let g = garden_name(garden)?;
         let s = self.load(&g).await?;
-        let (head_statement, head_signature) = s.signed.unwrap_or_default();
-        Ok(v1::PullManifestResponse {
-            head_id: head_id_of(&s.manifest).to_hex(),
-            manifest: Some(convert::manifest_to_proto(&s.manifest)),
-            history: s.history.iter().map(convert::record_to_proto).collect(),
-            blob_sizes: s.sizes.iter().map(|(h, n)| (h.to_hex(), *n)).collect(),
-            head_statement,
-            head_signature,
+        Ok(HeadView {
+            id: head_id_of(&s.manifest),
+            sizes: s.sizes.iter().map(|(h, n)| (*h, *n)).collect(),
+            manifest: s.manifest,
+            history: s.history,
+            signed: s.signed,
         })
     }
 
@@ -1157,17 +1161,16 @@ impl Backend for Object {
         garden: &str,
         who: &str,
         push: Push,
-    ) -> Result<v1::PushManifestResponse, Status> {
+    ) -> Result<PushOutcome, Error> {
         let g = garden_name(garden)?;
         let s = self.load(&g).await?;
         let head = head_id_of(&s.manifest);
-        let resp =
-            |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| v1::PushManifestResponse {
-                decision: decision as i32,
-                missing_blobs: missing.iter().map(Hash::to_hex).collect(),
-                server_updated: Some(super::timestamp(s.manifest.updated)),
-                head_id: head.map(|h| h.to_hex()).unwrap_or_default(),
-            };
+        let resp = |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| PushOutcome {
+            decision,
+            missing,
+            server_updated: Some(s.manifest.updated),
+            head,
+        };
         if let Some(d) = decide(&s, &push.manifest, push.base) {
             return Ok(resp(d, vec![], Some(head)));
         }
@@ -1202,7 +1205,7 @@ impl Backend for Object {
                 .depot
                 .read_doc(scope, &name)
                 .await
-                .map_err(depot_status)?
+                .map_err(depot_error)?
             {
                 Some((_, v)) => Cond::Version(v),
                 None => Cond::Absent,
@@ -1211,16 +1214,16 @@ impl Backend for Object {
                 .depot
                 .write_doc(scope, &name, text.as_bytes(), cond)
                 .await
-                .map_err(depot_status)?
+                .map_err(depot_error)?
             {
-                return Err(Status::aborted(
+                return Err(Error::retry(
                     "another push of this key is starting at the same time; try again",
                 ));
             }
             return Ok(resp(Decision::Accepted, missing, None));
         }
         if !missing.is_empty() {
-            return Err(Status::failed_precondition(format!(
+            return Err(Error::refused(format!(
                 "{} blob(s) are missing on the server; push them first",
                 missing.len()
             )));
@@ -1238,27 +1241,22 @@ impl Backend for Object {
             )
             .await?
         {
-            Some(new) => Ok(v1::PushManifestResponse {
-                decision: Decision::Accepted as i32,
-                missing_blobs: vec![],
-                server_updated: Some(super::timestamp(updated)),
-                head_id: new.to_hex(),
+            Some(new) => Ok(PushOutcome {
+                decision: Decision::Accepted,
+                missing: vec![],
+                server_updated: Some(updated),
+                head: Some(new),
             }),
-            None => Ok(v1::PushManifestResponse {
-                decision: Decision::Rejected as i32,
-                missing_blobs: vec![],
-                server_updated: Some(super::timestamp(updated)),
-                head_id: head.to_hex(),
+            None => Ok(PushOutcome {
+                decision: Decision::Rejected,
+                missing: vec![],
+                server_updated: Some(updated),
+                head: Some(head),
             }),
         }
     }
 
-    async fn push_blobs(
-        &self,
-        garden: &str,
-        who: &str,
-        mut stream: Streaming<v1::PushBlobsRequest>,
-    ) -> Result<i32, Status> {
+    async fn push_blobs(&self, garden: &str, who: &str, mut pieces: Pieces) -> Result<u64, Error> {
         let g = garden_name(garden)?;
         /// What is being received.
         enum Current {
@@ -1266,7 +1264,7 @@ impl Backend for Object {
             List(Hash, Vec<u8>),
         }
         let mut current: Option<Current> = None;
-        let mut done = 0i32;
+        let mut done = 0u64;
         let finish = |c: Option<Current>, depot: &Depot, g: &GardenName| {
             let depot = depot.clone();
             let g = g.clone();
@@ -1275,36 +1273,30 @@ impl Backend for Object {
                     None => Ok(false),
                     Some(Current::Object(w, _)) => {
                         w.finish().await.map(|()| true).map_err(|e| match e {
-                            sgard_depot::Error::HashMismatch { .. } => Status::data_loss(format!(
+                            sgard_depot::Error::HashMismatch { .. } => Error::damaged(format!(
                                 "{e}: the bytes sent do not hash to their name; dropped"
                             )),
-                            other => depot_status(other),
+                            other => depot_error(other),
                         })
                     }
                     Some(Current::List(h, text)) => {
-                        let t = String::from_utf8(text).map_err(|_| {
-                            Status::invalid_argument("a chunk list that is not text")
-                        })?;
+                        let t = String::from_utf8(text)
+                            .map_err(|_| Error::invalid("a chunk list that is not text"))?;
                         store_list(&depot, &g, &h, t).await.map(|()| true)
                     }
                 }
             }
         };
-        while let Some(msg) = stream.next().await {
-            let msg = msg?;
-            let Some(BlobChunk { hash, data, kind }) = msg.chunk else {
-                return Err(Status::invalid_argument("message without a chunk"));
-            };
+        while let Some(piece) = pieces.next().await {
+            let Piece { start, data } = piece?;
             crate::metrics::bytes_received(data.len());
-            if !hash.is_empty() {
+            if let Some((h, kind)) = start {
                 if finish(current.take(), &self.depot, &g).await? {
                     done += 1;
                 }
-                let h = Hash::parse(&hash)
-                    .map_err(|_| Status::invalid_argument(format!("malformed hash {hash:?}")))?;
-                current = Some(match Kind::from_wire(kind) {
-                    Some(Kind::List) => Current::List(h, Vec::new()),
-                    Some(k) => {
+                current = Some(match kind {
+                    Kind::List => Current::List(h, Vec::new()),
+                    k => {
                         let kind = if k == Kind::Chunk {
                             ObjKind::Chunk
                         } else {
@@ -1314,34 +1306,31 @@ impl Backend for Object {
                             .depot
                             .object_writer(&g, kind, &h)
                             .await
-                            .map_err(depot_status)?;
+                            .map_err(depot_error)?;
                         Current::Object(Box::new(w), 0)
-                    }
-                    None => {
-                        return Err(Status::invalid_argument(format!("unknown kind {kind}")));
                     }
                 });
             }
             match current.as_mut() {
                 None if !data.is_empty() => {
-                    return Err(Status::invalid_argument("data before any blob hash"));
+                    return Err(Error::invalid("data before any blob hash"));
                 }
                 None => {}
                 Some(Current::List(_, text)) => {
                     if text.len() as u64 + data.len() as u64 > MAX_LIST {
-                        return Err(Status::resource_exhausted("a chunk list too long"));
+                        return Err(Error::busy("a chunk list too long"));
                     }
                     text.extend_from_slice(&data);
                 }
                 Some(Current::Object(w, n)) => {
                     *n += data.len() as u64;
                     if *n > self.max_blob {
-                        return Err(Status::resource_exhausted(format!(
+                        return Err(Error::busy(format!(
                             "blob larger than the server's limit of {} bytes; dropped",
                             self.max_blob
                         )));
                     }
-                    w.write(&data).await.map_err(depot_status)?;
+                    w.write(&data).await.map_err(depot_error)?;
                 }
             }
         }
@@ -1355,13 +1344,13 @@ impl Backend for Object {
             .depot
             .read_doc(scope, &name)
             .await
-            .map_err(depot_status)?
+            .map_err(depot_error)?
         {
             let text = text_of(&text, "a pending push")?;
             let field = |k: &str| {
                 text.lines()
                     .find_map(|l| l.strip_prefix(k).and_then(|h| Hash::parse(h.trim()).ok()))
-                    .ok_or_else(|| Status::data_loss("a pending push is damaged"))
+                    .ok_or_else(|| Error::damaged("a pending push is damaged"))
             };
             let (mh, hh) = (field("manifest ")?, field("history ")?);
             if self.stale_pending(&text) {
@@ -1375,21 +1364,21 @@ impl Backend for Object {
                 self.depot
                     .remove_doc(scope, &name)
                     .await
-                    .map_err(depot_status)?;
+                    .map_err(depot_error)?;
                 return Ok(done);
             }
             let m = Manifest::from_yaml(&self.get_text(&g, &mh, "a pushed manifest").await?)
-                .map_err(|e| Status::data_loss(e.to_string()))?;
+                .map_err(|e| Error::damaged(e.to_string()))?;
             let history = History::from_yaml(&self.get_text(&g, &hh, "a pushed history").await?)
-                .map_err(|e| Status::data_loss(e.to_string()))?
+                .map_err(|e| Error::damaged(e.to_string()))?
                 .records;
             self.depot
                 .remove_doc(scope, &name)
                 .await
-                .map_err(depot_status)?;
+                .map_err(depot_error)?;
             let s = self.load(&g).await?;
             let overtaken =
-                || Status::aborted("the server changed during the push; pull, then push again");
+                || Error::retry("the server changed during the push; pull, then push again");
             match decide(&s, &m, Base::Legacy) {
                 None => {
                     if self
@@ -1409,10 +1398,10 @@ impl Backend for Object {
         Ok(done)
     }
 
-    async fn pull_blobs(&self, garden: &str, pull: Pull) -> Result<BlobStream, Status> {
+    async fn pull_blobs(&self, garden: &str, pull: Pull) -> Result<Pieces, Error> {
         let g = garden_name(garden)?;
         let depot = self.depot.clone();
-        let (tx, rx) = mpsc::channel::<Result<v1::PullBlobsResponse, Status>>(8);
+        let (tx, rx) = mpsc::channel::<Result<Piece, Error>>(8);
         tokio::spawn(async move {
             for h in pull.hashes {
                 let r = send(&depot, &g, &h, pull.lists, pull.chunks, &tx).await;
@@ -1425,7 +1414,7 @@ impl Backend for Object {
         Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
     }
 
-    async fn missing_chunks(&self, garden: &str, hashes: Vec<Hash>) -> Result<Vec<Hash>, Status> {
+    async fn missing_chunks(&self, garden: &str, hashes: Vec<Hash>) -> Result<Vec<Hash>, Error> {
         let g = garden_name(garden)?;
         let mut out = Vec::new();
         for h in hashes {
@@ -1433,7 +1422,7 @@ impl Backend for Object {
                 .depot
                 .object_size(&g, ObjKind::Chunk, &h)
                 .await
-                .map_err(depot_status)?
+                .map_err(depot_error)?
                 .is_none()
             {
                 out.push(h);
@@ -1450,7 +1439,7 @@ impl Backend for Object {
     /// is refused, and one that read the head before the mark finds its
     /// own compare-and-swap failing, reads again and is judged against the
     /// list. Then the listed objects are deleted and the mark taken away.
-    async fn prune(&self, garden: &str) -> Result<u64, Status> {
+    async fn prune(&self, garden: &str) -> Result<u64, Error> {
         let g = garden_name(garden)?;
         for _ in 0..FENCE_TRIES {
             let Some(plan) = self.prune_plan(&g).await? else {
@@ -1470,21 +1459,15 @@ impl Backend for Object {
             }
             return removed;
         }
-        Err(Status::aborted(
+        Err(Error::retry(
             "pushes kept landing during the prune; nothing was pruned, run it again",
         ))
     }
 
-    async fn report(
-        &self,
-        garden: &str,
-        who: &str,
-        report: Report,
-        now: i64,
-    ) -> Result<(), Status> {
+    async fn report(&self, garden: &str, who: &str, report: Report, now: i64) -> Result<(), Error> {
         let g = garden_name(garden)?;
         fleet::check(&report.host, &report.version)
-            .map_err(|e| Status::invalid_argument(format!("{e:#}")))?;
+            .map_err(|e| Error::invalid(format!("{e:#}")))?;
         let name = doc(&format!("fleet-{}", fleet::record_name(who, &report.host)))?;
         let scope = Scope::Garden(&g);
         // A machine's own record: a few tries if it reports twice at once.
@@ -1493,7 +1476,7 @@ impl Backend for Object {
                 .depot
                 .read_doc(scope, &name)
                 .await
-                .map_err(depot_status)?
+                .map_err(depot_error)?
             {
                 Some((t, v)) => (
                     fleet::Machine::parse(&String::from_utf8_lossy(&t)),
@@ -1513,22 +1496,22 @@ impl Backend for Object {
                 .depot
                 .write_doc(scope, &name, m.to_text().as_bytes(), cond)
                 .await
-                .map_err(depot_status)?
+                .map_err(depot_error)?
             {
                 return Ok(());
             }
         }
-        Err(Status::aborted(
+        Err(Error::retry(
             "the machine's record kept changing; try again",
         ))
     }
 
-    async fn fleet(&self, garden: &str) -> Result<FleetView, Status> {
+    async fn fleet(&self, garden: &str) -> Result<FleetView, Error> {
         let g = garden_name(garden)?;
         let s = self.load(&g).await?;
         let scope = Scope::Garden(&g);
         let mut machines = Vec::new();
-        for name in self.depot.list_docs(scope).await.map_err(depot_status)? {
+        for name in self.depot.list_docs(scope).await.map_err(depot_error)? {
             if !name.as_str().starts_with("fleet-") {
                 continue;
             }
@@ -1536,7 +1519,7 @@ impl Backend for Object {
                 .depot
                 .read_doc(scope, &name)
                 .await
-                .map_err(depot_status)?
+                .map_err(depot_error)?
             {
                 let m = fleet::Machine::parse(&String::from_utf8_lossy(&t));
                 if !m.key.is_empty() {
@@ -1557,7 +1540,7 @@ impl Backend for Object {
         })
     }
 
-    async fn first_use_of_nonce(&self, nonce: &[u8], ts: i64) -> Result<bool, Status> {
+    async fn first_use_of_nonce(&self, nonce: &[u8], ts: i64) -> Result<bool, Error> {
         // Named by the signed pair (a replay carries the same one), with
         // the time first so old ones are told apart without reading them;
         // the nonce by its hash, so any length allowed fits a name.
@@ -1566,7 +1549,7 @@ impl Backend for Object {
             .depot
             .write_once(Scope::Server, &name, b"used")
             .await
-            .map_err(depot_status)?;
+            .map_err(depot_error)?;
         // Now and then, the nonces whose window closed go.
         if nonce.first().is_some_and(|b| b % 32 == 0) {
             let now = sgard_proto::wire::unix_now();
@@ -1603,14 +1586,14 @@ pub(crate) async fn store_list(
     g: &GardenName,
     h: &Hash,
     text: String,
-) -> Result<(), Status> {
+) -> Result<(), Error> {
     use futures_util::StreamExt as Futures;
-    let list = ChunkList::parse(&text)
-        .map_err(|why| Status::invalid_argument(format!("chunk list {h}: {why}")))?;
+    let list =
+        ChunkList::parse(&text).map_err(|why| Error::invalid(format!("chunk list {h}: {why}")))?;
     if depot
         .object_size(g, ObjKind::ChunkList, h)
         .await
-        .map_err(depot_status)?
+        .map_err(depot_error)?
         .is_some()
     {
         return Ok(());
@@ -1630,29 +1613,29 @@ pub(crate) async fn store_list(
         let data = match got {
             Ok(data) if data.len() as u64 == u64::from(len) => data,
             Ok(_) | Err(sgard_depot::Error::TooLarge { .. }) => {
-                return Err(Status::data_loss(format!(
+                return Err(Error::damaged(format!(
                     "chunk list {h}: chunk {c} is not {len} bytes long; dropped"
                 )));
             }
             Err(sgard_depot::Error::NotFound { .. }) => {
-                return Err(Status::failed_precondition(format!(
+                return Err(Error::refused(format!(
                     "chunk list {h} names chunk {c}, which the server does not have; dropped"
                 )));
             }
-            Err(e) => return Err(depot_status(e)),
+            Err(e) => return Err(depot_error(e)),
         };
         whole.update(&data);
     }
     let actual = whole.finish();
     if actual != *h {
-        return Err(Status::data_loss(format!(
+        return Err(Error::damaged(format!(
             "chunk list {h}: its chunks make content {actual}, not {h}; dropped"
         )));
     }
     depot
         .put_list(g, h, Bytes::from(text))
         .await
-        .map_err(depot_status)
+        .map_err(depot_error)
 }
 
 /// Sends chunked content `h` (its list `text`) whole, reassembled chunk by
@@ -1664,29 +1647,28 @@ async fn send_whole(
     g: &GardenName,
     h: &Hash,
     text: &str,
-    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
-) -> Result<(), Status> {
+    tx: &mpsc::Sender<Result<Piece, Error>>,
+) -> Result<(), Error> {
     let list = ChunkList::parse(text)
-        .map_err(|why| Status::data_loss(format!("chunk list {h} is damaged ({why})")))?;
+        .map_err(|why| Error::damaged(format!("chunk list {h} is damaged ({why})")))?;
     let mut whole = sgard_store::Hasher::new();
     let mut first = true;
     let send = |data: &[u8], first: &mut bool| {
-        let chunk = BlobChunk {
-            hash: if *first { h.to_hex() } else { String::new() },
+        let piece = Piece {
+            start: first.then_some((*h, Kind::Blob)),
             data: data.to_vec(),
-            kind: Kind::Blob.wire(),
         };
         *first = false;
-        crate::metrics::bytes_sent(chunk.data.len());
-        tx.send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
+        crate::metrics::bytes_sent(piece.data.len());
+        tx.send(Ok(piece))
     };
     for (c, len) in &list.chunks {
         let data = depot
             .get_object_within(g, ObjKind::Chunk, c, u64::from(*len))
             .await
-            .map_err(depot_status)?;
+            .map_err(depot_error)?;
         if data.len() as u64 != u64::from(*len) {
-            return Err(Status::data_loss(format!(
+            return Err(Error::damaged(format!(
                 "chunk list {h}: chunk {c} is not {len} bytes long"
             )));
         }
@@ -1702,7 +1684,7 @@ async fn send_whole(
     }
     let actual = whole.finish();
     if actual != *h {
-        return Err(Status::data_loss(format!(
+        return Err(Error::damaged(format!(
             "content {h} is damaged on the server: its chunks make {actual}"
         )));
     }
@@ -1717,8 +1699,8 @@ async fn send(
     h: &Hash,
     lists: bool,
     chunks: bool,
-    tx: &mpsc::Sender<Result<v1::PullBlobsResponse, Status>>,
-) -> Result<(), Status> {
+    tx: &mpsc::Sender<Result<Piece, Error>>,
+) -> Result<(), Error> {
     let (kind, wire) = if chunks {
         (ObjKind::Chunk, Kind::Chunk)
     } else {
@@ -1728,7 +1710,7 @@ async fn send(
         && depot
             .object_size(g, ObjKind::Blob, h)
             .await
-            .map_err(depot_status)?
+            .map_err(depot_error)?
             .is_none()
     {
         // Stored chunked: its list to a peer that takes lists, else the
@@ -1739,53 +1721,44 @@ async fn send(
                 if !lists {
                     return send_whole(depot, g, h, &text, tx).await;
                 }
-                for chunk in sgard_proto::blobs::list_messages(h, &text) {
-                    crate::metrics::bytes_sent(chunk.data.len());
-                    if tx
-                        .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
-                        .await
-                        .is_err()
-                    {
+                for piece in sgard_proto::blobs::list_pieces(h, &text) {
+                    crate::metrics::bytes_sent(piece.data.len());
+                    if tx.send(Ok(piece)).await.is_err() {
                         return Ok(());
                     }
                 }
                 return Ok(());
             }
             Err(sgard_depot::Error::NotFound { .. }) => {}
-            Err(e) => return Err(depot_status(e)),
+            Err(e) => return Err(depot_error(e)),
         }
     }
     let mut stream = match depot.object_stream(g, kind, h).await {
         Ok(s) => s,
         Err(sgard_depot::Error::NotFound { .. }) => {
-            return Err(Status::not_found(format!("blob {h} not found")));
+            return Err(Error::not_found(format!("blob {h} not found")));
         }
-        Err(e) => return Err(depot_status(e)),
+        Err(e) => return Err(depot_error(e)),
     };
     let mut first = true;
     let mut buf: Vec<u8> = Vec::new();
     let flush = |buf: &mut Vec<u8>, first: &mut bool| {
-        let chunk = BlobChunk {
-            hash: if *first { h.to_hex() } else { String::new() },
+        let piece = Piece {
+            start: first.then_some((*h, wire)),
             data: std::mem::take(buf),
-            kind: wire.wire(),
         };
         *first = false;
-        chunk
+        piece
     };
     while let Some(piece) = stream.next_chunk().await {
-        let piece = piece.map_err(depot_status)?;
+        let piece = piece.map_err(depot_error)?;
         buf.extend_from_slice(&piece);
         while buf.len() >= CHUNK_SIZE {
             let rest = buf.split_off(CHUNK_SIZE);
             let mut whole = std::mem::replace(&mut buf, rest);
             let chunk = flush(&mut whole, &mut first);
             crate::metrics::bytes_sent(chunk.data.len());
-            if tx
-                .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
-                .await
-                .is_err()
-            {
+            if tx.send(Ok(chunk)).await.is_err() {
                 return Ok(());
             }
         }
@@ -1793,9 +1766,7 @@ async fn send(
     if first || !buf.is_empty() {
         let chunk = flush(&mut buf, &mut first);
         crate::metrics::bytes_sent(chunk.data.len());
-        let _ = tx
-            .send(Ok(v1::PullBlobsResponse { chunk: Some(chunk) }))
-            .await;
+        let _ = tx.send(Ok(chunk)).await;
     }
     Ok(())
 }
@@ -1908,8 +1879,8 @@ mod tests {
             )
             .await
             .unwrap();
-        assert_eq!(r.decision, Decision::Accepted as i32, "{r:?}");
-        Hash::parse(&r.head_id).unwrap()
+        assert_eq!(r.decision, Decision::Accepted, "{r:?}");
+        r.head.unwrap()
     }
 
     #[test]
@@ -2036,7 +2007,7 @@ mod tests {
                 )
                 .await
                 .unwrap();
-            assert_eq!(r.decision, Decision::Accepted as i32);
+            assert_eq!(r.decision, Decision::Accepted);
             let name = Object::pending_name("SHA256:go").unwrap();
             let (text, v) = o
                 .depot
@@ -2080,11 +2051,7 @@ mod tests {
 
     /// A push of `m` from `base` as an sgard client commits it: the
     /// server's answer.
-    async fn try_push(
-        o: &Object,
-        m: Manifest,
-        base: Base,
-    ) -> Result<v1::PushManifestResponse, Status> {
+    async fn try_push(o: &Object, m: Manifest, base: Base) -> Result<PushOutcome, Error> {
         o.push_manifest(
             "default",
             "SHA256:test",

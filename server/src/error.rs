@@ -1,0 +1,130 @@
+//! The backends' error: what went wrong, in the protocol's terms but not
+//! its types. Only the gRPC service turns it into a `tonic::Status`
+//! ([`Error::code`] picks the code), so a backend can be driven and tested
+//! without gRPC.
+
+/// What kind of failure, as a client should treat it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The request is malformed (a bad hash, an unknown kind, a limit).
+    Invalid,
+    /// The request is refused as things stand (blobs missing, a Go
+    /// client's garden mismatch): `FAILED_PRECONDITION`.
+    Refused,
+    /// Stored or sent data is damaged: `DATA_LOSS`.
+    Damaged,
+    /// Lost a race (another push or prune moved first): try again.
+    Retry,
+    /// Too much at once.
+    Busy,
+    /// What was asked for is not there.
+    NotFound,
+    /// The store cannot be reached for now.
+    Unavailable,
+    /// The store did not answer in time.
+    Timeout,
+    /// The key is not (or no longer) allowed.
+    Denied,
+    /// A failure of the server itself.
+    Internal,
+}
+
+/// A backend's error: a [`Kind`] and the words for the client.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    kind: Kind,
+    message: String,
+}
+
+/// A backend's result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $name:ident => $kind:ident,)*) => {
+        impl Error {
+            $(
+                $(#[$doc])*
+                pub fn $name(message: impl Into<String>) -> Error {
+                    Error { kind: Kind::$kind, message: message.into() }
+                }
+            )*
+        }
+    };
+}
+
+kinds! {
+    /// A malformed request.
+    invalid => Invalid,
+    /// A request refused as things stand.
+    refused => Refused,
+    /// Damaged data.
+    damaged => Damaged,
+    /// A lost race; try again.
+    retry => Retry,
+    /// Too much at once.
+    busy => Busy,
+    /// Not there.
+    not_found => NotFound,
+    /// The store cannot be reached.
+    unavailable => Unavailable,
+    /// The store did not answer in time.
+    timeout => Timeout,
+    /// Not allowed.
+    denied => Denied,
+    /// The server's own failure.
+    internal => Internal,
+}
+
+impl Error {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Its words.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The gRPC code the service answers it with.
+    pub fn code(&self) -> tonic::Code {
+        use tonic::Code;
+        match self.kind {
+            Kind::Invalid => Code::InvalidArgument,
+            Kind::Refused => Code::FailedPrecondition,
+            Kind::Damaged => Code::DataLoss,
+            Kind::Retry => Code::Aborted,
+            Kind::Busy => Code::ResourceExhausted,
+            Kind::NotFound => Code::NotFound,
+            Kind::Unavailable => Code::Unavailable,
+            Kind::Timeout => Code::DeadlineExceeded,
+            Kind::Denied => Code::PermissionDenied,
+            Kind::Internal => Code::Internal,
+        }
+    }
+}
+
+impl From<Error> for tonic::Status {
+    fn from(e: Error) -> tonic::Status {
+        tonic::Status::new(e.code(), e.message)
+    }
+}
+
+/// An error and its causes on one line.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    sgard_garden::error_chain(e)
+}
+
+/// A store error met while taking or reading objects.
+pub(crate) fn store_error(e: sgard_store::Error) -> Error {
+    match e {
+        sgard_store::Error::Corrupt { hash, actual } => Error::damaged(format!(
+            "blob {hash}: the bytes sent hash to {actual}; dropped"
+        )),
+        sgard_store::Error::TooLarge { limit } => Error::busy(format!(
+            "blob larger than the server's limit of {limit} bytes; dropped"
+        )),
+        other => Error::internal(chain(&other)),
+    }
+}
