@@ -1,41 +1,41 @@
 //! One module per subcommand: parse, call one Garden method, render.
 
-mod add;
-mod checkpoint;
-mod chunking;
-mod completion;
-mod diff;
-mod doctor;
-mod edit;
-mod encrypt;
-mod exclude;
-mod fleet;
-mod git;
-mod identity;
-mod info;
-mod init;
-mod list;
-mod lock;
-mod log;
-mod man;
-mod merge;
-mod mirror;
-mod prune;
-mod pull;
-mod push;
-mod remote;
-mod remove;
-mod render;
-mod restore;
-mod scripts;
-mod show;
-mod stats;
-mod status;
-mod tag;
-mod target;
-mod trust;
-mod undo;
-mod verify;
+pub(crate) mod add;
+pub(crate) mod checkpoint;
+pub(crate) mod chunking;
+pub(crate) mod completion;
+pub(crate) mod diff;
+pub(crate) mod doctor;
+pub(crate) mod edit;
+pub(crate) mod encrypt;
+pub(crate) mod exclude;
+pub(crate) mod fleet;
+pub(crate) mod git;
+pub(crate) mod identity;
+pub(crate) mod info;
+pub(crate) mod init;
+pub(crate) mod list;
+pub(crate) mod lock;
+pub(crate) mod log;
+pub(crate) mod man;
+pub(crate) mod merge;
+pub(crate) mod mirror;
+pub(crate) mod prune;
+pub(crate) mod pull;
+pub(crate) mod push;
+pub(crate) mod remote;
+pub(crate) mod remove;
+pub(crate) mod render;
+pub(crate) mod restore;
+pub(crate) mod scripts;
+pub(crate) mod show;
+pub(crate) mod stats;
+pub(crate) mod status;
+pub(crate) mod tag;
+pub(crate) mod target;
+pub(crate) mod trust;
+pub(crate) mod undo;
+pub(crate) mod verify;
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -84,7 +84,7 @@ pub struct Net {
 
 impl Net {
     /// The network flags of a command (`remote`: its `--remote`).
-    fn of(remote: Option<&String>, a: Option<&crate::cli::NetArgs>) -> Self {
+    pub fn of(remote: Option<&String>, a: Option<&crate::cli::NetArgs>) -> Self {
         let d = crate::cli::NetArgs {
             connect_timeout: 10,
             timeout: 60,
@@ -236,321 +236,137 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         anstream::AutoStream::choice(&io::stderr()) != anstream::ColorChoice::Never,
     );
     let mut out = anstream::AutoStream::new(io::stdout().lock(), mode);
-    match cli.command {
+    let command = match cli.command {
         Command::Version => {
             writeln!(out, "sgard {}", env!("CARGO_PKG_VERSION"))?;
             return Ok(ExitCode::SUCCESS);
         }
-        Command::Completion { shell } => return completion::run(shell, &mut out),
-        Command::Man { dir } => return man::run(dir.as_deref(), &mut out),
-        _ => {}
-    }
+        Command::Completion(a) => return completion::run(a.shell, &mut out),
+        Command::Man(a) => return man::run(a.dir.as_deref(), &mut out),
+        other => other,
+    };
     let mut env = context::env()?;
     env.no_cache = cli.no_cache;
     let repo = context::repo_path(&env, cli.repo.as_deref());
-    let net = match &cli.command {
-        Command::Push { remote, net, .. }
-        | Command::Pull { remote, net, .. }
-        | Command::List { remote, net, .. }
-        | Command::Prune { remote, net, .. }
-        | Command::Doctor { remote, net, .. }
-        | Command::Fleet { remote, net, .. } => Net::of(remote.as_ref(), Some(net)),
-        Command::Remote {
-            action: crate::cli::RemoteAction::Set { tls, tls_ca, .. },
-        } => Net::of(
-            None,
-            Some(&crate::cli::NetArgs {
-                tls: *tls,
-                tls_ca: tls_ca.clone(),
-                ..crate::cli::NetArgs::default()
-            }),
-        ),
-        _ => Net::of(None, None),
-    };
     let ctx = Ctx {
         env,
         repo,
-        net,
+        net: each!(&command, a => a.net()),
         colour,
-        needs_history: needs_history(&cli.command),
-        git_setup: !matches!(cli.command, Command::Doctor { .. }),
+        needs_history: each!(&command, a => a.needs_history()),
+        git_setup: each!(&command, a => a.git_setup()),
     };
     let _progress = ui::progress::View::start(verbosity, context::progress_delay());
     // With -q a command that does something prints only errors (on
     // stderr, naming what failed); a query still prints its answer.
     let mut sink = io::sink();
-    let out: &mut dyn Write = if verbosity == ui::Verbosity::Quiet && !answers(&cli.command) {
-        &mut sink
-    } else {
-        &mut out
-    };
-    let code = match cli.command {
-        Command::Init { dry_run } => init::run(&ctx, dry_run, out)?,
-        Command::Add(a) => add::run(&ctx, &a, out)?,
-        Command::Remove { paths, dry_run } => remove::run(&ctx, &paths, dry_run, out)?,
-        Command::Merge { paths, dry_run } => merge::run(&ctx, &paths, dry_run, out)?,
-        Command::Git { args } => git::run(&ctx, &args)?,
-        Command::GitMergeDriver {
-            base,
-            ours,
-            theirs,
-            path,
-        } => git::merge_driver(&ctx, &base, &ours, &theirs, &path)?,
-        Command::Checkpoint {
-            message,
-            paths,
-            dry_run,
-            commit,
-            push,
-        } => checkpoint::run(
-            &ctx,
-            message.as_deref(),
-            &paths,
-            checkpoint::Then {
-                dry_run,
-                commit,
-                push,
-            },
-            out,
-        )?,
-        Command::Restore {
-            paths,
-            force,
-            dry_run,
-            at,
-            no_scripts,
-        } => restore::run(
-            &ctx,
-            &paths,
-            restore::Flags {
-                force,
-                dry_run,
-                no_scripts,
-            },
-            at.as_deref(),
-            out,
-        )?,
-        Command::RunScripts { dry_run } => scripts::run(&ctx, dry_run, out)?,
-        Command::Status {
-            paths,
-            exit_code,
-            json,
-        } => buffered(out, |o| status::run(&ctx, &paths, exit_code, json, o))?,
-        Command::Diff {
-            paths,
-            at,
-            exit_code,
-            stat,
-            json,
-        } => diff::run(
-            &ctx,
-            &paths,
-            diff::Flags {
-                at,
-                exit_code,
-                stat,
-                json,
-            },
-            out,
-        )?,
-        Command::Verify { json } => buffered(out, |o| verify::run(&ctx, json, o))?,
-        Command::Doctor { json, .. } => doctor::run(&ctx, json, out)?,
-        Command::List { json, .. } => {
-            buffered(out, |o| list::run(&ctx, json, ctx.net.remote.is_some(), o))?
-        }
-        Command::Info { path, json } => info::run(&ctx, &path, json, out)?,
-        Command::Prune { dry_run, .. } => prune::run(&ctx, ctx.net.remote.is_some(), dry_run, out)?,
-        Command::Stats { snapshots, json } => stats::run(&ctx, snapshots, json, out)?,
-        Command::Render { path } => render::run(&ctx, &path, out)?,
-        Command::Edit { paths, no_apply } => edit::run(&ctx, &paths, no_apply, out)?,
-        Command::Data { json } => render::data(&ctx, json, out)?,
-        Command::Chunking {
-            off,
-            on,
-            threshold,
-            sizes,
-            dry_run,
-        } => chunking::run(
-            &ctx,
-            chunking::Change {
-                off,
-                on,
-                threshold,
-                sizes,
-            },
-            dry_run,
-            out,
-        )?,
-        Command::Push { dry_run, .. } => push::run(&ctx, dry_run, out)?,
-        Command::Pull {
-            theirs,
-            ours,
-            force,
-            allow_absolute,
-            allow_setuid,
-            no_scripts,
-            allow_unsigned,
-            dry_run,
-            ..
-        } => pull::run(
-            &ctx,
-            pull::Flags {
-                theirs,
-                ours,
-                force,
-                allow_absolute,
-                allow_setuid,
-                no_scripts,
-                allow_unsigned,
-                dry_run,
-            },
-            out,
-        )?,
-        Command::Remote { action } => remote::run(&ctx, action, out)?,
-        Command::Log { max, json } => buffered(out, |o| log::run(&ctx, max, json, o))?,
-        Command::Show { id, json } => show::run(&ctx, &id, json, out)?,
-        Command::Undo { dry_run, yes } => undo::run(&ctx, dry_run, yes, out)?,
-        Command::Forget {
-            ids,
-            keep_last,
-            keep_within,
-            keep_daily,
-            dry_run,
-        } => log::forget(&ctx, ids, keep_last, keep_within, keep_daily, dry_run, out)?,
-        Command::Lock { paths, dry_run } => lock::run(&ctx, &paths, true, dry_run, out)?,
-        Command::Unlock { paths, dry_run } => lock::run(&ctx, &paths, false, dry_run, out)?,
-        Command::Target {
-            paths,
-            only,
-            never,
-            clear,
-            dry_run,
-        } => target::run(&ctx, &paths, only, never, clear, dry_run, out)?,
-        Command::Tag { action } => tag::run(&ctx, action, out)?,
-        Command::Trust { action } => trust::run(&ctx, action, out)?,
-        Command::Fleet { json, .. } => fleet::run(&ctx, json, out)?,
-        Command::Identity { json } => identity::run(&ctx, json, out)?,
-        Command::Exclude {
-            paths,
-            list,
-            dry_run,
-        } => exclude::run_exclude(&ctx, &paths, list, dry_run, out)?,
-        Command::Include { paths, dry_run } => exclude::run_include(&ctx, &paths, dry_run, out)?,
-        Command::Mirror { direction } => mirror::run(&ctx, direction, out)?,
-        Command::Encrypt { action } => encrypt::run(&ctx, action, out)?,
-        Command::Version | Command::Completion { .. } | Command::Man { .. } => ExitCode::SUCCESS,
-    };
+    let out: &mut dyn Write =
+        if verbosity == ui::Verbosity::Quiet && !each!(&command, a => a.answers()) {
+            &mut sink
+        } else {
+            &mut out
+        };
+    let code = each!(command, a => a.run(&ctx, out)?);
     out.flush()?;
     Ok(code)
 }
 
-/// Whether the command's output is what it was asked for (a query), kept
-/// with `-q`; the output of the others is a report of what they did.
-fn answers(c: &Command) -> bool {
-    use crate::cli::{EncryptAction, RemoteAction, TagAction};
-    match c {
-        Command::Status { .. }
-        | Command::Diff { .. }
-        | Command::List { .. }
-        | Command::Info { .. }
-        | Command::Log { .. }
-        | Command::Show { .. }
-        | Command::Stats { .. }
-        | Command::Render { .. }
-        | Command::Data { .. }
-        | Command::Identity { .. }
-        | Command::Doctor { .. }
-        | Command::Fleet { .. }
-        | Command::Version
-        | Command::Completion { .. }
-        | Command::Man { dir: None } => true,
-        Command::Tag { action } => matches!(action, TagAction::List),
-        Command::Trust { action } => matches!(action, crate::cli::TrustAction::List),
-        Command::Exclude { list, .. } => *list,
-        Command::Remote { action } => matches!(action, RemoteAction::Show),
-        Command::Encrypt { action } => matches!(action, EncryptAction::ListSlots),
-        Command::Chunking {
-            off,
-            on,
-            threshold,
-            sizes,
-            ..
-        } => !off && !on && threshold.is_none() && sizes.is_none(),
-        // A dry run's report is what it was asked for.
-        _ => dry_run_of(c),
+/// A command's arguments: each `cmd/<name>.rs` defines its own (a
+/// `clap::Args` struct) and says here how it runs and what the run around
+/// it needs to know.
+pub trait Run {
+    /// Runs the command.
+    fn run(self, ctx: &Ctx, out: &mut dyn Write) -> Result<ExitCode>;
+
+    /// Whether it was asked for a dry run.
+    fn dry_run(&self) -> bool {
+        false
+    }
+
+    /// Whether its output is what it was asked for (a query), kept with
+    /// `-q`; the output of the others is a report of what they did (a dry
+    /// run's report is what it was asked for).
+    fn answers(&self) -> bool {
+        self.dry_run()
+    }
+
+    /// Whether it refuses on a damaged history (it reads or rewrites the
+    /// log): it then fails at once with that error, and the others go on
+    /// with a warning.
+    fn needs_history(&self) -> bool {
+        false
+    }
+
+    /// Its flags about the sync server (only the commands that talk to
+    /// one have any).
+    fn net(&self) -> Net {
+        Net::of(None, None)
+    }
+
+    /// Whether opening the repository may set up git's merge driver (not
+    /// for `doctor`, which changes nothing and reports what is missing).
+    fn git_setup(&self) -> bool {
+        true
     }
 }
 
-/// Whether the command refuses on a damaged history (it reads or rewrites
-/// the log): it then fails at once with that error, and the others go on
-/// with a warning.
-fn needs_history(c: &Command) -> bool {
-    match c {
-        Command::Log { .. }
-        | Command::Show { .. }
-        | Command::Checkpoint { .. }
-        | Command::Forget { .. }
-        | Command::Verify { .. }
-        | Command::Undo { .. }
-        | Command::Push { .. }
-        | Command::Pull { .. } => true,
-        Command::Prune { remote, .. } => remote.is_none(),
-        Command::Restore { at, .. } | Command::Diff { at, .. } => at.is_some(),
-        _ => false,
-    }
+/// `each!(command, a => expr)`: `expr` with `a` bound to the arguments of
+/// whichever command it is. The one list of the commands that run against
+/// a repository (`version`, `completion` and `man` are answered first).
+macro_rules! each {
+    ($c:expr, $a:ident => $e:expr) => {
+        match $c {
+            Command::Init($a) => $e,
+            Command::Add($a) => $e,
+            Command::Remove($a) => $e,
+            Command::Checkpoint($a) => $e,
+            Command::Restore($a) => $e,
+            Command::RunScripts($a) => $e,
+            Command::Merge($a) => $e,
+            Command::Git($a) => $e,
+            Command::GitMergeDriver($a) => $e,
+            Command::Status($a) => $e,
+            Command::Diff($a) => $e,
+            Command::Verify($a) => $e,
+            Command::Doctor($a) => $e,
+            Command::Stats($a) => $e,
+            Command::Chunking($a) => $e,
+            Command::List($a) => $e,
+            Command::Edit($a) => $e,
+            Command::Render($a) => $e,
+            Command::Data($a) => $e,
+            Command::Info($a) => $e,
+            Command::Prune($a) => $e,
+            Command::Push($a) => $e,
+            Command::Pull($a) => $e,
+            Command::Fleet($a) => $e,
+            Command::Remote($a) => $e,
+            Command::Log($a) => $e,
+            Command::Show($a) => $e,
+            Command::Undo($a) => $e,
+            Command::Forget($a) => $e,
+            Command::Lock($a) => $e,
+            Command::Unlock($a) => $e,
+            Command::Target($a) => $e,
+            Command::Tag($a) => $e,
+            Command::Identity($a) => $e,
+            Command::Exclude($a) => $e,
+            Command::Include($a) => $e,
+            Command::Encrypt($a) => $e,
+            Command::Mirror($a) => $e,
+            Command::Trust($a) => $e,
+            Command::Version | Command::Completion(_) | Command::Man(_) => {
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+    };
 }
-
-/// Whether the command was asked for a dry run.
-fn dry_run_of(c: &Command) -> bool {
-    use crate::cli::{EncryptAction, MirrorDirection, RemoteAction, TagAction};
-    match c {
-        Command::Add(a) => a.dry_run,
-        Command::Init { dry_run }
-        | Command::Remove { dry_run, .. }
-        | Command::Checkpoint { dry_run, .. }
-        | Command::Restore { dry_run, .. }
-        | Command::RunScripts { dry_run }
-        | Command::Merge { dry_run, .. }
-        | Command::Prune { dry_run, .. }
-        | Command::Chunking { dry_run, .. }
-        | Command::Push { dry_run, .. }
-        | Command::Pull { dry_run, .. }
-        | Command::Undo { dry_run, .. }
-        | Command::Forget { dry_run, .. }
-        | Command::Lock { dry_run, .. }
-        | Command::Unlock { dry_run, .. }
-        | Command::Target { dry_run, .. }
-        | Command::Exclude { dry_run, .. }
-        | Command::Include { dry_run, .. } => *dry_run,
-        Command::Tag {
-            action: TagAction::Add { dry_run, .. } | TagAction::Remove { dry_run, .. },
-        }
-        | Command::Trust {
-            action:
-                crate::cli::TrustAction::Add { dry_run, .. }
-                | crate::cli::TrustAction::Remove { dry_run, .. },
-        }
-        | Command::Remote {
-            action: RemoteAction::Set { dry_run, .. } | RemoteAction::Unset { dry_run },
-        }
-        | Command::Mirror {
-            direction: MirrorDirection::Up { dry_run, .. } | MirrorDirection::Down { dry_run, .. },
-        }
-        | Command::Encrypt {
-            action:
-                EncryptAction::Init { dry_run }
-                | EncryptAction::RemoveSlot { dry_run, .. }
-                | EncryptAction::ChangePassphrase { dry_run }
-                | EncryptAction::RotateDek { dry_run },
-        } => *dry_run,
-        _ => false,
-    }
-}
+use each;
 
 /// Runs a command that may print thousands of lines and never prompts with
 /// its standard output buffered: one write per 64 KiB instead of one per
 /// line (10,000 `write` calls were a tenth of `status` on a big tree).
-fn buffered(
+pub(crate) fn buffered(
     out: &mut dyn Write,
     f: impl FnOnce(&mut dyn Write) -> Result<ExitCode>,
 ) -> Result<ExitCode> {

@@ -8,10 +8,9 @@ use sgard_garden::{AddOptions, AddOutcome};
 use sgard_manifest::Run;
 
 use super::Ctx;
-use crate::cli::AddArgs;
 use crate::ui;
 
-pub fn run(ctx: &Ctx, args: &AddArgs, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_to_change(args.dry_run)?;
     let opts = AddOptions {
         dir: args.dir,
@@ -86,5 +85,67 @@ pub fn refused_secrets(e: sgard_garden::Error) -> anyhow::Error {
              `sgard exclude PATH` keeps it out"
         )),
         other => other.into(),
+    }
+}
+
+/// The arguments of `sgard add`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Files, symlinks or folders to track
+    #[arg(required = true, value_name = "PATH", value_parser = crate::cli::path_arg())]
+    pub paths: Vec<std::ffi::OsString>,
+    /// Track folders themselves (their mode), not their contents
+    #[arg(long)]
+    pub dir: bool,
+    /// Lock the entries: the repository's version always wins
+    #[arg(long)]
+    pub lock: bool,
+    /// Apply only on machines with one of these labels
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LABEL,...",
+        conflicts_with = "never"
+    )]
+    pub only: Vec<String>,
+    /// Never apply on machines with one of these labels
+    #[arg(long, value_delimiter = ',', value_name = "LABEL,...")]
+    pub never: Vec<String>,
+    /// Encrypt the files (also turns tracked plain files into encrypted ones)
+    #[arg(long, conflicts_with = "no_encrypt")]
+    pub encrypt: bool,
+    /// Store the files in plaintext, also those that look like secrets
+    /// (turns encrypted entries into plain ones)
+    #[arg(long, visible_alias = "plaintext")]
+    pub no_encrypt: bool,
+    /// Track the files as templates (Jinja): what they hold now is the
+    /// source; restore writes its rendering for each machine
+    #[arg(long)]
+    pub template: bool,
+    /// Mark the files as scripts run after restore, pull and mirror down:
+    /// once per content, or whenever the content changes
+    #[arg(long, value_name = "WHEN", value_parser = ["once", "onchange"])]
+    pub run: Option<String>,
+    /// Follow symlinks: one to a folder is walked as that folder (its files
+    /// tracked under the link's path); one to a file is tracked with the
+    /// file it points to
+    #[arg(long)]
+    pub follow: bool,
+    /// Show what would be tracked or refreshed; store nothing
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
     }
 }

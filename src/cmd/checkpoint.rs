@@ -21,7 +21,7 @@ pub struct Then {
     pub push: bool,
 }
 
-pub fn run(
+fn run(
     ctx: &Ctx,
     message: Option<&str>,
     paths: &[OsString],
@@ -219,4 +219,52 @@ fn entries(n: usize) -> String {
 
 fn plural_y(n: usize) -> &'static str {
     if n == 1 { "y" } else { "ies" }
+}
+
+/// The arguments of `sgard checkpoint`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A message describing this checkpoint
+    #[arg(short, long)]
+    message: Option<String>,
+    /// Entries (or folders of entries) to record [default: all]
+    #[arg(value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Show what would be recorded; record nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+    /// Then commit the repository with git (when it recorded a snapshot)
+    #[arg(long)]
+    commit: bool,
+    /// Then commit and push with git (when it recorded a snapshot)
+    #[arg(long)]
+    push: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(
+            ctx,
+            self.message.as_deref(),
+            &self.paths,
+            Then {
+                dry_run: self.dry_run,
+                commit: self.commit,
+                push: self.push,
+            },
+            out,
+        )
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn needs_history(&self) -> bool {
+        true
+    }
 }

@@ -58,7 +58,7 @@ fn describe(s: &Setting, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-pub fn run(ctx: &Ctx, c: Change, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, c: Change, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     if !c.off && !c.on && c.threshold.is_none() && c.sizes.is_none() {
         let g = ctx.open_repository_only()?;
         describe(&g.chunking()?, out)?;
@@ -115,6 +115,54 @@ pub fn run(ctx: &Ctx, c: Change, dry_run: bool, out: &mut dyn Write) -> Result<E
         writeln!(out, "Nothing was changed.")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard chunking`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Store every file as one blob (readable by the Go sgard)
+    #[arg(long, conflicts_with_all = ["on", "threshold", "sizes"])]
+    off: bool,
+    /// Say what would change; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+    /// Chunk files at or above the threshold
+    #[arg(long)]
+    on: bool,
+    /// Files at least this big are chunked (bytes, or with K, M, G)
+    #[arg(long, value_name = "SIZE")]
+    threshold: Option<String>,
+    /// The chunker's minimum, average and maximum chunk sizes [default: 16K,64K,256K]
+    #[arg(long, value_name = "MIN,AVG,MAX")]
+    sizes: Option<String>,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(
+            ctx,
+            Change {
+                off: self.off,
+                on: self.on,
+                threshold: self.threshold,
+                sizes: self.sizes,
+            },
+            self.dry_run,
+            out,
+        )
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn answers(&self) -> bool {
+        self.dry_run || (!self.off && !self.on && self.threshold.is_none() && self.sizes.is_none())
+    }
 }
 
 #[cfg(test)]

@@ -16,3 +16,10 @@ pub fn run(shell: clap_complete::Shell, out: &mut dyn Write) -> Result<ExitCode>
     out.write_all(&buf)?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The arguments of `sgard completion`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The shell
+    pub shell: clap_complete::Shell,
+}

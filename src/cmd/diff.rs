@@ -19,7 +19,7 @@ pub struct Flags {
     pub json: bool,
 }
 
-pub fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let as_ids = |a: &OsString, b: &OsString| match (a.to_str(), b.to_str()) {
         (Some(a), Some(b)) => g.resolve(a).is_ok() && g.resolve(b).is_ok(),
@@ -181,4 +181,52 @@ fn totals(changed: &[&(String, Diff)]) -> (usize, usize) {
         } => (i + insertions, d + deletions),
         _ => (i, d),
     })
+}
+
+/// The arguments of `sgard diff`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Tracked files or folders [default: every tracked file]
+    #[arg(value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Compare this snapshot (an id prefix, @ or @~N) with the disk
+    #[arg(long, value_name = "ID")]
+    at: Option<String>,
+    /// Exit with status 1 when a file differs
+    #[arg(long)]
+    exit_code: bool,
+    /// Only count changed lines per file
+    #[arg(long)]
+    stat: bool,
+    /// Print one JSON document (with --stat)
+    #[arg(long, requires = "stat")]
+    json: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(
+            ctx,
+            &self.paths,
+            Flags {
+                at: self.at,
+                exit_code: self.exit_code,
+                stat: self.stat,
+                json: self.json,
+            },
+            out,
+        )
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
+
+    fn needs_history(&self) -> bool {
+        self.at.is_some()
+    }
 }

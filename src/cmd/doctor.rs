@@ -19,7 +19,7 @@ use sgard::remote::probe::{Finding, Level};
 use super::{Ctx, print_json};
 use crate::ui;
 
-pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut checks = Vec::new();
     let found = repo::checks(ctx, &mut checks);
     remote(ctx, found.is_some(), &mut checks);
@@ -254,4 +254,39 @@ fn remote(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
         f.detail = f.detail.replace(&home, "~/");
         f
     }));
+}
+
+/// The arguments of `sgard doctor`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+    /// The sync server to check [default: SGARD_REMOTE, then <repo>/remote.yaml]
+    #[arg(short = 'r', long, value_name = "HOST:PORT")]
+    remote: Option<String>,
+    #[command(flatten)]
+    net: crate::cli::NetArgs,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.json, out)
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
+
+    fn net(&self) -> super::Net {
+        super::Net::of(self.remote.as_ref(), Some(&self.net))
+    }
+
+    fn git_setup(&self) -> bool {
+        false
+    }
 }

@@ -13,7 +13,7 @@ use crate::ui;
 use sgard::context;
 
 /// Edits each path in turn: no lock is held while the editor runs.
-pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let editor = context::editor();
     let mut failed = 0;
     let mut conflicts = 0;
@@ -96,4 +96,25 @@ pub fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The arguments of `sgard edit`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The tracked files
+    #[arg(required = true, value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Store the new content without writing the file on disk
+    #[arg(long)]
+    no_apply: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self.paths, self.no_apply, out)
+    }
 }

@@ -7,13 +7,12 @@ use anyhow::{Result, anyhow};
 use sgard_garden::LockMode;
 
 use super::Ctx;
-use crate::cli::EncryptAction;
 use crate::ui::StdinPrompt;
 use sgard::context;
 
-pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
     match action {
-        EncryptAction::Init { dry_run } => {
+        Action::Init { dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
             if g.encryption_initialized() {
                 return Err(anyhow!(
@@ -34,7 +33,7 @@ pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<Exit
             g.encrypt_init(&pass, context::kdf_params())?;
             writeln!(out, "Encryption initialized with passphrase slot.")?;
         }
-        EncryptAction::ListSlots => {
+        Action::ListSlots => {
             let g = ctx.open(LockMode::Shared)?;
             let slots = g.key_slots();
             if slots.is_empty() {
@@ -54,7 +53,7 @@ pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<Exit
                 writeln!(out, "{:<30} {kind}", crate::ui::clean(&name))?;
             }
         }
-        EncryptAction::RemoveSlot { name, dry_run } => {
+        Action::RemoveSlot { name, dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
             g.remove_slot(&name)?;
             if dry_run {
@@ -66,7 +65,7 @@ pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<Exit
                 writeln!(out, "Removed key slot {name:?}.")?;
             }
         }
-        EncryptAction::ChangePassphrase { dry_run } => {
+        Action::ChangePassphrase { dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
             if !g.encryption_initialized() {
                 return Err(anyhow!(
@@ -93,7 +92,7 @@ pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<Exit
             )?;
             writeln!(out, "Passphrase changed.")?;
         }
-        EncryptAction::RotateDek { dry_run: true } => {
+        Action::RotateDek { dry_run: true } => {
             let g = ctx.open(LockMode::Shared)?;
             if !g.encryption_initialized() {
                 return Err(anyhow!(
@@ -109,7 +108,7 @@ pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<Exit
                 crate::ui::counts(g.key_slots().len() as u64, "key slot")
             )?;
         }
-        EncryptAction::RotateDek { dry_run: false } => {
+        Action::RotateDek { dry_run: false } => {
             let mut g = ctx.open(LockMode::Exclusive)?;
             let mut prompt = StdinPrompt::new();
             let r = g.rotate_dek(&mut prompt)?;
@@ -128,4 +127,69 @@ pub fn run(ctx: &Ctx, action: EncryptAction, out: &mut dyn Write) -> Result<Exit
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard encrypt`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// What to do
+    #[command(subcommand)]
+    action: Action,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.action, out)
+    }
+
+    fn answers(&self) -> bool {
+        matches!(self.action, Action::ListSlots) || self.dry_run()
+    }
+
+    fn dry_run(&self) -> bool {
+        matches!(
+            self.action,
+            Action::Init { dry_run: true }
+                | Action::RemoveSlot { dry_run: true, .. }
+                | Action::ChangePassphrase { dry_run: true }
+                | Action::RotateDek { dry_run: true }
+        )
+    }
+}
+
+/// `encrypt` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Action {
+    /// Set up encryption with a passphrase
+    Init {
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// List the key slots
+    ListSlots,
+    /// Remove a key slot (never the last one)
+    RemoveSlot {
+        /// The slot's name
+        name: String,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// Re-wrap the data key under a new passphrase
+    ChangePassphrase {
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// Replace the data key and re-encrypt every encrypted file
+    RotateDek {
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
 }

@@ -10,7 +10,7 @@ use sgard_garden::LockMode;
 use super::Ctx;
 use crate::ui;
 
-pub fn run_exclude(
+fn run_exclude(
     ctx: &Ctx,
     paths: &[OsString],
     list: bool,
@@ -53,7 +53,7 @@ pub fn run_exclude(
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn run_include(
+fn run_include(
     ctx: &Ctx,
     paths: &[OsString],
     dry_run: bool,
@@ -75,4 +75,61 @@ pub fn run_include(
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard exclude`.
+#[derive(clap::Args, Debug)]
+pub struct ExcludeArgs {
+    /// Paths or globs (`~/.config/*/cache`); quote globs from the shell
+    #[arg(value_name = "PATH", value_parser = crate::cli::path_arg(), required_unless_present = "list")]
+    paths: Vec<std::ffi::OsString>,
+    /// List the exclusion rules
+    #[arg(short, long)]
+    list: bool,
+    /// Show what would change; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for ExcludeArgs {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run_exclude(ctx, &self.paths, self.list, self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn answers(&self) -> bool {
+        self.list || self.dry_run
+    }
+}
+
+/// The arguments of `sgard include`.
+#[derive(clap::Args, Debug)]
+pub struct IncludeArgs {
+    /// Rules to remove, as given to `exclude`
+    #[arg(required = true, value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Show what would change; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for IncludeArgs {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run_include(ctx, &self.paths, self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
 }

@@ -27,7 +27,7 @@ fn rfc3339(secs: i64) -> String {
         .unwrap_or_default()
 }
 
-pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let opts = ctx.remote_opts()?;
     let f = sgard::remote::client::fleet(&opts)?;
     let now = f.server_time.map_or(0, |t| t.seconds);
@@ -95,4 +95,35 @@ pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard fleet`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+    /// The sync server [default: SGARD_REMOTE, then <repo>/remote.yaml]
+    #[arg(short = 'r', long, value_name = "HOST:PORT")]
+    remote: Option<String>,
+    #[command(flatten)]
+    net: crate::cli::NetArgs,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.json, out)
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
+
+    fn net(&self) -> super::Net {
+        super::Net::of(self.remote.as_ref(), Some(&self.net))
+    }
 }

@@ -165,7 +165,7 @@ pub fn commit_checkpoint(repo: &Path, message: &str, push: bool) -> Vec<String> 
 
 /// `sgard git ARGS…`: git in the repository folder, its exit code passed
 /// on; `sgard git auto-commit|auto-push [on|off]` are sgard's settings.
-pub fn run(ctx: &Ctx, args: &[OsString]) -> Result<ExitCode> {
+fn run(ctx: &Ctx, args: &[OsString]) -> Result<ExitCode> {
     let words: Vec<Option<&str>> = args.iter().map(|a| a.to_str()).collect();
     if let Some(Some(which @ ("auto-commit" | "auto-push"))) = words.first() {
         if args.len() > 2 {
@@ -194,7 +194,7 @@ pub fn run(ctx: &Ctx, args: &[OsString]) -> Result<ExitCode> {
 /// into OURS. Exit 0 with a file sgard reads, never conflict markers; a
 /// version that does not parse is an error (git then keeps OURS as it is
 /// and marks the file unmerged).
-pub fn merge_driver(
+fn merge_driver(
     ctx: &Ctx,
     base: &Path,
     ours: &Path,
@@ -423,6 +423,51 @@ pub fn set_up(repo: &Path, attributes: bool) {
         if let Err(e) = durable::write_atomic(&path, text.as_bytes(), 0o644) {
             ui::warn(&format!("could not write {}: {e}", path.display()));
         }
+    }
+}
+
+/// The arguments of `sgard git`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// git's arguments, passed as they are
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    args: Vec<std::ffi::OsString>,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        _out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self.args)
+    }
+}
+
+/// The arguments of `sgard git-merge-driver`.
+#[derive(clap::Args, Debug)]
+pub struct DriverArgs {
+    /// The common ancestor's version (git's %O)
+    base: std::path::PathBuf,
+    /// This side's version; the result is written here (git's %A)
+    ours: std::path::PathBuf,
+    /// The other side's version (git's %B)
+    theirs: std::path::PathBuf,
+    /// The file's path in the work tree (git's %P)
+    path: std::path::PathBuf,
+}
+
+impl super::Run for DriverArgs {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        _out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        merge_driver(ctx, &self.base, &self.ours, &self.theirs, &self.path)
     }
 }
 

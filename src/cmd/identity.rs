@@ -9,7 +9,7 @@ use sgard_garden::identity;
 
 use super::{Ctx, print_json};
 
-pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open_repository_only()?;
     let labels = g.labels();
     if json {
@@ -30,4 +30,26 @@ pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard identity`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.json, out)
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
 }

@@ -11,7 +11,7 @@ use sgard_manifest::EntryKind;
 
 use super::{Ctx, list::entry_json, print_json};
 
-pub fn run(ctx: &Ctx, path: &OsString, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, path: &OsString, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let i = g.info(path)?;
     let e = &i.entry;
@@ -83,4 +83,29 @@ pub fn run(ctx: &Ctx, path: &OsString, json: bool, out: &mut dyn Write) -> Resul
         line(out, "Never", &e.never.join(", "))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard info`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The tracked path
+    #[arg(value_name = "PATH", value_parser = crate::cli::path_arg())]
+    path: std::ffi::OsString,
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self.path, self.json, out)
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
 }

@@ -8,7 +8,7 @@ use sgard_garden::Garden;
 
 use super::Ctx;
 
-pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     if dry_run {
         if ctx.repo.join(sgard_manifest::MANIFEST_FILE).exists() {
             bail!(
@@ -31,4 +31,26 @@ pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
         ctx.repo.display()
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard init`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Say what would be created; create nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
 }

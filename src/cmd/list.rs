@@ -9,7 +9,7 @@ use sgard_manifest::{Entry, EntryKind};
 
 use super::Ctx;
 
-pub fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let remote_manifest;
     let g;
     let manifest = if remote {
@@ -75,4 +75,35 @@ pub fn entry_json(e: &Entry) -> Value {
         "only": e.only,
         "never": e.never,
     })
+}
+
+/// The arguments of `sgard list`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+    /// List the sync server's entries instead [default server: SGARD_REMOTE, then <repo>/remote.yaml]
+    #[arg(short = 'r', long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
+    remote: Option<String>,
+    #[command(flatten)]
+    net: crate::cli::NetArgs,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        super::buffered(out, |o| run(ctx, self.json, ctx.net.remote.is_some(), o))
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
+
+    fn net(&self) -> super::Net {
+        super::Net::of(self.remote.as_ref(), Some(&self.net))
+    }
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::Ctx;
 use crate::ui;
 
-pub fn run(
+fn run(
     ctx: &Ctx,
     paths: &[OsString],
     lock: bool,
@@ -33,4 +33,54 @@ pub fn run(
         writeln!(out, "{done} {n}.")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard lock`.
+#[derive(clap::Args, Debug)]
+pub struct LockArgs {
+    /// Tracked paths (a folder selects the entries under it)
+    #[arg(required = true, value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Show what would change; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for LockArgs {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self.paths, true, self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+}
+
+/// The arguments of `sgard unlock`.
+#[derive(clap::Args, Debug)]
+pub struct UnlockArgs {
+    /// Tracked paths (a folder selects the entries under it)
+    #[arg(required = true, value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Show what would change; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for UnlockArgs {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self.paths, false, self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
 }

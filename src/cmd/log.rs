@@ -10,7 +10,7 @@ use sgard_manifest::history::Record;
 
 use super::{Ctx, print_json};
 
-pub fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open_repository_only()?;
     g.require_history()?;
     let recs: Vec<&Record> = g
@@ -63,7 +63,7 @@ pub fn record_json(r: &Record) -> Value {
     })
 }
 
-pub fn forget(
+fn forget(
     ctx: &Ctx,
     ids: Vec<String>,
     keep_last: Option<usize>,
@@ -102,4 +102,79 @@ pub fn forget(
     }
     writeln!(out, "Forgot {n}; run `sgard prune` to free their blobs.")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard log`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Show at most N snapshots
+    #[arg(short = 'n', long, value_name = "N")]
+    max: Option<usize>,
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        super::buffered(out, |o| run(ctx, self.max, self.json, o))
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
+
+    fn needs_history(&self) -> bool {
+        true
+    }
+}
+
+/// The arguments of `sgard forget`.
+#[derive(clap::Args, Debug)]
+pub struct ForgetArgs {
+    /// Snapshots to forget (id prefixes, @~N)
+    #[arg(value_name = "ID")]
+    ids: Vec<String>,
+    /// Keep only the newest N checkpoints (and the restores since the oldest of them)
+    #[arg(long, value_name = "N", conflicts_with_all = ["ids", "keep_within", "keep_daily"])]
+    keep_last: Option<usize>,
+    /// Keep only operations within this age (e.g. 30d, 12h, 2w, 1y)
+    #[arg(long, value_name = "AGE", value_parser = crate::cli::parse_age, conflicts_with_all = ["ids", "keep_daily"])]
+    keep_within: Option<chrono::Duration>,
+    /// Keep the newest operation of each of the last N days that have one
+    #[arg(long, value_name = "N", conflicts_with = "ids")]
+    keep_daily: Option<usize>,
+    /// Show what would be forgotten; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for ForgetArgs {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        forget(
+            ctx,
+            self.ids,
+            self.keep_last,
+            self.keep_within,
+            self.keep_daily,
+            self.dry_run,
+            out,
+        )
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn needs_history(&self) -> bool {
+        true
+    }
 }

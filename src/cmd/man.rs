@@ -34,3 +34,11 @@ pub fn run(dir: Option<&Path>, out: &mut dyn Write) -> Result<ExitCode> {
     writeln!(out, "Wrote {written} man page(s) to {}", dir.display())?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The arguments of `sgard man`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Write sgard.1 and sgard-<command>.1 into this folder
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
+}

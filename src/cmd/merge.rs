@@ -13,7 +13,7 @@ use super::restore::chain;
 use crate::exit::Fail;
 use crate::ui;
 
-pub fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_for_home(dry_run)?;
     let results = g.merge(paths)?;
     if dry_run {
@@ -100,4 +100,29 @@ fn preview(
         return Err(anyhow!("could not merge:{failed}"));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard merge`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Conflicting tracked files (or folders of them)
+    #[arg(required = true, value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Show the merge's outcome for each file; write nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self.paths, self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
 }

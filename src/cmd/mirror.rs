@@ -8,13 +8,12 @@ use anyhow::{Result, anyhow};
 use sgard_garden::RestoreOptions;
 
 use super::{Ctx, restore};
-use crate::cli::MirrorDirection;
 use crate::exit::Fail;
 use crate::ui::{self, StdinPrompt};
 
-pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, dir: Direction, out: &mut dyn Write) -> Result<ExitCode> {
     match dir {
-        MirrorDirection::Up { dirs, dry_run } => {
+        Direction::Up { dirs, dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
             let r = g.mirror_up(&dirs).map_err(super::add::refused_secrets)?;
             for (p, why) in &r.skipped {
@@ -52,7 +51,7 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
             }
             Ok(ExitCode::SUCCESS)
         }
-        MirrorDirection::Down {
+        Direction::Down {
             dirs,
             force,
             dry_run,
@@ -131,4 +130,58 @@ pub fn run(ctx: &Ctx, dir: MirrorDirection, out: &mut dyn Write) -> Result<ExitC
             super::scripts::end(done, &failed_scripts)
         }
     }
+}
+
+/// The arguments of `sgard mirror`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Which way
+    #[command(subcommand)]
+    direction: Direction,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.direction, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        matches!(
+            self.direction,
+            Direction::Up { dry_run: true, .. } | Direction::Down { dry_run: true, .. }
+        )
+    }
+}
+
+/// `mirror` directions.
+#[derive(clap::Subcommand, Debug)]
+pub enum Direction {
+    /// Disk → repository: track new files, drop deleted ones, refresh changed ones
+    Up {
+        /// Folders to mirror
+        #[arg(required = true, value_name = "DIR", value_parser = crate::cli::path_arg())]
+        dirs: Vec<std::ffi::OsString>,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// Repository → disk: restore, then delete untracked files
+    Down {
+        /// Folders to mirror
+        #[arg(required = true, value_name = "DIR", value_parser = crate::cli::path_arg())]
+        dirs: Vec<std::ffi::OsString>,
+        /// Overwrite and delete without asking
+        #[arg(short, long)]
+        force: bool,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+        /// Do not run the scripts that are due
+        #[arg(long)]
+        no_scripts: bool,
+    },
 }

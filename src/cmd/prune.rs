@@ -9,7 +9,7 @@ use sgard_garden::LockMode;
 use super::Ctx;
 use crate::ui::{bytes, bytes_exact, counts};
 
-pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     if remote {
         let n = sgard::remote::client::remote_prune(&ctx.remote_opts()?)?;
         let n = u64::try_from(n).unwrap_or(0);
@@ -86,4 +86,39 @@ pub fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Resul
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard prune`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Say what would be deleted and how much it would free; delete nothing
+    #[arg(short = 'n', long, conflicts_with = "remote")]
+    dry_run: bool,
+    /// Prune the sync server's store instead [default server: SGARD_REMOTE, then <repo>/remote.yaml]
+    #[arg(short = 'r', long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
+    remote: Option<String>,
+    #[command(flatten)]
+    net: crate::cli::NetArgs,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, ctx.net.remote.is_some(), self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn needs_history(&self) -> bool {
+        self.remote.is_none()
+    }
+
+    fn net(&self) -> super::Net {
+        super::Net::of(self.remote.as_ref(), Some(&self.net))
+    }
 }

@@ -24,7 +24,7 @@ pub struct Flags {
     pub dry_run: bool,
 }
 
-pub fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     let Flags {
         theirs,
         ours,
@@ -238,5 +238,74 @@ fn trusted_note(fingerprint: Option<&str>, dry_run: bool) {
              (`ssh-keygen -lf KEY.pub` there); `sgard trust remove {fp}` undoes this",
             if dry_run { "would trust" } else { "trusting" }
         ));
+    }
+}
+
+/// The arguments of `sgard pull`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Settle entries changed on both sides with the server's version
+    #[arg(long, conflicts_with = "ours")]
+    theirs: bool,
+    /// Settle entries changed on both sides with the local version
+    #[arg(long)]
+    ours: bool,
+    /// Overwrite local files without asking
+    #[arg(short, long)]
+    force: bool,
+    /// Accept entries outside the home folder (absolute paths) from the server
+    #[arg(long)]
+    allow_absolute: bool,
+    /// Keep setuid/setgid bits the server's entries carry (dropped by default)
+    #[arg(long)]
+    allow_setuid: bool,
+    /// Do not run the scripts that are due
+    #[arg(long)]
+    no_scripts: bool,
+    /// Take a head no key signed, though this repository's heads are signed (a Go client's push)
+    #[arg(long)]
+    allow_unsigned: bool,
+    /// Fetch what the server has and show what the pull would change; change nothing here
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+    /// The sync server [default: SGARD_REMOTE, then <repo>/remote.yaml]
+    #[arg(short = 'r', long, value_name = "HOST:PORT")]
+    remote: Option<String>,
+    #[command(flatten)]
+    net: crate::cli::NetArgs,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(
+            ctx,
+            Flags {
+                theirs: self.theirs,
+                ours: self.ours,
+                force: self.force,
+                allow_absolute: self.allow_absolute,
+                allow_setuid: self.allow_setuid,
+                no_scripts: self.no_scripts,
+                allow_unsigned: self.allow_unsigned,
+                dry_run: self.dry_run,
+            },
+            out,
+        )
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn needs_history(&self) -> bool {
+        true
+    }
+
+    fn net(&self) -> super::Net {
+        super::Net::of(self.remote.as_ref(), Some(&self.net))
     }
 }

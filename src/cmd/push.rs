@@ -11,7 +11,7 @@ use super::Ctx;
 use crate::exit::Fail;
 use crate::ui;
 
-pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let opts = ctx.remote_opts()?;
     if dry_run {
         let g = ctx.open_to_change(true)?;
@@ -41,4 +41,39 @@ pub fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
         Pushed::Done(n) => writeln!(out, "Pushed {}.", ui::counts(n as u64, "blob"))?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard push`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The sync server [default: SGARD_REMOTE, then <repo>/remote.yaml]
+    #[arg(short = 'r', long, value_name = "HOST:PORT")]
+    remote: Option<String>,
+    /// Ask the server what it would take; send nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+    #[command(flatten)]
+    net: crate::cli::NetArgs,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn needs_history(&self) -> bool {
+        true
+    }
+
+    fn net(&self) -> super::Net {
+        super::Net::of(self.remote.as_ref(), Some(&self.net))
+    }
 }

@@ -7,9 +7,8 @@ use anyhow::Result;
 use sgard::remote::config::{self, Remote};
 
 use super::Ctx;
-use crate::cli::RemoteAction;
 
-pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
     if !ctx.repo.join(sgard_manifest::MANIFEST_FILE).exists() {
         anyhow::bail!(
             "no sgard repository at {}; run `sgard init` first",
@@ -17,7 +16,7 @@ pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitC
         );
     }
     match action {
-        RemoteAction::Set { addr, dry_run, .. } => {
+        Action::Set { addr, dry_run, .. } => {
             let r = Remote {
                 addr: addr.clone(),
                 tls: ctx.net.tls.unwrap_or(false),
@@ -35,7 +34,7 @@ pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitC
                 save(ctx, &r, out)?;
             }
         }
-        RemoteAction::Show => match config::load(&ctx.repo)? {
+        Action::Show => match config::load(&ctx.repo)? {
             None => writeln!(out, "No remote configured.")?,
             Some(r) => {
                 writeln!(out, "addr:   {}", r.addr)?;
@@ -45,11 +44,11 @@ pub fn run(ctx: &Ctx, action: RemoteAction, out: &mut dyn Write) -> Result<ExitC
                 }
             }
         },
-        RemoteAction::Unset { dry_run: true } => match config::load(&ctx.repo)? {
+        Action::Unset { dry_run: true } => match config::load(&ctx.repo)? {
             Some(r) => writeln!(out, "Dry run: would forget the remote {}.", r.addr)?,
             None => writeln!(out, "No remote configured.")?,
         },
-        RemoteAction::Unset { dry_run: false } => {
+        Action::Unset { dry_run: false } => {
             if config::unset(&ctx.repo)? {
                 writeln!(out, "Remote removed.")?;
             } else {
@@ -83,4 +82,74 @@ fn write_tls(ctx: &Ctx, r: &Remote, out: &mut dyn Write) -> Result<()> {
         write!(out, " (TLS)")?;
     }
     Ok(())
+}
+
+/// The arguments of `sgard remote`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// What to do
+    #[command(subcommand)]
+    action: Action,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.action, out)
+    }
+
+    fn answers(&self) -> bool {
+        matches!(self.action, Action::Show) || self.dry_run()
+    }
+
+    fn dry_run(&self) -> bool {
+        matches!(
+            self.action,
+            Action::Set { dry_run: true, .. } | Action::Unset { dry_run: true }
+        )
+    }
+
+    fn net(&self) -> super::Net {
+        match &self.action {
+            Action::Set { tls, tls_ca, .. } => super::Net::of(
+                None,
+                Some(&crate::cli::NetArgs {
+                    tls: *tls,
+                    tls_ca: tls_ca.clone(),
+                    ..crate::cli::NetArgs::default()
+                }),
+            ),
+            _ => super::Net::of(None, None),
+        }
+    }
+}
+
+/// `remote` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Action {
+    /// Save the server address (and --tls / --tls-ca) in <repo>/remote.yaml
+    Set {
+        /// HOST:PORT
+        addr: String,
+        /// Use TLS to the server
+        #[arg(long)]
+        tls: bool,
+        /// Trust this PEM certificate or CA bundle for the server (implies --tls)
+        #[arg(long, value_name = "FILE")]
+        tls_ca: Option<std::path::PathBuf>,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// Show the saved server
+    Show,
+    /// Forget the saved server
+    Unset {
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::Ctx;
 use crate::ui;
 
-pub fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_to_change(dry_run)?;
     let report = g.remove(paths)?;
     let n = ui::counts(report.removed.len() as u64, "path");
@@ -30,4 +30,29 @@ pub fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) ->
         writeln!(out, "Removed {n}")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard remove`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Paths to untrack
+    #[arg(required = true, value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Show what would change; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self.paths, self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
 }

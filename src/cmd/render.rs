@@ -10,7 +10,7 @@ use sgard_garden::LockMode;
 use super::{Ctx, print_json};
 
 /// Prints a template's rendering for this machine, byte for byte.
-pub fn run(ctx: &Ctx, path: &OsStr, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, path: &OsStr, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let e = g.entry_at(path)?;
     let tilde = e.path.clone();
@@ -23,7 +23,7 @@ pub fn run(ctx: &Ctx, path: &OsStr, out: &mut dyn Write) -> Result<ExitCode> {
 }
 
 /// Prints the merged template data: YAML, or JSON with `--json`.
-pub fn data(ctx: &Ctx, as_json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn data(ctx: &Ctx, as_json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let data = g.template_data()?;
     if as_json {
@@ -46,4 +46,48 @@ pub fn data(ctx: &Ctx, as_json: bool, out: &mut dyn Write) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard render`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The tracked template
+    #[arg(value_name = "PATH", value_parser = crate::cli::path_arg())]
+    path: std::ffi::OsString,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self.path, out)
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
+}
+
+/// The arguments of `sgard data`.
+#[derive(clap::Args, Debug)]
+pub struct DataArgs {
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+impl super::Run for DataArgs {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        data(ctx, self.json, out)
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
 }

@@ -20,7 +20,7 @@ pub struct Flags {
     pub no_scripts: bool,
 }
 
-pub fn run(
+fn run(
     ctx: &Ctx,
     paths: &[OsString],
     flags: Flags,
@@ -153,4 +153,52 @@ pub fn print_actions(
 /// An error and its causes on one line.
 pub fn chain(e: &dyn std::error::Error) -> String {
     sgard_garden::error_chain(e)
+}
+
+/// The arguments of `sgard restore`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Entries (or folders of entries) to restore [default: all]
+    #[arg(value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Overwrite without asking
+    #[arg(short, long)]
+    force: bool,
+    /// Show what would change; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+    /// Restore from this snapshot (an id prefix, @ or @~N) instead of the head
+    #[arg(long, value_name = "ID")]
+    at: Option<String>,
+    /// Do not run the scripts that are due
+    #[arg(long)]
+    no_scripts: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(
+            ctx,
+            &self.paths,
+            Flags {
+                force: self.force,
+                dry_run: self.dry_run,
+                no_scripts: self.no_scripts,
+            },
+            self.at.as_deref(),
+            out,
+        )
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn needs_history(&self) -> bool {
+        self.at.is_some()
+    }
 }

@@ -194,7 +194,7 @@ pub fn end(done: Result<ExitCode>, failed: &[Failed]) -> Result<ExitCode> {
 }
 
 /// `sgard run-scripts [--dry-run]`.
-pub fn run(ctx: &super::Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &super::Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open_for_home(dry_run)?;
     let what = if dry_run { Scripts::List } else { Scripts::Run };
     let p = plan(&g, what)?;
@@ -205,4 +205,26 @@ pub fn run(ctx: &super::Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitC
     }
     let failed = run_plan(p, out)?;
     end(Ok(ExitCode::SUCCESS), &failed)
+}
+
+/// The arguments of `sgard run-scripts`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// List them; run nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.dry_run, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
 }

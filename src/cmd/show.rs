@@ -9,7 +9,7 @@ use sgard_garden::LockMode;
 
 use super::{Ctx, log::record_json, print_json};
 
-pub fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let (rec, changes) = g.show(id)?;
     if json {
@@ -60,4 +60,33 @@ pub fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitC
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard show`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The snapshot (an id prefix, @ or @~N)
+    #[arg(value_name = "ID")]
+    id: String,
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, &self.id, self.json, out)
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
+
+    fn needs_history(&self) -> bool {
+        true
+    }
 }

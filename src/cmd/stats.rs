@@ -10,7 +10,7 @@ use sgard_garden::LockMode;
 use super::{Ctx, print_json};
 use crate::ui::bytes;
 
-pub fn run(ctx: &Ctx, per_snapshot: bool, as_json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, per_snapshot: bool, as_json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open(LockMode::Shared)?;
     let s = g.stats(per_snapshot)?;
     if as_json {
@@ -96,4 +96,29 @@ pub fn run(ctx: &Ctx, per_snapshot: bool, as_json: bool, out: &mut dyn Write) ->
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard stats`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Also show what each snapshot costs
+    #[arg(long)]
+    snapshots: bool,
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.snapshots, self.json, out)
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
 }

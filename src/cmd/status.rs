@@ -11,7 +11,7 @@ use sgard_garden::{LockMode, State};
 use super::{Ctx, print_json};
 use crate::ui;
 
-pub fn run(
+fn run(
     ctx: &Ctx,
     paths: &[OsString],
     exit_code: bool,
@@ -101,4 +101,32 @@ fn flag_secrets(
         ));
     }
     Ok(())
+}
+
+/// The arguments of `sgard status`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Entries (or folders of entries) to show [default: all]
+    #[arg(value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Exit with status 1 when anything is not ok
+    #[arg(long)]
+    exit_code: bool,
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        super::buffered(out, |o| run(ctx, &self.paths, self.exit_code, self.json, o))
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
 }

@@ -7,11 +7,10 @@ use anyhow::Result;
 use sgard_garden::LockMode;
 
 use super::Ctx;
-use crate::cli::TagAction;
 
-pub fn run(ctx: &Ctx, action: TagAction, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
     match action {
-        TagAction::Add { name, dry_run } => {
+        Action::Add { name, dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
             let t = name.trim();
             match (g.add_tag(&name)?, dry_run) {
@@ -20,7 +19,7 @@ pub fn run(ctx: &Ctx, action: TagAction, out: &mut dyn Write) -> Result<ExitCode
                 (false, _) => writeln!(out, "Tag {t:?} is already set.")?,
             }
         }
-        TagAction::Remove { name, dry_run } => {
+        Action::Remove { name, dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
             let t = name.trim();
             match (g.remove_tag(&name)?, dry_run) {
@@ -29,7 +28,7 @@ pub fn run(ctx: &Ctx, action: TagAction, out: &mut dyn Write) -> Result<ExitCode
                 (false, _) => writeln!(out, "Tag {t:?} was not set.")?,
             }
         }
-        TagAction::List => {
+        Action::List => {
             let g = ctx.open(LockMode::Shared)?;
             let mut tags = g.tags()?;
             tags.sort();
@@ -42,4 +41,56 @@ pub fn run(ctx: &Ctx, action: TagAction, out: &mut dyn Write) -> Result<ExitCode
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard tag`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// What to do with tags
+    #[command(subcommand)]
+    action: Action,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.action, out)
+    }
+
+    fn answers(&self) -> bool {
+        matches!(self.action, Action::List) || self.dry_run()
+    }
+
+    fn dry_run(&self) -> bool {
+        matches!(
+            self.action,
+            Action::Add { dry_run: true, .. } | Action::Remove { dry_run: true, .. }
+        )
+    }
+}
+
+/// `tag` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Action {
+    /// Add a tag to this machine
+    Add {
+        /// The tag
+        name: String,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// Remove a tag from this machine
+    Remove {
+        /// The tag
+        name: String,
+        /// Show what would change; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// List this machine's tags
+    List,
 }

@@ -10,7 +10,7 @@ use sgard_garden::Targeting;
 use super::Ctx;
 use crate::ui;
 
-pub fn run(
+fn run(
     ctx: &Ctx,
     paths: &[OsString],
     only: Vec<String>,
@@ -59,4 +59,46 @@ pub fn run(
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard target`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Tracked paths (a folder selects the entries under it)
+    #[arg(required = true, value_name = "PATH", value_parser = crate::cli::path_arg())]
+    paths: Vec<std::ffi::OsString>,
+    /// Apply only on machines with one of these labels
+    #[arg(long, value_delimiter = ',', value_name = "LABEL,...")]
+    only: Vec<String>,
+    /// Never apply on machines with one of these labels
+    #[arg(long, value_delimiter = ',', value_name = "LABEL,...")]
+    never: Vec<String>,
+    /// Apply everywhere
+    #[arg(long)]
+    clear: bool,
+    /// Show what would change; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(
+            ctx,
+            &self.paths,
+            self.only,
+            self.never,
+            self.clear,
+            self.dry_run,
+            out,
+        )
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
 }

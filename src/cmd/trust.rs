@@ -9,17 +9,16 @@ use sgard::remote::trust::{TrustStore, fingerprint};
 use sgard_garden::LockMode;
 
 use super::Ctx;
-use crate::cli::TrustAction;
 use crate::ui;
 
-pub fn run(ctx: &Ctx, action: TrustAction, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let dir = g
         .local_state_dir()
         .ok_or_else(|| anyhow!("no folder for machine-local state (set XDG_STATE_HOME or HOME)"))?;
     let store = TrustStore::in_dir(dir);
     match action {
-        TrustAction::List => {
+        Action::List => {
             let keys = store.keys()?;
             if keys.is_empty() {
                 writeln!(
@@ -47,7 +46,7 @@ pub fn run(ctx: &Ctx, action: TrustAction, out: &mut dyn Write) -> Result<ExitCo
                 )?;
             }
         }
-        TrustAction::Add { key, dry_run } => {
+        Action::Add { key, dry_run } => {
             let path = ctx.env.resolve(key.as_os_str());
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -80,7 +79,7 @@ pub fn run(ctx: &Ctx, action: TrustAction, out: &mut dyn Write) -> Result<ExitCo
                 writeln!(out, "{fp} is trusted already.")?;
             }
         }
-        TrustAction::Remove { which, dry_run } => {
+        Action::Remove { which, dry_run } => {
             let matches: Vec<_> = store
                 .keys()?
                 .into_iter()
@@ -103,4 +102,58 @@ pub fn run(ctx: &Ctx, action: TrustAction, out: &mut dyn Write) -> Result<ExitCo
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard trust`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// What to do
+    #[command(subcommand)]
+    action: Action,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.action, out)
+    }
+
+    fn answers(&self) -> bool {
+        matches!(self.action, Action::List) || self.dry_run()
+    }
+
+    fn dry_run(&self) -> bool {
+        matches!(
+            self.action,
+            Action::Add { dry_run: true, .. } | Action::Remove { dry_run: true, .. }
+        )
+    }
+}
+
+/// `trust` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Action {
+    /// Trust the key in a public key file (KEY.pub) to sign heads
+    Add {
+        /// The public key file (one OpenSSH public key line)
+        #[arg(value_name = "KEY.pub")]
+        key: std::path::PathBuf,
+        /// Say what would be trusted; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
+    /// List the trusted keys
+    List,
+    /// Stop trusting a key (its SHA256 fingerprint, or its comment)
+    Remove {
+        /// The key's fingerprint (`SHA256:…`) or comment
+        #[arg(value_name = "KEY")]
+        which: String,
+        /// Say what would be removed; change nothing
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+    },
 }

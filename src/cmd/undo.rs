@@ -20,7 +20,7 @@ pub fn asks() -> bool {
     std::io::stdin().is_terminal()
 }
 
-pub fn run(ctx: &Ctx, dry_run: bool, yes: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, dry_run: bool, yes: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_for_home(dry_run)?;
     let s = g.undo_summary()?;
     let mut text = summary(&s);
@@ -112,4 +112,33 @@ fn summary(s: &UndoSummary) -> String {
         if n == 1 { "" } else { "s" },
         listed.join(", ")
     )
+}
+
+/// The arguments of `sgard undo`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Show what would change; change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+    /// Do not ask: reverse it
+    #[arg(short = 'y', long)]
+    yes: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        run(ctx, self.dry_run, self.yes, out)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn needs_history(&self) -> bool {
+        true
+    }
 }

@@ -11,7 +11,7 @@ use super::{Ctx, print_json};
 use crate::exit::Fail;
 use crate::ui;
 
-pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
+fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open_repository_only()?;
     let (lines, snaps) = g.verify_all()?;
     let bad = lines.iter().filter(|l| l.state != VerifyState::Ok).count();
@@ -81,4 +81,30 @@ pub fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
         )));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments of `sgard verify`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+impl super::Run for Args {
+    fn run(
+        self,
+        ctx: &super::Ctx,
+        out: &mut dyn std::io::Write,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        super::buffered(out, |o| run(ctx, self.json, o))
+    }
+
+    fn answers(&self) -> bool {
+        true
+    }
+
+    fn needs_history(&self) -> bool {
+        true
+    }
 }
