@@ -174,6 +174,28 @@ impl Ctx {
         self.ready(g)
     }
 
+    /// Ends a command's work with the repository it changed (see
+    /// [`Garden::finish`]): this machine's index is saved, and a failure to
+    /// save it is the command's error.
+    pub fn finish(&self, g: Garden) -> Result<()> {
+        g.finish().map_err(|e| {
+            anyhow::Error::new(e).context("saving this machine's index of the repository")
+        })
+    }
+
+    /// Ends a query's work with the repository: what it cached is saved,
+    /// and a failure to save it is said (the next command reads every file
+    /// again), not the query's error.
+    pub fn finish_query(&self, g: Garden) {
+        if let Err(e) = g.finish() {
+            ui::warn(&format!(
+                "could not save this machine's index of the repository (the next command \
+                 reads every file again): {}",
+                sgard_garden::error_chain(&e)
+            ));
+        }
+    }
+
     fn ready(&self, mut g: Garden) -> Result<Garden> {
         g.set_note_sink(Box::new(ui::note));
         // A git clone gets the merge driver defined on first use.

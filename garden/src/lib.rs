@@ -485,21 +485,9 @@ fn merged(a: &History, b: Option<&LocalLog>) -> History {
 }
 
 impl Drop for Garden {
+    /// Saves nothing (see [`Garden::finish`]): only, when the process ends
+    /// with this Garden, leaves its big lists to the exit.
     fn drop(&mut self) {
-        if self.dry_run {
-            return;
-        }
-        self.fingerprints.get_mut().flush();
-        let _ = self.save_index();
-        // What this command added to the log, for `base::key_for`.
-        if let (Some(state), Some(key)) = (self.env.state_dir.as_deref(), self.key.as_deref()) {
-            base::remember(
-                &self.root,
-                state,
-                key,
-                self.repo_history.records.last().map(|r| r.id),
-            );
-        }
         if self.process_ends {
             // Freed by the exit, all at once: freeing 100,000 entries one
             // by one was a tenth of a command's time. Locks, open batches
@@ -1064,6 +1052,36 @@ impl Garden {
         } else {
             idx.history = section;
         }
+    }
+
+    /// Ends this run's work with the repository: saves this machine's
+    /// index (the base, the stat cache, the manifest section) when it
+    /// changed, the fingerprints of encrypted contents, and which state
+    /// belongs to this repository's folder. Its error is the caller's to
+    /// report, as jj's `tx.finish`: nothing is saved when a Garden is
+    /// dropped. (What an operation relies on — the agreements of a restore,
+    /// a checkpoint, a merge — it made durable itself; a Garden dropped
+    /// without `finish`, as on an error, costs the next command a full
+    /// read of the files, never a wrong answer.)
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the index file when it cannot be written.
+    pub fn finish(mut self) -> Result<()> {
+        if self.dry_run {
+            return Ok(());
+        }
+        self.fingerprints.get_mut().flush();
+        let saved = self.save_index();
+        // What this command added to the log, for `base::key_for`.
+        if let (Some(state), Some(key)) = (self.env.state_dir.as_deref(), self.key.as_deref()) {
+            base::remember(
+                &self.root,
+                state,
+                key,
+                self.repo_history.records.last().map(|r| r.id),
+            );
+        }
+        saved
     }
 
     /// Writes this machine's index if anything in it changed: the base,

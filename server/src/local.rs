@@ -98,7 +98,13 @@ impl Local {
         let env = (self.env)().map_err(Error::internal)?;
         tokio::task::spawn_blocking(move || {
             let mut g = Garden::open(&repo, env, mode, &|_| {}).map_err(garden_error)?;
-            f(&mut g)
+            let out = f(&mut g)?;
+            // This machine's index of the garden is a cache: one that cannot
+            // be saved costs the next call a full read, not its answer.
+            if let Err(e) = g.finish() {
+                tracing::warn!("saving the index of {}: {}", repo.display(), chain(&e));
+            }
+            Ok(out)
         })
         .await
         .map_err(|e| Error::internal(format!("worker failed: {e}")))?

@@ -72,6 +72,7 @@ fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<ExitCode> {
         write!(out, "; nothing was changed.")?;
     }
     writeln!(out)?;
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -143,6 +143,7 @@ fn run(
             }
         }
     }
+    ctx.finish(g)?;
     // A snapshot recorded: committed (and pushed) as asked or as the
     // repository's git settings say; git's failure is only a warning.
     if !dry_run
@@ -152,7 +153,6 @@ fn run(
         let settings = super::git::Settings::load(&ctx.repo);
         let push = then.push || settings.auto_push;
         if then.commit || push || settings.auto_commit {
-            drop(g);
             let text = match message.filter(|m| !m.trim().is_empty()) {
                 Some(m) => m.to_owned(),
                 None => format!("sgard checkpoint {} on {}", id.short(12), ctx.env.hostname),

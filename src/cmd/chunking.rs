@@ -114,6 +114,7 @@ fn run(ctx: &Ctx, c: Change, dry_run: bool, out: &mut dyn Write) -> Result<ExitC
     if dry_run {
         writeln!(out, "Nothing was changed.")?;
     }
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -50,6 +50,7 @@ fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Result<E
     } else {
         g.diff_many(paths)?
     };
+    ctx.finish_query(g);
     // Each file that could not be diffed is named once, on stderr; the
     // others are shown all the same, and the command fails at the end.
     let mut diffs = Vec::with_capacity(results.len());

@@ -20,7 +20,9 @@ fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Re
     for p in paths {
         let (session, pass) = {
             let g = ctx.open(LockMode::Shared)?;
-            (g.edit_begin(p)?, g.given_passphrase())
+            let begun = (g.edit_begin(p)?, g.given_passphrase());
+            ctx.finish_query(g);
+            begun
         };
         let path = session.path.clone();
         // `sh -c 'EDITOR "$@"' sh FILE`: the editor may carry arguments
@@ -50,7 +52,10 @@ fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Re
             g.set_passphrase_source(Box::new(move || Ok(pw.clone())));
         }
         let outcome = match g.edit_finish(&session, !no_apply) {
-            Ok(o) => o,
+            Ok(o) => {
+                ctx.finish(g)?;
+                o
+            }
             Err(e @ sgard_garden::Error::Conflict(_)) => {
                 // Nothing was stored: the edit is kept for the user.
                 let msg = sgard_garden::error_chain(&e);

@@ -32,6 +32,7 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
             let pass = context::new_passphrase_for_init().map_err(anyhow::Error::msg)?;
             g.encrypt_init(&pass, context::kdf_params())?;
             writeln!(out, "Encryption initialized with passphrase slot.")?;
+            ctx.finish(g)?;
         }
         Action::ListSlots => {
             let g = ctx.open(LockMode::Shared)?;
@@ -52,6 +53,7 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
             for (name, kind) in slots {
                 writeln!(out, "{:<30} {kind}", crate::ui::clean(&name))?;
             }
+            ctx.finish_query(g);
         }
         Action::RemoveSlot { name, dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
@@ -64,6 +66,7 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
             } else {
                 writeln!(out, "Removed key slot {name:?}.")?;
             }
+            ctx.finish(g)?;
         }
         Action::ChangePassphrase { dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
@@ -91,6 +94,7 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
                     .then(context::kdf_params),
             )?;
             writeln!(out, "Passphrase changed.")?;
+            ctx.finish(g)?;
         }
         Action::RotateDek { dry_run: true } => {
             let g = ctx.open(LockMode::Shared)?;
@@ -107,6 +111,7 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
                 crate::ui::counts(files, "file"),
                 crate::ui::counts(g.key_slots().len() as u64, "key slot")
             )?;
+            ctx.finish_query(g);
         }
         Action::RotateDek { dry_run: false } => {
             let mut g = ctx.open(LockMode::Exclusive)?;
@@ -124,6 +129,7 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
                 crate::ui::counts(r.reencrypted.len() as u64, "file"),
                 crate::ui::counts(r.rewrapped.len() as u64, "slot")
             )?;
+            ctx.finish(g)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -22,6 +22,7 @@ fn run_exclude(
         for r in &g.manifest().exclude {
             writeln!(out, "{}", ui::clean(r))?;
         }
+        ctx.finish_query(g);
         return Ok(ExitCode::SUCCESS);
     }
     let mut g = ctx.open_to_change(dry_run)?;
@@ -50,6 +51,7 @@ fn run_exclude(
             writeln!(out, "{}", ui::clean(r))?;
         }
     }
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -74,6 +76,7 @@ fn run_include(
             removed.join(", ")
         )?;
     }
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -216,7 +216,11 @@ fn merge_driver(
                 .map(Path::to_path_buf)
                 .unwrap_or_default();
             let merged = match Garden::open_for_home(&repo, ctx.env.clone(), &ui::note) {
-                Ok(mut g) => g.git_merge_manifest(&b, &o, &t),
+                Ok(mut g) => {
+                    let merged = g.git_merge_manifest(&b, &o, &t);
+                    ctx.finish_query(g);
+                    merged
+                }
                 Err(e) => {
                     ui::warn(&format!(
                         "cannot read this machine's records of {} ({e}); entries changed on \

@@ -29,6 +29,7 @@ fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
             writeln!(out, "{l}")?;
         }
     }
+    ctx.finish_query(g);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -14,6 +14,7 @@ use super::{Ctx, list::entry_json, print_json};
 fn run(ctx: &Ctx, path: &OsString, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let i = g.info(path)?;
+    ctx.finish_query(g);
     let e = &i.entry;
     if json {
         print_json(

@@ -23,7 +23,8 @@ fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    Garden::init(&ctx.repo, ctx.env.clone())?;
+    let g = Garden::init(&ctx.repo, ctx.env.clone())?;
+    ctx.finish(g)?;
     super::git::set_up(&ctx.repo, false);
     writeln!(
         out,

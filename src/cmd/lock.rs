@@ -32,6 +32,7 @@ fn run(
     } else {
         writeln!(out, "{done} {n}.")?;
     }
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -84,6 +84,7 @@ fn forget(
         LockMode::Exclusive
     })?;
     let dropped = g.forget(&policy, dry_run)?;
+    ctx.finish(g)?;
     let word = if dry_run { "forget" } else { "forgot" };
     let c = ctx.colour;
     for r in &dropped {

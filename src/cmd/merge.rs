@@ -61,6 +61,7 @@ fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Res
             marked.join(", ")
         )));
     }
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -49,6 +49,7 @@ fn run(ctx: &Ctx, dir: Direction, out: &mut dyn Write) -> Result<ExitCode> {
             } else {
                 writeln!(out, "Mirror up complete: {counts}.")?;
             }
+            ctx.finish(g)?;
             Ok(ExitCode::SUCCESS)
         }
         Direction::Down {
@@ -70,7 +71,7 @@ fn run(ctx: &Ctx, dir: Direction, out: &mut dyn Write) -> Result<ExitCode> {
                 (false, false) => super::scripts::Scripts::Run,
             };
             let plan = super::scripts::plan(&g, scripts)?;
-            drop(g);
+            ctx.finish(g)?;
             let failed_scripts = super::scripts::run_plan(plan, out)?;
             let (del, keep) = if dry_run {
                 ("delete", "ask")

@@ -85,6 +85,7 @@ fn run(ctx: &Ctx, remote: bool, dry_run: bool, out: &mut dyn Write) -> Result<Ex
             bytes(r.temp_bytes)
         )?;
     }
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -82,7 +82,7 @@ fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     };
     // Run with the repository closed: a script may run sgard.
     let plan = scripts::plan(&g, scripts)?;
-    drop(g);
+    ctx.finish(g)?;
     if p.report.up_to_date {
         writeln!(out, "Already up to date.")?;
         // What failed last time is due again.

@@ -40,6 +40,7 @@ fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
         Pushed::UpToDate => writeln!(out, "Already up to date.")?,
         Pushed::Done(n) => writeln!(out, "Pushed {}.", ui::counts(n as u64, "blob"))?,
     }
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -29,6 +29,7 @@ fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Res
     } else {
         writeln!(out, "Removed {n}")?;
     }
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

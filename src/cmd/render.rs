@@ -18,6 +18,7 @@ fn run(ctx: &Ctx, path: &OsStr, out: &mut dyn Write) -> Result<ExitCode> {
         bail!("{tilde} is not a template (`sgard add --template {tilde}` makes it one)");
     }
     let text = g.rendering(e).with_context(|| tilde.clone())?;
+    ctx.finish_query(g);
     out.write_all(&text).context("writing the rendering")?;
     Ok(ExitCode::SUCCESS)
 }
@@ -45,6 +46,7 @@ fn data(ctx: &Ctx, as_json: bool, out: &mut dyn Write) -> Result<ExitCode> {
             writeln!(out)?;
         }
     }
+    ctx.finish_query(g);
     Ok(ExitCode::SUCCESS)
 }
 

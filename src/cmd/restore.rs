@@ -48,7 +48,7 @@ fn run(
     };
     // Run with the repository closed: a script may run sgard.
     let plan = scripts::plan(&g, scripts)?;
-    drop(g);
+    ctx.finish(g)?;
     let failed = scripts::run_plan(plan, out)?;
     scripts::end(finish(&report, dry_run, out), &failed)
 }

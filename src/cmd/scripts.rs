@@ -198,7 +198,7 @@ fn run(ctx: &super::Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode>
     let g = ctx.open_for_home(dry_run)?;
     let what = if dry_run { Scripts::List } else { Scripts::Run };
     let p = plan(&g, what)?;
-    drop(g);
+    ctx.finish(g)?;
     if p.items.is_empty() {
         writeln!(out, "No scripts are due.")?;
         return Ok(ExitCode::SUCCESS);

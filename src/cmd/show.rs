@@ -12,6 +12,7 @@ use super::{Ctx, log::record_json, print_json};
 fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open(LockMode::Shared)?;
     let (rec, changes) = g.show(id)?;
+    ctx.finish_query(g);
     if json {
         let ch: Vec<_> = changes
             .iter()

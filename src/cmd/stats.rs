@@ -13,6 +13,7 @@ use crate::ui::bytes;
 fn run(ctx: &Ctx, per_snapshot: bool, as_json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open(LockMode::Shared)?;
     let s = g.stats(per_snapshot)?;
+    ctx.finish_query(g);
     if as_json {
         let snapshots: Vec<_> = s
             .snapshots

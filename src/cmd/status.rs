@@ -57,6 +57,7 @@ fn run(
         }
     }
     flag_secrets(&g, &lines, out)?;
+    ctx.finish_query(g);
     let lacking = lines.iter().filter(|l| l.blob_missing).count();
     if lacking > 0 {
         // Each entry was an error line of its own: what is left to say is

@@ -18,6 +18,7 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
                 (true, true) => writeln!(out, "Dry run: would add tag {t:?}.")?,
                 (false, _) => writeln!(out, "Tag {t:?} is already set.")?,
             }
+            ctx.finish(g)?;
         }
         Action::Remove { name, dry_run } => {
             let mut g = ctx.open_to_change(dry_run)?;
@@ -27,6 +28,7 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
                 (true, true) => writeln!(out, "Dry run: would remove tag {t:?}.")?,
                 (false, _) => writeln!(out, "Tag {t:?} was not set.")?,
             }
+            ctx.finish(g)?;
         }
         Action::List => {
             let g = ctx.open(LockMode::Shared)?;
@@ -38,6 +40,7 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
             for t in tags {
                 writeln!(out, "{t}")?;
             }
+            ctx.finish_query(g);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -58,6 +58,7 @@ fn run(
             ui::counts(changed.len() as u64, "path")
         )?;
     }
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -89,6 +89,7 @@ fn run(ctx: &Ctx, dry_run: bool, yes: bool, out: &mut dyn Write) -> Result<ExitC
                 "Nothing to undo: every path already holds what it held before that operation.",
         }
     )?;
+    ctx.finish(g)?;
     Ok(ExitCode::SUCCESS)
 }
 

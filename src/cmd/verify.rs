@@ -14,6 +14,7 @@ use crate::ui;
 fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open_repository_only()?;
     let (lines, snaps) = g.verify_all()?;
+    ctx.finish_query(g);
     let bad = lines.iter().filter(|l| l.state != VerifyState::Ok).count();
     let bad_snaps = snaps.iter().filter(|s| !s.problems.is_empty()).count();
     if json {

@@ -58,3 +58,28 @@ fn the_index_replaces_the_older_files() {
     assert!(!idx.head.is_empty());
     assert!(!t.state().join("base").exists());
 }
+
+/// Saving the index is the end of a command's work, and its failure
+/// reaches the user: a command that changed something fails naming the
+/// index, a query says it and still answers (it used to vanish, saved from
+/// a `Drop` whose error was dropped).
+#[test]
+fn a_failed_save_of_the_index_reaches_the_user() {
+    let t = TestEnv::tracking("f", "one\n");
+    // The index's place taken by a folder: no write can replace it (not
+    // even root's).
+    let idx = t.index();
+    fs::remove_file(&idx).unwrap();
+    fs::create_dir(&idx).unwrap();
+    fs::write(idx.join("x"), "").unwrap();
+    t.write("f", "two\n");
+    let r = t.sgard(["status"]);
+    r.ok()
+        .stdout_has("~/f")
+        .stderr_has("could not save this machine's index of the repository");
+    let r = t.sgard(["tag", "add", "work"]);
+    r.code(1)
+        .stdout_has("Tag \"work\" added.")
+        .stderr_has("sgard: error: saving this machine's index of the repository")
+        .stderr_has(&idx.display().to_string());
+}
