@@ -378,9 +378,10 @@ pub fn error(err: &anyhow::Error) {
     let head = err.to_string();
     let _ = writeln!(
         stderr,
-        "sgard: {} {}",
+        "sgard: {} {}{}",
         paint(on, Role::Bad, "error:"),
-        clean_lines(&head, "  ")
+        clean_lines(&head, "  "),
+        hint(err.as_ref()).unwrap_or_default()
     );
     // Wrapped errors often repeat their source's text, or end with it
     // (`connecting: tcp connect error` over `tcp connect error`): print
@@ -391,9 +392,32 @@ pub fn error(err: &anyhow::Error) {
         if text.trim().is_empty() || said.iter().any(|s| s.contains(&text)) {
             continue;
         }
-        let _ = writeln!(stderr, "  caused by: {}", clean_lines(&text, "    "));
+        let _ = writeln!(
+            stderr,
+            "  caused by: {}{}",
+            clean_lines(&text, "    "),
+            hint(cause).unwrap_or_default()
+        );
         said.push(text);
     }
+}
+
+/// What to do about a library error, in the CLI's words, said after its
+/// own (the libraries' errors name what happened and never a command).
+pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use sgard_garden::Error as E;
+    Some(match e.downcast_ref::<E>()? {
+        E::Unreadable { rule, .. } => {
+            format!(" (`sgard exclude {rule}` keeps it out, or make it readable)")
+        }
+        E::NotARepo(_) => "; run `sgard init` first".into(),
+        E::NotTracked(_) => " (`sgard list` shows what is; `sgard add` tracks it)".into(),
+        E::Excluded { rule, .. } => {
+            format!(" (see `sgard exclude --list`; `sgard include {rule}` lifts it)")
+        }
+        E::NoEncryption => "; run `sgard encrypt init` first".into(),
+        _ => return None,
+    })
 }
 
 /// The colour of a status word (used only when stdout gets colour; see

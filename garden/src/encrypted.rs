@@ -301,5 +301,5 @@ impl Garden {
 }
 
 pub(crate) fn not_initialized() -> Error {
-    Error::Crypto("encryption is not initialized; run `sgard encrypt init` first".into())
+    Error::NoEncryption
 }

@@ -18,11 +18,7 @@ pub enum Error {
         source: io::Error,
     },
     /// `add` met a file or folder it may not read: nothing was added.
-    #[error(
-        "{op} {}: permission denied; nothing was added (`sgard exclude {rule}` keeps it out, \
-         or make it readable)",
-        path.display()
-    )]
+    #[error("{op} {}: permission denied; nothing was added", path.display())]
     Unreadable {
         /// What was being done.
         op: &'static str,
@@ -69,7 +65,7 @@ pub enum Error {
         source: io::Error,
     },
     /// There is no repository at the given place.
-    #[error("no sgard repository at {} (no manifest.yaml); run `sgard init` first", .0.display())]
+    #[error("no sgard repository at {} (no manifest.yaml)", .0.display())]
     NotARepo(PathBuf),
     /// `init` found an existing repository.
     #[error("repository already exists at {}", .0.display())]
@@ -78,15 +74,13 @@ pub enum Error {
     #[error("{}: no such file or directory", .0.display())]
     NotFound(PathBuf),
     /// A path is not tracked.
-    #[error("not tracked: {0} (`sgard list` shows what is; `sgard add` tracks it)")]
+    #[error("not tracked: {0}")]
     NotTracked(String),
     /// A selection matched no tracked entry.
     #[error("no matching tracked entries")]
     NoMatch,
     /// An explicit argument is excluded by a rule.
-    #[error(
-        "{path} is excluded by the rule {rule:?} (see `sgard exclude --list`; `sgard include {rule}` lifts it)"
-    )]
+    #[error("{path} is excluded by the rule {rule:?}")]
     Excluded {
         /// The path given.
         path: String,
@@ -135,6 +129,9 @@ pub enum Error {
     /// Encryption failed: no key, a wrong passphrase, a hostile key slot.
     #[error("{0}")]
     Crypto(String),
+    /// The repository has no encryption set up.
+    #[error("encryption is not initialized")]
+    NoEncryption,
     /// The home folder changed since the operation being undone.
     #[error("{0}")]
     Conflict(String),

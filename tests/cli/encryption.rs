@@ -390,7 +390,7 @@ fn round_trip_init_add_encrypt_restore() {
     let before = t.manifest();
     pw(&t, &["add", "--encrypt", SECRET])
         .code(1)
-        .stderr_has("encryption is not initialized");
+        .stderr_has("encryption is not initialized; run `sgard encrypt init` first");
     assert_eq!(t.manifest(), before);
 
     pw(&t, &["encrypt", "init"])

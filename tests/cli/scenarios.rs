@@ -189,7 +189,8 @@ fn status_without_repository_fails_and_creates_nothing() {
     let nope = t.path("nope");
     let r = t.sgard(["status", "--repo", &s(&nope)]);
     assert_ne!(r.code, 0, "{r:#?}");
-    r.stderr_has("no sgard repository");
+    r.stderr_has("no sgard repository")
+        .stderr_has("(no manifest.yaml); run `sgard init` first");
     assert!(!nope.exists(), "status must not create {}", nope.display());
     assert!(!t.repo().exists());
 }
