@@ -255,7 +255,7 @@ fn sgardd_binary(sgard: &Path, explicit: Option<&Path>) -> Result<PathBuf> {
     };
     if !p.is_file() {
         bail!(
-            "no sgardd binary at {}: run `cargo build --release -p sgard` first, or pass --sgardd PATH",
+            "no sgardd binary at {}: run `cargo build --release -p sgard -p sgard-server` first, or pass --sgardd PATH",
             p.display()
         );
     }

@@ -80,8 +80,8 @@ impl Env {
                 home.display()
             )));
         }
-        let cwd =
-            std::env::current_dir().map_err(|e| Error::io("reading the working folder", ".", e))?;
+        let cwd = std::env::current_dir()
+            .map_err(|e| Error::Invalid(format!("cannot read the working folder: {e}")))?;
         let now = match std::env::var("SGARD_NOW") {
             Ok(s) if !s.is_empty() => {
                 Timestamp::parse(&s).map_err(|e| Error::Invalid(format!("SGARD_NOW: {e}")))?

@@ -141,6 +141,14 @@ pub fn doomed(
         .collect()
 }
 
+/// Whether a Go client's push that has waited `waited` for its blobs is
+/// given up (never installed, protecting nothing from a prune): past the
+/// grace period, counted in whole seconds by every server (an object store
+/// keeps the time in seconds).
+pub fn go_push_expired(waited: std::time::Duration, grace: std::time::Duration) -> bool {
+    waited.as_secs() > grace.as_secs()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 /// What kind of failure, as a client should treat it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// The request is malformed (a bad hash, an unknown kind, a limit).
+    /// The request is malformed (a bad hash, an unknown kind, no chunk).
     Invalid,
     /// The request is refused as things stand (blobs missing, a Go
     /// client's garden mismatch): `FAILED_PRECONDITION`.

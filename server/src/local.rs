@@ -111,7 +111,7 @@ impl Local {
     }
 }
 
-/// A gRPC status for a Garden error.
+/// The backend error for a Garden error.
 pub fn garden_error(e: sgard_garden::Error) -> Error {
     let msg = chain(&e);
     match e {
@@ -229,7 +229,9 @@ impl Backend for Local {
         // One left waiting past the grace period is its client's, gone long
         // ago (see the object backend): never installed by a later push.
         let grace = self.prune_grace;
-        if let Some((manifest, history, _)) = pending.filter(|p| p.2.elapsed() <= grace) {
+        if let Some((manifest, history, _)) =
+            pending.filter(|p| !sgard_garden::rules::go_push_expired(p.2.elapsed(), grace))
+        {
             let who = who.to_owned();
             self.blocking(&repo, LockMode::Exclusive, move |g| {
                 // Decided again: another push may have landed since.
@@ -308,7 +310,7 @@ impl Backend for Local {
                 .pending
                 .lock()
                 .map_err(|_| Error::internal("poisoned"))?;
-            pending.retain(|_, p| p.2.elapsed() <= grace);
+            pending.retain(|_, p| !sgard_garden::rules::go_push_expired(p.2.elapsed(), grace));
             pending
                 .values()
                 .flat_map(|(m, h, _)| {

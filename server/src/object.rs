@@ -1122,7 +1122,8 @@ impl Object {
         });
         since.is_none_or(|t| {
             let age = sgard_proto::wire::unix_now().saturating_sub(t);
-            u64::try_from(age).is_ok_and(|a| a > self.prune_grace.as_secs())
+            u64::try_from(age)
+                .is_ok_and(|a| rules::go_push_expired(Duration::from_secs(a), self.prune_grace))
         })
     }
 

@@ -133,7 +133,7 @@ enum Answer {
     Pruned,
     Holds(Vec<bool>),
     Head(Hash, usize, usize),
-    Failed,
+    Failed(sgard_server::error::Kind),
 }
 
 async fn script(b: &dyn Backend) -> Vec<Answer> {
@@ -147,14 +147,18 @@ async fn script(b: &dyn Backend) -> Vec<Answer> {
     let answer = async |p: Push| match b.push_manifest("default", "SHA256:test", p).await {
         Ok(o) => Answer::Pushed(
             o.decision,
-            o.missing,
+            {
+                let mut m = o.missing;
+                m.sort();
+                m
+            },
             match o.head {
                 Some(h) if h == empty => "empty".into(),
                 Some(h) => h.to_hex(),
                 None => "-".into(),
             },
         ),
-        Err(_) => Answer::Failed,
+        Err(e) => Answer::Failed(e.kind()),
     };
     let h1 = sgard_garden::head_id_of(&m1);
     let h2 = sgard_garden::head_id_of(&m2);
@@ -176,13 +180,13 @@ async fn script(b: &dyn Backend) -> Vec<Answer> {
     // The head as a pull takes it.
     out.push(match b.pull_manifest("default").await {
         Ok(h) => Answer::Head(h.id, h.manifest.files.len(), h.history.len()),
-        Err(_) => Answer::Failed,
+        Err(e) => Answer::Failed(e.kind()),
     });
     // A prune keeps what the head and its history name (the snapshots of
     // both heads too) and deletes the orphan.
     let prune = async || match b.prune("default").await {
         Ok(_) => Answer::Pruned,
-        Err(_) => Answer::Failed,
+        Err(e) => Answer::Failed(e.kind()),
     };
     out.push(prune().await);
     let all = [x, y, z, h1, h2];
@@ -199,6 +203,22 @@ async fn script(b: &dyn Backend) -> Vec<Answer> {
         held.push(holds(b, h).await);
     }
     out.push(Answer::Holds(held));
+    // A head with no files but a history: nothing may be pushed onto it
+    // "from nothing" (the one fact each backend finds for itself).
+    let h3 = sgard_garden::head_id_of(&m3);
+    let empty_head = manifest(&[], 4);
+    out.push(answer(push(&empty_head, Base::Id(h3), false)).await);
+    out.push(answer(push(&m1, Base::Never, true)).await);
+    // A Go client (no base): a newer manifest is taken once its blobs are
+    // in (judged again then), the same `updated` is up to date.
+    let go = manifest(&[("f", y)], 5);
+    out.push(answer(push(&go, Base::Legacy, false)).await);
+    out.push(Answer::Stored(send(b, &[]).await));
+    out.push(match b.pull_manifest("default").await {
+        Ok(h) => Answer::Head(h.id, h.manifest.files.len(), h.history.len()),
+        Err(e) => Answer::Failed(e.kind()),
+    });
+    out.push(answer(push(&manifest(&[("g", y)], 5), Base::Legacy, false)).await);
     out
 }
 
@@ -249,4 +269,19 @@ fn both_backends_decide_keep_and_prune_alike() {
         folder[16],
         Answer::Holds(vec![true, true, false, true, true])
     );
+    assert!(matches!(
+        folder[17],
+        Answer::Pushed(Decision::Accepted, _, _)
+    ));
+    assert!(matches!(
+        folder[18],
+        Answer::Pushed(Decision::Rejected, _, _)
+    ));
+    assert!(matches!(&folder[19], Answer::Pushed(Decision::Accepted, _, h) if h == "-"));
+    let go = manifest(&[("f", Hash::of(b"two\n"))], 5);
+    assert!(matches!(folder[21], Answer::Head(id, 1, _) if id == sgard_garden::head_id_of(&go)));
+    assert!(matches!(
+        folder[22],
+        Answer::Pushed(Decision::UpToDate, _, _)
+    ));
 }

@@ -75,7 +75,7 @@ fn main() -> ExitCode {
     for b in [&sgard, &sgardd] {
         if !b.is_file() {
             eprintln!(
-                "sgard-sim: error: {} is not there; build it (`cargo build --release`) or name it with --sgard/--sgardd",
+                "sgard-sim: error: {} is not there; build them (`cargo build --release` builds both) or name it with --sgard/--sgardd",
                 b.display()
             );
             return ExitCode::from(2);
