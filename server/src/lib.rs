@@ -128,16 +128,9 @@ pub struct HeadView {
     pub signed: Option<(String, String)>,
 }
 
-/// What a push was told.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Taken (or, negotiating, would be).
-    Accepted,
-    /// The server has changes the client has not pulled.
-    Rejected,
-    /// The server already has it.
-    UpToDate,
-}
+/// What a push was told: the rule's verdict
+/// ([`sgard_garden::rules::push_verdict`]).
+pub use sgard_garden::rules::Verdict as Decision;
 
 /// The answer to a push's manifest.
 #[derive(Clone, Debug)]

@@ -1137,9 +1137,8 @@ impl Object {
 /// ([`sgard_garden::rules::push_verdict`]); `None` when the push may go on.
 fn decide(s: &State, m: &Manifest, base: Base) -> Option<Decision> {
     match push_verdict(&s.manifest, !s.history.is_empty(), m, base) {
-        Verdict::UpToDate => Some(Decision::UpToDate),
-        Verdict::Rejected => Some(Decision::Rejected),
         Verdict::Accepted => None,
+        refused_or_done => Some(refused_or_done),
     }
 }
 
