@@ -42,7 +42,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use sgard_garden::{Env, Garden, LockMode};
+use sgard_garden::{Access, Env, Garden, LockMode, Options};
 
 use crate::cli::{Cli, Command};
 use crate::ui;
@@ -118,7 +118,13 @@ impl Net {
 impl Ctx {
     /// Opens the repository with the lock `mode`, saying so if it must wait.
     pub fn open(&self, mode: LockMode) -> Result<Garden> {
-        let g = Garden::open(&self.repo, self.env.clone(), mode, &ui::note).map_err(|e| {
+        self.open_with(self.options(Access::from(mode)))
+    }
+
+    /// Opens the repository with `opts` (see [`Ctx::options`]).
+    pub fn open_with(&self, opts: Options<'static>) -> Result<Garden> {
+        let write = opts.access == Access::Write;
+        let g = Garden::open(&self.repo, self.env.clone(), opts).map_err(|e| {
             if matches!(e, sgard_garden::Error::ReadOnly { .. }) {
                 let hint = format!(
                     "{e}: this command writes to it; status, diff, list, log, verify and \
@@ -131,7 +137,7 @@ impl Ctx {
         })?;
         // A command that writes the repository also adds what git needs
         // to merge it (`.gitattributes`), when it is under git.
-        if mode == LockMode::Exclusive && self.git_setup {
+        if write && self.git_setup {
             git::set_up(&self.repo, true);
         }
         self.ready(g)
@@ -143,15 +149,20 @@ impl Ctx {
         if !dry_run {
             return self.open(LockMode::Exclusive);
         }
-        let mut g = self.open(LockMode::Shared)?;
-        g.set_dry_run();
-        Ok(g)
+        self.open_with(Options {
+            dry_run: true,
+            ..self.options(Access::Read)
+        })
     }
 
     /// Opens the repository to read it alone (verify, list, log, identity):
     /// this machine's base and stat cache are neither loaded nor written.
     pub fn open_repository_only(&self) -> Result<Garden> {
-        let g = Garden::open_repository_only(&self.repo, self.env.clone(), &ui::note)?;
+        let g = Garden::open(
+            &self.repo,
+            self.env.clone(),
+            self.options(Access::RepositoryOnly),
+        )?;
         self.ready(g)
     }
 
@@ -159,11 +170,14 @@ impl Ctx {
     /// mirror down, merge), or with `dry_run` to say what would change (no
     /// home lock, nothing written): it may be read-only, and then says so.
     pub fn open_for_home(&self, dry_run: bool) -> Result<Garden> {
-        let g = if dry_run {
-            Garden::open_for_home_dry_run(&self.repo, self.env.clone(), &ui::note)?
-        } else {
-            Garden::open_for_home(&self.repo, self.env.clone(), &ui::note)?
-        };
+        let g = Garden::open(
+            &self.repo,
+            self.env.clone(),
+            Options {
+                dry_run,
+                ..self.options(Access::Home)
+            },
+        )?;
         if g.repository_is_read_only() {
             ui::note(&format!(
                 "{} is read-only: restoring from it; the safety snapshot (for `sgard \
@@ -196,8 +210,25 @@ impl Ctx {
         }
     }
 
-    fn ready(&self, mut g: Garden) -> Result<Garden> {
-        g.set_note_sink(Box::new(ui::note));
+    /// How this command opens the repository for `access`: notes and
+    /// waits said as they happen, the passphrase asked when needed (three
+    /// tries at a terminal), the Garden's memory left to the exit.
+    pub fn options(&self, access: Access) -> Options<'static> {
+        Options {
+            access,
+            on_wait: Some(&ui::note),
+            process_ends: true,
+            note_sink: Some(Box::new(ui::note)),
+            passphrase: Some(Box::new(|| {
+                let _bar = ui::progress::pause();
+                context::passphrase("Passphrase: ")
+            })),
+            passphrase_tries: if context::passphrase_is_typed() { 3 } else { 1 },
+            dry_run: false,
+        }
+    }
+
+    fn ready(&self, g: Garden) -> Result<Garden> {
         // A git clone gets the merge driver defined on first use.
         if self.git_setup {
             git::set_up(&self.repo, false);
@@ -222,12 +253,6 @@ impl Ctx {
                 ));
             }
         }
-        g.set_process_ends();
-        g.set_passphrase_source(Box::new(|| {
-            let _bar = ui::progress::pause();
-            context::passphrase("Passphrase: ")
-        }));
-        g.set_passphrase_tries(if context::passphrase_is_typed() { 3 } else { 1 });
         Ok(g)
     }
 }

@@ -1,5 +1,6 @@
 //! `add`: start tracking files, symlinks and folders.
 
+use crate::Tx;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -85,7 +86,7 @@ impl Garden {
             Error::Io { op, path, source }
                 if source.kind() == std::io::ErrorKind::PermissionDenied =>
             {
-                let rule = self.env.shown(&path);
+                let rule = self.repo.env.shown(&path);
                 Error::Unreadable {
                     op,
                     path,
@@ -98,7 +99,7 @@ impl Garden {
         if r.is_err() {
             // Nothing was saved: what it recorded in the base agrees with
             // nothing in the repository.
-            self.base.borrow_mut().rollback();
+            self.work.base.rollback();
         }
         r
     }
@@ -112,13 +113,13 @@ impl Garden {
         let mut roots = Vec::new();
         let mut unasked = Vec::new();
         for a in args {
-            let abs = self.env.resolve(a);
+            let abs = self.repo.env.resolve(a);
             let Some(md) = fsx::lstat(&abs)? else {
                 return Err(Error::NotFound(abs));
             };
             self.refuse_own(&abs)?;
-            let tilde = self.env.to_tilde(&abs)?;
-            if let Some(rule) = self.manifest.excluded_by(&tilde) {
+            let tilde = self.repo.env.to_tilde(&abs)?;
+            if let Some(rule) = self.repo.manifest.excluded_by(&tilde) {
                 return Err(Error::Excluded {
                     path: tilde,
                     rule: rule.to_owned(),
@@ -139,8 +140,8 @@ impl Garden {
             other => other.map(|()| Vec::new())?,
         };
         let mut report = AddReport::default();
-        if !self.dry_run {
-            self.begin_batch();
+        if !self.repo.dry_run {
+            self.tx().begin_batch();
         }
         let singles = roots
             .iter()
@@ -149,6 +150,7 @@ impl Garden {
         sgard_store::progress::begin("adding", singles.count() as u64, bytes);
         for (abs, kind, _) in roots {
             let refused = self
+                .repo
                 .env
                 .to_tilde(&abs)
                 .is_ok_and(|t| secrets.iter().any(|(p, _)| *p == t));
@@ -171,13 +173,13 @@ impl Garden {
         self.refresh_folders(&added);
         // A manifest with an entry below a file or a symlink does not load
         // again: refused before it is saved.
-        if let Some((below, above)) = self.manifest.below_file_or_link() {
+        if let Some((below, above)) = self.repo.manifest.below_file_or_link() {
             return Err(below_tracked(below, above));
         }
-        self.commit_batch()?;
-        self.manifest.updated = self.env.now;
+        self.tx().commit_batch()?;
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
-        self.flush_base()?;
+        self.tx().flush_base()?;
         // Taken as it is: conflict markers a merge left in it are content.
         self.drop_unresolved(added.iter().map(String::as_str))?;
         Ok(report)
@@ -199,7 +201,7 @@ impl Garden {
                 match self.link_plan(abs, opts, &chain, report) {
                     LinkPlan::Walk(chain) => self.add_tree_with(abs, opts, false, chain, report),
                     LinkPlan::AlsoFile(real) => {
-                        if let Ok(t) = self.env.to_tilde(&real)
+                        if let Ok(t) = self.repo.env.to_tilde(&real)
                             && self.plaintext_unasked(&t, opts)
                         {
                             self.refuse_secrets(&[(real.clone(), t)])?;
@@ -265,16 +267,16 @@ impl Garden {
                 };
                 let kind = DiskKind::of(&md);
                 let path = ent.path().to_path_buf();
-                let Ok(tilde) = self.env.to_tilde(&path) else {
+                let Ok(tilde) = self.repo.env.to_tilde(&path) else {
                     report
                         .skipped
-                        .push((self.env.shown(&path), "name cannot be stored".into()));
+                        .push((self.repo.env.shown(&path), "name cannot be stored".into()));
                     if kind == DiskKind::Dir {
                         walk.skip_current_dir();
                     }
                     continue;
                 };
-                if self.manifest.excluded_by(&tilde).is_some() {
+                if self.repo.manifest.excluded_by(&tilde).is_some() {
                     if kind == DiskKind::Dir {
                         walk.skip_current_dir();
                     }
@@ -306,7 +308,7 @@ impl Garden {
                             continue;
                         }
                         LinkPlan::AlsoFile(real) => {
-                            if let Ok(t) = self.env.to_tilde(&real) {
+                            if let Ok(t) = self.repo.env.to_tilde(&real) {
                                 also_files = true;
                                 items.push((real, DiskKind::File, t, 0));
                             }
@@ -319,7 +321,7 @@ impl Garden {
                     if kind == DiskKind::File
                         && let Some(db) = crate::sqlite::side_file_of(&path)
                     {
-                        let db = self.env.shown(&db);
+                        let db = self.repo.env.shown(&db);
                         report.skipped.push((
                             tilde,
                             format!("part of the SQLite database {db}, which is captured whole"),
@@ -328,14 +330,14 @@ impl Garden {
                     }
                     // Markers a merge wrote are taken only when the file
                     // itself is named (the same test as status).
-                    if kind == DiskKind::File && self.unresolved_merge(&tilde, &path) {
+                    if kind == DiskKind::File && self.tx().unresolved_merge(&tilde, &path) {
                         report.skipped.push((tilde, UNRESOLVED_MERGE.into()));
                         continue;
                     }
                     if kind == DiskKind::File && self.plaintext_unasked(&tilde, opts) {
                         unasked.push((path.clone(), tilde.clone()));
                     }
-                    let tracked = self.manifest.get(&tilde);
+                    let tracked = self.repo.manifest.get(&tilde);
                     new += usize::from(tracked.is_none());
                     sgard_store::progress::expect(1, size);
                     let plain = kind == DiskKind::File
@@ -354,12 +356,12 @@ impl Garden {
         }
         // The new entries arrive in path order: room for them once, not by
         // doubling (at 100,000 files, a third more than the entries).
-        self.manifest.files.reserve(new);
-        self.base.borrow_mut().reserve(new);
-        self.statcache.borrow_mut().reserve(new);
+        self.repo.manifest.files.reserve(new);
+        self.work.base.reserve(new);
+        self.work.statcache.reserve(new);
         // Copied into the store a window at a time: every copy waiting at
         // once held a file's metadata per path (25 MB at 100,000 files).
-        let window = self.env.window();
+        let window = self.repo.env.window();
         let mut ahead = Vec::new().into_iter();
         for (k, (path, kind, plain)) in found.iter().enumerate() {
             if k % window == 0 {
@@ -371,11 +373,11 @@ impl Garden {
                     .filter(|(_, _, plain)| *plain)
                     .map(|(p, _, _)| p.as_path())
                     .collect();
-                if !self.dry_run {
-                    ahead = self.prespool(&plain).into_iter();
+                if !self.repo.dry_run {
+                    ahead = self.tx().prespool(&plain).into_iter();
                 }
                 if k == 0 {
-                    self.env.crash_point("add-copied");
+                    self.repo.env.crash_point("add-copied");
                 }
             }
             let copy = if *plain { ahead.next().flatten() } else { None };
@@ -383,8 +385,8 @@ impl Garden {
             // An untracked file that holds what this machine last synced was
             // untracked by another machine: mirror up leaves it untracked.
             if new_only
-                && let Ok(tilde) = self.env.to_tilde(path)
-                && self.manifest.get(&tilde).is_none()
+                && let Ok(tilde) = self.repo.env.to_tilde(path)
+                && self.repo.manifest.get(&tilde).is_none()
                 && self.untracked_elsewhere(&tilde, path)
             {
                 report.skipped.push((
@@ -400,9 +402,9 @@ impl Garden {
             // since this machine last synced it (behind, conflict) is left
             // as the repository has it. Name the file to take it anyway.
             if !new_only
-                && let Ok(tilde) = self.env.to_tilde(path)
-                && let Some(e) = self.manifest.get(&tilde)
-                && let Ok(j) = self.judge(e, false, &Found::Unknown)
+                && let Ok(tilde) = self.repo.env.to_tilde(path)
+                && let Some(e) = self.repo.manifest.get(&tilde)
+                && let Ok(j) = Tx::new(&self.repo, &mut self.work).judge(e, false, &Found::Unknown)
                 && matches!(j.state, crate::State::Behind | crate::State::Conflict)
             {
                 report.skipped.push((
@@ -429,14 +431,14 @@ impl Garden {
         ahead: Option<(sgard_store::Spooled, std::fs::Metadata)>,
         report: &mut AddReport,
     ) -> Result<()> {
-        let tilde = self.env.to_tilde(abs)?;
-        if new_only && self.manifest.get(&tilde).is_some() {
+        let tilde = self.repo.env.to_tilde(abs)?;
+        if new_only && self.repo.manifest.get(&tilde).is_some() {
             return Ok(());
         }
         let mut content = None;
         if kind == DiskKind::File
             && !opts.template
-            && self.manifest.get(&tilde).is_some_and(|e| e.template)
+            && self.repo.manifest.get(&tilde).is_some_and(|e| e.template)
         {
             report.skipped.push((
                 tilde,
@@ -447,8 +449,8 @@ impl Garden {
             ));
             return Ok(());
         }
-        if self.dry_run {
-            return self.preview_add(abs, kind, opts, report);
+        if self.repo.dry_run {
+            return self.tx().preview_add(abs, kind, opts, report);
         }
         if kind != DiskKind::File && (opts.template || opts.run.is_some()) {
             report.notes.push((
@@ -461,11 +463,13 @@ impl Garden {
         }
         let mut entry = match kind {
             DiskKind::File => {
-                let old = self.manifest.get(&tilde).cloned();
+                let old = self.repo.manifest.get(&tilde).cloned();
                 let encrypt =
                     opts.encrypt || (old.as_ref().is_some_and(|e| e.encrypted) && !opts.no_encrypt);
                 if encrypt {
-                    let (e, sha) = self.encrypted_file_entry(&tilde, abs, old, opts.template)?;
+                    let (e, sha) =
+                        self.tx()
+                            .encrypted_file_entry(&tilde, abs, old, opts.template)?;
                     content = Some(sha);
                     e
                 } else if opts.template {
@@ -485,15 +489,15 @@ impl Garden {
                             ),
                         });
                     }
-                    let w = self.put_source(&source)?;
-                    let mut e = Entry::new(tilde.clone(), EntryKind::File, self.env.now);
+                    let w = self.tx().put_source(&source)?;
+                    let mut e = Entry::new(tilde.clone(), EntryKind::File, self.repo.env.now);
                     e.hash = Some(w.hash);
                     e.mode = Some(fsx::mode_of(&md));
                     content = Some(w.hash);
                     e
                 } else {
-                    let (w, md) = self.store_file(abs, ahead)?;
-                    let mut e = Entry::new(tilde.clone(), EntryKind::File, self.env.now);
+                    let (w, md) = self.tx().store_file(abs, ahead)?;
+                    let mut e = Entry::new(tilde.clone(), EntryKind::File, self.repo.env.now);
                     e.hash = Some(w.hash);
                     e.mode = Some(fsx::mode_of(&md));
                     content = Some(w.hash);
@@ -522,14 +526,14 @@ impl Garden {
             }
             DiskKind::Link => {
                 let md = fsx::lstat(abs)?.ok_or_else(|| Error::NotFound(abs.to_path_buf()))?;
-                let mut e = Entry::new(tilde.clone(), EntryKind::Link, self.env.now);
+                let mut e = Entry::new(tilde.clone(), EntryKind::Link, self.repo.env.now);
                 e.target = Some(fsx::read_link(abs)?);
                 e.mode = Some(fsx::mode_of(&md));
                 e
             }
             DiskKind::Dir => {
                 let md = fsx::lstat(abs)?.ok_or_else(|| Error::NotFound(abs.to_path_buf()))?;
-                let mut e = Entry::new(tilde.clone(), EntryKind::Directory, self.env.now);
+                let mut e = Entry::new(tilde.clone(), EntryKind::Directory, self.repo.env.now);
                 e.mode = Some(fsx::mode_of(&md));
                 e
             }
@@ -546,7 +550,7 @@ impl Garden {
             return Ok(());
         }
         if entry.kind == EntryKind::File {
-            let old = self.manifest.get(&tilde);
+            let old = self.repo.manifest.get(&tilde);
             entry.template = opts.template;
             entry.run = opts.run.or(old.and_then(|o| o.run));
         }
@@ -556,19 +560,21 @@ impl Garden {
         // The disk holds a template's source, which is what belongs there
         // only when it renders to itself; else the rendering is to come
         // (status: behind; restore writes it).
-        if let Some(e) = self.manifest.get(&tilde) {
-            let pending = self.template_pending(e, abs).unwrap_or_else(|err| {
-                report.notes.push((
-                    tilde.clone(),
-                    format!(
-                        "stored, but it does not render: {} (`sgard edit {tilde}` fixes it)",
-                        crate::checkpoint::error_chain(&err)
-                    ),
-                ));
-                true
-            });
+        if let Some(e) = self.repo.manifest.get(&tilde) {
+            let pending = Tx::new(&self.repo, &mut self.work)
+                .template_pending(e, abs)
+                .unwrap_or_else(|err| {
+                    report.notes.push((
+                        tilde.clone(),
+                        format!(
+                            "stored, but it does not render: {} (`sgard edit {tilde}` fixes it)",
+                            crate::checkpoint::error_chain(&err)
+                        ),
+                    ));
+                    true
+                });
             if pending {
-                self.base.borrow_mut().settle(
+                self.work.base.settle(
                     &tilde,
                     crate::base::BaseEntry {
                         kind: e.kind,
@@ -579,7 +585,7 @@ impl Garden {
                     },
                 );
             } else {
-                self.settle(e, content, mode);
+                Tx::new(&self.repo, &mut self.work).settle(e, content, mode);
             }
         }
         sgard_store::progress::done(
@@ -598,17 +604,47 @@ impl Garden {
     /// plaintext though the command did not say how to store it: then a
     /// file that looks like a secret is refused (see [`crate::secrets`]).
     fn plaintext_unasked(&self, tilde: &str, opts: &AddOptions) -> bool {
-        !opts.encrypt && !opts.no_encrypt && self.manifest.get(tilde).is_none()
+        !opts.encrypt && !opts.no_encrypt && self.repo.manifest.get(tilde).is_none()
     }
 
+    /// Puts a freshly read entry into the manifest, keeping what the user set
+    /// before (lock, targeting) unless this command sets it.
+    fn merge_added(&mut self, mut fresh: Entry, opts: &AddOptions) -> AddOutcome {
+        let old = self.repo.manifest.get(&fresh.path).cloned();
+        fresh.locked = opts.lock;
+        fresh.only.clone_from(&opts.only);
+        fresh.never.clone_from(&opts.never);
+        let Some(old) = old else {
+            self.repo.manifest.upsert(fresh);
+            return AddOutcome::Added;
+        };
+        fresh.locked |= old.locked;
+        if opts.only.is_empty() && opts.never.is_empty() {
+            fresh.only = old.only.clone();
+            fresh.never = old.never.clone();
+        }
+        let same_content =
+            old.kind == fresh.kind && old.hash == fresh.hash && old.target == fresh.target;
+        if same_content {
+            fresh.updated = old.updated;
+        }
+        if fresh == old {
+            return AddOutcome::Unchanged;
+        }
+        self.repo.manifest.upsert(fresh);
+        AddOutcome::Refreshed
+    }
+}
+
+impl Tx<'_> {
     /// Whether `e` is a template whose rendering differs from what `abs`
     /// holds (its source, just added).
-    fn template_pending(&self, e: &Entry, abs: &Path) -> Result<bool> {
+    fn template_pending(&mut self, e: &Entry, abs: &Path) -> Result<bool> {
         if !e.template {
             return Ok(false);
         }
         let source = if e.encrypted {
-            self.read_plain(abs)?.0.to_vec()
+            self.repo.read_plain(abs)?.0.to_vec()
         } else {
             let (mut f, _) = fsx::open_regular(abs)?;
             let mut buf = Vec::new();
@@ -623,17 +659,17 @@ impl Garden {
     /// An encrypted file entry for `abs`; the ciphertext of `old` is kept
     /// when the content did not change (no new blob, no churn).
     fn encrypted_file_entry(
-        &self,
+        &mut self,
         tilde: &str,
         abs: &Path,
         old: Option<Entry>,
         template: bool,
     ) -> Result<(Entry, sgard_store::Hash)> {
-        if !self.encryption_initialized() {
+        if !self.repo.encryption_initialized() {
             return Err(crate::encrypted::not_initialized());
         }
-        let (plain, md) = self.read_plain(abs)?;
-        let mut e = Entry::new(tilde.to_owned(), EntryKind::File, self.env.now);
+        let (plain, md) = self.repo.read_plain(abs)?;
+        let mut e = Entry::new(tilde.to_owned(), EntryKind::File, self.repo.env.now);
         e.encrypted = true;
         e.mode = Some(fsx::mode_of(&md));
         match old.filter(|o| o.encrypted && o.kind == EntryKind::File) {
@@ -651,34 +687,6 @@ impl Garden {
             }
         }
         Ok((e, sgard_store::Hash::of(&plain)))
-    }
-
-    /// Puts a freshly read entry into the manifest, keeping what the user set
-    /// before (lock, targeting) unless this command sets it.
-    fn merge_added(&mut self, mut fresh: Entry, opts: &AddOptions) -> AddOutcome {
-        let old = self.manifest.get(&fresh.path).cloned();
-        fresh.locked = opts.lock;
-        fresh.only.clone_from(&opts.only);
-        fresh.never.clone_from(&opts.never);
-        let Some(old) = old else {
-            self.manifest.upsert(fresh);
-            return AddOutcome::Added;
-        };
-        fresh.locked |= old.locked;
-        if opts.only.is_empty() && opts.never.is_empty() {
-            fresh.only = old.only.clone();
-            fresh.never = old.never.clone();
-        }
-        let same_content =
-            old.kind == fresh.kind && old.hash == fresh.hash && old.target == fresh.target;
-        if same_content {
-            fresh.updated = old.updated;
-        }
-        if fresh == old {
-            return AddOutcome::Unchanged;
-        }
-        self.manifest.upsert(fresh);
-        AddOutcome::Refreshed
     }
 }
 
@@ -749,7 +757,7 @@ impl Garden {
         chain: &[PathBuf],
         report: &mut AddReport,
     ) -> LinkPlan {
-        let shown = self.env.shown(abs);
+        let shown = self.repo.env.shown(abs);
         let Ok(target) = fsx::read_link(abs) else {
             return LinkPlan::Link;
         };
@@ -767,8 +775,8 @@ impl Garden {
         if md.is_dir() {
             // Followed here before: its entries are under it, and a link
             // entry there would be refused; so it is walked again.
-            let followed = self.env.to_tilde(abs).ok().is_some_and(|t| {
-                read_followed(self.local_dir.as_deref())
+            let followed = self.repo.env.to_tilde(abs).ok().is_some_and(|t| {
+                read_followed(self.repo.local_dir.as_deref())
                     .iter()
                     .any(|(p, x)| *p == t && *x == target)
             });
@@ -776,13 +784,15 @@ impl Garden {
             // entry there would be refused, and following it is this
             // machine's choice alone (restores would write through it), so
             // it is skipped unless --follow says so.
-            let below = self.env.to_tilde(abs).ok().is_some_and(|t| {
+            let below = self.repo.env.to_tilde(abs).ok().is_some_and(|t| {
                 let prefix = format!("{t}/");
                 let at = self
+                    .repo
                     .manifest
                     .files
                     .partition_point(|e| e.path.as_str() < prefix.as_str());
-                self.manifest
+                self.repo
+                    .manifest
                     .files
                     .get(at)
                     .is_some_and(|e| e.path.starts_with(&prefix))
@@ -813,11 +823,12 @@ impl Garden {
                 ));
                 return LinkPlan::Link;
             }
-            if let Ok(t) = self.env.to_tilde(abs) {
+            if let Ok(t) = self.repo.env.to_tilde(abs) {
                 if opts.follow {
                     self.remember_followed(&t, &target);
                 }
                 if self
+                    .repo
                     .manifest
                     .get(&t)
                     .is_some_and(|e| e.kind == sgard_manifest::EntryKind::Link)
@@ -826,7 +837,7 @@ impl Garden {
                         "{shown} was tracked as a symlink; it is followed now, and its entry \
                          is replaced by the files below it"
                     ));
-                    self.manifest.remove(&t);
+                    self.repo.manifest.remove(&t);
                 }
             }
             let mut inner = chain.to_vec();
@@ -836,9 +847,9 @@ impl Garden {
         if !opts.follow || !md.is_file() {
             return LinkPlan::Link;
         }
-        match self.env.to_tilde(&real) {
+        match self.repo.env.to_tilde(&real) {
             // sgard's own were refused or passed by before (see `own.rs`).
-            Ok(t) if self.manifest.excluded_by(&t).is_none() => {
+            Ok(t) if self.repo.manifest.excluded_by(&t).is_none() => {
                 report.links.push(format!(
                     "{shown} is a symlink to a file: tracked the link and the file it points \
                      to, {t}"
@@ -848,7 +859,7 @@ impl Garden {
             _ => {
                 report.links.push(format!(
                     "{shown} is a symlink to {}, which sgard does not track: stored as a link",
-                    self.env.shown(&real)
+                    self.repo.env.shown(&real)
                 ));
                 LinkPlan::Link
             }
@@ -859,7 +870,12 @@ impl Garden {
     /// `target`), so a restore writes its entries through it (best effort:
     /// without the record a restore refuses to, and says why).
     fn remember_followed(&self, path: &str, target: &str) {
-        let Some(dir) = self.local_dir.as_deref().filter(|_| !self.dry_run) else {
+        let Some(dir) = self
+            .repo
+            .local_dir
+            .as_deref()
+            .filter(|_| !self.repo.dry_run)
+        else {
             return;
         };
         if path.contains(['\t', '\n']) || target.contains(['\t', '\n']) {

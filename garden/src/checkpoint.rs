@@ -1,5 +1,6 @@
 //! `checkpoint`: record the current state of every tracked path.
 
+use crate::Tx;
 use std::ffi::OsString;
 
 use sgard_manifest::history::Reason;
@@ -125,7 +126,7 @@ pub struct CheckpointOptions {
 impl Garden {
     /// Records what changed on disk since this machine last synced: for
     /// every entry that applies here (or those `args` select), judged three
-    /// ways against this machine's base (see [`Garden::judge`]), a
+    /// ways against this machine's base (see [`Tx::judge`]), a
     /// `modified` entry's content, target or mode is stored and recorded;
     /// a `behind` one (changed in the repository by another machine) is
     /// left alone, and so is a `conflict` (the repository's version is kept
@@ -145,7 +146,7 @@ impl Garden {
         opts: CheckpointOptions,
     ) -> Result<CheckpointReport> {
         self.require_history()?;
-        let picked = self.select(args)?;
+        let picked = self.repo.select(args)?;
         let mut report = CheckpointReport {
             dry_run: opts.dry_run,
             ..CheckpointReport::default()
@@ -153,8 +154,12 @@ impl Garden {
         // What the head changed since the newest snapshot. The head is
         // that snapshot (the common case) or the parent document is read:
         // whichever machine it came from, only a change is recorded.
-        let head_is_snapshot = self.history.head().is_some_and(|r| r.id == self.head_hash);
-        let parent = match self.history.head() {
+        let head_is_snapshot = self
+            .repo
+            .history
+            .head()
+            .is_some_and(|r| r.id == self.repo.head_hash);
+        let parent = match self.repo.history.head() {
             _ if head_is_snapshot => Parent::Head,
             None => Parent::None,
             Some(r) => match self.snapshot_doc(&r.id) {
@@ -163,15 +168,15 @@ impl Garden {
             },
         };
         report.staged = match &parent {
-            Parent::None => compare_docs(None, &self.manifest, true),
-            Parent::Doc(doc) => compare_docs(Some(doc), &self.manifest, true),
+            Parent::None => compare_docs(None, &self.repo.manifest, true),
+            Parent::Doc(doc) => compare_docs(Some(doc), &self.repo.manifest, true),
             Parent::Head | Parent::Unreadable => Vec::new(),
         };
         if !opts.dry_run {
-            self.begin_batch();
+            self.tx().begin_batch();
         }
         sgard_store::progress::begin("checking", picked.len() as u64, 0);
-        let mut scan = self.scan(&picked, !opts.dry_run);
+        let mut scan = self.tx().scan(&picked, !opts.dry_run);
         let mut recorded = Vec::new();
         // A dry run cannot tell a secret's new ciphertext, only that there
         // will be one.
@@ -179,15 +184,19 @@ impl Garden {
         let mut resolved = Vec::new();
         for i in picked {
             sgard_store::cancel::check()?;
-            let entry = &self.manifest.files[i];
+            let mut tx = Tx {
+                repo: &self.repo,
+                work: &mut self.work,
+            };
+            let entry = &tx.repo.manifest.files[i];
             sgard_store::progress::done(&entry.path, "checking");
-            if !self.applies(entry)? {
+            if !tx.repo.applies(entry)? {
                 continue;
             }
             // With the key where a secret needs it (a checkpoint of a changed
             // secret needs it anyway).
-            let mut found = scan.take(self, i);
-            let judged = match self.judge(entry, entry.encrypted, &found) {
+            let mut found = scan.take(&mut tx, i);
+            let judged = match tx.judge(entry, entry.encrypted, &found) {
                 Ok(j) => j,
                 Err(e) => {
                     report
@@ -202,7 +211,7 @@ impl Garden {
             if !opts.dry_run
                 && !judged.unresolved
                 && !matches!(judged.state, State::Skipped | State::Error)
-                && self.has_unresolved(&entry.path)
+                && tx.work.has_unresolved(&entry.path)
             {
                 resolved.push(entry.path.clone());
             }
@@ -211,7 +220,7 @@ impl Garden {
             let change = match judged.state {
                 State::Ok => {
                     if !opts.dry_run
-                        && let Err(e) = self.heal(entry, &judged, &mut report)
+                        && let Err(e) = tx.heal(entry, &judged, &mut report)
                     {
                         report
                             .changes
@@ -234,7 +243,7 @@ impl Garden {
                     } else if let Some(seen) = judged.seen.as_ref() {
                         let mut u = entry.clone();
                         u.mode = Some(seen.mode);
-                        u.updated = self.env.now;
+                        u.updated = tx.repo.env.now;
                         recorded.push((i, seen.content));
                         updated = Some(u);
                         EntryChange::Mode
@@ -265,7 +274,7 @@ impl Garden {
                         EntryChange::Content
                     }
                 }
-                State::Modified => match self.checkpoint_entry(entry, &mut found, &mut report) {
+                State::Modified => match tx.checkpoint_entry(entry, &mut found, &mut report) {
                     Ok(Some((u, change))) => {
                         if matches!(change, EntryChange::Content | EntryChange::Mode) {
                             recorded.push((i, judged.seen.and_then(|s| s.content)));
@@ -279,7 +288,7 @@ impl Garden {
             };
             report.changes.push((entry.path.clone(), change));
             if let Some(u) = updated {
-                self.manifest.files[i] = u;
+                self.repo.manifest.files[i] = u;
             }
         }
         // A folder above an entry whose mode changed here is recorded too.
@@ -292,7 +301,7 @@ impl Garden {
         let changed = match &parent {
             Parent::Head => taken || folders_moved || unknown_change,
             Parent::Doc(doc) => {
-                unknown_change || !compare_docs(Some(doc), &self.manifest, true).is_empty()
+                unknown_change || !compare_docs(Some(doc), &self.repo.manifest, true).is_empty()
             }
             Parent::None | Parent::Unreadable => true,
         };
@@ -303,14 +312,16 @@ impl Garden {
         let message = message.filter(|m| !m.is_empty()).map(str::to_owned);
         // What is recorded agrees with the disk: settled with the head
         // (commit_head or save writes it, pending first).
+        let mut tx = self.tx();
+        let repo = tx.repo;
         for (i, content) in recorded.iter().copied() {
-            let e = &self.manifest.files[i];
+            let e = &repo.manifest.files[i];
             let content = if e.encrypted || e.template {
                 content
             } else {
                 e.hash
             };
-            self.settle(e, content, e.mode);
+            tx.settle(e, content, e.mode);
         }
         if !changed {
             // Nothing to record: the newest snapshot already says this
@@ -318,13 +329,13 @@ impl Garden {
             // this run changed in the head (it only undid the head's own
             // changes since that snapshot, or put back folder modes a Go
             // sgard dropped) still goes into manifest.yaml.
-            self.commit_batch()?;
+            self.tx().commit_batch()?;
             if recorded.is_empty() && !folders_moved {
-                self.flush_base()?;
+                self.tx().flush_base()?;
             } else {
-                self.manifest.updated = self.env.now;
+                self.repo.manifest.updated = self.repo.env.now;
                 if let Err(e) = self.save() {
-                    self.base.borrow_mut().rollback();
+                    self.work.base.rollback();
                     return Err(e);
                 }
             }
@@ -333,8 +344,8 @@ impl Garden {
         }
         // commit_head adds the snapshot to the batch and commits it, blobs
         // before the record that names them.
-        self.manifest.updated = self.env.now;
-        self.manifest.message.clone_from(&message);
+        self.repo.manifest.updated = self.repo.env.now;
+        self.repo.manifest.message.clone_from(&message);
         let parent_doc = match &parent {
             Parent::Doc(doc) => Some(&**doc),
             _ => None,
@@ -348,7 +359,7 @@ impl Garden {
             Ok(r) => r,
             Err(e) => {
                 // Nothing was recorded: neither are the agreements.
-                self.base.borrow_mut().rollback();
+                self.work.base.rollback();
                 return Err(e);
             }
         };
@@ -356,14 +367,21 @@ impl Garden {
         self.rest_unresolved(resolved.iter().map(String::as_str))?;
         Ok(report)
     }
+}
 
+impl Tx<'_> {
     /// Re-stores the blob of an unchanged plain file when it went missing
     /// while the file still holds it. For a file the stat cache vouches for
     /// (unchanged since it was last hashed; its blob was made durable when
     /// that hash entered the manifest) the blob is not looked up: that was
     /// 10,000 `stat`s per checkpoint of a big tree. `verify` finds lost
     /// blobs and `--no-cache checkpoint` re-stores them.
-    fn heal(&self, entry: &Entry, judged: &Judged, report: &mut CheckpointReport) -> Result<()> {
+    fn heal(
+        &mut self,
+        entry: &Entry,
+        judged: &Judged,
+        report: &mut CheckpointReport,
+    ) -> Result<()> {
         if entry.kind != EntryKind::File || entry.encrypted {
             return Ok(());
         }
@@ -375,9 +393,9 @@ impl Garden {
             return Ok(());
         }
         // The file holds exactly the blob's bytes.
-        self.known_size(hash, md.len());
-        if !judged.vouched && !self.store.contains(&hash).unwrap_or(true) {
-            let (w, _) = self.store_file(&self.env.expand(&entry.path), None)?;
+        self.work.known_size(hash, md.len());
+        if !judged.vouched && !self.repo.store.contains(&hash).unwrap_or(true) {
+            let (w, _) = self.store_file(&self.repo.env.expand(&entry.path), None)?;
             if w.new {
                 report.new_blobs += 1;
             }
@@ -386,12 +404,12 @@ impl Garden {
     }
 
     pub(crate) fn checkpoint_entry(
-        &self,
+        &mut self,
         entry: &Entry,
         found: &mut Found,
         report: &mut CheckpointReport,
     ) -> Result<Option<(Entry, EntryChange)>> {
-        let abs = self.env.expand(&entry.path);
+        let abs = self.repo.env.expand(&entry.path);
         let Some(md) = found.lstat(&abs)? else {
             return Ok(Some((entry.clone(), EntryChange::Missing)));
         };
@@ -426,7 +444,7 @@ impl Garden {
                     );
                 }
                 if !same {
-                    let (plain, fmd) = self.read_plain(&abs)?;
+                    let (plain, fmd) = self.repo.read_plain(&abs)?;
                     let (h, mac, new) = self.store_encrypted(&plain, false)?;
                     if new {
                         report.new_blobs += 1;
@@ -436,7 +454,7 @@ impl Garden {
                     e.plaintext_mac = Some(mac);
                     e.plaintext_hash = None;
                     e.mode = Some(fsx::mode_of(&fmd));
-                    e.updated = self.env.now;
+                    e.updated = self.repo.env.now;
                     return Ok(Some((e, EntryChange::Content)));
                 }
             }
@@ -458,7 +476,7 @@ impl Garden {
                     && !vouched
                     && entry
                         .hash
-                        .is_some_and(|h| !self.store.contains(&h).unwrap_or(true));
+                        .is_some_and(|h| !self.repo.store.contains(&h).unwrap_or(true));
                 if heal {
                     let (w, _) = self.store_file(&abs, None)?;
                     if w.new {
@@ -467,7 +485,7 @@ impl Garden {
                 }
                 if !content_changed && let Some(h) = entry.hash {
                     // The file holds exactly the blob's bytes.
-                    self.known_size(h, md.len());
+                    self.work.known_size(h, md.len());
                 }
                 if content_changed {
                     let (w, fmd) = self.store_file(&abs, found.take_spooled())?;
@@ -477,7 +495,7 @@ impl Garden {
                     let mut e = entry.clone();
                     e.hash = Some(w.hash);
                     e.mode = Some(fsx::mode_of(&fmd));
-                    e.updated = self.env.now;
+                    e.updated = self.repo.env.now;
                     return Ok(Some((e, EntryChange::Content)));
                 }
             }
@@ -489,7 +507,7 @@ impl Garden {
                     }
                     let mut e = entry.clone();
                     e.target = Some(target);
-                    e.updated = self.env.now;
+                    e.updated = self.repo.env.now;
                     return Ok(Some((e, EntryChange::Content)));
                 }
             }

@@ -44,12 +44,13 @@ impl Garden {
         self.require_exclusive("chunking")?;
         let mut done = (0, 0);
         if s == Setting::Off
-            && let Some(cs) = self.store.chunked().cloned()
+            && let Some(cs) = self.repo.store.chunked().cloned()
         {
             let mut seen = HashSet::new();
             // Template sources (and the template data) stay in chunks: the
             // Go sgard's prune deletes any blob no `type: file` entry names.
             let hashes: Vec<Hash> = self
+                .repo
                 .manifest
                 .files
                 .iter()
@@ -57,15 +58,15 @@ impl Garden {
                 .filter_map(|e| e.hash)
                 .collect();
             for h in hashes {
-                if !seen.insert(h) || self.store.contains_blob(&h)? || !cs.contains(&h) {
+                if !seen.insert(h) || self.repo.store.contains_blob(&h)? || !cs.contains(&h) {
                     continue;
                 }
-                if self.dry_run {
+                if self.repo.dry_run {
                     done.0 += 1;
-                    done.1 += self.store.size_of(&h)?.unwrap_or(0);
+                    done.1 += self.repo.store.size_of(&h)?.unwrap_or(0);
                     continue;
                 }
-                let w = self.store.write_from(&mut |out| {
+                let w = self.repo.store.write_from(&mut |out| {
                     cs.read_to(&h, out)
                         .map(|_| ())
                         .map_err(std::io::Error::other)
@@ -80,7 +81,7 @@ impl Garden {
                 done.1 += w.size;
             }
         }
-        if !self.dry_run {
+        if !self.repo.dry_run {
             self.set_chunking(s)?;
         }
         Ok(done)
@@ -97,7 +98,7 @@ impl Garden {
         dry_run: bool,
     ) -> Result<ChunkSweep> {
         let mut r = ChunkSweep::default();
-        let Some(cs) = self.store.chunked() else {
+        let Some(cs) = self.repo.store.chunked() else {
             return Ok(r);
         };
         let young = |p: &std::path::Path| {
@@ -113,12 +114,13 @@ impl Garden {
         // even when a blob holds it too (a Go peer's copy, which the Go
         // sgard's prune may delete).
         let templates: HashSet<Hash> = self
+            .repo
             .manifest
             .files
             .iter()
             .filter(|e| e.template)
             .filter_map(|e| e.hash)
-            .chain(self.manifest.data)
+            .chain(self.repo.manifest.data)
             .collect();
         // A live list stays, unless its content is stored whole too and
         // that blob is intact (then the chunks are not the only good copy).
@@ -127,8 +129,8 @@ impl Garden {
         for h in &lists {
             if live.contains(h)
                 && (templates.contains(h)
-                    || !(self.store.contains_blob(h)?
-                        && self.store.verify(h)? == sgard_store::BlobState::Ok))
+                    || !(self.repo.store.contains_blob(h)?
+                        && self.repo.store.verify(h)? == sgard_store::BlobState::Ok))
             {
                 keep_lists.insert(*h);
             }

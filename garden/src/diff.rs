@@ -1,5 +1,7 @@
 //! `diff`: a unified diff of a tracked file, stored against current.
 
+use crate::Repo;
+use crate::Tx;
 use std::ffi::OsStr;
 use std::io::Read;
 
@@ -41,8 +43,8 @@ impl Garden {
     /// [`Error::NotTracked`]; [`Error::Unsupported`] for links and folders;
     /// [`Error::Integrity`] when the stored blob fails its hash;
     /// [`Error::Crypto`] (`cannot decrypt: …`) for a secret without its key.
-    pub fn diff(&self, arg: &OsStr) -> Result<Diff> {
-        self.diff_one(self.entry_at(arg)?, "stored")?
+    pub fn diff(&mut self, arg: &OsStr) -> Result<Diff> {
+        self.tx().diff(arg)
     }
 
     /// Diffs every file entry selected by `args` (all when empty; a folder
@@ -54,25 +56,11 @@ impl Garden {
     ///
     /// # Errors
     /// [`Error::NoMatch`] when `args` select no file; [`Error::Interrupted`].
-    pub fn diff_many(&self, args: &[std::ffi::OsString]) -> Result<Vec<(String, Result<Diff>)>> {
-        let picked: Vec<usize> = self
-            .select(args)?
-            .into_iter()
-            .filter(|&i| self.manifest.files[i].kind == EntryKind::File)
-            .collect();
-        if picked.is_empty() {
-            return Err(Error::NoMatch);
-        }
-        let named = self.tilde_args(args)?;
-        let mut out = Vec::new();
-        for i in picked {
-            let e = &self.manifest.files[i];
-            if !self.wanted_here(e, &named)? {
-                continue;
-            }
-            out.push((e.path.clone(), self.diff_one(e, "stored")?));
-        }
-        Ok(out)
+    pub fn diff_many(
+        &mut self,
+        args: &[std::ffi::OsString],
+    ) -> Result<Vec<(String, Result<Diff>)>> {
+        self.tx().diff_many(args)
     }
 
     /// Diffs the file entries of snapshot `at` (selected by `args`, all when
@@ -82,22 +70,82 @@ impl Garden {
     /// # Errors
     /// As [`Garden::resolve`], [`Garden::snapshot_doc`]; [`Error::NoMatch`].
     pub fn diff_at(
-        &self,
+        &mut self,
         at: &str,
         args: &[std::ffi::OsString],
     ) -> Result<Vec<(String, Result<Diff>)>> {
-        let idx = self.resolve(at)?;
-        let id = self.history.records[idx].id;
-        let doc = self.snapshot_doc(&id)?;
+        self.tx().diff_at(at, args)
+    }
+
+    /// Diffs the file entries of two snapshots (selected by `args`).
+    ///
+    /// # Errors
+    /// As [`Garden::diff_at`].
+    pub fn diff_snapshots(
+        &mut self,
+        from: &str,
+        to: &str,
+        args: &[std::ffi::OsString],
+    ) -> Result<Vec<(String, Diff)>> {
+        self.tx().diff_snapshots(from, to, args)
+    }
+}
+
+impl Repo {
+    /// Whether `e` is diffed here: it applies to this machine, or an
+    /// argument names it exactly.
+    fn wanted_here(&self, e: &sgard_manifest::Entry, named: &[String]) -> Result<bool> {
+        Ok(self.applies(e)? || named.contains(&e.path))
+    }
+}
+
+impl Tx<'_> {
+    pub(crate) fn diff(&mut self, arg: &OsStr) -> Result<Diff> {
+        self.diff_one(self.repo.entry_at(arg)?, "stored")?
+    }
+
+    pub(crate) fn diff_many(
+        &mut self,
+        args: &[std::ffi::OsString],
+    ) -> Result<Vec<(String, Result<Diff>)>> {
+        let picked: Vec<usize> = self
+            .repo
+            .select(args)?
+            .into_iter()
+            .filter(|&i| self.repo.manifest.files[i].kind == EntryKind::File)
+            .collect();
+        if picked.is_empty() {
+            return Err(Error::NoMatch);
+        }
+        let named = self.repo.tilde_args(args)?;
+        let mut out = Vec::new();
+        for i in picked {
+            let e = &self.repo.manifest.files[i];
+            if !self.repo.wanted_here(e, &named)? {
+                continue;
+            }
+            out.push((e.path.clone(), self.diff_one(e, "stored")?));
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn diff_at(
+        &mut self,
+        at: &str,
+        args: &[std::ffi::OsString],
+    ) -> Result<Vec<(String, Result<Diff>)>> {
+        let idx = self.repo.resolve(at)?;
+        let id = self.repo.history.records[idx].id;
+        let doc = self.repo.snapshot_doc(&id)?;
         let label = id.short(12);
-        let named = self.tilde_args(args)?;
+        let named = self.repo.tilde_args(args)?;
         let mut out = Vec::new();
         let mut any = false;
-        for i in self.select_in(&doc.files, args)? {
+        for i in self.repo.select_in(&doc.files, args)? {
             let e = &doc.files[i];
             if e.kind == EntryKind::File {
                 any = true;
-                if self.wanted_here(e, &named)? {
+                if self.repo.wanted_here(e, &named)? {
                     out.push((e.path.clone(), self.diff_one(e, &label)?));
                 }
             }
@@ -108,15 +156,9 @@ impl Garden {
         Ok(out)
     }
 
-    /// Whether `e` is diffed here: it applies to this machine, or an
-    /// argument names it exactly.
-    fn wanted_here(&self, e: &sgard_manifest::Entry, named: &[String]) -> Result<bool> {
-        Ok(self.applies(e)? || named.contains(&e.path))
-    }
-
     /// One entry's diff, its error kept as its result (an interruption
     /// stops the command). A secret that cannot be decrypted says so.
-    fn diff_one(&self, e: &sgard_manifest::Entry, label: &str) -> Result<Result<Diff>> {
+    fn diff_one(&mut self, e: &sgard_manifest::Entry, label: &str) -> Result<Result<Diff>> {
         sgard_store::cancel::check()?;
         match self.diff_entry(e, label) {
             Err(err) if err.is_interrupted() => Err(err),
@@ -127,22 +169,21 @@ impl Garden {
         }
     }
 
-    /// Diffs the file entries of two snapshots (selected by `args`).
-    ///
-    /// # Errors
-    /// As [`Garden::diff_at`].
-    pub fn diff_snapshots(
-        &self,
+    pub(crate) fn diff_snapshots(
+        &mut self,
         from: &str,
         to: &str,
         args: &[std::ffi::OsString],
     ) -> Result<Vec<(String, Diff)>> {
-        let (ia, ib) = (self.resolve(from)?, self.resolve(to)?);
-        let (ida, idb) = (self.history.records[ia].id, self.history.records[ib].id);
-        let (da, db) = (self.snapshot_doc(&ida)?, self.snapshot_doc(&idb)?);
+        let (ia, ib) = (self.repo.resolve(from)?, self.repo.resolve(to)?);
+        let (ida, idb) = (
+            self.repo.history.records[ia].id,
+            self.repo.history.records[ib].id,
+        );
+        let (da, db) = (self.repo.snapshot_doc(&ida)?, self.repo.snapshot_doc(&idb)?);
         let mut paths: Vec<String> = Vec::new();
         for doc in [&da, &db] {
-            for i in self.select_in(&doc.files, args).unwrap_or_default() {
+            for i in self.repo.select_in(&doc.files, args).unwrap_or_default() {
                 let e = &doc.files[i];
                 if e.kind == EntryKind::File && !paths.contains(&e.path) {
                     paths.push(e.path.clone());
@@ -153,13 +194,13 @@ impl Garden {
             return Err(Error::NoMatch);
         }
         paths.sort();
-        let read = |doc: &sgard_manifest::Manifest, p: &str| -> Result<Option<Vec<u8>>> {
+        let mut read = |doc: &sgard_manifest::Manifest, p: &str| -> Result<Option<Vec<u8>>> {
             if let Some(e) = doc.get(p).filter(|e| e.encrypted) {
                 return self.stored_plaintext(e).map(|b| Some(b.to_vec()));
             }
             match doc.get(p).and_then(|e| e.hash) {
                 None => Ok(None),
-                Some(h) => self.store.read(&h).map(Some).map_err(|source| {
+                Some(h) => self.repo.store.read(&h).map(Some).map_err(|source| {
                     if source.is_integrity() {
                         Error::Integrity {
                             path: p.to_owned(),
@@ -196,7 +237,11 @@ impl Garden {
         Ok(out)
     }
 
-    pub(crate) fn diff_entry(&self, e: &sgard_manifest::Entry, stored_label: &str) -> Result<Diff> {
+    pub(crate) fn diff_entry(
+        &mut self,
+        e: &sgard_manifest::Entry,
+        stored_label: &str,
+    ) -> Result<Diff> {
         let path = e.path.clone();
         if e.kind != EntryKind::File {
             return Err(Error::Unsupported {
@@ -208,7 +253,7 @@ impl Garden {
         let hash = e
             .hash
             .ok_or_else(|| Error::Invalid(format!("{path}: no hash")))?;
-        let abs = self.env.expand(&path);
+        let abs = self.repo.env.expand(&path);
         let current_label = |abs: &std::path::Path| -> Result<String> {
             Ok(if fsx::lstat(abs)?.is_none() {
                 format!("{path} (missing)")
@@ -221,7 +266,7 @@ impl Garden {
             let stored = self.rendering(e)?;
             let current = match fsx::lstat(&abs)? {
                 None => Vec::new(),
-                Some(_) if e.encrypted => self.read_plain(&abs)?.0.to_vec(),
+                Some(_) if e.encrypted => self.repo.read_plain(&abs)?.0.to_vec(),
                 Some(_) => {
                     let (f, md) = fsx::open_regular(&abs)?;
                     let mut buf = Vec::new();
@@ -252,7 +297,7 @@ impl Garden {
             }
             let current = match fsx::lstat(&abs)? {
                 None => Vec::new(),
-                Some(_) => self.read_plain(&abs)?.0.to_vec(),
+                Some(_) => self.repo.read_plain(&abs)?.0.to_vec(),
             };
             let stored = self.stored_plaintext(e)?;
             return Ok(diff_bytes(
@@ -277,14 +322,14 @@ impl Garden {
                 }
             }
         };
-        let stored_size = self.store.size_of(&hash)?;
+        let stored_size = self.repo.store.size_of(&hash)?;
         let integrity = |source| Error::Integrity {
             path: path.clone(),
             source,
         };
         let Some(current) = current else {
             // Too large to diff in memory: compare hashes only.
-            self.store.verify(&hash)?;
+            self.repo.store.verify(&hash)?;
             let (now, _) = fsx::hash_file(&abs)?;
             return Ok(if now == hash {
                 Diff::Same
@@ -299,7 +344,7 @@ impl Garden {
                 Diff::Binary { path }
             });
         }
-        let stored = self.store.read(&hash).map_err(|s| {
+        let stored = self.repo.store.read(&hash).map_err(|s| {
             if s.is_integrity() {
                 integrity(s)
             } else {

@@ -8,6 +8,7 @@
 //! (under the exclusive lock) stores what changed, refusing when the entry
 //! changed in the repository meanwhile, and brings the disk up to date.
 
+use crate::Tx;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
@@ -98,8 +99,125 @@ impl Garden {
     /// # Errors
     /// [`Error::NotTracked`]; [`Error::Unsupported`] for links, folders and
     /// a plain entry missing on disk; key and store errors for a copy.
-    pub fn edit_begin(&self, arg: &OsStr) -> Result<EditSession> {
-        let e = self.entry_at(arg)?.clone();
+    pub fn edit_begin(&mut self, arg: &OsStr) -> Result<EditSession> {
+        self.tx().edit_begin(arg)
+    }
+
+    /// After the editor exited 0: stores the edited content if it changed
+    /// (encrypted again where the entry is) and, with `apply`, brings the
+    /// disk up to date (the rendering for a template); the base settles.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when the entry changed in the repository since
+    /// the edit began; key, store and template errors (a template that no
+    /// longer renders is stored, and the error says it was not applied).
+    pub fn edit_finish(&mut self, s: &EditSession, apply: bool) -> Result<EditOutcome> {
+        self.require_exclusive("edit")?;
+        let now = self.repo.manifest.get(&s.path).cloned();
+        if now.as_ref() != Some(&s.entry) {
+            return Err(Error::Conflict(format!(
+                "{} changed in the repository while it was being edited; nothing was \
+                 stored (the edited copy was {})",
+                s.path,
+                s.file.display()
+            )));
+        }
+        let content = read_capped(&s.file)?;
+        if Hash::of(&content) == s.before {
+            return Ok(EditOutcome::Unchanged);
+        }
+        // Never stored with the markers a merge wrote (the same test as
+        // status and checkpoint).
+        if self.unresolved_merge_in(&s.path, &content) {
+            return Err(Error::Conflict(format!(
+                "{} still holds the conflict markers `sgard merge` wrote; nothing was stored \
+                 (the edited copy is {})",
+                s.path,
+                s.file.display()
+            )));
+        }
+        let mut e = s.entry.clone();
+        self.tx().begin_batch();
+        if e.encrypted {
+            let (h, mac, _) = self.tx().store_encrypted(&content, e.template)?;
+            e.hash = Some(h);
+            e.plaintext_mac = Some(mac);
+            e.plaintext_hash = None;
+        } else if e.template {
+            e.hash = Some(self.tx().put_source(&content)?.hash);
+        } else {
+            let w = self.tx().put(&mut content.as_slice())?;
+            e.hash = Some(w.hash);
+        }
+        if !s.is_copy() {
+            // The file itself was edited: its mode is the entry's now.
+            if let Some(md) = fsx::lstat(&s.file)? {
+                e.mode = Some(fsx::mode_of(&md));
+            }
+        }
+        e.updated = self.repo.env.now;
+        self.tx().commit_batch()?;
+        self.repo.manifest.upsert(e.clone());
+        self.repo.manifest.updated = self.repo.env.now;
+        self.save()?;
+        // The file itself stored without markers: the merge is over.
+        if !s.is_copy() {
+            self.drop_unresolved([s.path.as_str()])?;
+        }
+        let disk = self.repo.env.expand(&s.path);
+        if !s.is_copy() {
+            self.tx().settle(&e, Some(Hash::of(&content)), e.mode);
+            self.tx().flush_base()?;
+            return Ok(EditOutcome::Stored { applied: true });
+        }
+        if !apply {
+            self.tx().flush_base()?;
+            return Ok(EditOutcome::Stored { applied: false });
+        }
+        // A disk file with changes of its own is left as it is.
+        if let Some(md) = fsx::lstat(&disk)? {
+            let now = if md.is_file() {
+                Some(if e.encrypted {
+                    Hash::of(&self.repo.read_plain(&disk)?.0)
+                } else {
+                    fsx::hash_file(&disk)?.0
+                })
+            } else {
+                None
+            };
+            // What this machine last agreed on is no change of its own
+            // either (the source just added, before its first restore).
+            let agreed = self.work.base.get(&s.path).and_then(|b| b.content);
+            if now.is_none() || (now != s.in_step && now != agreed) {
+                self.tx().flush_base()?;
+                return Ok(EditOutcome::StoredDiskKept);
+            }
+        }
+        let written = if e.template {
+            let out = self
+                .render_source(&e.path, &content)
+                .map_err(|err| Error::Template {
+                    path: e.path.clone(),
+                    message: format!(
+                        "the new source is stored, but {} was not written: {}",
+                        e.path,
+                        crate::checkpoint::error_chain(&err)
+                    ),
+                })?;
+            Zeroizing::new(out)
+        } else {
+            content
+        };
+        self.write_bytes(&e, &disk, &written)?;
+        self.tx().settle(&e, Some(Hash::of(&written)), e.mode);
+        self.tx().flush_base()?;
+        Ok(EditOutcome::Stored { applied: true })
+    }
+}
+
+impl Tx<'_> {
+    pub(crate) fn edit_begin(&mut self, arg: &OsStr) -> Result<EditSession> {
+        let e = self.repo.entry_at(arg)?.clone();
         let path = e.path.clone();
         if e.kind != EntryKind::File {
             return Err(Error::Unsupported {
@@ -108,7 +226,7 @@ impl Garden {
             });
         }
         if !e.template && !e.encrypted {
-            let file = self.env.expand(&path);
+            let file = self.repo.env.expand(&path);
             if fsx::lstat(&file)?.is_none_or(|m| !m.is_file()) {
                 return Err(Error::Unsupported {
                     path: path.clone(),
@@ -130,7 +248,7 @@ impl Garden {
         let content = if e.encrypted {
             self.stored_plaintext(&e)?
         } else {
-            Zeroizing::new(self.blob_of(&e)?)
+            Zeroizing::new(self.repo.blob_of(&e)?)
         };
         let dir = tempfile::Builder::new()
             .prefix("sgard-edit-")
@@ -161,116 +279,5 @@ impl Garden {
             file,
             _dir: Some(dir),
         })
-    }
-
-    /// After the editor exited 0: stores the edited content if it changed
-    /// (encrypted again where the entry is) and, with `apply`, brings the
-    /// disk up to date (the rendering for a template); the base settles.
-    ///
-    /// # Errors
-    /// [`Error::Conflict`] when the entry changed in the repository since
-    /// the edit began; key, store and template errors (a template that no
-    /// longer renders is stored, and the error says it was not applied).
-    pub fn edit_finish(&mut self, s: &EditSession, apply: bool) -> Result<EditOutcome> {
-        self.require_exclusive("edit")?;
-        let now = self.manifest.get(&s.path).cloned();
-        if now.as_ref() != Some(&s.entry) {
-            return Err(Error::Conflict(format!(
-                "{} changed in the repository while it was being edited; nothing was \
-                 stored (the edited copy was {})",
-                s.path,
-                s.file.display()
-            )));
-        }
-        let content = read_capped(&s.file)?;
-        if Hash::of(&content) == s.before {
-            return Ok(EditOutcome::Unchanged);
-        }
-        // Never stored with the markers a merge wrote (the same test as
-        // status and checkpoint).
-        if self.unresolved_merge_in(&s.path, &content) {
-            return Err(Error::Conflict(format!(
-                "{} still holds the conflict markers `sgard merge` wrote; nothing was stored \
-                 (the edited copy is {})",
-                s.path,
-                s.file.display()
-            )));
-        }
-        let mut e = s.entry.clone();
-        self.begin_batch();
-        if e.encrypted {
-            let (h, mac, _) = self.store_encrypted(&content, e.template)?;
-            e.hash = Some(h);
-            e.plaintext_mac = Some(mac);
-            e.plaintext_hash = None;
-        } else if e.template {
-            e.hash = Some(self.put_source(&content)?.hash);
-        } else {
-            let w = self.put(&mut content.as_slice())?;
-            e.hash = Some(w.hash);
-        }
-        if !s.is_copy() {
-            // The file itself was edited: its mode is the entry's now.
-            if let Some(md) = fsx::lstat(&s.file)? {
-                e.mode = Some(fsx::mode_of(&md));
-            }
-        }
-        e.updated = self.env.now;
-        self.commit_batch()?;
-        self.manifest.upsert(e.clone());
-        self.manifest.updated = self.env.now;
-        self.save()?;
-        // The file itself stored without markers: the merge is over.
-        if !s.is_copy() {
-            self.drop_unresolved([s.path.as_str()])?;
-        }
-        let disk = self.env.expand(&s.path);
-        if !s.is_copy() {
-            self.settle(&e, Some(Hash::of(&content)), e.mode);
-            self.flush_base()?;
-            return Ok(EditOutcome::Stored { applied: true });
-        }
-        if !apply {
-            self.flush_base()?;
-            return Ok(EditOutcome::Stored { applied: false });
-        }
-        // A disk file with changes of its own is left as it is.
-        if let Some(md) = fsx::lstat(&disk)? {
-            let now = if md.is_file() {
-                Some(if e.encrypted {
-                    Hash::of(&self.read_plain(&disk)?.0)
-                } else {
-                    fsx::hash_file(&disk)?.0
-                })
-            } else {
-                None
-            };
-            // What this machine last agreed on is no change of its own
-            // either (the source just added, before its first restore).
-            let agreed = self.base.borrow().get(&s.path).and_then(|b| b.content);
-            if now.is_none() || (now != s.in_step && now != agreed) {
-                self.flush_base()?;
-                return Ok(EditOutcome::StoredDiskKept);
-            }
-        }
-        let written = if e.template {
-            let out = self
-                .render_source(&e.path, &content)
-                .map_err(|err| Error::Template {
-                    path: e.path.clone(),
-                    message: format!(
-                        "the new source is stored, but {} was not written: {}",
-                        e.path,
-                        crate::checkpoint::error_chain(&err)
-                    ),
-                })?;
-            Zeroizing::new(out)
-        } else {
-            content
-        };
-        self.write_bytes(&e, &disk, &written)?;
-        self.settle(&e, Some(Hash::of(&written)), e.mode);
-        self.flush_base()?;
-        Ok(EditOutcome::Stored { applied: true })
     }
 }

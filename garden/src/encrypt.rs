@@ -1,5 +1,6 @@
 //! `encrypt init|list-slots|remove-slot|change-passphrase|rotate-dek`.
 
+use crate::Tx;
 use crate::crypto::{self, KdfParams, PASSPHRASE_SLOT};
 use crate::encrypted::not_initialized;
 use crate::{Error, Garden, Prompt, Result};
@@ -24,17 +25,17 @@ impl Garden {
     /// any passphrase is asked for) or the key cannot be made.
     pub fn encrypt_init(&mut self, passphrase: &str, params: KdfParams) -> Result<()> {
         self.require_exclusive("encrypt init")?;
-        if self.manifest.encryption.is_some() {
+        if self.repo.manifest.encryption.is_some() {
             return Err(Error::Crypto("encryption is already initialized".into()));
         }
         if passphrase.is_empty() {
             return Err(Error::Crypto("the passphrase is empty".into()));
         }
         let (enc, dek) = crypto::new_encryption(passphrase, params)?;
-        self.manifest.encryption = Some(enc);
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.encryption = Some(enc);
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
-        self.keys.get_mut().dek = Some(dek);
+        self.work.keys.dek = Some(dek);
         Ok(())
     }
 
@@ -42,13 +43,14 @@ impl Garden {
     ///
     /// # Errors
     /// [`Error::Crypto`] for a wrong passphrase.
-    pub fn verify_passphrase(&self) -> Result<()> {
-        self.dek().map(|_| ())
+    pub fn verify_passphrase(&mut self) -> Result<()> {
+        self.tx().verify_passphrase()
     }
 
     /// The key slots: (name, type), sorted by name.
     pub fn key_slots(&self) -> Vec<(String, String)> {
-        self.manifest
+        self.repo
+            .manifest
             .encryption
             .iter()
             .flat_map(|e| e.kek_slots.iter())
@@ -63,6 +65,7 @@ impl Garden {
     pub fn remove_slot(&mut self, name: &str) -> Result<()> {
         self.require_exclusive("encrypt remove-slot")?;
         let enc = self
+            .repo
             .manifest
             .encryption
             .as_mut()
@@ -76,7 +79,7 @@ impl Garden {
             )));
         }
         enc.kek_slots.remove(name);
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()
     }
 
@@ -91,8 +94,9 @@ impl Garden {
         if new.is_empty() {
             return Err(Error::Crypto("the new passphrase is empty".into()));
         }
-        let dek = self.dek()?;
+        let dek = self.tx().dek()?;
         let enc = self
+            .repo
             .manifest
             .encryption
             .as_mut()
@@ -104,9 +108,9 @@ impl Garden {
         };
         let slot = crypto::passphrase_slot(new, params, &dek)?;
         enc.kek_slots.insert(PASSPHRASE_SLOT.into(), slot);
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
-        self.keys.get_mut().passphrase = Some(zeroize::Zeroizing::new(new.to_owned()));
+        self.work.keys.passphrase = Some(zeroize::Zeroizing::new(new.to_owned()));
         Ok(())
     }
 
@@ -121,9 +125,10 @@ impl Garden {
     /// saved unless everything was re-encrypted.
     pub fn rotate_dek(&mut self, prompt: &mut dyn Prompt) -> Result<RotateReport> {
         self.require_exclusive("encrypt rotate-dek")?;
-        let old = self.dek()?;
-        let pass = self.passphrase()?;
+        let old = self.tx().dek()?;
+        let pass = self.tx().passphrase()?;
         let enc = self
+            .repo
             .manifest
             .encryption
             .clone()
@@ -150,22 +155,23 @@ impl Garden {
         // The chain: every line that opens a retired key stays as it is, and
         // one new line seals the outgoing key under the new one.
         let mut chain: Vec<String> = self
+            .tx()
             .retired_keys_sealed(&old)
             .into_iter()
             .map(|(_, line)| line)
             .collect();
         // Re-encrypt into a copy; the manifest changes only if all succeed.
-        let mut files = self.manifest.files.clone();
+        let mut files = self.repo.manifest.files.clone();
         for e in files.iter_mut().filter(|e| e.encrypted) {
-            let plain = self.stored_plaintext(e)?;
+            let plain = self.tx().stored_plaintext(e)?;
             let blob = new.seal(&plain)?;
             let w = if e.template {
-                self.put_source(&blob)?
+                self.tx().put_source(&blob)?
             } else {
-                self.store.write_bytes(&blob)?
+                self.repo.store.write_bytes(&blob)?
             };
-            self.fingerprints
-                .borrow_mut()
+            self.work
+                .fingerprints
                 .insert(w.hash, sgard_store::Hash::of(&plain));
             e.hash = Some(w.hash);
             e.plaintext_mac = Some(new.mac(&plain));
@@ -184,11 +190,17 @@ impl Garden {
         }
         chain.extend(crypto::wrap_retired(&new, std::slice::from_ref(&old))?);
         new_enc.retired_deks = chain;
-        self.manifest.files = files;
-        self.manifest.encryption = Some(new_enc);
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.files = files;
+        self.repo.manifest.encryption = Some(new_enc);
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
-        self.keys.get_mut().dek = Some(new);
+        self.work.keys.dek = Some(new);
         Ok(report)
+    }
+}
+
+impl Tx<'_> {
+    pub(crate) fn verify_passphrase(&mut self) -> Result<()> {
+        self.dek().map(|_| ())
     }
 }

@@ -4,6 +4,8 @@
 //! comparisons first use what needs no key (the Go sgard's `plaintext_hash`,
 //! or this machine's fingerprint cache).
 
+use crate::Repo;
+use crate::Tx;
 use std::io::Read;
 use std::path::Path;
 
@@ -45,36 +47,69 @@ impl std::fmt::Debug for Keys {
 }
 
 impl Garden {
-    /// Where the passphrase comes from when a command needs the data key.
-    /// It is called at most once per Garden, and only when needed.
-    pub fn set_passphrase_source(&mut self, source: PassphraseSource) {
-        self.keys.get_mut().source = Some(source);
-    }
-
-    /// How many times a wrong passphrase is asked for again (a person at
-    /// a terminal mistypes; a variable or a file would only repeat it).
-    pub fn set_passphrase_tries(&mut self, tries: u32) {
-        self.keys.get_mut().tries = tries;
-    }
-
     /// The passphrase this Garden was given, if it needed one (so a
     /// command that opens the repository twice asks once).
     pub fn given_passphrase(&self) -> Option<Zeroizing<String>> {
-        self.keys.borrow().passphrase.clone()
-    }
-
-    /// Whether the data key is unlocked already (nothing would be asked).
-    pub(crate) fn is_unlocked(&self) -> bool {
-        self.keys.borrow().dek.is_some()
+        self.work.keys.passphrase.clone()
     }
 
     /// Whether the repository has encryption set up.
     pub fn encryption_initialized(&self) -> bool {
+        self.repo.encryption_initialized()
+    }
+}
+
+impl Repo {
+    pub(crate) fn encryption_initialized(&self) -> bool {
         self.manifest.encryption.is_some()
     }
 
-    pub(crate) fn passphrase(&self) -> Result<Zeroizing<String>> {
-        let mut k = self.keys.borrow_mut();
+    /// Reads a file's plaintext for encryption (bounded).
+    pub(crate) fn read_plain(&self, abs: &Path) -> Result<(Zeroizing<Vec<u8>>, std::fs::Metadata)> {
+        let (f, md) = fsx::open_regular(abs)?;
+        if md.len() > MAX_ENCRYPTED_BYTES {
+            return Err(Error::Unsupported {
+                path: abs.display().to_string(),
+                reason: format!(
+                    "is {} bytes; encrypted files are limited to {MAX_ENCRYPTED_BYTES} bytes",
+                    md.len()
+                ),
+            });
+        }
+        let mut buf = Zeroizing::new(Vec::with_capacity(md.len() as usize));
+        f.take(MAX_ENCRYPTED_BYTES + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io("reading", abs, e))?;
+        Ok((buf, md))
+    }
+
+    /// The bytes of a file entry's blob (the ciphertext, if encrypted),
+    /// verified, from whichever store holds it.
+    pub(crate) fn blob_of(&self, e: &Entry) -> Result<Vec<u8>> {
+        let h = e
+            .hash
+            .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
+        self.blobs_for(&h).read(&h).map_err(|source| {
+            if source.is_integrity() {
+                Error::Integrity {
+                    path: e.path.clone(),
+                    source,
+                }
+            } else {
+                Error::Store(source)
+            }
+        })
+    }
+}
+
+impl Tx<'_> {
+    /// Whether the data key is unlocked already (nothing would be asked).
+    pub(crate) fn is_unlocked(&self) -> bool {
+        self.work.keys.dek.is_some()
+    }
+
+    pub(crate) fn passphrase(&mut self) -> Result<Zeroizing<String>> {
+        let k = &mut self.work.keys;
         if let Some(p) = &k.passphrase {
             return Ok(p.clone());
         }
@@ -101,19 +136,20 @@ impl Garden {
     }
 
     /// The data key, unlocked on first use.
-    pub(crate) fn dek(&self) -> Result<Dek> {
-        if let Some(d) = &self.keys.borrow().dek {
+    pub(crate) fn dek(&mut self) -> Result<Dek> {
+        if let Some(d) = &self.work.keys.dek {
             return Ok(d.duplicate());
         }
-        if let Some(why) = &self.keys.borrow().refused {
+        if let Some(why) = &self.work.keys.refused {
             return Err(Error::Crypto(why.clone()));
         }
         let enc = self
+            .repo
             .manifest
             .encryption
             .as_ref()
             .ok_or_else(not_initialized)?;
-        let tries = self.keys.borrow().tries.max(1);
+        let tries = self.work.keys.tries.max(1);
         let mut left = tries;
         let dek = loop {
             let pass = self.passphrase()?;
@@ -121,8 +157,8 @@ impl Garden {
                 Ok(d) => break d,
                 Err(Error::Crypto(why)) if left > 1 => {
                     left -= 1;
-                    self.keys.borrow_mut().passphrase = None;
-                    self.note(format!(
+                    self.work.keys.passphrase = None;
+                    self.work.note(format!(
                         "{why}; try again ({left} {} left)",
                         if left == 1 { "try" } else { "tries" }
                     ));
@@ -130,18 +166,18 @@ impl Garden {
                 Err(Error::Crypto(why)) => {
                     // A wrong passphrase stays wrong: the next secret of this
                     // command fails the same way without another Argon2 run.
-                    self.keys.borrow_mut().refused = Some(why.clone());
+                    self.work.keys.refused = Some(why.clone());
                     return Err(Error::Crypto(why));
                 }
                 Err(e) => return Err(e),
             }
         };
-        self.keys.borrow_mut().dek = Some(dek.duplicate());
+        self.work.keys.dek = Some(dek.duplicate());
         Ok(dek)
     }
 
     /// Decrypts a blob with the current data key, or a retired one.
-    pub(crate) fn decrypt(&self, blob: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
+    pub(crate) fn decrypt(&mut self, blob: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
         let dek = self.dek()?;
         if let Ok(p) = dek.open(blob) {
             return Ok(p);
@@ -157,7 +193,7 @@ impl Garden {
              any of the {} retired key(s) this repository holds (in the manifest and in \
              {}), or the data was altered",
             retired.len(),
-            self.root.join(keyring::FILE).display()
+            self.repo.root.join(keyring::FILE).display()
         )))
     }
 
@@ -168,52 +204,36 @@ impl Garden {
     /// the file itself does not travel). A
     /// `retired-keys` file that cannot be read leaves a note and counts as
     /// empty: the manifest's keys still open what they can.
-    pub(crate) fn retired_keys_sealed(&self, dek: &Dek) -> Vec<(Dek, String)> {
+    pub(crate) fn retired_keys_sealed(&mut self, dek: &Dek) -> Vec<(Dek, String)> {
         let mut sealed = self
+            .repo
             .manifest
             .encryption
             .as_ref()
             .map(|e| e.retired_deks.clone())
             .unwrap_or_default();
-        match keyring::read(&self.root) {
+        match keyring::read(&self.repo.root) {
             Ok(more) => sealed.extend(more),
-            Err(e) => self.note(format!("{e}; using the manifest's retired keys only")),
+            Err(e) => self
+                .work
+                .note(format!("{e}; using the manifest's retired keys only")),
         }
         keyring::open_all(dek, &sealed)
     }
 
     /// As [`Self::retired_keys_sealed`], the keys alone.
-    pub(crate) fn retired_keys(&self, dek: &Dek) -> Vec<Dek> {
+    pub(crate) fn retired_keys(&mut self, dek: &Dek) -> Vec<Dek> {
         self.retired_keys_sealed(dek)
             .into_iter()
             .map(|(k, _)| k)
             .collect()
     }
 
-    /// Reads a file's plaintext for encryption (bounded).
-    pub(crate) fn read_plain(&self, abs: &Path) -> Result<(Zeroizing<Vec<u8>>, std::fs::Metadata)> {
-        let (f, md) = fsx::open_regular(abs)?;
-        if md.len() > MAX_ENCRYPTED_BYTES {
-            return Err(Error::Unsupported {
-                path: abs.display().to_string(),
-                reason: format!(
-                    "is {} bytes; encrypted files are limited to {MAX_ENCRYPTED_BYTES} bytes",
-                    md.len()
-                ),
-            });
-        }
-        let mut buf = Zeroizing::new(Vec::with_capacity(md.len() as usize));
-        f.take(MAX_ENCRYPTED_BYTES + 1)
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::io("reading", abs, e))?;
-        Ok((buf, md))
-    }
-
     /// Encrypts and stores a plaintext; returns (ciphertext hash, MAC, new blob).
     /// A template's source goes to the chunk store (see
-    /// [`Garden::put_source`]).
+    /// [`Tx::put_source`]).
     pub(crate) fn store_encrypted(
-        &self,
+        &mut self,
         plain: &[u8],
         template: bool,
     ) -> Result<(Hash, Hash, bool)> {
@@ -224,38 +244,33 @@ impl Garden {
         } else {
             self.put(&mut blob.as_slice())?
         };
-        self.fingerprints
-            .borrow_mut()
-            .insert(w.hash, Hash::of(plain));
+        self.work.fingerprints.insert(w.hash, Hash::of(plain));
         Ok((w.hash, dek.mac(plain), w.new))
     }
 
     /// Whether an encrypted entry holds `disk_sha`, as far as that can be
     /// told without the key (`None`: it cannot).
-    pub(crate) fn known_match(&self, e: &Entry, disk_sha: Hash) -> Option<bool> {
+    pub(crate) fn known_match(&mut self, e: &Entry, disk_sha: Hash) -> Option<bool> {
         if let Some(p) = e.plaintext_hash {
             return Some(p == disk_sha);
         }
         let h = e.hash?;
-        self.fingerprints
-            .borrow_mut()
-            .get(&h)
-            .map(|p| p == disk_sha)
+        self.work.fingerprints.get(&h).map(|p| p == disk_sha)
     }
 
     /// Whether an encrypted entry holds the plaintext at `abs` (whose SHA-256
     /// is `disk_sha`), unlocking the key if the cheap checks cannot tell.
-    pub(crate) fn plain_matches(&self, e: &Entry, abs: &Path, disk_sha: Hash) -> Result<bool> {
+    pub(crate) fn plain_matches(&mut self, e: &Entry, abs: &Path, disk_sha: Hash) -> Result<bool> {
         if let Some(known) = self.known_match(e, disk_sha) {
             return Ok(known);
         }
-        let (plain, _) = self.read_plain(abs)?;
+        let (plain, _) = self.repo.read_plain(abs)?;
         self.plain_matches_bytes(e, &plain)
     }
 
     /// Whether an encrypted entry holds `plain` (the key is unlocked only if
     /// the cheap checks cannot tell).
-    pub(crate) fn plain_matches_bytes(&self, e: &Entry, plain: &[u8]) -> Result<bool> {
+    pub(crate) fn plain_matches_bytes(&mut self, e: &Entry, plain: &[u8]) -> Result<bool> {
         let sha = Hash::of(plain);
         if let Some(known) = self.known_match(e, sha) {
             return Ok(known);
@@ -266,35 +281,17 @@ impl Garden {
             None => Hash::of(&self.stored_plaintext(e)?) == sha,
         };
         if same {
-            self.fingerprints.borrow_mut().insert(h, sha);
+            self.work.fingerprints.insert(h, sha);
         }
         Ok(same)
     }
 
-    /// The bytes of a file entry's blob (the ciphertext, if encrypted),
-    /// verified, from whichever store holds it.
-    pub(crate) fn blob_of(&self, e: &Entry) -> Result<Vec<u8>> {
-        let h = e
-            .hash
-            .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
-        self.blobs_for(&h).read(&h).map_err(|source| {
-            if source.is_integrity() {
-                Error::Integrity {
-                    path: e.path.clone(),
-                    source,
-                }
-            } else {
-                Error::Store(source)
-            }
-        })
-    }
-
     /// The plaintext of an encrypted entry, its ciphertext checked first.
-    pub(crate) fn stored_plaintext(&self, e: &Entry) -> Result<Zeroizing<Vec<u8>>> {
-        let blob = self.blob_of(e)?;
+    pub(crate) fn stored_plaintext(&mut self, e: &Entry) -> Result<Zeroizing<Vec<u8>>> {
+        let blob = self.repo.blob_of(e)?;
         let plain = self.decrypt(&blob)?;
         if let Some(h) = e.hash {
-            self.fingerprints.borrow_mut().insert(h, Hash::of(&plain));
+            self.work.fingerprints.insert(h, Hash::of(&plain));
         }
         Ok(plain)
     }

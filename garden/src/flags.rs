@@ -21,17 +21,18 @@ impl Garden {
     /// Entries selected by `args` (each: the entry itself or those under a
     /// folder path); every argument must select something.
     fn select_each(&self, args: &[OsString]) -> Result<Vec<usize>> {
-        let wanted = self.tilde_args(args)?;
+        let wanted = self.repo.tilde_args(args)?;
         let mut picked = Vec::new();
         for w in &wanted {
             let before = picked.len();
-            for (i, e) in self.manifest.files.iter().enumerate() {
+            for (i, e) in self.repo.manifest.files.iter().enumerate() {
                 if path_is_under(&e.path, w) && !picked.contains(&i) {
                     picked.push(i);
                 }
             }
             if picked.len() == before
                 && !self
+                    .repo
                     .manifest
                     .files
                     .iter()
@@ -54,11 +55,11 @@ impl Garden {
         let picked = self.select_each(args)?;
         let mut changed = Vec::new();
         for i in picked {
-            let e = &mut self.manifest.files[i];
+            let e = &mut self.repo.manifest.files[i];
             e.locked = locked;
             changed.push(e.path.clone());
         }
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
         Ok(changed)
     }
@@ -80,7 +81,7 @@ impl Garden {
         let picked = self.select_each(args)?;
         let mut changed = Vec::new();
         for i in picked {
-            let e = &mut self.manifest.files[i];
+            let e = &mut self.repo.manifest.files[i];
             let clean = |l: &[String]| l.iter().map(|x| x.trim().to_owned()).collect();
             match t {
                 Targeting::Only(l) => {
@@ -98,7 +99,7 @@ impl Garden {
             }
             changed.push(e.path.clone());
         }
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
         Ok(changed)
     }
@@ -109,17 +110,17 @@ impl Garden {
     /// # Errors
     /// [`Error::BadPath`] for a rule that cannot be stored.
     pub fn exclude(&mut self, args: &[OsString]) -> Result<(Vec<String>, Vec<String>)> {
-        let rules = self.tilde_args(args)?;
+        let rules = self.repo.tilde_args(args)?;
         let mut added = Vec::new();
         for r in rules {
-            if !self.manifest.exclude.contains(&r) && !added.contains(&r) {
+            if !self.repo.manifest.exclude.contains(&r) && !added.contains(&r) {
                 added.push(r);
             }
         }
-        self.manifest.exclude.extend(added.iter().cloned());
+        self.repo.manifest.exclude.extend(added.iter().cloned());
         let mut dropped = Vec::new();
-        let rules = self.manifest.exclude.clone();
-        self.manifest.files.retain(|e| {
+        let rules = self.repo.manifest.exclude.clone();
+        self.repo.manifest.files.retain(|e| {
             let hit = rules
                 .iter()
                 .any(|r| sgard_manifest::exclude::excludes(r, &e.path));
@@ -128,7 +129,7 @@ impl Garden {
             }
             !hit
         });
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
         Ok((added, dropped))
     }
@@ -140,14 +141,14 @@ impl Garden {
     /// [`Error::NotTracked`]-like [`Error::Invalid`] when a rule is not in the
     /// list (nothing is changed then).
     pub fn include(&mut self, args: &[OsString]) -> Result<Vec<String>> {
-        let rules = self.tilde_args(args)?;
+        let rules = self.repo.tilde_args(args)?;
         for r in &rules {
-            if !self.manifest.exclude.contains(r) {
+            if !self.repo.manifest.exclude.contains(r) {
                 return Err(Error::Invalid(format!("{r} is not in the exclusion list")));
             }
         }
-        self.manifest.exclude.retain(|x| !rules.contains(x));
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.exclude.retain(|x| !rules.contains(x));
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
         Ok(rules)
     }

@@ -49,7 +49,7 @@ pub(crate) fn creation_mode(mode: Mode) -> Mode {
 
 impl Garden {
     fn agreed_path(&self) -> Option<PathBuf> {
-        self.local_dir.as_ref().map(|d| d.join(AGREED_FILE))
+        self.repo.local_dir.as_ref().map(|d| d.join(AGREED_FILE))
     }
 
     /// The folder modes this machine last agreed on with the repository (a
@@ -96,13 +96,13 @@ impl Garden {
     /// apply here) up to date with the disk (see the module documentation).
     /// Returns whether the manifest changed.
     pub(crate) fn refresh_folders_for(&mut self, args: &[OsString]) -> bool {
-        let Ok(picked) = self.select(args) else {
+        let Ok(picked) = self.repo.select(args) else {
             return false;
         };
         let paths: Vec<String> = picked
             .into_iter()
-            .map(|i| &self.manifest.files[i])
-            .filter(|e| self.applies(e).unwrap_or(false))
+            .map(|i| &self.repo.manifest.files[i])
+            .filter(|e| self.repo.applies(e).unwrap_or(false))
             .map(|e| e.path.clone())
             .collect();
         self.refresh_folders(&paths)
@@ -113,14 +113,14 @@ impl Garden {
     /// manifest changed.
     pub(crate) fn refresh_folders(&mut self, paths: &[String]) -> bool {
         // Records of folders with nothing tracked below them any more go.
-        let files = &self.manifest.files;
-        let count = self.manifest.folders.len();
-        self.manifest.folders.retain(|f| {
+        let files = &self.repo.manifest.files;
+        let count = self.repo.manifest.folders.len();
+        self.repo.manifest.folders.retain(|f| {
             let prefix = format!("{}/", f.path);
             let at = files.partition_point(|e| e.path.as_str() < prefix.as_str());
             files.get(at).is_some_and(|e| e.path.starts_with(&prefix))
         });
-        let pruned = self.manifest.folders.len() != count;
+        let pruned = self.repo.manifest.folders.len() != count;
         let folders: BTreeSet<&str> = paths.iter().flat_map(|p| parents_of(p)).collect();
         if folders.is_empty() {
             return pruned;
@@ -130,19 +130,20 @@ impl Garden {
         // No record at all where this machine agreed on some: the Go sgard
         // rewrote the manifest (it drops the list), which is no news; what
         // this disk still has as agreed is recorded again.
-        let dropped = self.manifest.folders.is_empty()
+        let dropped = self.repo.manifest.folders.is_empty()
             && agreed.values().any(|m| m.bits() != DEFAULT_FOLDER_MODE);
         let mut changed = Vec::new();
         for f in folders {
             // A tracked folder keeps its own mode in its entry.
             if self
+                .repo
                 .manifest
                 .get(f)
                 .is_some_and(|e| e.kind == EntryKind::Directory)
             {
                 continue;
             }
-            let Ok(Some(md)) = fsx::lstat(&self.env.expand(f)) else {
+            let Ok(Some(md)) = fsx::lstat(&self.repo.env.expand(f)) else {
                 continue;
             };
             // A symlink to a folder is not a folder of ours to describe.
@@ -150,7 +151,7 @@ impl Garden {
                 continue;
             }
             let disk = fsx::mode_of(&md);
-            let recorded = self.manifest.folder_mode(f);
+            let recorded = self.repo.manifest.folder_mode(f);
             let repo = recorded.unwrap_or(Mode::from_st_mode(DEFAULT_FOLDER_MODE));
             let take = match agreed.get(f) {
                 // Not moved here (the repository may have moved: left),
@@ -160,10 +161,11 @@ impl Garden {
                 Some(a) => *a == repo,
                 None => disk != repo && recorded.is_none(),
             };
-            if take && self.manifest.set_folder_mode(f, Some(disk)) {
+            if take && self.repo.manifest.set_folder_mode(f, Some(disk)) {
                 changed.push(format!("{f} ({disk})"));
             }
             let repo = self
+                .repo
                 .manifest
                 .folder_mode(f)
                 .unwrap_or(Mode::from_st_mode(DEFAULT_FOLDER_MODE));
@@ -171,13 +173,13 @@ impl Garden {
                 agreed.insert(f.to_owned(), disk);
             }
         }
-        if agreed != before && !self.dry_run {
+        if agreed != before && !self.repo.dry_run {
             self.save_agreed(&agreed);
         }
         if !changed.is_empty() {
-            self.note(format!(
+            self.work.note(format!(
                 "{} the mode of folder{} {}",
-                if self.dry_run {
+                if self.repo.dry_run {
                     "would record"
                 } else {
                     "recorded"
@@ -196,21 +198,21 @@ impl Garden {
     /// cannot be made here is left to the write that needs it, which
     /// reports it.
     pub(crate) fn create_recorded_folders<'p>(&self, paths: impl Iterator<Item = &'p str>) {
-        if self.manifest.folders.is_empty() {
+        if self.repo.manifest.folders.is_empty() {
             return;
         }
         let wanted: BTreeSet<&str> = paths.flat_map(parents_of).collect();
         let mut agreed: Option<BTreeMap<String, Mode>> = None;
         for f in wanted {
-            let Some(mode) = self.manifest.folder_mode(f) else {
+            let Some(mode) = self.repo.manifest.folder_mode(f) else {
                 continue;
             };
-            let abs = self.env.expand(f);
+            let abs = self.repo.env.expand(f);
             if !matches!(fsx::lstat(&abs), Ok(None)) {
                 continue;
             }
             let mode = creation_mode(mode);
-            if let Ok(true) = self.confine.create_dir(&abs, mode) {
+            if let Ok(true) = self.repo.confine.create_dir(&abs, mode) {
                 agreed
                     .get_or_insert_with(|| self.load_agreed())
                     .insert(f.to_owned(), mode);

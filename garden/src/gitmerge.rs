@@ -114,7 +114,7 @@ impl Garden {
     pub fn git_merge_manifest(&mut self, base: &str, ours: &str, theirs: &str) -> Result<GitMerge> {
         let [b, o, t] = parse_three(base, ours, theirs)?;
         let (out, merged, conflicts) = {
-            let agreed = self.base.borrow();
+            let agreed = &self.work.base;
             merge(&b, &o, &t, &|p, l, t| {
                 if threeway::stays_a_conflict(l, t, agreed.get(p)) {
                     Some(Which::Local)
@@ -130,10 +130,10 @@ impl Garden {
         }
         for (p, _) in &conflicts {
             if let Some(head) = merged.get(p) {
-                self.base_to_last_sync(p, b.get(p), head);
+                self.tx().base_to_last_sync(p, b.get(p), head);
             }
         }
-        self.flush_base()?;
+        self.tx().flush_base()?;
         Ok(out)
     }
 }

@@ -1,6 +1,8 @@
 //! Snapshots and the history log: recording, naming, showing, forgetting and
 //! checking them.
 
+use crate::Repo;
+use crate::Tx;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{Duration, Utc};
@@ -68,7 +70,7 @@ pub struct SnapshotCheck {
 impl Garden {
     /// The history log.
     pub fn history(&self) -> &History {
-        &self.history
+        &self.repo.history
     }
 
     /// Refuses when `history.yaml` could not be read (what needs the
@@ -77,43 +79,29 @@ impl Garden {
     /// # Errors
     /// [`Error::DamagedHistory`].
     pub fn require_history(&self) -> Result<()> {
-        match &self.history_error {
-            None => Ok(()),
-            Some(e) => Err(Error::DamagedHistory(format!(
-                "the history {} is damaged (repair it or move it aside; its snapshots' \
-                 blobs stay in the store until prune): {e}",
-                self.root.join(HISTORY_FILE).display()
-            ))),
-        }
+        self.repo.require_history()
     }
 
     /// What is wrong with `history.yaml` when it could not be read (a
     /// damaged log stops only what needs it, which [`Garden::require_history`]
     /// refuses; what does not need it goes on).
     pub fn history_damage(&self) -> Option<&str> {
-        self.history_error.as_deref()
+        self.repo.history_error.as_deref()
     }
 
     /// The repository's own log, without this home's local records: what
     /// travels to a server and what another machine sees.
     pub fn shared_history(&self) -> &History {
-        &self.repo_history
+        &self.repo.repo_history
     }
 
     /// Whether this home took the snapshot of `r` (its machine id; for
     /// records without one, its host name).
     pub(crate) fn is_mine(&self, r: &Record) -> bool {
-        match (&r.machine, &self.machine) {
+        match (&r.machine, &self.repo.machine) {
             (Some(theirs), Some(mine)) => theirs == mine,
-            _ => r.host == identity::short_hostname(&self.env.hostname),
+            _ => r.host == identity::short_hostname(&self.repo.env.hostname),
         }
-    }
-
-    /// The index of the record `parent` points at: the newest record before
-    /// `idx` with that id.
-    pub(crate) fn parent_index(&self, idx: usize) -> Option<usize> {
-        let p = self.history.records.get(idx)?.parent?;
-        (0..idx).rev().find(|&i| self.history.records[i].id == p)
     }
 
     /// Resolves a snapshot name to a record index: `@` (the newest checkpoint
@@ -123,54 +111,7 @@ impl Garden {
     /// # Errors
     /// [`Error::Snapshot`] for unknown, ambiguous or malformed names.
     pub fn resolve(&self, name: &str) -> Result<usize> {
-        self.require_history()?;
-        let recs = &self.history.records;
-        if let Some(rest) = name.strip_prefix('@') {
-            let n: usize = match rest {
-                "" => 0,
-                r => r
-                    .strip_prefix('~')
-                    .and_then(|d| {
-                        if d.is_empty() {
-                            Some(1)
-                        } else {
-                            d.parse().ok()
-                        }
-                    })
-                    .ok_or_else(|| Error::Snapshot(format!("{name:?}: expected @ or @~N")))?,
-            };
-            let mut idx = recs
-                .iter()
-                .rposition(|r| r.reason.is_full())
-                .ok_or_else(|| Error::Snapshot("no checkpoint yet: the history is empty".into()))?;
-            for step in 0..n {
-                idx = self.parent_index(idx).ok_or_else(|| {
-                    Error::Snapshot(format!("{name}: the history has only {step} ancestor(s)"))
-                })?;
-            }
-            return Ok(idx);
-        }
-        let lower = name.to_ascii_lowercase();
-        if lower.len() < 4 || lower.len() > 64 || !lower.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return Err(Error::Snapshot(format!(
-                "{name:?} is not a snapshot name (use 4 to 64 hex characters of an id, @ or @~N)"
-            )));
-        }
-        let ids: BTreeSet<Hash> = recs
-            .iter()
-            .filter(|r| r.id.to_hex().starts_with(&lower))
-            .map(|r| r.id)
-            .collect();
-        match ids.len() {
-            0 => Err(Error::Snapshot(format!("no snapshot {name}"))),
-            1 => Ok(recs
-                .iter()
-                .rposition(|r| r.id.to_hex().starts_with(&lower))
-                .unwrap_or(0)),
-            n => Err(Error::Snapshot(format!(
-                "snapshot prefix {name} is ambiguous ({n} snapshots match); give more characters"
-            ))),
-        }
+        self.repo.resolve(name)
     }
 
     /// The document of snapshot `id`, verified against its hash.
@@ -178,61 +119,12 @@ impl Garden {
     /// # Errors
     /// [`Error::Integrity`] when the blob is missing or corrupt; parse errors.
     pub fn snapshot_doc(&self, id: &Hash) -> Result<Manifest> {
-        let read = match self.blobs_for(id).read(id) {
-            Err(sgard_store::Error::Missing(_)) => {
-                self.head_text(id).ok_or(sgard_store::Error::Missing(*id))
-            }
-            other => other,
-        };
-        let bytes = read.map_err(|source| {
-            if source.is_integrity() {
-                Error::Integrity {
-                    path: format!("snapshot {}", id.short(12)),
-                    source,
-                }
-            } else {
-                Error::Store(source)
-            }
-        })?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| Error::Invalid(format!("snapshot {} is not UTF-8 text", id.short(12))))?;
-        Ok(Manifest::from_yaml(&text)?)
-    }
-
-    /// The bytes of manifest.yaml when they are snapshot `id` (the head's
-    /// snapshot holds exactly the manifest file).
-    fn head_text(&self, id: &Hash) -> Option<Vec<u8>> {
-        if *id != self.head_hash {
-            return None;
-        }
-        let text = std::fs::read(self.root.join(sgard_manifest::MANIFEST_FILE)).ok()?;
-        (Hash::of(&text) == *id).then_some(text)
-    }
-
-    /// Puts the head's snapshot blob back from manifest.yaml when it is
-    /// gone: the Go sgard's `prune` deletes every blob the manifest does
-    /// not name, snapshots included, and the head's is the one the next
-    /// checkpoint needs as its parent.
-    pub(crate) fn heal_head_snapshot(&self) {
-        if !self.history.records.iter().any(|r| r.id == self.head_hash)
-            || self.store.contains(&self.head_hash).unwrap_or(true)
-        {
-            return;
-        }
-        if let Some(text) = self.head_text(&self.head_hash)
-            && self.store.write_bytes(&text).is_ok()
-        {
-            self.note(format!(
-                "snapshot {} (the head) had lost its blob, as the Go sgard's prune does; \
-                 put back from manifest.yaml",
-                self.head_hash.short(12)
-            ));
-        }
+        self.repo.snapshot_doc(id)
     }
 
     fn content_bytes(&self, blobs: impl Iterator<Item = Hash>) -> u64 {
         let unique: HashSet<Hash> = blobs.collect();
-        let known = self.known_sizes();
+        let known = self.work.known_sizes();
         let mut total = 0;
         let mut unknown = Vec::new();
         for h in unique {
@@ -243,7 +135,7 @@ impl Garden {
         }
         // The rest from the store, on all cores (a restore into an empty
         // home knows none of its 10,000 sizes yet).
-        let (repo, local) = self.stores();
+        let (repo, local) = self.repo.stores();
         let found = crate::par::map(&unknown, 256, |h| {
             // The repository's first, then this home's: one `stat` for
             // the common case, not one to pick the store and one more.
@@ -256,25 +148,25 @@ impl Garden {
     /// Appends records to the repository's log.
     fn push_records(&mut self, recs: Vec<Record>) -> Result<()> {
         self.require_history()?;
-        let mut h = self.repo_history.clone();
+        let mut h = self.repo.repo_history.clone();
         h.records.extend(recs);
-        let path = self.root.join(HISTORY_FILE);
+        let path = self.repo.root.join(HISTORY_FILE);
         let hash = h.save(&path)?;
-        self.index_history_written(&path, &h, &hash, false);
+        self.tx().index_history_written(&path, &h, &hash, false);
         self.set_repo_history(h);
         Ok(())
     }
 
     /// Replaces the repository's log in memory (it is saved already).
     pub(crate) fn set_repo_history(&mut self, h: History) {
-        self.repo_history = h;
-        self.history = crate::merged(&self.repo_history, self.local.as_ref());
+        self.repo.repo_history = h;
+        self.repo.history = crate::merged(&self.repo.repo_history, self.repo.local.as_ref());
     }
 
     /// Appends records to this home's local log (the repository's when
     /// there is no local state).
     pub(crate) fn push_local_records(&mut self, recs: Vec<Record>) -> Result<()> {
-        let Some(l) = self.local.as_mut() else {
+        let Some(l) = self.repo.local.as_mut() else {
             return self.push_records(recs);
         };
         let mut h = l.history.clone();
@@ -282,30 +174,12 @@ impl Garden {
         sgard_store::durable::create_private_dir_all(&l.dir)?;
         let path = l.dir.join(HISTORY_FILE);
         let hash = h.save(&path)?;
-        self.index_history_written(&path, &h, &hash, true);
-        if let Some(l) = self.local.as_mut() {
+        self.tx().index_history_written(&path, &h, &hash, true);
+        if let Some(l) = self.repo.local.as_mut() {
             l.history = h;
         }
-        self.history = crate::merged(&self.repo_history, self.local.as_ref());
+        self.repo.history = crate::merged(&self.repo.repo_history, self.repo.local.as_ref());
         Ok(())
-    }
-
-    /// Where snapshots of this home's changes to its home folder and the
-    /// blobs they capture are stored: the local log's store.
-    pub(crate) fn local_store(&self) -> &sgard_store::Store {
-        self.local.as_ref().map_or(&self.store, |l| &l.store)
-    }
-
-    /// The store holding blob `h`: the repository's, or this home's local
-    /// log's for what only a safety snapshot captured.
-    pub(crate) fn blobs_for(&self, h: &Hash) -> &sgard_store::Store {
-        pick_store(&self.store, self.local.as_ref().map(|l| &l.store), h)
-    }
-
-    /// The two stores [`Garden::blobs_for`] picks from (`Sync`, for work on
-    /// other threads).
-    pub(crate) fn stores(&self) -> (&sgard_store::Store, Option<&sgard_store::Store>) {
-        (&self.store, self.local.as_ref().map(|l| &l.store))
     }
 
     /// Saves the head manifest as a snapshot: blob first (durable; with the
@@ -337,35 +211,36 @@ impl Garden {
         // The blobs the batch holds first, then the document, rendered
         // straight into its blob (and below into manifest.yaml again: at
         // 100,000 entries holding the 20 MB text was a fifth of the peak).
-        self.commit_batch()?;
+        self.tx().commit_batch()?;
         let w = self
+            .repo
             .store
-            .write_from(&mut |out| self.manifest.write_yaml(out))?;
-        self.known_size(w.hash, w.size);
-        let parent = self.history.head().map(|r| r.id);
+            .write_from(&mut |out| self.repo.manifest.write_yaml(out))?;
+        self.work.known_size(w.hash, w.size);
+        let parent = self.repo.history.head().map(|r| r.id);
         let new_content = self.new_content(parent, stored, parent_doc);
         let rec = Record {
             id: w.hash,
             parent,
-            time: self.env.now,
-            host: identity::short_hostname(&self.env.hostname),
-            machine: self.machine.clone(),
+            time: self.repo.env.now,
+            host: identity::short_hostname(&self.repo.env.hostname),
+            machine: self.repo.machine.clone(),
             reason,
             message,
-            entries: self.manifest.files.len() as u64,
-            bytes: self.content_bytes(self.manifest.referenced_blobs()),
+            entries: self.repo.manifest.files.len() as u64,
+            bytes: self.content_bytes(self.repo.manifest.referenced_blobs()),
             new_blobs: new_content,
-            head_before: Some(self.head_hash),
+            head_before: Some(self.repo.head_hash),
         };
-        self.base.borrow().prepare()?;
-        self.env.crash_point("pending-before-head");
+        self.work.base.prepare()?;
+        self.repo.env.crash_point("pending-before-head");
         self.push_records(vec![rec.clone()])?;
         self.write_manifest()?;
         // Rendering is deterministic: manifest.yaml holds the snapshot's
         // bytes (past the commit point, a mismatch could only be reported).
-        debug_assert_eq!(self.head_hash, w.hash);
-        self.env.crash_point("head-before-base");
-        self.flush_base()?;
+        debug_assert_eq!(self.repo.head_hash, w.hash);
+        self.repo.env.crash_point("head-before-base");
+        self.tx().flush_base()?;
         Ok(rec)
     }
 
@@ -385,6 +260,7 @@ impl Garden {
             },
         };
         let new: HashSet<Hash> = self
+            .repo
             .manifest
             .referenced_blobs()
             .filter(|h| !old.contains(h))
@@ -405,13 +281,13 @@ impl Garden {
         new_blobs: u64,
     ) -> Result<Vec<Record>> {
         let a = self.store_doc(after)?;
-        let host = identity::short_hostname(&self.env.hostname);
+        let host = identity::short_hostname(&self.repo.env.hostname);
         let rec = |id, parent, reason, doc: &DocRef<'_>, new| Record {
             id,
             parent,
-            time: self.env.now,
+            time: self.repo.env.now,
             host: host.clone(),
-            machine: self.machine.clone(),
+            machine: self.repo.machine.clone(),
             reason,
             message: Some(what.to_owned()),
             entries: (doc.files().len() + doc.absent().len()) as u64,
@@ -423,7 +299,7 @@ impl Garden {
         // do not.
         let rb = rec(
             b.hash,
-            self.history.head().map(|r| r.id),
+            self.repo.history.head().map(|r| r.id),
             Reason::BeforeRestore,
             before,
             new_blobs,
@@ -436,6 +312,7 @@ impl Garden {
     /// into its blob (a 100,000-entry document is 20 MB of text).
     pub(crate) fn store_doc(&self, doc: &DocRef<'_>) -> Result<sgard_store::Written> {
         Ok(self
+            .repo
             .local_store()
             .write_from(&mut |out| doc.write_yaml(out))?)
     }
@@ -446,10 +323,10 @@ impl Garden {
     /// As [`Garden::resolve`] and [`Garden::snapshot_doc`].
     pub fn show(&self, name: &str) -> Result<(Record, Vec<ShowChange>)> {
         let idx = self.resolve(name)?;
-        let rec = self.history.records[idx].clone();
+        let rec = self.repo.history.records[idx].clone();
         let doc = self.snapshot_doc(&rec.id)?;
-        let parent = match self.parent_index(idx) {
-            Some(p) => Some(self.snapshot_doc(&self.history.records[p].id)?),
+        let parent = match self.repo.parent_index(idx) {
+            Some(p) => Some(self.snapshot_doc(&self.repo.history.records[p].id)?),
             None => None,
         };
         Ok((
@@ -470,11 +347,11 @@ impl Garden {
         if !dry_run {
             self.require_exclusive("forget")?;
         }
-        let recs = &self.history.records;
+        let recs = &self.repo.history.records;
         // Group a before-restore record with the record that follows from it.
         let mut group: Vec<usize> = (0..recs.len()).collect();
         for i in 0..recs.len() {
-            if let Some(p) = self.parent_index(i)
+            if let Some(p) = self.repo.parent_index(i)
                 && recs[p].reason == Reason::BeforeRestore
                 && !recs[i].reason.is_full()
                 && recs[i].reason != Reason::BeforeRestore
@@ -527,7 +404,7 @@ impl Garden {
                 }
             }
             ForgetPolicy::KeepWithin(d) => {
-                let cutoff = self.env.now.datetime() - *d;
+                let cutoff = self.repo.env.now.datetime() - *d;
                 drop.extend(
                     order
                         .iter()
@@ -562,12 +439,12 @@ impl Garden {
                 continue;
             }
             let mut r = r.clone();
-            let mut p = self.parent_index(i);
+            let mut p = self.repo.parent_index(i);
             while let Some(pi) = p {
                 if !dropped_idx.contains(&pi) {
                     break;
                 }
-                p = self.parent_index(pi);
+                p = self.repo.parent_index(pi);
             }
             r.parent = p.map(|pi| recs[pi].id);
             kept.push(r);
@@ -578,6 +455,7 @@ impl Garden {
         // Each survivor goes back to the log it came from.
         let key = |r: &Record| (r.id, r.reason.as_str().to_owned(), r.time, r.host.clone());
         let local_keys: HashSet<_> = self
+            .repo
             .local
             .iter()
             .flat_map(|l| l.history.records.iter().map(key))
@@ -585,10 +463,10 @@ impl Garden {
         let (local, repo): (Vec<Record>, Vec<Record>) =
             kept.into_iter().partition(|r| local_keys.contains(&key(r)));
         let repo = History { records: repo };
-        if repo != self.repo_history {
-            repo.save(&self.root.join(HISTORY_FILE))?;
+        if repo != self.repo.repo_history {
+            repo.save(&self.repo.root.join(HISTORY_FILE))?;
         }
-        if let Some(l) = self.local.as_mut() {
+        if let Some(l) = self.repo.local.as_mut() {
             let local = History { records: local };
             if local != l.history {
                 local.save(&l.dir.join(HISTORY_FILE))?;
@@ -622,7 +500,7 @@ impl Garden {
                 return Ok(*s);
             }
             let mut s = VerifyState::of(store.verify(h)?);
-            if s == VerifyState::Missing && self.head_text(h).is_some() {
+            if s == VerifyState::Missing && self.repo.head_text(h).is_some() {
                 // The head's snapshot is manifest.yaml itself.
                 s = VerifyState::Ok;
             }
@@ -630,14 +508,14 @@ impl Garden {
             Ok(s)
         };
         let mut out = Vec::new();
-        for (i, r) in self.history.records.iter().enumerate() {
+        for (i, r) in self.repo.history.records.iter().enumerate() {
             let mut problems = Vec::new();
-            match state(&r.id, self.blobs_for(&r.id))? {
+            match state(&r.id, self.repo.blobs_for(&r.id))? {
                 VerifyState::Ok => {}
                 VerifyState::Missing => problems.push("its snapshot blob is missing".into()),
                 VerifyState::Corrupt => problems.push("its snapshot blob is corrupt".into()),
             }
-            if r.parent.is_some() && self.parent_index(i).is_none() {
+            if r.parent.is_some() && self.repo.parent_index(i).is_none() {
                 problems.push(format!(
                     "its parent {} is not in the history",
                     r.parent.map(|p| p.short(12)).unwrap_or_default()
@@ -646,13 +524,13 @@ impl Garden {
             if problems.is_empty() {
                 // The head's snapshot holds the bytes of manifest.yaml, read
                 // already: not parsed a second time.
-                let parsed = if r.id == self.head_hash {
+                let parsed = if r.id == self.repo.head_hash {
                     None
                 } else {
                     Some(self.snapshot_doc(&r.id))
                 };
                 let doc = match &parsed {
-                    None => Ok(&self.manifest.files),
+                    None => Ok(&self.repo.manifest.files),
                     Some(Ok(d)) => Ok(&d.files),
                     Some(Err(e)) => Err(e),
                 };
@@ -662,7 +540,7 @@ impl Garden {
                         let mut bad = BTreeSet::new();
                         for e in files {
                             if let Some(h) = e.hash {
-                                match state(&h, self.blobs_for(&h))? {
+                                match state(&h, self.repo.blobs_for(&h))? {
                                     VerifyState::Ok => {}
                                     VerifyState::Missing => {
                                         bad.insert(format!(
@@ -700,12 +578,165 @@ impl Garden {
     /// could delete blobs it needs, so prune refuses.
     pub(crate) fn live_blobs(&self) -> Result<HashSet<Hash>> {
         self.require_history()?;
-        let mut live = crate::rules::Live::of(&self.manifest, &self.history.records);
+        let mut live = crate::rules::Live::of(&self.repo.manifest, &self.repo.history.records);
         for id in live.snapshots().to_vec() {
             let doc = self.snapshot_doc(&id)?;
             live.add_doc(&doc);
         }
         Ok(live.into_set())
+    }
+}
+
+impl Repo {
+    /// Where snapshots of this home's changes to its home folder and the
+    /// blobs they capture are stored: the local log's store.
+    pub(crate) fn local_store(&self) -> &sgard_store::Store {
+        self.local.as_ref().map_or(&self.store, |l| &l.store)
+    }
+
+    pub(crate) fn require_history(&self) -> Result<()> {
+        match &self.history_error {
+            None => Ok(()),
+            Some(e) => Err(Error::DamagedHistory(format!(
+                "the history {} is damaged (repair it or move it aside; its snapshots' \
+                 blobs stay in the store until prune): {e}",
+                self.root.join(HISTORY_FILE).display()
+            ))),
+        }
+    }
+
+    /// The index of the record `parent` points at: the newest record before
+    /// `idx` with that id.
+    pub(crate) fn parent_index(&self, idx: usize) -> Option<usize> {
+        let p = self.history.records.get(idx)?.parent?;
+        (0..idx).rev().find(|&i| self.history.records[i].id == p)
+    }
+
+    /// The store holding blob `h`: the repository's, or this home's local
+    /// log's for what only a safety snapshot captured.
+    pub(crate) fn blobs_for(&self, h: &Hash) -> &sgard_store::Store {
+        pick_store(&self.store, self.local.as_ref().map(|l| &l.store), h)
+    }
+
+    pub(crate) fn resolve(&self, name: &str) -> Result<usize> {
+        self.require_history()?;
+        let recs = &self.history.records;
+        if let Some(rest) = name.strip_prefix('@') {
+            let n: usize = match rest {
+                "" => 0,
+                r => r
+                    .strip_prefix('~')
+                    .and_then(|d| {
+                        if d.is_empty() {
+                            Some(1)
+                        } else {
+                            d.parse().ok()
+                        }
+                    })
+                    .ok_or_else(|| Error::Snapshot(format!("{name:?}: expected @ or @~N")))?,
+            };
+            let mut idx = recs
+                .iter()
+                .rposition(|r| r.reason.is_full())
+                .ok_or_else(|| Error::Snapshot("no checkpoint yet: the history is empty".into()))?;
+            for step in 0..n {
+                idx = self.parent_index(idx).ok_or_else(|| {
+                    Error::Snapshot(format!("{name}: the history has only {step} ancestor(s)"))
+                })?;
+            }
+            return Ok(idx);
+        }
+        let lower = name.to_ascii_lowercase();
+        if lower.len() < 4 || lower.len() > 64 || !lower.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(Error::Snapshot(format!(
+                "{name:?} is not a snapshot name (use 4 to 64 hex characters of an id, @ or @~N)"
+            )));
+        }
+        let ids: BTreeSet<Hash> = recs
+            .iter()
+            .filter(|r| r.id.to_hex().starts_with(&lower))
+            .map(|r| r.id)
+            .collect();
+        match ids.len() {
+            0 => Err(Error::Snapshot(format!("no snapshot {name}"))),
+            1 => Ok(recs
+                .iter()
+                .rposition(|r| r.id.to_hex().starts_with(&lower))
+                .unwrap_or(0)),
+            n => Err(Error::Snapshot(format!(
+                "snapshot prefix {name} is ambiguous ({n} snapshots match); give more characters"
+            ))),
+        }
+    }
+
+    pub(crate) fn snapshot_doc(&self, id: &Hash) -> Result<Manifest> {
+        let read = match self.blobs_for(id).read(id) {
+            Err(sgard_store::Error::Missing(_)) => {
+                self.head_text(id).ok_or(sgard_store::Error::Missing(*id))
+            }
+            other => other,
+        };
+        let bytes = read.map_err(|source| {
+            if source.is_integrity() {
+                Error::Integrity {
+                    path: format!("snapshot {}", id.short(12)),
+                    source,
+                }
+            } else {
+                Error::Store(source)
+            }
+        })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::Invalid(format!("snapshot {} is not UTF-8 text", id.short(12))))?;
+        Ok(Manifest::from_yaml(&text)?)
+    }
+
+    /// The bytes of manifest.yaml when they are snapshot `id` (the head's
+    /// snapshot holds exactly the manifest file).
+    fn head_text(&self, id: &Hash) -> Option<Vec<u8>> {
+        if *id != self.head_hash {
+            return None;
+        }
+        let text = std::fs::read(self.root.join(sgard_manifest::MANIFEST_FILE)).ok()?;
+        (Hash::of(&text) == *id).then_some(text)
+    }
+
+    /// The two stores [`Repo::blobs_for`] picks from (`Sync`, for work on
+    /// other threads).
+    pub(crate) fn stores(&self) -> (&sgard_store::Store, Option<&sgard_store::Store>) {
+        (&self.store, self.local.as_ref().map(|l| &l.store))
+    }
+}
+
+impl Tx<'_> {
+    /// Puts the head's snapshot blob back from manifest.yaml when it is
+    /// gone: the Go sgard's `prune` deletes every blob the manifest does
+    /// not name, snapshots included, and the head's is the one the next
+    /// checkpoint needs as its parent.
+    pub(crate) fn heal_head_snapshot(&mut self) {
+        if !self
+            .repo
+            .history
+            .records
+            .iter()
+            .any(|r| r.id == self.repo.head_hash)
+            || self
+                .repo
+                .store
+                .contains(&self.repo.head_hash)
+                .unwrap_or(true)
+        {
+            return;
+        }
+        if let Some(text) = self.repo.head_text(&self.repo.head_hash)
+            && self.repo.store.write_bytes(&text).is_ok()
+        {
+            self.work.note(format!(
+                "snapshot {} (the head) had lost its blob, as the Go sgard's prune does; \
+                 put back from manifest.yaml",
+                self.repo.head_hash.short(12)
+            ));
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! `info`: everything known about one tracked path.
 
+use crate::Tx;
 use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 
@@ -35,17 +36,23 @@ impl Garden {
     ///
     /// # Errors
     /// [`Error::NotTracked`].
-    pub fn info(&self, arg: &OsStr) -> Result<Info> {
-        let e = self.entry_at(arg)?.clone();
-        let applies = self.applies(&e)?;
+    pub fn info(&mut self, arg: &OsStr) -> Result<Info> {
+        self.tx().info(arg)
+    }
+}
+
+impl Tx<'_> {
+    pub(crate) fn info(&mut self, arg: &OsStr) -> Result<Info> {
+        let e = self.repo.entry_at(arg)?.clone();
+        let applies = self.repo.applies(&e)?;
         let lack = match e.hash {
             Some(h) if e.kind == EntryKind::File && applies => {
-                self.lacking(vec![h], false).remove(&h)
+                self.repo.lacking(vec![h], false).remove(&h)
             }
             _ => None,
         };
         let state = self.status_of(&e, &Found::Unknown, lack)?.state;
-        let abs = self.env.expand(&e.path);
+        let abs = self.repo.env.expand(&e.path);
         let md = if applies { fsx::lstat(&abs)? } else { None };
         let disk_mtime = md.as_ref().and_then(|m| {
             DateTime::from_timestamp(m.mtime(), u32::try_from(m.mtime_nsec()).unwrap_or(0))
@@ -64,7 +71,7 @@ impl Garden {
         match e.kind {
             EntryKind::File => {
                 info.blob_stored = Some(match e.hash {
-                    Some(h) => self.store.contains(&h)?,
+                    Some(h) => self.repo.store.contains(&h)?,
                     None => false,
                 });
                 if md.as_ref().is_some_and(|m| m.is_file())

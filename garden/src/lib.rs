@@ -48,6 +48,7 @@ mod keyring;
 pub mod lock;
 mod merge;
 mod mirror;
+mod options;
 mod own;
 mod par;
 mod paths;
@@ -99,6 +100,7 @@ pub use info::Info;
 pub use lock::{LockMode, RepoLock};
 pub use merge::MergeOutcome;
 pub use mirror::{MirrorDownReport, MirrorUpReport};
+pub use options::{Access, NoteFn, Options};
 pub use paths::clean;
 pub use prune::PruneReport;
 pub use remove::RemoveReport;
@@ -324,7 +326,7 @@ impl std::io::Write for HashingWriter<'_> {
 }
 
 /// Where a Garden's notes go as they happen.
-struct NoteSink(Box<dyn Fn(&str) + Send>);
+struct NoteSink(NoteFn);
 
 impl std::fmt::Debug for NoteSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -332,68 +334,107 @@ impl std::fmt::Debug for NoteSink {
     }
 }
 
-/// One repository, opened and locked.
+/// One repository, opened and locked: the repository as read ([`Repo`]),
+/// and this run's work on it ([`Work`]), ended by [`Garden::finish`].
 #[derive(Debug)]
 pub struct Garden {
-    root: PathBuf,
-    env: Env,
-    manifest: Manifest,
+    pub(crate) repo: Repo,
+    pub(crate) work: Work,
+    /// The process ends with this Garden (see [`Options::process_ends`]).
+    process_ends: bool,
+    _lock: RepoLock,
+}
+
+/// The repository as this run read it: its folder, manifest, logs and
+/// store, and where this machine may write. Commands change the manifest
+/// and logs through [`Garden`]'s `&mut self` methods; what judges the
+/// disk against it borrows it shared (see [`Tx`]).
+#[derive(Debug)]
+pub(crate) struct Repo {
+    pub(crate) root: PathBuf,
+    pub(crate) env: Env,
+    pub(crate) manifest: Manifest,
     /// SHA-256 of manifest.yaml's bytes as last read or written.
-    head_hash: sgard_store::Hash,
+    pub(crate) head_hash: sgard_store::Hash,
     /// Every snapshot this home can see, oldest first: the repository's
     /// log and this home's local log merged (see [`LocalLog`]).
-    history: History,
+    pub(crate) history: History,
     /// The repository's own log (`<repo>/history.yaml`).
-    repo_history: History,
+    pub(crate) repo_history: History,
     /// This home's log of its changes to the home folder.
-    local: Option<LocalLog>,
+    pub(crate) local: Option<LocalLog>,
     /// Held by a Garden opened to change the home folder only
-    /// ([`Garden::open_for_home`]): one such command per home at a time.
-    home_lock: Option<fs::File>,
-    store: Store,
+    /// ([`Access::Home`]): one such command per home at a time.
+    pub(crate) home_lock: Option<fs::File>,
+    pub(crate) store: Store,
+    /// This machine's labels (host name and tags) for targeting.
     pub(crate) labels: Vec<String>,
-    keys: std::cell::RefCell<encrypted::Keys>,
-    fingerprints: std::cell::RefCell<fingerprints::Fingerprints>,
-    /// What this machine last saw agreed between disk and repository.
-    base: std::cell::RefCell<base::Base>,
-    /// The files a merge left conflict markers in.
-    unresolved: unresolved::Unresolved,
     /// This repository's folder of machine-local state (`None`: no state).
-    local_dir: Option<PathBuf>,
+    pub(crate) local_dir: Option<PathBuf>,
     /// Where entries may be written in the home (never through a symlink,
     /// never into the repository or sgard's state).
-    confine: home::Confine,
+    pub(crate) confine: home::Confine,
     /// The key of this repository's machine-local state.
-    key: Option<String>,
+    pub(crate) key: Option<String>,
     /// This home's id, recorded in history records (see `base::machine_id`).
-    machine: Option<String>,
+    pub(crate) machine: Option<String>,
     /// Why `history.yaml` could not be read (it is then treated as empty,
     /// and whatever needs it refuses).
-    history_error: Option<String>,
+    pub(crate) history_error: Option<String>,
     /// The head was taken from an interrupted checkpoint's snapshot and not
     /// written to manifest.yaml (a reader's open).
-    head_from_log: bool,
+    pub(crate) head_from_log: bool,
+    /// Nothing is written (see [`Options::dry_run`]).
+    pub(crate) dry_run: bool,
+}
+
+/// This run's work with the repository, in plain fields: what the machine
+/// knows (base, stat cache, index, fingerprints, keys) as this run changed
+/// it, the blobs it is writing, the notes for the user. Nothing here is
+/// saved until [`Garden::finish`].
+#[derive(Debug, Default)]
+pub(crate) struct Work {
+    pub(crate) keys: encrypted::Keys,
+    pub(crate) fingerprints: fingerprints::Fingerprints,
+    /// What this machine last saw agreed between disk and repository.
+    pub(crate) base: base::Base,
+    /// The files a merge left conflict markers in.
+    pub(crate) unresolved: unresolved::Unresolved,
     /// Things the user should be told (see [`Garden::take_notes`]).
-    notes: std::cell::RefCell<Vec<String>>,
+    pub(crate) notes: Vec<String>,
     /// Where notes go as they happen, once the caller has said
-    /// ([`Garden::set_note_sink`]); until then they wait in `notes`.
-    note_sink: Option<NoteSink>,
-    statcache: std::cell::RefCell<statcache::StatCache>,
+    /// ([`Options::note_sink`]); until then they wait in `notes`.
+    pub(crate) note_sink: Option<NoteSink>,
+    pub(crate) statcache: statcache::StatCache,
     /// The manifest section of this machine's index, and whether the index
     /// must be written (see [`index`]).
-    index: std::cell::RefCell<IndexState>,
+    pub(crate) index: IndexState,
     /// The repository's open write transaction (see [`Writes`]).
-    writes: std::cell::RefCell<Writes>,
+    pub(crate) writes: Writes,
     /// The repository's chunking setting, read at the first write that
     /// needs it.
-    chunking: std::cell::OnceCell<sgard_store::chunks::Setting>,
+    pub(crate) chunking: Option<sgard_store::chunks::Setting>,
     /// Template variables and renderings, built at first use.
-    templates: std::cell::RefCell<template::Templates>,
-    /// The process ends with this Garden (see [`Garden::set_process_ends`]).
-    process_ends: bool,
-    /// Nothing is written (see [`Garden::set_dry_run`]).
-    dry_run: bool,
-    _lock: RepoLock,
+    pub(crate) templates: template::Templates,
+}
+
+/// One run's work over the repository as read: the judging of the disk
+/// against the repository (status, diff, checkpoint's and restore's
+/// passes), which changes only this run's [`Work`]. The repository is
+/// borrowed shared, so what it holds (the manifest's entries) can be held
+/// across calls that change the work.
+#[derive(Debug)]
+pub(crate) struct Tx<'a> {
+    pub(crate) repo: &'a Repo,
+    pub(crate) work: &'a mut Work,
+}
+
+impl<'a> Tx<'a> {
+    /// The work `work` over `repo`. [`Garden::tx`] is the usual way; this
+    /// one is for a caller holding entries of the manifest.
+    pub(crate) fn new(repo: &'a Repo, work: &'a mut Work) -> Self {
+        Tx { repo, work }
+    }
 }
 
 /// The repository side of one run's work: the blobs being written as one
@@ -492,9 +533,9 @@ impl Drop for Garden {
             // Freed by the exit, all at once: freeing 100,000 entries one
             // by one was a tenth of a command's time. Locks, open batches
             // and temp files are dropped as always.
-            std::mem::forget(std::mem::take(&mut self.manifest.files));
-            std::mem::forget(std::mem::take(&mut self.history.records));
-            std::mem::forget(std::mem::take(&mut self.repo_history.records));
+            std::mem::forget(std::mem::take(&mut self.repo.manifest.files));
+            std::mem::forget(std::mem::take(&mut self.repo.history.records));
+            std::mem::forget(std::mem::take(&mut self.repo.repo_history.records));
         }
     }
 }
@@ -550,26 +591,40 @@ impl Garden {
         )
     }
 
-    /// Opens the repository at `root` (an absolute path), taking its lock in
-    /// `mode` (calling `on_wait` if it has to wait), then loading the manifest.
+    /// Opens the repository at `root` (an absolute path) for what
+    /// `opts.access` says (see [`Access`]): takes its lock (telling
+    /// `opts.on_wait` if it has to wait), then loads the manifest.
     ///
     /// # Errors
     /// [`Error::NotARepo`] when there is no manifest (nothing is created
-    /// then); manifest validation errors; [`Error::Io`].
-    pub fn open(root: &Path, env: Env, mode: LockMode, on_wait: &dyn Fn(&str)) -> Result<Garden> {
-        Garden::open_with(root, env, mode, on_wait, false)
-    }
-
-    /// Opens the repository at `root` to read the repository alone (verify,
-    /// list, log, identity), under a shared lock: this machine's base and
-    /// stat cache are not loaded (at 100,000 entries, 30 MB decoded for
-    /// nothing) and nothing of this machine's state is written. Nothing
-    /// that compares the disk with the repository may be called on it.
-    ///
-    /// # Errors
-    /// As [`Garden::open`].
-    pub fn open_repository_only(root: &Path, env: Env, on_wait: &dyn Fn(&str)) -> Result<Garden> {
-        Garden::open_with(root, env, LockMode::Shared, on_wait, true)
+    /// then); manifest validation errors; [`Error::Io`] (also for the
+    /// home's lock of [`Access::Home`]).
+    pub fn open(root: &Path, env: Env, opts: Options<'_>) -> Result<Garden> {
+        fn quiet(_: &str) {}
+        let on_wait = opts.on_wait.unwrap_or(&quiet);
+        let mut g = match opts.access {
+            Access::Read => Garden::open_with(root, env, LockMode::Shared, on_wait, false)?,
+            Access::Write => Garden::open_with(root, env, LockMode::Exclusive, on_wait, false)?,
+            Access::RepositoryOnly => {
+                Garden::open_with(root, env, LockMode::Shared, on_wait, true)?
+            }
+            // A dry run changes nothing here: no home lock.
+            Access::Home if opts.dry_run => {
+                Garden::open_with(root, env, LockMode::Shared, on_wait, false)?
+            }
+            Access::Home => Garden::open_for_home(root, env, on_wait)?,
+        };
+        g.repo.dry_run = opts.dry_run;
+        g.process_ends = opts.process_ends;
+        if let Some(sink) = opts.note_sink {
+            for n in g.work.notes.drain(..) {
+                sink(&n);
+            }
+            g.work.note_sink = Some(NoteSink(sink));
+        }
+        g.work.keys.source = opts.passphrase;
+        g.work.keys.tries = opts.passphrase_tries;
+        Ok(g)
     }
 
     fn open_with(
@@ -653,26 +708,27 @@ impl Garden {
             (place, found, index),
             repo_only,
         )?;
-        g.head_from_log = from_log;
+        g.repo.head_from_log = from_log;
         if repo_only {
             // Never written back (see `save_index`): the encoded sections
             // (the manifest's is 9 MB at 100,000 entries) are done with.
-            *g.index.get_mut() = IndexState::default();
+            g.work.index = IndexState::default();
         }
         // Agreements taken from `base.pending` (a crash between a manifest
         // write and the base's) are made durable now, as they were made.
-        if g.base.get_mut().dirty() {
-            let _ = g.save_index();
+        // One that fails stays dirty: `finish` writes it again and reports.
+        if g.work.base.dirty() {
+            let _ = g.tx().save_index();
         }
         if mode == LockMode::Exclusive {
             g.sweep_repo_temps();
-            g.heal_head_snapshot();
+            g.tx().heal_head_snapshot();
         }
         // Not a note: whether it is a warning or the command's error is
         // the caller's to say (see `history_damage`).
-        g.history_error = history_error;
+        g.repo.history_error = history_error;
         if !repo_only {
-            g.seed_base();
+            g.tx().seed_base();
         }
         Ok(g)
     }
@@ -725,171 +781,119 @@ impl Garden {
                 root.display()
             ));
         }
+        let unresolved = if repo_only {
+            unresolved::Unresolved::default()
+        } else {
+            unresolved::Unresolved::load(local_dir.as_deref())
+        };
         Ok(Garden {
-            machine: base::machine_id(env.state_dir.as_deref()),
-            head_from_log: false,
-            history_error: None,
-            key: Some(key),
-            confine: home::Confine::new(&env.home, own::OwnDirs::of(root, &env))
-                .following(add::followed_links(local_dir.as_deref(), &env))
-                .journaled(
-                    env.state_dir
-                        .as_ref()
-                        .map(|d| d.join("sgard").join(home::STAGING_DIR)),
-                ),
-            notes: std::cell::RefCell::new(notes),
-            note_sink: None,
-            base: std::cell::RefCell::new(base),
-            unresolved: if repo_only {
-                unresolved::Unresolved::default()
-            } else {
-                unresolved::Unresolved::load(local_dir.as_deref())
+            repo: Repo {
+                machine: base::machine_id(env.state_dir.as_deref()),
+                head_from_log: false,
+                history_error: None,
+                key: Some(key),
+                confine: home::Confine::new(&env.home, own::OwnDirs::of(root, &env))
+                    .following(add::followed_links(local_dir.as_deref(), &env))
+                    .journaled(
+                        env.state_dir
+                            .as_ref()
+                            .map(|d| d.join("sgard").join(home::STAGING_DIR)),
+                    ),
+                local_dir,
+                dry_run: false,
+                root: root.to_path_buf(),
+                env,
+                manifest,
+                head_hash,
+                history: merged(&history, local.as_ref()),
+                repo_history: history,
+                local,
+                home_lock: None,
+                store: match env_stall {
+                    Some(n) => store.with_chunk_store(ChunkStore::open(root).stalling_after(n)),
+                    None => store,
+                },
+                labels,
             },
-            local_dir,
-            keys: std::cell::RefCell::default(),
-            fingerprints: std::cell::RefCell::new(fingerprints),
-            statcache: std::cell::RefCell::new(statcache),
-            index: std::cell::RefCell::new(index),
-            writes: std::cell::RefCell::default(),
-            chunking: std::cell::OnceCell::new(),
-            templates: std::cell::RefCell::default(),
+            work: Work {
+                notes,
+                base,
+                unresolved,
+                fingerprints,
+                statcache,
+                index,
+                ..Work::default()
+            },
             process_ends: false,
-            dry_run: false,
-            root: root.to_path_buf(),
-            env,
-            manifest,
-            head_hash,
-            history: merged(&history, local.as_ref()),
-            repo_history: history,
-            local,
-            home_lock: None,
-            store: match env_stall {
-                Some(n) => store.with_chunk_store(ChunkStore::open(root).stalling_after(n)),
-                None => store,
-            },
-            labels,
             _lock: lock,
         })
     }
 
+    /// This run's work over the repository as read (see [`Tx`]).
+    pub(crate) fn tx(&mut self) -> Tx<'_> {
+        Tx {
+            repo: &self.repo,
+            work: &mut self.work,
+        }
+    }
+
     /// Things worth telling the user that are not errors (tags taken over
     /// from `<repo>/tags`, a damaged base being rebuilt); each once.
-    pub fn take_notes(&self) -> Vec<String> {
-        std::mem::take(&mut *self.notes.borrow_mut())
-    }
-
-    /// Says that the process exits soon after this Garden is dropped, so
-    /// the drop leaves the in-memory manifest and logs to the exit instead
-    /// of freeing them entry by entry. Not for a long-lived process (a
-    /// server): their memory would never come back.
-    pub fn set_process_ends(&mut self) {
-        self.process_ends = true;
-    }
-
-    /// Sends the notes that come up from now on (in the middle of a
-    /// command) to `sink` as they happen; the ones waiting go there first.
-    pub fn set_note_sink(&mut self, sink: Box<dyn Fn(&str) + Send>) {
-        for n in self.notes.get_mut().drain(..) {
-            sink(&n);
-        }
-        self.note_sink = Some(NoteSink(sink));
-    }
-
-    /// Makes this Garden write nothing: the manifest, this machine's base
-    /// and index are changed in memory only, so a command that changes
-    /// only those (remove, lock, target, exclude, include) reports what it
-    /// would do. Commands that store content or write the home have dry
-    /// runs of their own; this is not one for them.
-    pub fn set_dry_run(&mut self) {
-        self.dry_run = true;
-    }
-
-    /// Tells the user `text` (see [`Garden::set_note_sink`] and
-    /// [`Garden::take_notes`]); a repeat of one already waiting is dropped.
-    pub(crate) fn note(&self, text: String) {
-        if let Some(sink) = &self.note_sink {
-            (sink.0)(&text);
-            return;
-        }
-        let mut notes = self.notes.borrow_mut();
-        if !notes.contains(&text) {
-            notes.push(text);
-        }
+    pub fn take_notes(&mut self) -> Vec<String> {
+        self.tx().take_notes()
     }
 
     /// This machine's folder of state for this repository (`None`: no
     /// machine-local state).
     pub fn local_state_dir(&self) -> Option<&Path> {
-        self.local_dir.as_deref()
+        self.repo.local_dir.as_deref()
     }
 
     /// The repository folder.
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.repo.root
     }
 
     /// The manifest as loaded (and as changed by this Garden).
     pub fn manifest(&self) -> &Manifest {
-        &self.manifest
+        &self.repo.manifest
     }
 
     /// The blob store.
     pub fn store(&self) -> &Store {
-        &self.store
+        &self.repo.store
     }
 
     /// The environment this Garden works in.
     pub fn env(&self) -> &Env {
-        &self.env
+        &self.repo.env
     }
 
     /// This machine's targeting labels.
     pub fn labels(&self) -> &[String] {
-        &self.labels
+        &self.repo.labels
     }
 
-    fn manifest_path(&self) -> PathBuf {
-        self.root.join(MANIFEST_FILE)
-    }
-
-    /// Opens the repository at `root` for a dry run of a command that
-    /// changes the home (restore, undo, mirror down, merge): a shared lock,
-    /// no home lock, nothing written (see [`Garden::set_dry_run`]).
-    ///
-    /// # Errors
-    /// As [`Garden::open`].
-    pub fn open_for_home_dry_run(root: &Path, env: Env, on_wait: &dyn Fn(&str)) -> Result<Garden> {
-        let mut g = Garden::open(root, env, LockMode::Shared, on_wait)?;
-        g.set_dry_run();
-        Ok(g)
-    }
-
-    /// Opens the repository at `root` to change the home folder only
-    /// (restore, undo, mirror down, merge): a shared lock on the repository
-    /// (it is only read; it may be read-only) and an exclusive one on this
-    /// home's state, so two such commands never run at once here.
-    /// Nothing is written into the repository; safety snapshots go to this
-    /// home's local log.
-    ///
-    /// # Errors
-    /// As [`Garden::open`]; [`Error::Io`] for the local lock.
-    pub fn open_for_home(root: &Path, env: Env, on_wait: &dyn Fn(&str)) -> Result<Garden> {
+    /// Opens the repository at `root` to change the home folder only (see
+    /// [`Access::Home`]).
+    fn open_for_home(root: &Path, env: Env, on_wait: &dyn Fn(&str)) -> Result<Garden> {
         // A shared lock: questions may wait on the user for minutes, and
         // other machines' readers must not wait with them. An interrupted
         // checkpoint is finished first, under a brief exclusive lock, where
         // the repository can be written.
-        let mut g = Garden::open(root, env.clone(), LockMode::Shared, on_wait)?;
-        if g.head_from_log && !g.repository_is_read_only() {
+        let mut g = Garden::open_with(root, env.clone(), LockMode::Shared, on_wait, false)?;
+        if g.repo.head_from_log && !g.repository_is_read_only() {
             drop(g);
-            drop(Garden::open(
+            drop(Garden::open_with(
                 root,
                 env.clone(),
                 LockMode::Exclusive,
                 on_wait,
+                false,
             )?);
-            g = Garden::open(root, env, LockMode::Shared, on_wait)?;
+            g = Garden::open_with(root, env, LockMode::Shared, on_wait, false)?;
         }
-        let Some(dir) = g.local.as_ref().map(|l| l.dir.clone()) else {
+        let Some(dir) = g.repo.local.as_ref().map(|l| l.dir.clone()) else {
             return Err(Error::Invalid(
                 "no folder for machine-local state (set XDG_STATE_HOME or HOME)".into(),
             ));
@@ -910,7 +914,7 @@ impl Garden {
             ));
             f.lock().map_err(|e| Error::io("locking", &path, e))?;
         }
-        g.home_lock = Some(f);
+        g.repo.home_lock = Some(f);
         g.sweep_home();
         Ok(g)
     }
@@ -920,15 +924,22 @@ impl Garden {
     /// The folders swept are those of the entries and those the journals
     /// of dead runs name (see `home::Journal`); the journals are then removed.
     pub(crate) fn sweep_home(&self) -> usize {
-        let dead = self.confine.dead_runs();
+        let dead = self.repo.confine.dead_runs();
         let dirs: std::collections::BTreeSet<PathBuf> = self
+            .repo
             .manifest
             .files
             .iter()
-            .filter_map(|e| self.env.expand(&e.path).parent().map(Path::to_path_buf))
+            .filter_map(|e| {
+                self.repo
+                    .env
+                    .expand(&e.path)
+                    .parent()
+                    .map(Path::to_path_buf)
+            })
             .chain(dead.folders)
             .collect();
-        let n = self.confine.sweep(dirs);
+        let n = self.repo.confine.sweep(dirs);
         for j in dead.journals {
             let _ = fs::remove_file(j);
         }
@@ -943,8 +954,11 @@ impl Garden {
         // The repository's are an exclusive holder's alone; this machine's
         // state is also written by readers (the base), so only old ones.
         let dirs = [
-            (Some(self.root.clone()), std::time::Duration::ZERO),
-            (self.local_dir.clone(), std::time::Duration::from_secs(60)),
+            (Some(self.repo.root.clone()), std::time::Duration::ZERO),
+            (
+                self.repo.local_dir.clone(),
+                std::time::Duration::from_secs(60),
+            ),
         ];
         for (dir, min_age) in dirs {
             let Some(dir) = dir else { continue };
@@ -971,12 +985,12 @@ impl Garden {
 
     /// Whether the repository folder can be written by this process.
     pub fn repository_is_read_only(&self) -> bool {
-        rustix::fs::access(&self.root, rustix::fs::Access::WRITE_OK).is_err()
+        rustix::fs::access(&self.repo.root, rustix::fs::Access::WRITE_OK).is_err()
     }
 
     /// Checks this Garden may change the home folder (and record it).
     fn require_home_writer(&self, what: &str) -> Result<()> {
-        if self.home_lock.is_some() {
+        if self.repo.home_lock.is_some() {
             return Ok(());
         }
         self.require_exclusive(what)
@@ -984,8 +998,8 @@ impl Garden {
 
     fn require_exclusive(&self, what: &str) -> Result<()> {
         // A dry run holds a shared lock and writes nothing (see
-        // `set_dry_run`): its saves are no-ops.
-        if self._lock.mode() != LockMode::Exclusive && !self.dry_run {
+        // `Options::dry_run`): its saves are no-ops.
+        if self._lock.mode() != LockMode::Exclusive && !self.repo.dry_run {
             return Err(Error::Invalid(format!(
                 "internal error: {what} without the exclusive lock"
             )));
@@ -996,62 +1010,15 @@ impl Garden {
     /// Saves the manifest, and with it what this command recorded in the
     /// base (pending first, so a crash between the two is resolved).
     pub(crate) fn save(&mut self) -> Result<()> {
-        if self.dry_run {
+        if self.repo.dry_run {
             return Ok(());
         }
         self.require_exclusive("manifest save")?;
         self.refresh_data();
-        self.base.borrow().prepare()?;
+        self.work.base.prepare()?;
         self.write_manifest()?;
-        self.env.crash_point("manifest-before-base");
-        self.flush_base()
-    }
-
-    /// `manifest.yaml` now holds `self.manifest` (just written): the index's
-    /// manifest section follows it. Its fingerprint is taken after the
-    /// write, and is not yet settled, so the next command hashes the file
-    /// once before trusting it.
-    fn index_manifest_written(&self, hash: &sgard_store::Hash) {
-        let mut idx = self.index.borrow_mut();
-        idx.dirty = true;
-        idx.section = None;
-        if self.local_dir.is_none() {
-            return;
-        }
-        let observed = index::now_ns();
-        if let Ok(md) = fs::symlink_metadata(self.manifest_path()) {
-            idx.section = Some(index::manifest_section(
-                index::Fingerprint::of(&md),
-                observed,
-                hash,
-                &self.manifest,
-            ));
-        }
-    }
-
-    /// A log was just written to `path` (SHA-256 `hash`): the index's
-    /// section for it (`local`: this home's own log) follows.
-    pub(crate) fn index_history_written(
-        &self,
-        path: &Path,
-        h: &History,
-        hash: &sgard_store::Hash,
-        local: bool,
-    ) {
-        if self.local_dir.is_none() {
-            return;
-        }
-        let observed = index::now_ns();
-        let section = fs::symlink_metadata(path)
-            .ok()
-            .map(|md| index::history_section(index::Fingerprint::of(&md), observed, hash, h));
-        let mut idx = self.index.borrow_mut();
-        idx.dirty = true;
-        if local {
-            idx.local = section;
-        } else {
-            idx.history = section;
-        }
+        self.repo.env.crash_point("manifest-before-base");
+        self.tx().flush_base()
     }
 
     /// Ends this run's work with the repository: saves this machine's
@@ -1067,21 +1034,245 @@ impl Garden {
     /// # Errors
     /// [`Error::Io`] naming the index file when it cannot be written.
     pub fn finish(mut self) -> Result<()> {
-        if self.dry_run {
+        if self.repo.dry_run {
             return Ok(());
         }
-        self.fingerprints.get_mut().flush();
-        let saved = self.save_index();
+        self.work.fingerprints.flush();
+        let saved = self.tx().save_index();
         // What this command added to the log, for `base::key_for`.
-        if let (Some(state), Some(key)) = (self.env.state_dir.as_deref(), self.key.as_deref()) {
+        if let (Some(state), Some(key)) =
+            (self.repo.env.state_dir.as_deref(), self.repo.key.as_deref())
+        {
             base::remember(
-                &self.root,
+                &self.repo.root,
                 state,
                 key,
-                self.repo_history.records.last().map(|r| r.id),
+                self.repo.repo_history.records.last().map(|r| r.id),
             );
         }
         saved
+    }
+
+    /// Writes `manifest.yaml` from the current manifest, its retired data
+    /// keys first into `retired-keys` (where a Go write cannot drop them);
+    /// the head hash follows. The text is rendered straight into the temp
+    /// file and hashed on the way, never held whole (a `lock` on a
+    /// 100,000-entry manifest held a 20 MB string for it).
+    pub(crate) fn write_manifest(&mut self) -> Result<()> {
+        self.tx().keep_retired_keys();
+        let mut hash = None;
+        durable::write_atomic_with(&self.repo.manifest_path(), 0o600, |f| {
+            let mut w = HashingWriter {
+                file: f,
+                hasher: sgard_store::Hasher::new(),
+            };
+            self.repo.manifest.write_yaml(&mut w)?;
+            hash = Some(w.hasher.finish());
+            Ok(())
+        })?;
+        let hash =
+            hash.ok_or_else(|| Error::Invalid("internal error: manifest not hashed".into()))?;
+        self.manifest_written(hash);
+        Ok(())
+    }
+
+    /// The head hash and the index's manifest section follow a manifest
+    /// file just written (every caller writes the rendering of
+    /// `self.repo.manifest`).
+    fn manifest_written(&mut self, hash: sgard_store::Hash) {
+        self.repo.head_hash = hash;
+        self.tx().index_manifest_written(&hash);
+    }
+
+    /// The repository's chunking setting (see `sgard_store::chunks::Setting`).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when `<repo>/chunking` is malformed or unreadable.
+    pub fn chunking(&mut self) -> Result<sgard_store::chunks::Setting> {
+        self.tx().chunking()
+    }
+
+    /// Changes the repository's chunking setting (new content only: what is
+    /// stored stays as it is).
+    ///
+    /// # Errors
+    /// [`Error::Io`]/[`Error::Store`] when it cannot be written.
+    pub fn set_chunking(&mut self, s: sgard_store::chunks::Setting) -> Result<()> {
+        s.save(&self.repo.root)?;
+        self.work.chunking = Some(s);
+        Ok(())
+    }
+
+    /// The entry tracking the path `arg` (resolved like any argument).
+    ///
+    /// # Errors
+    /// [`Error::NotTracked`]; a path outside what the manifest can name.
+    pub fn entry_at(&self, arg: &OsStr) -> Result<&sgard_manifest::Entry> {
+        self.repo.entry_at(arg)
+    }
+}
+
+impl Work {
+    /// Every blob size this run noted.
+    pub(crate) fn known_sizes(&self) -> std::collections::HashMap<sgard_store::Hash, u64> {
+        self.writes.sizes.iter().copied().collect()
+    }
+
+    /// Whether blob writes are being batched.
+    pub(crate) fn batch_open(&self) -> bool {
+        self.writes.batch.is_some()
+    }
+
+    /// Tells the user `text` (see [`Options::note_sink`] and
+    /// [`Garden::take_notes`]); a repeat of one already waiting is dropped.
+    pub(crate) fn note(&mut self, text: String) {
+        if let Some(sink) = &self.note_sink {
+            (sink.0)(&text);
+            return;
+        }
+        let notes = &mut self.notes;
+        if !notes.contains(&text) {
+            notes.push(text);
+        }
+    }
+
+    /// Notes the size of blob `hash` (see [`Writes`]).
+    pub(crate) fn known_size(&mut self, hash: sgard_store::Hash, size: u64) {
+        self.writes.sizes.push((hash, size));
+    }
+
+    /// Starts batching blob writes into `store` (until
+    /// [`Tx::commit_batch`]).
+    pub(crate) fn begin_batch_in(&mut self, store: &Store) {
+        self.writes.batch = Some(store.batch());
+    }
+}
+
+impl Repo {
+    fn manifest_path(&self) -> PathBuf {
+        self.root.join(MANIFEST_FILE)
+    }
+
+    /// A consistent copy of the SQLite database `abs` (see [`sqlite`]), in
+    /// this machine's cache folder (else the system's temp folder): never
+    /// in the repository, which a reader must not write.
+    pub(crate) fn capture_sqlite(&self, abs: &Path) -> Result<tempfile::NamedTempFile> {
+        let dir = match self.env.caches() {
+            Some(c) => c.join("sgard").join("capture"),
+            None => std::env::temp_dir(),
+        };
+        sqlite::capture(
+            abs,
+            &dir,
+            self.env.sqlite_timeout.unwrap_or(sqlite::DEFAULT_TIMEOUT),
+        )
+    }
+
+    pub(crate) fn entry_at(&self, arg: &OsStr) -> Result<&sgard_manifest::Entry> {
+        let path = self.env.to_tilde(&self.env.resolve(arg))?;
+        self.manifest.get(&path).ok_or(Error::NotTracked(path))
+    }
+
+    fn applies(&self, e: &sgard_manifest::Entry) -> Result<bool> {
+        identity::applies(e, &self.labels)
+    }
+
+    /// The tilde forms of command-line arguments.
+    fn tilde_args(&self, args: &[OsString]) -> Result<Vec<String>> {
+        args.iter()
+            .map(|a| self.env.to_tilde(&self.env.resolve(a)))
+            .collect()
+    }
+
+    /// Indices of the entries selected by `args` (each arg selects the entry
+    /// of that path and every entry under it); all entries when `args` is
+    /// empty.
+    ///
+    /// # Errors
+    /// [`Error::NoMatch`] when args were given and none matched.
+    fn select(&self, args: &[OsString]) -> Result<Vec<usize>> {
+        self.select_in(&self.manifest.files, args)
+    }
+
+    /// As [`Repo::select`], over any list of entries (a snapshot's).
+    fn select_in(&self, files: &[sgard_manifest::Entry], args: &[OsString]) -> Result<Vec<usize>> {
+        if args.is_empty() {
+            return Ok((0..files.len()).collect());
+        }
+        let wanted = self.tilde_args(args)?;
+        let picked: Vec<usize> = files
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| wanted.iter().any(|w| path_is_under(&e.path, w)))
+            .map(|(i, _)| i)
+            .collect();
+        if picked.is_empty() {
+            return Err(Error::NotTracked(wanted.join(", ")));
+        }
+        Ok(picked)
+    }
+}
+
+impl Tx<'_> {
+    /// Whether blob writes go to the repository's store (not this home's
+    /// local log: only the repository keeps chunks).
+    fn writes_to_repo(&self) -> bool {
+        self.work
+            .writes
+            .batch
+            .as_ref()
+            .is_none_or(|b| b.root() == self.repo.store.root())
+    }
+
+    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.work.notes)
+    }
+
+    /// `manifest.yaml` now holds `self.repo.manifest` (just written): the index's
+    /// manifest section follows it. Its fingerprint is taken after the
+    /// write, and is not yet settled, so the next command hashes the file
+    /// once before trusting it.
+    fn index_manifest_written(&mut self, hash: &sgard_store::Hash) {
+        let idx = &mut self.work.index;
+        idx.dirty = true;
+        idx.section = None;
+        if self.repo.local_dir.is_none() {
+            return;
+        }
+        let observed = index::now_ns();
+        if let Ok(md) = fs::symlink_metadata(self.repo.manifest_path()) {
+            idx.section = Some(index::manifest_section(
+                index::Fingerprint::of(&md),
+                observed,
+                hash,
+                &self.repo.manifest,
+            ));
+        }
+    }
+
+    /// A log was just written to `path` (SHA-256 `hash`): the index's
+    /// section for it (`local`: this home's own log) follows.
+    pub(crate) fn index_history_written(
+        &mut self,
+        path: &Path,
+        h: &History,
+        hash: &sgard_store::Hash,
+        local: bool,
+    ) {
+        if self.repo.local_dir.is_none() {
+            return;
+        }
+        let observed = index::now_ns();
+        let section = fs::symlink_metadata(path)
+            .ok()
+            .map(|md| index::history_section(index::Fingerprint::of(&md), observed, hash, h));
+        let idx = &mut self.work.index;
+        idx.dirty = true;
+        if local {
+            idx.local = section;
+        } else {
+            idx.history = section;
+        }
     }
 
     /// Writes this machine's index if anything in it changed: the base,
@@ -1089,21 +1280,21 @@ impl Garden {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
-    pub(crate) fn save_index(&self) -> Result<()> {
-        if self.dry_run {
+    pub(crate) fn save_index(&mut self) -> Result<()> {
+        if self.repo.dry_run {
             return Ok(());
         }
-        let mut base = self.base.borrow_mut();
+        let base = &mut self.work.base;
         let Some(file) = base.index().map(Path::to_path_buf) else {
             return Ok(());
         };
-        let mut idx = self.index.borrow_mut();
-        let mut stat = self.statcache.borrow_mut();
+        let idx = &mut self.work.index;
+        let stat = &mut self.work.statcache;
         let base_changed = base.dirty();
         if !(idx.dirty || base_changed || stat.dirty()) {
             return Ok(());
         }
-        self.env.crash_point("index-save");
+        self.repo.env.crash_point("index-save");
         // One writer at a time per index; a command that did not change
         // the base keeps the one on disk (another command may have saved
         // agreements since this one read it).
@@ -1148,47 +1339,16 @@ impl Garden {
         Ok(())
     }
 
-    /// Writes `manifest.yaml` from the current manifest, its retired data
-    /// keys first into `retired-keys` (where a Go write cannot drop them);
-    /// the head hash follows. The text is rendered straight into the temp
-    /// file and hashed on the way, never held whole (a `lock` on a
-    /// 100,000-entry manifest held a 20 MB string for it).
-    pub(crate) fn write_manifest(&mut self) -> Result<()> {
-        self.keep_retired_keys();
-        let mut hash = None;
-        durable::write_atomic_with(&self.manifest_path(), 0o600, |f| {
-            let mut w = HashingWriter {
-                file: f,
-                hasher: sgard_store::Hasher::new(),
-            };
-            self.manifest.write_yaml(&mut w)?;
-            hash = Some(w.hasher.finish());
-            Ok(())
-        })?;
-        let hash =
-            hash.ok_or_else(|| Error::Invalid("internal error: manifest not hashed".into()))?;
-        self.manifest_written(hash);
-        Ok(())
-    }
-
-    /// The head hash and the index's manifest section follow a manifest
-    /// file just written (every caller writes the rendering of
-    /// `self.manifest`).
-    fn manifest_written(&mut self, hash: sgard_store::Hash) {
-        self.head_hash = hash;
-        self.index_manifest_written(&hash);
-    }
-
     /// Copies the retired data keys into `retired-keys`, where a Go write of
     /// the manifest cannot drop them.
-    fn keep_retired_keys(&self) {
+    fn keep_retired_keys(&mut self) {
         // The manifest still holds the keys; the copy is a safeguard against
         // Go writes, not a reason to refuse this one.
-        if let Some(enc) = &self.manifest.encryption
+        if let Some(enc) = &self.repo.manifest.encryption
             && !enc.retired_deks.is_empty()
-            && let Err(e) = keyring::add(&self.root, &enc.retired_deks)
+            && let Err(e) = keyring::add(&self.repo.root, &enc.retired_deks)
         {
-            self.note(format!(
+            self.work.note(format!(
                 "{e}; the retired data keys are kept only in the manifest"
             ));
         }
@@ -1196,70 +1356,35 @@ impl Garden {
 
     /// Stores a blob: into the open batch if there is one, else durably now.
     pub(crate) fn put(
-        &self,
+        &mut self,
         r: &mut dyn std::io::Read,
     ) -> sgard_store::Result<sgard_store::Written> {
-        let mut writes = self.writes.borrow_mut();
+        let writes = &mut self.work.writes;
         let w = match writes.batch.as_mut() {
             Some(b) => b.write(r),
-            None => self.store.write(r),
+            None => self.repo.store.write(r),
         }?;
         writes.sizes.push((w.hash, w.size));
         Ok(w)
     }
 
-    /// Notes the size of blob `hash` (see [`Writes`]).
-    pub(crate) fn known_size(&self, hash: sgard_store::Hash, size: u64) {
-        self.writes.borrow_mut().sizes.push((hash, size));
-    }
-
-    /// Every blob size this run noted.
-    pub(crate) fn known_sizes(&self) -> std::collections::HashMap<sgard_store::Hash, u64> {
-        self.writes.borrow().sizes.iter().copied().collect()
-    }
-
-    /// Starts batching blob writes into `store` (until
-    /// [`Garden::commit_batch`]).
-    pub(crate) fn begin_batch_in(&self, store: &Store) {
-        self.writes.borrow_mut().batch = Some(store.batch());
-    }
-
     /// Starts batching blob writes into the repository's store.
-    pub(crate) fn begin_batch(&self) {
-        self.begin_batch_in(&self.store);
+    pub(crate) fn begin_batch(&mut self) {
+        self.work.begin_batch_in(&self.repo.store);
     }
 
-    /// Whether blob writes are being batched.
-    pub(crate) fn batch_open(&self) -> bool {
-        self.writes.borrow().batch.is_some()
-    }
-
-    /// The repository's chunking setting (see `sgard_store::chunks::Setting`).
-    ///
-    /// # Errors
-    /// [`Error::Store`] when `<repo>/chunking` is malformed or unreadable.
-    pub fn chunking(&self) -> Result<sgard_store::chunks::Setting> {
-        if let Some(s) = self.chunking.get() {
-            return Ok(*s);
+    pub(crate) fn chunking(&mut self) -> Result<sgard_store::chunks::Setting> {
+        if let Some(s) = self.work.chunking {
+            return Ok(s);
         }
-        let s = sgard_store::chunks::Setting::load(&self.root)?;
-        Ok(*self.chunking.get_or_init(|| s))
-    }
-
-    /// Changes the repository's chunking setting (new content only: what is
-    /// stored stays as it is).
-    ///
-    /// # Errors
-    /// [`Error::Io`]/[`Error::Store`] when it cannot be written.
-    pub fn set_chunking(&mut self, s: sgard_store::chunks::Setting) -> Result<()> {
-        s.save(&self.root)?;
-        self.chunking = std::cell::OnceCell::from(s);
-        Ok(())
+        let s = sgard_store::chunks::Setting::load(&self.repo.root)?;
+        self.work.chunking = Some(s);
+        Ok(s)
     }
 
     /// The size past which a file is stored in chunks (`None`: never), for
     /// the copying done ahead of time, which stores whole blobs only.
-    pub(crate) fn chunk_threshold(&self) -> Option<u64> {
+    pub(crate) fn chunk_threshold(&mut self) -> Option<u64> {
         match self.chunking() {
             Ok(sgard_store::chunks::Setting::On { threshold, .. }) => Some(threshold),
             Ok(sgard_store::chunks::Setting::Off) => None,
@@ -1269,18 +1394,18 @@ impl Garden {
     }
 
     /// Copies the regular files `paths` into the store on all cores, for
-    /// [`Garden::store_file`] to adopt: one copy per path, in order. Only
+    /// [`Tx::store_file`] to adopt: one copy per path, in order. Only
     /// while a batch is open (else none). A file that fails here gets none:
     /// the in-order pass that follows reads it again and reports its error
     /// where it belongs.
     pub(crate) fn prespool(
-        &self,
+        &mut self,
         paths: &[&Path],
     ) -> Vec<Option<(sgard_store::Spooled, fs::Metadata)>> {
-        if !self.batch_open() {
+        if !self.work.batch_open() {
             return paths.iter().map(|_| None).collect();
         }
-        let store = &self.store;
+        let store = &self.repo.store;
         let big = self.chunk_threshold().unwrap_or(u64::MAX);
         par::map(paths, 64, |abs| {
             let (f, md) = fsx::open_regular(abs).ok()?;
@@ -1300,7 +1425,7 @@ impl Garden {
     /// there is one, else by reading it now. Returns what was written and
     /// the metadata of the file as opened.
     pub(crate) fn store_file(
-        &self,
+        &mut self,
         abs: &Path,
         ahead: Option<(sgard_store::Spooled, fs::Metadata)>,
     ) -> Result<(sgard_store::Written, fs::Metadata)> {
@@ -1317,7 +1442,7 @@ impl Garden {
             .map_err(|e| Error::io("reading", abs, e))?
             && crate::sqlite::is_header(&head)
         {
-            let tmp = self.capture_sqlite(abs)?;
+            let tmp = self.repo.capture_sqlite(abs)?;
             f = tmp
                 .reopen()
                 .map_err(|e| Error::io("opening", tmp.path(), e))?;
@@ -1334,7 +1459,7 @@ impl Garden {
             None => md.len(),
         };
         if let Some(params) = self.chunking()?.params_for(size)
-            && let Some(cs) = self.store.chunked()
+            && let Some(cs) = self.repo.store.chunked()
             && self.writes_to_repo()
         {
             let source = sgard_store::chunks::Source {
@@ -1343,17 +1468,17 @@ impl Garden {
                 mtime: (md.mtime(), md.mtime_nsec()),
             };
             let c = cs.write(&mut f, params, Some(&source)).map_err(reading)?;
-            let tilde = self.env.shown(abs);
-            let setting = self.root.join(sgard_store::chunks::SETTING_FILE);
+            let tilde = self.repo.env.shown(abs);
+            let setting = self.repo.root.join(sgard_store::chunks::SETTING_FILE);
             if !durable::lstat_exists(&setting) {
                 // The first chunked file of a repository that never chose
                 // (made by the Go sgard, or by an older sgard): say what it
                 // means once, and record the choice. A repository `init`
                 // made has chosen; doctor says what chunking means there.
                 let chosen = self.chunking()?;
-                chosen.save(&self.root)?;
+                chosen.save(&self.repo.root)?;
                 if let sgard_store::chunks::Setting::On { threshold, .. } = chosen {
-                    self.note(format!(
+                    self.work.note(format!(
                         "{tilde} is stored in chunks, as every file of {threshold} bytes and \
                          more now is: the Go sgard cannot restore those; `sgard chunking --off` \
                          keeps the repository Go-readable"
@@ -1362,11 +1487,11 @@ impl Garden {
             }
             match &c.resume {
                 sgard_store::chunks::Resume::Fresh => {}
-                sgard_store::chunks::Resume::Resumed { chunks, bytes } => self.note(format!(
+                sgard_store::chunks::Resume::Resumed { chunks, bytes } => self.work.note(format!(
                     "{tilde}: resumed an interrupted store ({chunks} of {} chunks, {} bytes, were stored already)",
                     c.chunks, bytes
                 )),
-                sgard_store::chunks::Resume::Refused(why) => self.note(format!(
+                sgard_store::chunks::Resume::Refused(why) => self.work.note(format!(
                     "{tilde}: not resuming an interrupted store of it: {why}; stored afresh"
                 )),
             }
@@ -1375,41 +1500,16 @@ impl Garden {
                 size: c.size,
                 new: c.new_chunks > 0 || c.new_list,
             };
-            self.writes.borrow_mut().sizes.push((w.hash, w.size));
+            self.work.writes.sizes.push((w.hash, w.size));
             return Ok((w, md));
         }
         let w = self.put(&mut f).map_err(reading)?;
         Ok((w, md))
     }
 
-    /// A consistent copy of the SQLite database `abs` (see [`sqlite`]), in
-    /// this machine's cache folder (else the system's temp folder): never
-    /// in the repository, which a reader must not write.
-    pub(crate) fn capture_sqlite(&self, abs: &Path) -> Result<tempfile::NamedTempFile> {
-        let dir = match self.env.caches() {
-            Some(c) => c.join("sgard").join("capture"),
-            None => std::env::temp_dir(),
-        };
-        sqlite::capture(
-            abs,
-            &dir,
-            self.env.sqlite_timeout.unwrap_or(sqlite::DEFAULT_TIMEOUT),
-        )
-    }
-
-    /// Whether blob writes go to the repository's store (not this home's
-    /// local log: only the repository keeps chunks).
-    fn writes_to_repo(&self) -> bool {
-        self.writes
-            .borrow()
-            .batch
-            .as_ref()
-            .is_none_or(|b| b.root() == self.store.root())
-    }
-
     /// Names a prespooled blob through the open batch.
-    fn adopt(&self, spooled: sgard_store::Spooled) -> Result<sgard_store::Written> {
-        let mut writes = self.writes.borrow_mut();
+    fn adopt(&mut self, spooled: sgard_store::Spooled) -> Result<sgard_store::Written> {
+        let writes = &mut self.work.writes;
         match writes.batch.as_mut() {
             Some(b) => {
                 let w = b.adopt(spooled);
@@ -1424,59 +1524,11 @@ impl Garden {
 
     /// Makes every batched blob durable under its name. Call before anything
     /// that names them (a manifest, a history record) is written.
-    pub(crate) fn commit_batch(&self) -> Result<()> {
-        let b = self.writes.borrow_mut().batch.take();
+    pub(crate) fn commit_batch(&mut self) -> Result<()> {
+        let b = self.work.writes.batch.take();
         if let Some(b) = b {
             b.commit()?;
         }
         Ok(())
-    }
-
-    /// The entry tracking the path `arg` (resolved like any argument).
-    ///
-    /// # Errors
-    /// [`Error::NotTracked`]; a path outside what the manifest can name.
-    pub fn entry_at(&self, arg: &OsStr) -> Result<&sgard_manifest::Entry> {
-        let path = self.env.to_tilde(&self.env.resolve(arg))?;
-        self.manifest.get(&path).ok_or(Error::NotTracked(path))
-    }
-
-    fn applies(&self, e: &sgard_manifest::Entry) -> Result<bool> {
-        identity::applies(e, &self.labels)
-    }
-
-    /// The tilde forms of command-line arguments.
-    fn tilde_args(&self, args: &[OsString]) -> Result<Vec<String>> {
-        args.iter()
-            .map(|a| self.env.to_tilde(&self.env.resolve(a)))
-            .collect()
-    }
-
-    /// Indices of the entries selected by `args` (each arg selects the entry
-    /// of that path and every entry under it); all entries when `args` is
-    /// empty.
-    ///
-    /// # Errors
-    /// [`Error::NoMatch`] when args were given and none matched.
-    fn select(&self, args: &[OsString]) -> Result<Vec<usize>> {
-        self.select_in(&self.manifest.files, args)
-    }
-
-    /// As [`Garden::select`], over any list of entries (a snapshot's).
-    fn select_in(&self, files: &[sgard_manifest::Entry], args: &[OsString]) -> Result<Vec<usize>> {
-        if args.is_empty() {
-            return Ok((0..files.len()).collect());
-        }
-        let wanted = self.tilde_args(args)?;
-        let picked: Vec<usize> = files
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| wanted.iter().any(|w| path_is_under(&e.path, w)))
-            .map(|(i, _)| i)
-            .collect();
-        if picked.is_empty() {
-            return Err(Error::NotTracked(wanted.join(", ")));
-        }
-        Ok(picked)
     }
 }

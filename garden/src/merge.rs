@@ -7,6 +7,7 @@
 //! the base moves to the repository's version: the merged file is then a
 //! local change (`modified`) that the next `checkpoint` records.
 
+use crate::Tx;
 use std::ffi::OsString;
 use std::io::Read;
 
@@ -42,17 +43,17 @@ impl Garden {
     /// base to merge from, binary content, a missing blob) are in the list.
     pub fn merge(&mut self, args: &[OsString]) -> Result<Vec<(String, Result<MergeOutcome>)>> {
         self.require_home_writer("merge")?;
-        let picked = self.select(args)?;
+        let picked = self.repo.select(args)?;
         let entries: Vec<Entry> = picked
             .into_iter()
-            .map(|i| self.manifest.files[i].clone())
+            .map(|i| self.repo.manifest.files[i].clone())
             .collect();
         let mut out = Vec::new();
         for e in entries {
             let r = self.merge_one(&e);
             out.push((e.path, r));
         }
-        self.flush_base()?;
+        self.tx().flush_base()?;
         Ok(out)
     }
 
@@ -63,7 +64,7 @@ impl Garden {
                 reason,
             })
         };
-        if !self.applies(e)? {
+        if !self.repo.applies(e)? {
             return refuse("is targeted away from this machine".into());
         }
         if e.kind != EntryKind::File {
@@ -76,7 +77,7 @@ impl Garden {
                 e.path, e.path
             ));
         }
-        let j = self.judge(e, true, &Found::Unknown)?;
+        let j = self.tx().judge(e, true, &Found::Unknown)?;
         match j.state {
             State::Conflict if j.unresolved => {
                 return refuse(
@@ -107,7 +108,7 @@ impl Garden {
                 ));
             }
         }
-        let Some(base) = self.base.borrow().get(&e.path).cloned() else {
+        let Some(base) = self.work.base.get(&e.path).cloned() else {
             return refuse(
                 "this machine has no record of the last sync of this file, so there is no \
                  common version to merge from; keep this one with `sgard add`, or take the \
@@ -125,6 +126,7 @@ impl Garden {
         // Nothing over the diff limit is read into memory.
         for h in [base_hash, e.hash.unwrap_or(base_hash)] {
             if self
+                .repo
                 .blobs_for(&h)
                 .size_of(&h)?
                 .is_some_and(|n| n > MAX_DIFF_BYTES + 64)
@@ -132,7 +134,7 @@ impl Garden {
                 return refuse(format!("is over {MAX_DIFF_BYTES} bytes; too big to merge"));
             }
         }
-        let ancestor = self.content_bytes_of(&ancestor_entry).map_err(|err| {
+        let ancestor = self.tx().content_bytes_of(&ancestor_entry).map_err(|err| {
             if err.is_integrity() {
                 Error::Unsupported {
                     path: e.path.clone(),
@@ -146,8 +148,8 @@ impl Garden {
                 err
             }
         })?;
-        let theirs = self.content_bytes_of(e)?;
-        let abs = self.env.expand(&e.path);
+        let theirs = self.tx().content_bytes_of(e)?;
+        let abs = self.repo.env.expand(&e.path);
         let (f, md) = fsx::open_regular(&abs)?;
         if md.len() > MAX_DIFF_BYTES {
             return refuse(format!("is over {MAX_DIFF_BYTES} bytes; too big to merge"));
@@ -170,7 +172,7 @@ impl Garden {
                 (m, MergeOutcome::Conflicts(n.max(1)))
             }
         };
-        if self.dry_run {
+        if self.repo.dry_run {
             return Ok(outcome);
         }
         // The markers written that none of the versions held: while the
@@ -180,23 +182,23 @@ impl Garden {
         // first (encrypted for a secret), recorded with a safety snapshot.
         let mut result = e.clone();
         result.mode = Some(fsx::mode_of(&md));
-        result.updated = self.env.now;
+        result.updated = self.repo.env.now;
         // Kept with the safety snapshot, not in the repository (which may be
         // read-only): the next checkpoint stores what the user leaves on
         // disk. A secret's result is encrypted there too.
-        if let Some(l) = &self.local {
+        if let Some(l) = &self.repo.local {
             sgard_store::durable::create_private_dir_all(&l.dir)?;
         }
-        self.begin_batch_in(self.local_store());
+        self.work.begin_batch_in(self.repo.local_store());
         if e.encrypted {
-            let (h, mac, _) = self.store_encrypted(merged.as_bytes(), false)?;
+            let (h, mac, _) = self.tx().store_encrypted(merged.as_bytes(), false)?;
             result.hash = Some(h);
             result.plaintext_mac = Some(mac);
             result.plaintext_hash = None;
         } else {
-            result.hash = Some(self.put(&mut merged.as_bytes())?.hash);
+            result.hash = Some(self.tx().put(&mut merged.as_bytes())?.hash);
         }
-        self.commit_batch()?;
+        self.tx().commit_batch()?;
         let written_hash = result.hash;
         // Remembered before the file is written: a crash after the write
         // must not leave markers a checkpoint would take for a change.
@@ -234,28 +236,30 @@ impl Garden {
             )));
         }
         // The repository's version is now part of what is on disk.
-        self.settle_to_head(e);
+        self.tx().settle_to_head(e);
         if markers == 0 {
             self.drop_unresolved([e.path.as_str()])?;
         }
         Ok(outcome)
     }
+}
 
+impl Tx<'_> {
     /// Settles the base of `e` (the head's entry) on the repository's
     /// version, whatever the disk holds: the disk then shows as a local
     /// change against it.
-    fn settle_to_head(&self, e: &Entry) {
+    fn settle_to_head(&mut self, e: &Entry) {
         if let Some(content) = self.content_of(e) {
             self.settle(e, Some(content), e.mode);
         }
     }
 
     /// The plaintext of a file entry's blob, verified.
-    fn content_bytes_of(&self, e: &Entry) -> Result<Vec<u8>> {
+    fn content_bytes_of(&mut self, e: &Entry) -> Result<Vec<u8>> {
         if e.encrypted {
             return Ok(self.stored_plaintext(e)?.to_vec());
         }
-        self.blob_of(e)
+        self.repo.blob_of(e)
     }
 }
 

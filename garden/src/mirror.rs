@@ -56,7 +56,7 @@ impl Garden {
     fn mirror_roots(&self, dirs: &[OsString]) -> Result<Vec<(PathBuf, String)>> {
         let mut roots = Vec::new();
         for d in dirs {
-            let abs = self.env.resolve(d);
+            let abs = self.repo.env.resolve(d);
             match fsx::lstat(&abs)? {
                 None => return Err(Error::NotFound(abs)),
                 Some(md) if DiskKind::of(&md) != DiskKind::Dir => {
@@ -68,7 +68,7 @@ impl Garden {
                 Some(_) => {}
             }
             self.refuse_own(&abs)?;
-            let tilde = self.env.to_tilde(&abs)?;
+            let tilde = self.repo.env.to_tilde(&abs)?;
             roots.push((abs, tilde));
         }
         Ok(roots)
@@ -86,7 +86,7 @@ impl Garden {
     pub fn mirror_up(&mut self, dirs: &[OsString]) -> Result<MirrorUpReport> {
         let r = self.mirror_up_inner(dirs);
         if r.is_err() {
-            self.base.borrow_mut().rollback();
+            self.work.base.rollback();
         }
         r
     }
@@ -95,8 +95,8 @@ impl Garden {
         let roots = self.mirror_roots(dirs)?;
         let mut report = MirrorUpReport::default();
         let mut add = AddReport::default();
-        if !self.dry_run {
-            self.begin_batch();
+        if !self.repo.dry_run {
+            self.tx().begin_batch();
         }
         for (abs, _) in &roots {
             self.add_tree(abs, &AddOptions::default(), true, &mut add)?;
@@ -104,14 +104,14 @@ impl Garden {
         report.added = add.entries.into_iter().map(|(p, _)| p).collect();
         report.skipped = add.skipped;
         let mut i = 0;
-        while i < self.manifest.files.len() {
-            let e = self.manifest.files[i].clone();
+        while i < self.repo.manifest.files.len() {
+            let e = self.repo.manifest.files[i].clone();
             let under = roots.iter().any(|(_, t)| path_is_under(&e.path, t));
             if !under || report.added.contains(&e.path) {
                 i += 1;
                 continue;
             }
-            if !self.applies(&e)? {
+            if !self.repo.applies(&e)? {
                 report
                     .kept
                     .push((e.path.clone(), "targeted away from this machine".into()));
@@ -127,7 +127,7 @@ impl Garden {
             // conflict) is never reverted, and an entry missing here is
             // dropped only if this machine had it as the repository has it
             // (it was deleted here, not added or changed elsewhere).
-            match self.judge(&e, true, &Found::Unknown) {
+            match self.tx().judge(&e, true, &Found::Unknown) {
                 Ok(j) if j.state == State::Ok => {
                     i += 1;
                     continue;
@@ -145,11 +145,12 @@ impl Garden {
                     continue;
                 }
                 Ok(j) if j.state == State::Missing => {
+                    let content = self.tx().content_of(&e);
                     let deleted_here = self
+                        .work
                         .base
-                        .borrow()
                         .get(&e.path)
-                        .is_some_and(|b| b.matches_repo(&e, self.content_of(&e)));
+                        .is_some_and(|b| b.matches_repo(&e, content));
                     if !deleted_here {
                         report.kept.push((
                             e.path.clone(),
@@ -163,11 +164,11 @@ impl Garden {
                 }
                 _ => {}
             }
-            if self.dry_run {
+            if self.repo.dry_run {
                 // What the judgement says, with nothing stored.
-                match self.judge(&e, true, &Found::Unknown).map(|j| j.state) {
+                match self.tx().judge(&e, true, &Found::Unknown).map(|j| j.state) {
                     Ok(State::Missing) => {
-                        self.manifest.files.remove(i);
+                        self.repo.manifest.files.remove(i);
                         report.removed.push(e.path);
                         continue;
                     }
@@ -184,16 +185,21 @@ impl Garden {
                 continue;
             }
             let mut scratch = crate::CheckpointReport::default();
-            match self.checkpoint_entry(&e, &mut Found::Unknown, &mut scratch) {
+            match self
+                .tx()
+                .checkpoint_entry(&e, &mut Found::Unknown, &mut scratch)
+            {
                 Ok(Some((_, EntryChange::Missing))) => {
-                    self.manifest.files.remove(i);
+                    self.repo.manifest.files.remove(i);
                     report.removed.push(e.path);
                     continue;
                 }
                 Ok(Some((updated, EntryChange::Content | EntryChange::Mode))) => {
-                    self.manifest.files[i] = updated;
-                    let u = &self.manifest.files[i];
-                    self.settle(u, self.content_of(u), u.mode);
+                    self.repo.manifest.files[i] = updated;
+                    let mut tx = self.tx();
+                    let u = &tx.repo.manifest.files[i];
+                    let content = tx.content_of(u);
+                    tx.settle(u, content, u.mode);
                     report.refreshed.push(e.path);
                 }
                 Ok(Some((_, EntryChange::TypeChange(why)))) => report.kept.push((e.path, why)),
@@ -205,10 +211,10 @@ impl Garden {
         }
         let under: Vec<OsString> = roots.iter().map(|(a, _)| a.clone().into()).collect();
         self.refresh_folders_for(&under);
-        self.commit_batch()?;
-        self.manifest.updated = self.env.now;
+        self.tx().commit_batch()?;
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
-        self.flush_base()?;
+        self.tx().flush_base()?;
         Ok(report)
     }
 
@@ -232,6 +238,7 @@ impl Garden {
         let roots = self.mirror_roots(dirs)?;
         for (abs, tilde) in &roots {
             if !self
+                .repo
                 .manifest
                 .files
                 .iter()
@@ -243,8 +250,8 @@ impl Garden {
                 });
             }
         }
-        let files = self.manifest.files.clone();
-        let (restore, mut steps) = self.plan_restore(&files, dirs, opts, prompt)?;
+        let files = self.repo.manifest.files.clone();
+        let (restore, mut steps) = self.tx().plan_restore(&files, dirs, opts, prompt)?;
         let mut report = MirrorDownReport {
             restore,
             ..MirrorDownReport::default()
@@ -271,10 +278,10 @@ impl Garden {
                 let path = ent.path();
                 let Ok(md) = ent.metadata() else { continue };
                 let kind = DiskKind::of(&md);
-                let Ok(tilde) = self.env.to_tilde(path) else {
+                let Ok(tilde) = self.repo.env.to_tilde(path) else {
                     continue;
                 };
-                let excluded = self.manifest.excluded_by(&tilde).is_some();
+                let excluded = self.repo.manifest.excluded_by(&tilde).is_some();
                 let mine = (!excluded).then(|| own.met(path, &md)).flatten();
                 if mine
                     .as_ref()
@@ -292,7 +299,7 @@ impl Garden {
                 }
                 if excluded
                     || mine.is_some()
-                    || self.manifest.get(&tilde).is_some()
+                    || self.repo.manifest.get(&tilde).is_some()
                     || !matches!(kind, DiskKind::File | DiskKind::Link)
                 {
                     continue;
@@ -325,7 +332,7 @@ impl Garden {
         }
         let deletions: Vec<(String, PathBuf)> = steps[restore_steps..]
             .iter()
-            .map(|s| (s.path.clone(), self.env.expand(&s.path)))
+            .map(|s| (s.path.clone(), self.repo.env.expand(&s.path)))
             .collect();
         let what = format!(
             "mirror down {}",
@@ -377,14 +384,15 @@ impl Garden {
             {
                 continue;
             }
-            let Ok(tilde) = self.env.to_tilde(&dir) else {
+            let Ok(tilde) = self.repo.env.to_tilde(&dir) else {
                 continue;
             };
             let tracked_dir = self
+                .repo
                 .manifest
                 .get(&tilde)
                 .is_some_and(|e| e.kind == EntryKind::Directory);
-            if tracked_dir || self.manifest.excluded_by(&tilde).is_some() {
+            if tracked_dir || self.repo.manifest.excluded_by(&tilde).is_some() {
                 continue;
             }
             let empty = fs::read_dir(&dir)

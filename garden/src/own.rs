@@ -233,7 +233,7 @@ impl OwnDirs {
 impl Garden {
     /// sgard's own folders for this repository, as they are now.
     pub(crate) fn own_dirs(&self) -> OwnDirs {
-        OwnDirs::of(&self.root, &self.env)
+        OwnDirs::of(&self.repo.root, &self.repo.env)
     }
 
     /// Refuses a path named on the command line that is one of sgard's own
@@ -246,7 +246,7 @@ impl Garden {
         let Some(own) = self.own_dirs().containing(abs) else {
             return Ok(());
         };
-        let dir = self.env.shown(&own.dir);
+        let dir = self.repo.env.shown(&own.dir);
         let what = match own.what {
             What::Repository => return Err(crate::Error::InsideRepo(abs.to_path_buf())),
             What::Folder(what) => format!("{what} ({dir}): it is this machine's, never shared"),
@@ -256,7 +256,7 @@ impl Garden {
             What::Temp => "temp file: a write interrupted or under way".to_owned(),
         };
         Err(crate::Error::OwnFile {
-            path: self.env.shown(abs),
+            path: self.repo.env.shown(abs),
             what,
         })
     }

@@ -24,6 +24,7 @@
 //! checksum); a missing or damaged one is no memory (everything is looked
 //! at), and `--no-cache` neither reads nor writes it.
 
+use crate::Repo;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -248,7 +249,9 @@ fn missing_blobs(
     (gone, looked)
 }
 
-impl Garden {
+impl Garden {}
+
+impl Repo {
     /// What the repository lacks of each of `contents` (any order, repeats
     /// allowed): only the ones it lacks are in the answer. With `all`, the
     /// contents are every entry's (the memory keeps nothing else). A store

@@ -1,6 +1,7 @@
 //! `add --dry-run` and `mirror up --dry-run`: what add would do with one
 //! path, decided from the disk and the manifest without storing anything.
 
+use crate::Tx;
 use std::path::Path;
 
 use crate::add::{AddOptions, AddOutcome, AddReport};
@@ -8,19 +9,21 @@ use crate::fsx::{self, DiskKind};
 use crate::scan::Found;
 use crate::{Garden, Result, State};
 
-impl Garden {
+impl Garden {}
+
+impl Tx<'_> {
     /// Records in `report` what [`Garden::add`] would do with `abs`: track
     /// it, refresh it (its content, mode or flags differ), leave it as it
     /// is, or skip it. A secret whose content cannot be compared without
     /// the passphrase counts as refreshed.
     pub(crate) fn preview_add(
-        &self,
+        &mut self,
         abs: &Path,
         kind: DiskKind,
         opts: &AddOptions,
         report: &mut AddReport,
     ) -> Result<()> {
-        let tilde = self.env.to_tilde(abs)?;
+        let tilde = self.repo.env.to_tilde(abs)?;
         if matches!(kind, DiskKind::Fifo | DiskKind::Socket | DiskKind::Device) {
             report.skipped.push((tilde, crate::add::untrackable(kind)));
             return Ok(());
@@ -35,11 +38,12 @@ impl Garden {
                 return Ok(());
             }
         }
-        let outcome = match self.manifest.get(&tilde) {
+        let outcome = match self.repo.manifest.get(&tilde) {
             None => {
                 // As the add would refuse it.
                 let above = crate::folders::parents_of(&tilde).find(|p| {
-                    self.manifest
+                    self.repo
+                        .manifest
                         .get(p)
                         .is_some_and(|e| e.kind != sgard_manifest::EntryKind::Directory)
                 });

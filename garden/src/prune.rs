@@ -72,12 +72,12 @@ impl Garden {
         let mut keep = self.live_blobs()?;
         keep.extend(protect.iter().copied());
         let mut r = PruneReport::default();
-        let stored = self.store.list()?;
+        let stored = self.repo.store.list()?;
         let sizes: std::collections::HashMap<_, _> =
             stored.iter().map(|b| (b.hash, b.size)).collect();
         let young = |h: &sgard_store::Hash| {
             grace.is_some_and(|g| {
-                std::fs::metadata(self.store.path_of(h))
+                std::fs::metadata(self.repo.store.path_of(h))
                     .and_then(|m| m.modified())
                     .ok()
                     .and_then(|t| t.elapsed().ok())
@@ -85,7 +85,7 @@ impl Garden {
             })
         };
         for h in crate::rules::doomed(&keep, stored.iter().map(|b| b.hash), young) {
-            if dry_run || self.store.delete(&h)?.is_some() {
+            if dry_run || self.repo.store.delete(&h)?.is_some() {
                 let size = sizes.get(&h).copied().unwrap_or(0);
                 r.blobs += 1;
                 r.blob_bytes += size;
@@ -95,7 +95,7 @@ impl Garden {
         }
         r.chunks = self.sweep_chunks(&keep, grace, dry_run)?;
         // This home's local log keeps only what its own snapshots name.
-        if let Some(l) = &self.local
+        if let Some(l) = &self.repo.local
             && l.store.root().is_dir()
         {
             let mut keep_local = std::collections::HashSet::new();
@@ -130,8 +130,8 @@ impl Garden {
             // Temp files may belong to uploads in progress.
             (0, 0)
         } else {
-            let (a, b) = self.store.sweep_temps()?;
-            let (c, d) = match self.store.chunked() {
+            let (a, b) = self.repo.store.sweep_temps()?;
+            let (c, d) = match self.repo.store.chunked() {
                 Some(cs) => cs.sweep_temps()?,
                 None => (0, 0),
             };

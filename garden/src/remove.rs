@@ -21,9 +21,10 @@ impl Garden {
     /// [`Error::NotTracked`] for an argument that matches nothing (then
     /// nothing is removed).
     pub fn remove(&mut self, args: &[OsString]) -> Result<RemoveReport> {
-        let wanted = self.tilde_args(args)?;
+        let wanted = self.repo.tilde_args(args)?;
         for w in &wanted {
             if !self
+                .repo
                 .manifest
                 .files
                 .iter()
@@ -33,7 +34,7 @@ impl Garden {
             }
         }
         let mut report = RemoveReport::default();
-        self.manifest.files.retain(|e| {
+        self.repo.manifest.files.retain(|e| {
             let hit = wanted.iter().any(|w| path_is_under(&e.path, w));
             if hit {
                 report.removed.push(e.path.clone());
@@ -43,12 +44,12 @@ impl Garden {
         // Untracked here, on purpose: no record kept (a record left by
         // another machine's removal stops mirror up from tracking it again).
         {
-            let mut base = self.base.borrow_mut();
+            let base = &mut self.work.base;
             for p in &report.removed {
                 base.put(p, None);
             }
         }
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
         Ok(report)
     }

@@ -1,6 +1,7 @@
 //! `restore`: write tracked entries back to disk, recording what it changes
 //! so `undo` can put it back.
 
+use crate::Tx;
 use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -294,11 +295,13 @@ impl Garden {
     ) -> Result<RestoreReport> {
         // Planned from the head in place: a copy of it was the biggest
         // single cost of a restore's memory.
-        let (report, steps) = self.plan_restore(&self.manifest.files, args, opts, prompt)?;
+        let mut tx = self.tx();
+        let files = &tx.repo.manifest.files;
+        let (report, steps) = tx.plan_restore(files, args, opts, prompt)?;
         let report = self.carry_out(report, steps, opts, "restore")?;
         // A path a cut-off pull left to write is settled once a restore of
         // the head dealt with it (wrote it, found it equal, was told no).
-        let unfinished = self.base.borrow().unfinished();
+        let unfinished = self.work.base.unfinished();
         if !opts.dry_run && !unfinished.is_empty() {
             let dealt: std::collections::HashSet<&str> = report
                 .actions
@@ -310,7 +313,7 @@ impl Garden {
                 .into_iter()
                 .filter(|p| !dealt.contains(p.as_str()))
                 .collect();
-            self.base.borrow().set_unfinished(&left)?;
+            self.work.base.set_unfinished(&left)?;
         }
         Ok(report)
     }
@@ -328,7 +331,7 @@ impl Garden {
         prompt: &mut dyn Prompt,
     ) -> Result<RestoreReport> {
         let idx = self.resolve(at)?;
-        let id = self.history.records[idx].id;
+        let id = self.repo.history.records[idx].id;
         let doc = self.snapshot_doc(&id)?;
         let what = format!("restore --at {}", id.short(12));
         self.restore_entries(&doc.files, args, opts, prompt, &what)
@@ -355,7 +358,7 @@ impl Garden {
         prompt: &mut dyn Prompt,
         what: &str,
     ) -> Result<RestoreReport> {
-        let (report, steps) = self.plan_restore(files, args, opts, prompt)?;
+        let (report, steps) = self.tx().plan_restore(files, args, opts, prompt)?;
         self.carry_out(report, steps, opts, what)
     }
 
@@ -379,10 +382,328 @@ impl Garden {
         Ok(report)
     }
 
+    /// Carries out `steps`: first stores the current state of every path
+    /// (the safety snapshot) and records the before/after pair in the
+    /// history, then changes the disk. Results land in `report`.
+    pub(crate) fn execute(
+        &mut self,
+        steps: Vec<Step>,
+        reason: Reason,
+        what: &str,
+        report: &mut RestoreReport,
+    ) -> Result<()> {
+        self.execute_with(steps, reason, what, report, None)
+    }
+
+    /// As [`Garden::execute`]; with `prior` (an undo), the base records of
+    /// the touched paths are set to it (a path it lacks: no record) and
+    /// saved before anything on disk changes, so a crash part way leaves
+    /// every path judged right: still as the undone operation left it
+    /// (equal to the repository, so `ok`), or put back and judged as before
+    /// that operation.
+    pub(crate) fn execute_with(
+        &mut self,
+        steps: Vec<Step>,
+        reason: Reason,
+        what: &str,
+        report: &mut RestoreReport,
+        prior: Option<&std::collections::HashMap<String, Option<crate::base::BaseEntry>>>,
+    ) -> Result<()> {
+        if steps.is_empty() {
+            self.note_changed_nothing(what);
+            return Ok(());
+        }
+        self.require_home_writer("restore")?;
+        // Unlock the key before recording anything: a wrong passphrase must
+        // leave neither the disk nor the history changed.
+        let head = self.repo.manifest.files.as_slice();
+        let needs_key = |s: &Step| {
+            written(head, &s.op).is_some_and(|e| e.encrypted)
+                || self.repo.manifest.get(&s.path).is_some_and(|e| e.encrypted)
+        };
+        let mut steps = steps;
+        // A step naming a head entry that is gone (nothing changes the head
+        // between planning and this; checked so nothing below can miss it).
+        steps.retain(|s| {
+            let ok = matches!(s.op, Op::Delete) || entry_of(head, &s.op).is_some();
+            if !ok {
+                report.fail(
+                    s.path.clone(),
+                    Error::Invalid(format!("{}: the head changed while restoring", s.path)),
+                );
+            }
+            ok
+        });
+        if steps.iter().any(needs_key)
+            && let Err(e) = Tx::new(&self.repo, &mut self.work).dek()
+        {
+            let msg = crate::checkpoint::error_chain(&e);
+            let (locked, rest): (Vec<Step>, Vec<Step>) = steps.into_iter().partition(needs_key);
+            for s in locked {
+                report.fail(s.path.clone(), Error::Crypto(msg.clone()));
+            }
+            steps = rest;
+        }
+        // 1. What the disk holds now is captured into this home's local log,
+        // and each path is checked against what was seen when its step was
+        // decided (a file edited meanwhile is left alone). The steps stay
+        // where they are; what each one gathers lies beside it (moving them
+        // from vector to vector held two copies at once).
+        if let Some(l) = &self.repo.local {
+            sgard_store::durable::create_private_dir_all(&l.dir)?;
+        }
+        self.work.begin_batch_in(self.repo.local_store());
+        let mut slots: Vec<Slot> = Vec::with_capacity(steps.len());
+        for s in &steps {
+            sgard_store::cancel::check()?;
+            let secret = written(head, &s.op).is_some_and(|e| e.encrypted)
+                || self.repo.manifest.get(&s.path).is_some_and(|e| e.encrypted);
+            let mut slot = Slot::default();
+            match Tx::new(&self.repo, &mut self.work).capture(
+                &s.path,
+                &self.repo.env.expand(&s.path),
+                secret,
+            ) {
+                Err(e) => report.fail(s.path.clone(), e),
+                Ok((captured, new, content)) => {
+                    if let Some(expect) = &s.expect
+                        && !still_as_seen(expect.as_deref(), captured.as_ref(), content)
+                    {
+                        report.actions.push((
+                            s.path.clone(),
+                            RestoreAction::Conflict(
+                                "changed on disk while sgard was deciding; left as it is".into(),
+                            ),
+                        ));
+                    } else {
+                        // Boxed: most restores capture nothing (the path is
+                        // missing), and an inline entry is 200-odd bytes.
+                        slot = Slot {
+                            live: true,
+                            captured: captured.map(Box::new),
+                            new,
+                            tmp: None,
+                        };
+                    }
+                }
+            }
+            slots.push(slot);
+        }
+        // Missing folders the repository has a mode for are made first,
+        // with it (folders that exist keep theirs).
+        self.create_recorded_folders(
+            steps
+                .iter()
+                .zip(&slots)
+                .filter(|(s, slot)| slot.live && matches!(s.op, Op::Write { .. }))
+                .map(|(s, _)| s.path.as_str()),
+        );
+        // 2. Every file is staged: its content verified (and decrypted) into
+        // a temp file beside its destination before anything is recorded, so
+        // a missing or corrupt blob fails its entry and never reaches the
+        // history, and a restore that can write nothing records nothing.
+        // Plain files are staged on all cores.
+        let (repo, local) = self.repo.stores();
+        let (confine, env) = (&self.repo.confine, &self.repo.env);
+        let live = slots.iter().filter(|s| s.live).count();
+        sgard_store::progress::begin("restoring", live as u64, 0);
+        let staged = par::map_indices(steps.len(), 64, |i| match written(head, &steps[i].op) {
+            Some(entry)
+                if slots[i].live
+                    && entry.kind == EntryKind::File
+                    && !entry.encrypted
+                    && !entry.template =>
+            {
+                let r = stage_plain(confine, (repo, local), entry, &env.expand(&steps[i].path));
+                sgard_store::progress::done(&steps[i].path, "restoring");
+                Some(r)
+            }
+            _ => None,
+        });
+        let mut new_blobs = 0;
+        let mut any = false;
+        for ((s, slot), plain) in steps.iter().zip(&mut slots).zip(staged) {
+            if !slot.live {
+                continue;
+            }
+            let tmp = match (plain, written(head, &s.op)) {
+                (Some(Some(r)), _) => Some(r),
+                (_, Some(entry)) if entry.kind == EntryKind::File => {
+                    let r = Tx::new(&self.repo, &mut self.work)
+                        .stage_entry(entry, &self.repo.env.expand(&s.path));
+                    sgard_store::progress::done(&s.path, "restoring");
+                    Some(r)
+                }
+                _ => {
+                    sgard_store::progress::done(&s.path, "restoring");
+                    None
+                }
+            };
+            match tmp.transpose() {
+                Ok(t) => slot.tmp = t,
+                Err(e) => {
+                    report.fail(s.path.clone(), e);
+                    slot.live = false;
+                    continue;
+                }
+            }
+            new_blobs += u64::from(slot.new);
+            any = true;
+        }
+        // The commit point: from the records on, what they name is put in
+        // place to the end, whatever signal comes (it is seen after). A
+        // stop asked for before it records nothing and writes nothing: the
+        // staged files are dropped (removed) on the way out.
+        self.repo.env.crash_point("restore-before-snapshot");
+        let section = sgard_store::cancel::commit_section();
+        sgard_store::cancel::check()?;
+        Tx::new(&self.repo, &mut self.work).commit_batch()?;
+        if !any {
+            self.note_changed_nothing(what);
+            return Ok(());
+        }
+        // 3. The before/after documents of what will be done, over the
+        // entries the steps hold (a mode fix records the captured entry
+        // with its new mode).
+        let fixed: Vec<Entry> = steps
+            .iter()
+            .zip(&slots)
+            .filter(|(_, slot)| slot.live)
+            .filter_map(|(s, slot)| match (&s.op, &slot.captured) {
+                (Op::FixMode { mode, .. }, Some(c)) => {
+                    let mut e = c.as_ref().clone();
+                    e.mode = Some(*mode);
+                    Some(e)
+                }
+                _ => None,
+            })
+            .collect();
+        let header = Manifest::new(self.repo.env.now);
+        let live = || steps.iter().zip(&slots).filter(|(_, slot)| slot.live);
+        let before = DocRef::new(
+            &header,
+            live()
+                .filter_map(|(_, slot)| slot.captured.as_deref())
+                .collect(),
+            live()
+                .filter(|(_, slot)| slot.captured.is_none())
+                .map(|(s, _)| s.path.as_str())
+                .collect(),
+        );
+        let after = DocRef::new(
+            &header,
+            live()
+                .filter_map(|(s, _)| written(head, &s.op))
+                .chain(&fixed)
+                .collect(),
+            live()
+                .filter(|(s, _)| matches!(s.op, Op::Delete))
+                .map(|(s, _)| s.path.as_str())
+                .collect(),
+        );
+        // What a merge left unresolved in a path written or deleted here
+        // rests, unless the merge's own content is written again.
+        let overwritten: Vec<(String, Option<sgard_store::Hash>)> = live()
+            .filter_map(|(s, _)| match &s.op {
+                Op::Write { .. } => Some((s.path.clone(), written(head, &s.op)?.hash)),
+                Op::Delete => Some((s.path.clone(), None)),
+                Op::FixMode { .. } => None,
+            })
+            .collect();
+        let b = self.store_doc(&before)?;
+        // What the base said of these paths, so an undo can say it again.
+        if let Some(l) = &self.repo.local {
+            let paths: Vec<&str> = live().map(|(s, _)| s.path.as_str()).collect();
+            self.work
+                .base
+                .save_prior(&l.dir.join("bases").join(b.hash.to_hex()), &paths)?;
+        }
+        let id = b.hash;
+        let records = self.pair_records((&before, b), &after, reason, what, new_blobs)?;
+        drop((before, after));
+        drop(fixed);
+        self.push_local_records(records)?;
+        self.repo.env.crash_point("restore-recorded");
+        self.clear_changed_nothing();
+        report.before = Some(id);
+        if let Some(prior) = prior {
+            {
+                let base = &mut self.work.base;
+                for (s, _) in live() {
+                    base.put(&s.path, prior.get(&s.path).cloned().flatten());
+                }
+            }
+            self.tx().flush_base()?;
+        }
+        self.note_overwritten(overwritten.iter().map(|(p, h)| (p.as_str(), *h)))?;
+        self.repo.env.crash_point("restore-after-snapshot");
+        // Room for what follows, once: an action per live step, and the
+        // base's records of paths it does not hold yet (a restore into an
+        // empty home adds one per file, in path order).
+        {
+            let base = &mut self.work.base;
+            let (mut n, mut fresh) = (0, 0);
+            for (s, _) in live() {
+                n += 1;
+                fresh += usize::from(base.get(&s.path).is_none());
+            }
+            report.actions.reserve(n);
+            base.reserve(fresh);
+        }
+        // Links, folders, modes and deletions one by one, in order; then the
+        // staged files are put in place together, at a constant number of
+        // flushes.
+        let mut staged = Vec::new();
+        let mut staged_steps = Vec::new();
+        for (s, slot) in steps.iter().zip(&mut slots) {
+            if !slot.live {
+                continue;
+            }
+            if let Some(tmp) = slot.tmp.as_mut() {
+                staged.push(tmp);
+                staged_steps.push(s);
+                continue;
+            }
+            match self.tx().perform(s) {
+                Ok(()) => {
+                    self.tx().settle_step(s);
+                    report.actions.push((s.path.clone(), s.action()));
+                }
+                Err(e) => report.fail(s.path.clone(), e),
+            }
+        }
+        self.repo.env.crash_point("restore-staged");
+        let mut failed = self.repo.confine.commit(staged).into_iter().peekable();
+        for (k, s) in staged_steps.into_iter().enumerate() {
+            match failed.next_if(|(j, _)| *j == k) {
+                None => {
+                    self.tx().settle_step(s);
+                    report.actions.push((s.path.clone(), s.action()));
+                }
+                Some((_, e)) => report.fail(s.path.clone(), e),
+            }
+        }
+        self.repo.env.crash_point("restore-before-base");
+        self.tx().flush_base()?;
+        drop(section);
+        // Done as recorded; a stop asked for meanwhile ends the command.
+        sgard_store::cancel::check()?;
+        Ok(())
+    }
+
+    /// Writes `bytes` as the file of `e` at `abs` (durably, with its mode).
+    pub(crate) fn write_bytes(&self, e: &Entry, abs: &Path, bytes: &[u8]) -> Result<()> {
+        self.repo.confine.write_file(abs, template_mode(e), |f| {
+            std::io::Write::write_all(f, bytes).map_err(|err| Error::io("writing", abs, err))
+        })
+    }
+}
+
+impl Tx<'_> {
     /// Decides, entry by entry (asking where the rules say so), what a
     /// restore of `files` selected by `args` will change.
     pub(crate) fn plan_restore(
-        &self,
+        &mut self,
         files: &[Entry],
         args: &[OsString],
         opts: RestoreOptions,
@@ -396,8 +717,8 @@ impl Garden {
             none: None,
         };
         // Planned from the head itself, a step names its entry by index.
-        let from_head = std::ptr::eq(files, self.manifest.files.as_slice());
-        let picked = self.select_in(files, args)?;
+        let from_head = std::ptr::eq(files, self.repo.manifest.files.as_slice());
+        let picked = self.repo.select_in(files, args)?;
         let mut steps = Vec::with_capacity(picked.len());
         for i in picked {
             let Some(e) = files.get(i) else { continue };
@@ -419,13 +740,13 @@ impl Garden {
 
     /// A step, or the action that needs no step.
     fn plan_entry(
-        &self,
+        &mut self,
         e: &Entry,
         src: impl FnOnce() -> Src,
         opts: RestoreOptions,
         asker: &mut Asker<'_>,
     ) -> Result<std::result::Result<Step, RestoreAction>> {
-        if !self.applies(e)? {
+        if !self.repo.applies(e)? {
             return Ok(Err(RestoreAction::NotTargeted));
         }
         let (plan, why, seen) = self.plan(e, opts)?;
@@ -455,7 +776,7 @@ impl Garden {
     }
 
     /// Asks whether to overwrite `e` (`why` says what would be lost).
-    fn decide(&self, e: &Entry, why: &str, asker: &mut Asker<'_>) -> Decision {
+    fn decide(&mut self, e: &Entry, why: &str, asker: &mut Asker<'_>) -> Decision {
         loop {
             if asker.all {
                 return Decision::Yes;
@@ -507,11 +828,11 @@ impl Garden {
 
     /// What to do for `e`, and why to ask first (`None`: no question).
     ///
-    /// Judged three ways (see [`Garden::judge`]): an entry that is missing,
+    /// Judged three ways (see [`Tx::judge`]): an entry that is missing,
     /// or changed only in the repository (`behind`), is written without
     /// asking; a local change (`modified`), a `conflict` or a type change is
     /// asked about, unless the entry is locked or `force` is set.
-    fn plan(&self, e: &Entry, opts: RestoreOptions) -> Result<(Plan, Option<String>, Expect)> {
+    fn plan(&mut self, e: &Entry, opts: RestoreOptions) -> Result<(Plan, Option<String>, Expect)> {
         let j = self.judge(e, true, &Found::Unknown)?;
         // A type change has no content to check again before the write.
         let seen = match j.state {
@@ -555,7 +876,7 @@ impl Garden {
             // A database with a live WAL next to it: replacing the file
             // under it would have SQLite replay the old WAL onto the new
             // file. The program using it must close it first.
-            let abs = self.env.expand(&e.path);
+            let abs = self.repo.env.expand(&e.path);
             let mut wal = abs.clone().into_os_string();
             wal.push("-wal");
             if fs::symlink_metadata(&wal).is_ok_and(|m| m.len() > 0)
@@ -575,10 +896,10 @@ impl Garden {
         // What the disk holds against this machine's base decides: judged
         // against the head (for an older version from a snapshot too, so a
         // restore --at asks exactly when the disk holds a local change).
-        let local = if self.head_holds(e) {
+        let local = if self.repo.head_holds(e) {
             j
         } else {
-            match self.manifest.get(&e.path) {
+            match self.repo.manifest.get(&e.path) {
                 Some(h) => self.judge(h, true, &Found::Unknown)?,
                 None => j,
             }
@@ -596,7 +917,7 @@ impl Garden {
     /// `None` when nothing is there. Returns whether a new blob was stored,
     /// and the SHA-256 of a file's content (its plaintext's, if encrypted).
     pub(crate) fn capture(
-        &self,
+        &mut self,
         path: &str,
         abs: &Path,
         encrypt: bool,
@@ -606,7 +927,7 @@ impl Garden {
         };
         let mtime =
             DateTime::from_timestamp(md.mtime(), u32::try_from(md.mtime_nsec()).unwrap_or(0))
-                .map_or(self.env.now, Timestamp::from_datetime);
+                .map_or(self.repo.env.now, Timestamp::from_datetime);
         let kind = DiskKind::of(&md);
         let mut e = match kind {
             DiskKind::File => Entry::new(path.to_owned(), EntryKind::File, mtime),
@@ -622,7 +943,7 @@ impl Garden {
         match kind {
             DiskKind::File if encrypt => {
                 // A secret's old content is kept encrypted, never in plaintext.
-                let (plain, fmd) = self.read_plain(abs)?;
+                let (plain, fmd) = self.repo.read_plain(abs)?;
                 let (h, mac, is_new) = self.store_encrypted(&plain, false)?;
                 e.hash = Some(h);
                 e.plaintext_mac = Some(mac);
@@ -640,7 +961,7 @@ impl Garden {
                     .map_err(|e| Error::io("reading", abs, e))?
                     && crate::sqlite::is_header(&head)
                 {
-                    let t = self.capture_sqlite(abs)?;
+                    let t = self.repo.capture_sqlite(abs)?;
                     f = t.reopen().map_err(|e| Error::io("opening", t.path(), e))?;
                     Some(t)
                 } else {
@@ -661,375 +982,68 @@ impl Garden {
         Ok((Some(e), new, content))
     }
 
-    /// Carries out `steps`: first stores the current state of every path
-    /// (the safety snapshot) and records the before/after pair in the
-    /// history, then changes the disk. Results land in `report`.
-    pub(crate) fn execute(
-        &mut self,
-        steps: Vec<Step>,
-        reason: Reason,
-        what: &str,
-        report: &mut RestoreReport,
-    ) -> Result<()> {
-        self.execute_with(steps, reason, what, report, None)
-    }
-
-    /// As [`Garden::execute`]; with `prior` (an undo), the base records of
-    /// the touched paths are set to it (a path it lacks: no record) and
-    /// saved before anything on disk changes, so a crash part way leaves
-    /// every path judged right: still as the undone operation left it
-    /// (equal to the repository, so `ok`), or put back and judged as before
-    /// that operation.
-    pub(crate) fn execute_with(
-        &mut self,
-        steps: Vec<Step>,
-        reason: Reason,
-        what: &str,
-        report: &mut RestoreReport,
-        prior: Option<&std::collections::HashMap<String, Option<crate::base::BaseEntry>>>,
-    ) -> Result<()> {
-        if steps.is_empty() {
-            self.note_changed_nothing(what);
-            return Ok(());
-        }
-        self.require_home_writer("restore")?;
-        // Unlock the key before recording anything: a wrong passphrase must
-        // leave neither the disk nor the history changed.
-        let head = self.manifest.files.as_slice();
-        let needs_key = |s: &Step| {
-            written(head, &s.op).is_some_and(|e| e.encrypted)
-                || self.manifest.get(&s.path).is_some_and(|e| e.encrypted)
-        };
-        let mut steps = steps;
-        // A step naming a head entry that is gone (nothing changes the head
-        // between planning and this; checked so nothing below can miss it).
-        steps.retain(|s| {
-            let ok = matches!(s.op, Op::Delete) || entry_of(head, &s.op).is_some();
-            if !ok {
-                report.fail(
-                    s.path.clone(),
-                    Error::Invalid(format!("{}: the head changed while restoring", s.path)),
-                );
-            }
-            ok
-        });
-        if steps.iter().any(needs_key)
-            && let Err(e) = self.dek()
-        {
-            let msg = crate::checkpoint::error_chain(&e);
-            let (locked, rest): (Vec<Step>, Vec<Step>) = steps.into_iter().partition(needs_key);
-            for s in locked {
-                report.fail(s.path.clone(), Error::Crypto(msg.clone()));
-            }
-            steps = rest;
-        }
-        // 1. What the disk holds now is captured into this home's local log,
-        // and each path is checked against what was seen when its step was
-        // decided (a file edited meanwhile is left alone). The steps stay
-        // where they are; what each one gathers lies beside it (moving them
-        // from vector to vector held two copies at once).
-        if let Some(l) = &self.local {
-            sgard_store::durable::create_private_dir_all(&l.dir)?;
-        }
-        self.begin_batch_in(self.local_store());
-        let mut slots: Vec<Slot> = Vec::with_capacity(steps.len());
-        for s in &steps {
-            sgard_store::cancel::check()?;
-            let secret = written(head, &s.op).is_some_and(|e| e.encrypted)
-                || self.manifest.get(&s.path).is_some_and(|e| e.encrypted);
-            let mut slot = Slot::default();
-            match self.capture(&s.path, &self.env.expand(&s.path), secret) {
-                Err(e) => report.fail(s.path.clone(), e),
-                Ok((captured, new, content)) => {
-                    if let Some(expect) = &s.expect
-                        && !still_as_seen(expect.as_deref(), captured.as_ref(), content)
-                    {
-                        report.actions.push((
-                            s.path.clone(),
-                            RestoreAction::Conflict(
-                                "changed on disk while sgard was deciding; left as it is".into(),
-                            ),
-                        ));
-                    } else {
-                        // Boxed: most restores capture nothing (the path is
-                        // missing), and an inline entry is 200-odd bytes.
-                        slot = Slot {
-                            live: true,
-                            captured: captured.map(Box::new),
-                            new,
-                            tmp: None,
-                        };
-                    }
-                }
-            }
-            slots.push(slot);
-        }
-        // Missing folders the repository has a mode for are made first,
-        // with it (folders that exist keep theirs).
-        self.create_recorded_folders(
-            steps
-                .iter()
-                .zip(&slots)
-                .filter(|(s, slot)| slot.live && matches!(s.op, Op::Write { .. }))
-                .map(|(s, _)| s.path.as_str()),
-        );
-        // 2. Every file is staged: its content verified (and decrypted) into
-        // a temp file beside its destination before anything is recorded, so
-        // a missing or corrupt blob fails its entry and never reaches the
-        // history, and a restore that can write nothing records nothing.
-        // Plain files are staged on all cores.
-        let (repo, local) = self.stores();
-        let (confine, env) = (&self.confine, &self.env);
-        let live = slots.iter().filter(|s| s.live).count();
-        sgard_store::progress::begin("restoring", live as u64, 0);
-        let staged = par::map_indices(steps.len(), 64, |i| match written(head, &steps[i].op) {
-            Some(entry)
-                if slots[i].live
-                    && entry.kind == EntryKind::File
-                    && !entry.encrypted
-                    && !entry.template =>
-            {
-                let r = stage_plain(confine, (repo, local), entry, &env.expand(&steps[i].path));
-                sgard_store::progress::done(&steps[i].path, "restoring");
-                Some(r)
-            }
-            _ => None,
-        });
-        let mut new_blobs = 0;
-        let mut any = false;
-        for ((s, slot), plain) in steps.iter().zip(&mut slots).zip(staged) {
-            if !slot.live {
-                continue;
-            }
-            let tmp = match (plain, written(head, &s.op)) {
-                (Some(Some(r)), _) => Some(r),
-                (_, Some(entry)) if entry.kind == EntryKind::File => {
-                    let r = self.stage_entry(entry, &self.env.expand(&s.path));
-                    sgard_store::progress::done(&s.path, "restoring");
-                    Some(r)
-                }
-                _ => {
-                    sgard_store::progress::done(&s.path, "restoring");
-                    None
-                }
-            };
-            match tmp.transpose() {
-                Ok(t) => slot.tmp = t,
-                Err(e) => {
-                    report.fail(s.path.clone(), e);
-                    slot.live = false;
-                    continue;
-                }
-            }
-            new_blobs += u64::from(slot.new);
-            any = true;
-        }
-        // The commit point: from the records on, what they name is put in
-        // place to the end, whatever signal comes (it is seen after). A
-        // stop asked for before it records nothing and writes nothing: the
-        // staged files are dropped (removed) on the way out.
-        self.env.crash_point("restore-before-snapshot");
-        let section = sgard_store::cancel::commit_section();
-        sgard_store::cancel::check()?;
-        self.commit_batch()?;
-        if !any {
-            self.note_changed_nothing(what);
-            return Ok(());
-        }
-        // 3. The before/after documents of what will be done, over the
-        // entries the steps hold (a mode fix records the captured entry
-        // with its new mode).
-        let fixed: Vec<Entry> = steps
-            .iter()
-            .zip(&slots)
-            .filter(|(_, slot)| slot.live)
-            .filter_map(|(s, slot)| match (&s.op, &slot.captured) {
-                (Op::FixMode { mode, .. }, Some(c)) => {
-                    let mut e = c.as_ref().clone();
-                    e.mode = Some(*mode);
-                    Some(e)
-                }
-                _ => None,
-            })
-            .collect();
-        let header = Manifest::new(self.env.now);
-        let live = || steps.iter().zip(&slots).filter(|(_, slot)| slot.live);
-        let before = DocRef::new(
-            &header,
-            live()
-                .filter_map(|(_, slot)| slot.captured.as_deref())
-                .collect(),
-            live()
-                .filter(|(_, slot)| slot.captured.is_none())
-                .map(|(s, _)| s.path.as_str())
-                .collect(),
-        );
-        let after = DocRef::new(
-            &header,
-            live()
-                .filter_map(|(s, _)| written(head, &s.op))
-                .chain(&fixed)
-                .collect(),
-            live()
-                .filter(|(s, _)| matches!(s.op, Op::Delete))
-                .map(|(s, _)| s.path.as_str())
-                .collect(),
-        );
-        // What a merge left unresolved in a path written or deleted here
-        // rests, unless the merge's own content is written again.
-        let overwritten: Vec<(String, Option<sgard_store::Hash>)> = live()
-            .filter_map(|(s, _)| match &s.op {
-                Op::Write { .. } => Some((s.path.clone(), written(head, &s.op)?.hash)),
-                Op::Delete => Some((s.path.clone(), None)),
-                Op::FixMode { .. } => None,
-            })
-            .collect();
-        let b = self.store_doc(&before)?;
-        // What the base said of these paths, so an undo can say it again.
-        if let Some(l) = &self.local {
-            let paths: Vec<&str> = live().map(|(s, _)| s.path.as_str()).collect();
-            self.base
-                .borrow()
-                .save_prior(&l.dir.join("bases").join(b.hash.to_hex()), &paths)?;
-        }
-        let id = b.hash;
-        let records = self.pair_records((&before, b), &after, reason, what, new_blobs)?;
-        drop((before, after));
-        drop(fixed);
-        self.push_local_records(records)?;
-        self.env.crash_point("restore-recorded");
-        self.clear_changed_nothing();
-        report.before = Some(id);
-        if let Some(prior) = prior {
-            {
-                let mut base = self.base.borrow_mut();
-                for (s, _) in live() {
-                    base.put(&s.path, prior.get(&s.path).cloned().flatten());
-                }
-            }
-            self.flush_base()?;
-        }
-        self.note_overwritten(overwritten.iter().map(|(p, h)| (p.as_str(), *h)))?;
-        self.env.crash_point("restore-after-snapshot");
-        // Room for what follows, once: an action per live step, and the
-        // base's records of paths it does not hold yet (a restore into an
-        // empty home adds one per file, in path order).
-        {
-            let mut base = self.base.borrow_mut();
-            let (mut n, mut fresh) = (0, 0);
-            for (s, _) in live() {
-                n += 1;
-                fresh += usize::from(base.get(&s.path).is_none());
-            }
-            report.actions.reserve(n);
-            base.reserve(fresh);
-        }
-        // Links, folders, modes and deletions one by one, in order; then the
-        // staged files are put in place together, at a constant number of
-        // flushes.
-        let mut staged = Vec::new();
-        let mut staged_steps = Vec::new();
-        for (s, slot) in steps.iter().zip(&mut slots) {
-            if !slot.live {
-                continue;
-            }
-            if let Some(tmp) = slot.tmp.as_mut() {
-                staged.push(tmp);
-                staged_steps.push(s);
-                continue;
-            }
-            match self.perform(s) {
-                Ok(()) => {
-                    self.settle_step(s);
-                    report.actions.push((s.path.clone(), s.action()));
-                }
-                Err(e) => report.fail(s.path.clone(), e),
-            }
-        }
-        self.env.crash_point("restore-staged");
-        let mut failed = self.confine.commit(staged).into_iter().peekable();
-        for (k, s) in staged_steps.into_iter().enumerate() {
-            match failed.next_if(|(j, _)| *j == k) {
-                None => {
-                    self.settle_step(s);
-                    report.actions.push((s.path.clone(), s.action()));
-                }
-                Some((_, e)) => report.fail(s.path.clone(), e),
-            }
-        }
-        self.env.crash_point("restore-before-base");
-        self.flush_base()?;
-        drop(section);
-        // Done as recorded; a stop asked for meanwhile ends the command.
-        sgard_store::cancel::check()?;
-        Ok(())
-    }
-
     /// Records in the base what a step just put on disk (where that is the
     /// repository's version).
-    fn settle_step(&self, s: &Step) {
-        let Some(entry) = entry_of(&self.manifest.files, &s.op) else {
+    fn settle_step(&mut self, s: &Step) {
+        let Some(entry) = entry_of(&self.repo.manifest.files, &s.op) else {
             return;
         };
         let mode = match &s.op {
             Op::FixMode { mode, .. } => Some(*mode),
             _ => entry.mode,
         };
-        self.settle(entry, self.content_of(entry), mode);
+        let content = self.content_of(entry);
+        self.settle(entry, content, mode);
     }
 
     /// A file entry's content, verified (and decrypted), in a temp file next
     /// to `abs` with the exact mode: ready for [`crate::home::Confine::commit`].
-    fn stage_entry(&self, e: &Entry, abs: &Path) -> Result<crate::home::Staged> {
+    fn stage_entry(&mut self, e: &Entry, abs: &Path) -> Result<crate::home::Staged> {
         if e.template {
             let out = self.rendering(e)?;
-            return self.confine.stage(abs, template_mode(e), |f| {
+            return self.repo.confine.stage(abs, template_mode(e), |f| {
                 std::io::Write::write_all(f, &out).map_err(|err| Error::io("writing", abs, err))
             });
         }
         if e.encrypted {
             let plain = self.stored_plaintext(e)?;
             let mode = e.mode.unwrap_or(Mode::from_st_mode(0o600));
-            return self.confine.stage(abs, mode, |f| {
+            return self.repo.confine.stage(abs, mode, |f| {
                 std::io::Write::write_all(f, &plain).map_err(|err| Error::io("writing", abs, err))
             });
         }
-        stage_plain(&self.confine, self.stores(), e, abs)
+        stage_plain(&self.repo.confine, self.repo.stores(), e, abs)
     }
 
-    fn perform(&self, s: &Step) -> Result<()> {
+    fn perform(&mut self, s: &Step) -> Result<()> {
         match &s.op {
-            Op::Write { .. } => match written(&self.manifest.files, &s.op) {
-                Some(entry) => self.write_entry(entry, &self.env.expand(&s.path)),
+            Op::Write { .. } => match written(&self.repo.manifest.files, &s.op) {
+                Some(entry) => self.write_entry(entry, &self.repo.env.expand(&s.path)),
                 None => Err(Error::Invalid(format!(
                     "{}: the head changed while restoring",
                     s.path
                 ))),
             },
-            Op::FixMode { mode, .. } => self.confine.chmod(&self.env.expand(&s.path), *mode),
-            Op::Delete => self.confine.remove(&self.env.expand(&s.path)),
+            Op::FixMode { mode, .. } => self
+                .repo
+                .confine
+                .chmod(&self.repo.env.expand(&s.path), *mode),
+            Op::Delete => self.repo.confine.remove(&self.repo.env.expand(&s.path)),
         }
     }
 
-    /// Writes `bytes` as the file of `e` at `abs` (durably, with its mode).
-    pub(crate) fn write_bytes(&self, e: &Entry, abs: &Path, bytes: &[u8]) -> Result<()> {
-        self.confine.write_file(abs, template_mode(e), |f| {
-            std::io::Write::write_all(f, bytes).map_err(|err| Error::io("writing", abs, err))
-        })
-    }
-
-    pub(crate) fn write_entry(&self, e: &Entry, abs: &Path) -> Result<()> {
+    pub(crate) fn write_entry(&mut self, e: &Entry, abs: &Path) -> Result<()> {
         match e.kind {
             EntryKind::File if e.template => {
                 let out = self.rendering(e)?;
-                self.confine.write_file(abs, template_mode(e), |f| {
+                self.repo.confine.write_file(abs, template_mode(e), |f| {
                     std::io::Write::write_all(f, &out).map_err(|err| Error::io("writing", abs, err))
                 })
             }
             EntryKind::File if e.encrypted => {
                 let plain = self.stored_plaintext(e)?;
                 let mode = e.mode.unwrap_or(Mode::from_st_mode(0o600));
-                self.confine.write_file(abs, mode, |f| {
+                self.repo.confine.write_file(abs, mode, |f| {
                     std::io::Write::write_all(f, &plain)
                         .map_err(|err| Error::io("writing", abs, err))
                 })
@@ -1039,17 +1053,18 @@ impl Garden {
                     .hash
                     .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
                 let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
-                self.confine
-                    .write_file(abs, mode, |f| copy_blob(self.stores(), e, &hash, abs, f))
+                self.repo.confine.write_file(abs, mode, |f| {
+                    copy_blob(self.repo.stores(), e, &hash, abs, f)
+                })
             }
             EntryKind::Link => {
                 let target = e
                     .target
                     .as_deref()
                     .ok_or_else(|| Error::Invalid(format!("{}: no target", e.path)))?;
-                self.confine.symlink(target, abs)
+                self.repo.confine.symlink(target, abs)
             }
-            EntryKind::Directory => self.confine.mkdir(abs, e.mode),
+            EntryKind::Directory => self.repo.confine.mkdir(abs, e.mode),
         }
     }
 }
@@ -1094,7 +1109,7 @@ fn stage_plain(
     confine.stage(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
 }
 
-/// The repository's store and this home's (see [`Garden::stores`]).
+/// The repository's store and this home's (see [`crate::Repo::stores`]).
 type Stores<'a> = (&'a sgard_store::Store, Option<&'a sgard_store::Store>);
 
 /// Copies blob `hash` of entry `e` into `f` (the file being written for

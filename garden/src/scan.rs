@@ -1,7 +1,7 @@
 //! One look at the disk for one run.
 //!
 //! `status`, `checkpoint` and the incoming check of `pull` first call
-//! [`Garden::scan`]: per window of [`WINDOW`] selected entries, it
+//! [`Tx::scan`]: per window of [`WINDOW`] selected entries, it
 //! `lstat`s each on all cores, hashes the regular files the stat cache
 //! cannot vouch for (also on all cores), and, for a checkpoint, copies the
 //! files whose hash moved into the store right away. What it found is a
@@ -17,6 +17,7 @@
 //! Garden keeps the repository; the scan keeps the disk. Nothing here
 //! outlives the pass it was made for.
 
+use crate::Tx;
 use std::fs::{self, Metadata};
 use std::path::{Path, PathBuf};
 
@@ -80,7 +81,7 @@ impl Scan {
     /// What was found for manifest entry `i` ([`Found::Unknown`] once taken
     /// or when `i` was not selected). Taking entries in ascending order
     /// scans each window once.
-    pub(crate) fn take(&mut self, g: &Garden, i: usize) -> Found {
+    pub(crate) fn take(&mut self, g: &mut Tx<'_>, i: usize) -> Found {
         // Taken in order: the entry after the last one taken, else searched.
         let next = self.lo + self.taken;
         let at = if self.picked.get(next) == Some(&i) {
@@ -92,7 +93,9 @@ impl Scan {
             }
         };
         if at < self.lo || at >= self.lo + self.found.len() {
-            let end = at.saturating_add(g.env.window()).min(self.picked.len());
+            let end = at
+                .saturating_add(g.repo.env.window())
+                .min(self.picked.len());
             // The old window goes before the new one is made, not after.
             self.found = Vec::new();
             self.found = g.scan_window(self.picked.get(at..end).unwrap_or(&[]), self.spool);
@@ -147,7 +150,9 @@ impl Found {
     }
 }
 
-impl Garden {
+impl Garden {}
+
+impl Tx<'_> {
     /// Looks at every entry of `picked` that applies to this machine (see
     /// the module documentation). With `spool` (a checkpoint, with a batch
     /// open), a file whose hash differs from its plain entry's is also
@@ -163,7 +168,7 @@ impl Garden {
     pub(crate) fn scan(&self, picked: &[usize], spool: bool) -> Scan {
         Scan {
             picked: picked.to_vec(),
-            spool: spool && self.batch_open(),
+            spool: spool && self.work.batch_open(),
             lo: 0,
             taken: 0,
             found: Vec::new(),
@@ -172,21 +177,20 @@ impl Garden {
 
     /// Looks at the entries `window` names (manifest indices): one
     /// [`Found`] per index, in the same order.
-    fn scan_window(&self, window: &[usize], spool: bool) -> Vec<Option<Found>> {
-        let files = &self.manifest.files;
+    fn scan_window(&mut self, window: &[usize], spool: bool) -> Vec<Option<Found>> {
+        let files = &self.repo.manifest.files;
         let wanted: Vec<bool> = window
             .iter()
             .map(|&i| {
                 files
                     .get(i)
-                    .is_some_and(|e| self.applies(e).unwrap_or(false))
+                    .is_some_and(|e| self.repo.applies(e).unwrap_or(false))
             })
             .collect();
         // lstat, and the stat cache's hash if it vouches for the file; each
         // result straight into its entry's slot.
-        let borrowed = self.statcache.borrow();
-        let cache = &*borrowed;
-        let env = &self.env;
+        let cache = &self.work.statcache;
+        let env = &self.repo.env;
         let mut found = par::map_indices_with(window.len(), 512, Folder::default, |folder, k| {
             if !wanted[k] {
                 return Found::Unknown;
@@ -208,7 +212,6 @@ impl Garden {
                 }
             }
         });
-        drop(borrowed);
         // The files the cache cannot vouch for are read: (position in the
         // window, manifest index).
         let work: Vec<(usize, usize)> = found
@@ -228,7 +231,7 @@ impl Garden {
         if work.len() < 64 {
             return found;
         }
-        let store = &self.store;
+        let store = &self.repo.store;
         let big = self.chunk_threshold().unwrap_or(u64::MAX);
         let results = par::map(&work, 64, |&(_, i)| {
             let e = &files[i];
@@ -248,7 +251,7 @@ impl Garden {
             // Stats, not `Metadata`s (144 bytes each), wait for the pass.
             Some((h, Stat::of(&opened), Stat::of(&after), copy))
         });
-        let mut cache = self.statcache.borrow_mut();
+        let cache = &mut self.work.statcache;
         for (&(k, i), r) in work.iter().zip(results) {
             let Some(Some((h, opened, after, copy))) = r else {
                 continue;
@@ -267,7 +270,7 @@ impl Garden {
     /// by reading it now (and caching the result). Also says whether the
     /// hash came from the stat cache (the file was not read this run).
     pub(crate) fn hash_tracked(
-        &self,
+        &mut self,
         path: &str,
         abs: &Path,
         md: &Stat,
@@ -279,14 +282,20 @@ impl Garden {
         // same transactions (SQLite rewrites its file, its WAL holds rows):
         // it is compared by what a capture of it holds.
         if stored.is_some_and(|s| s != h) && crate::sqlite::is_database(abs) {
-            let tmp = self.capture_sqlite(abs)?;
+            let tmp = self.repo.capture_sqlite(abs)?;
             let (logical, _) = fsx::hash_file(tmp.path())?;
             return Ok((logical, false));
         }
         Ok((h, vouched))
     }
 
-    fn hash_raw(&self, path: &str, abs: &Path, md: &Stat, found: &Found) -> Result<(Hash, bool)> {
+    fn hash_raw(
+        &mut self,
+        path: &str,
+        abs: &Path,
+        md: &Stat,
+        found: &Found,
+    ) -> Result<(Hash, bool)> {
         // A hash computed this run comes first: the scan also recorded it in
         // the cache, and the cache vouches only for what an earlier run saw.
         if let Some(h) = found.hashed(md) {
@@ -295,12 +304,12 @@ impl Garden {
         if let Some(h) = found.cached(md) {
             return Ok((h, true));
         }
-        if let Some(h) = self.statcache.borrow().lookup_stat(path, md) {
+        if let Some(h) = self.work.statcache.lookup_stat(path, md) {
             return Ok((h, true));
         }
         let (h, opened) = fsx::hash_file(abs)?;
         if let Ok(after) = fs::symlink_metadata(abs) {
-            self.statcache.borrow_mut().record(path, &opened, &after, h);
+            self.work.statcache.record(path, &opened, &after, h);
         }
         Ok((h, false))
     }

@@ -15,6 +15,8 @@
 //! everything a run needs, and [`DueScript::record_success`] needs no
 //! [`Garden`].
 
+use crate::Repo;
+use crate::Tx;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -65,6 +67,47 @@ pub enum ScriptCheck {
 }
 
 impl Garden {
+    /// Every script that applies to this machine and is due, in path
+    /// order; with `all`, every script whether due or not.
+    ///
+    /// # Errors
+    /// Reading this machine's record; targeting errors.
+    pub fn scripts_due(&mut self, all: bool) -> Result<Vec<ScriptCheck>> {
+        self.tx().scripts_due(all)
+    }
+
+    /// A private executable copy of `s` in this machine's state folder
+    /// (not the system temp folder, which may be mounted noexec).
+    ///
+    /// # Errors
+    /// [`Error::Io`]; [`Error::Invalid`] without a state folder.
+    pub fn stage_script(&self, s: &DueScript) -> Result<StagedScript> {
+        let base =
+            self.repo.local_dir.clone().ok_or_else(|| {
+                Error::Invalid("scripts need a state folder (XDG_STATE_HOME)".into())
+            })?;
+        sgard_store::durable::create_private_dir_all(&base)?;
+        let dir = tempfile::Builder::new()
+            .prefix(crate::own::RUN_PREFIX)
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&base)
+            .map_err(|e| Error::io("creating a private folder in", &base, e))?;
+        if let Some(name) = dir.path().file_name() {
+            sgard_store::cancel::register_prefix(&base, name);
+        }
+        let name = std::path::Path::new(&s.path)
+            .file_name()
+            .map_or_else(|| "script".into(), |n| n.to_string_lossy().into_owned());
+        let name = name.trim_start_matches('.');
+        let file = dir
+            .path()
+            .join(if name.is_empty() { "script" } else { name });
+        sgard_store::durable::write_atomic(&file, &s.content, 0o700)?;
+        Ok(StagedScript { file, _dir: dir })
+    }
+}
+
+impl Repo {
     /// `$XDG_STATE_HOME/sgard`, which holds the machine's record of runs.
     fn ran_dir(&self) -> Option<PathBuf> {
         self.env.state_dir.as_ref().map(|d| d.join("sgard"))
@@ -87,15 +130,13 @@ impl Garden {
         }
         Ok(out)
     }
+}
 
-    /// Every script that applies to this machine and is due, in path
-    /// order; with `all`, every script whether due or not.
-    ///
-    /// # Errors
-    /// Reading this machine's record; targeting errors.
-    pub fn scripts_due(&self, all: bool) -> Result<Vec<ScriptCheck>> {
-        let ran = self.ran()?;
+impl Tx<'_> {
+    pub(crate) fn scripts_due(&mut self, all: bool) -> Result<Vec<ScriptCheck>> {
+        let ran = self.repo.ran()?;
         let mut scripts: Vec<_> = self
+            .repo
             .manifest
             .files
             .iter()
@@ -105,7 +146,7 @@ impl Garden {
         let mut out = Vec::new();
         for e in scripts {
             let Some(run) = e.run else { continue };
-            if !self.applies(e)? {
+            if !self.repo.applies(e)? {
                 continue;
             }
             let content = match self.script_content(e) {
@@ -128,7 +169,7 @@ impl Garden {
                     run,
                     hash,
                     content,
-                    record: self.ran_dir(),
+                    record: self.repo.ran_dir(),
                 }));
             }
         }
@@ -136,44 +177,14 @@ impl Garden {
     }
 
     /// What a script entry runs: its stored content, decrypted, rendered.
-    fn script_content(&self, e: &sgard_manifest::Entry) -> Result<Zeroizing<Vec<u8>>> {
+    fn script_content(&mut self, e: &sgard_manifest::Entry) -> Result<Zeroizing<Vec<u8>>> {
         if e.template {
             return Ok(Zeroizing::new(self.rendering(e)?));
         }
         if e.encrypted {
             return self.stored_plaintext(e);
         }
-        Ok(Zeroizing::new(self.blob_of(e)?))
-    }
-
-    /// A private executable copy of `s` in this machine's state folder
-    /// (not the system temp folder, which may be mounted noexec).
-    ///
-    /// # Errors
-    /// [`Error::Io`]; [`Error::Invalid`] without a state folder.
-    pub fn stage_script(&self, s: &DueScript) -> Result<StagedScript> {
-        let base = self
-            .local_dir
-            .clone()
-            .ok_or_else(|| Error::Invalid("scripts need a state folder (XDG_STATE_HOME)".into()))?;
-        sgard_store::durable::create_private_dir_all(&base)?;
-        let dir = tempfile::Builder::new()
-            .prefix(crate::own::RUN_PREFIX)
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir_in(&base)
-            .map_err(|e| Error::io("creating a private folder in", &base, e))?;
-        if let Some(name) = dir.path().file_name() {
-            sgard_store::cancel::register_prefix(&base, name);
-        }
-        let name = std::path::Path::new(&s.path)
-            .file_name()
-            .map_or_else(|| "script".into(), |n| n.to_string_lossy().into_owned());
-        let name = name.trim_start_matches('.');
-        let file = dir
-            .path()
-            .join(if name.is_empty() { "script" } else { name });
-        sgard_store::durable::write_atomic(&file, &s.content, 0o700)?;
-        Ok(StagedScript { file, _dir: dir })
+        Ok(Zeroizing::new(self.repo.blob_of(e)?))
     }
 }
 

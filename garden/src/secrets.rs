@@ -233,7 +233,10 @@ impl crate::Garden {
         &self,
         paths: impl Iterator<Item = &'a str>,
     ) -> Vec<(String, Secret)> {
-        stored_in_plaintext(&self.store, paths.filter_map(|p| self.manifest.get(p)))
+        stored_in_plaintext(
+            &self.repo.store,
+            paths.filter_map(|p| self.repo.manifest.get(p)),
+        )
     }
 }
 

@@ -74,14 +74,21 @@ impl Sizer<'_> {
         if let Some(n) = self.content.get(h) {
             return *n;
         }
-        let n = self.g.blobs_for(h).size_of(h).ok().flatten().unwrap_or(0);
+        let n = self
+            .g
+            .repo
+            .blobs_for(h)
+            .size_of(h)
+            .ok()
+            .flatten()
+            .unwrap_or(0);
         self.content.insert(*h, n);
         n
     }
 
     /// Bytes of the objects holding `h` that were not counted yet.
     fn added(&mut self, h: &Hash) -> u64 {
-        let store = self.g.blobs_for(h);
+        let store = self.g.repo.blobs_for(h);
         if let Ok(Some(n)) = store.blob_size(h) {
             return if self.objects.insert((false, *h)) {
                 n
@@ -112,11 +119,11 @@ impl Garden {
     /// Store errors listing the store; a snapshot that cannot be read.
     pub fn stats(&mut self, per_snapshot: bool) -> Result<Stats> {
         let mut s = Stats::default();
-        for b in self.store.list()? {
+        for b in self.repo.store.list()? {
             s.blobs.0 += 1;
             s.blobs.1 += b.size;
         }
-        if let Some(cs) = self.store.chunked() {
+        if let Some(cs) = self.repo.store.chunked() {
             for c in cs.objects().list()? {
                 s.chunks.0 += 1;
                 s.chunks.1 += c.size;
@@ -131,15 +138,15 @@ impl Garden {
             content: HashMap::new(),
             objects: HashSet::new(),
         };
-        for e in &self.manifest.files {
+        for e in &self.repo.manifest.files {
             if e.kind != EntryKind::File {
                 continue;
             }
             s.tracked_files += 1;
             if let Some(h) = e.hash {
                 s.tracked_bytes += sizer.size(&h);
-                if !self.store.contains_blob(&h)?
-                    && self.store.chunked().is_some_and(|c| c.contains(&h))
+                if !self.repo.store.contains_blob(&h)?
+                    && self.repo.store.chunked().is_some_and(|c| c.contains(&h))
                 {
                     s.chunked_files += 1;
                 }
@@ -147,7 +154,7 @@ impl Garden {
         }
         s.logical_bytes = s.tracked_bytes;
         let mut seen = HashSet::new();
-        for r in &self.history.records {
+        for r in &self.repo.history.records {
             if !seen.insert(r.id) {
                 continue;
             }

@@ -1,6 +1,8 @@
 //! `status`: how each tracked path on disk compares with the repository,
 //! judged against this machine's base (see `base.rs`).
 
+use crate::Repo;
+use crate::Tx;
 use sgard_manifest::{Entry, EntryKind, Mode};
 use sgard_store::{Hash, Lack};
 
@@ -111,8 +113,8 @@ impl Garden {
     /// # Errors
     /// Only for inconsistent targeting; per-entry read errors become
     /// [`State::Error`] lines.
-    pub fn status(&self) -> Result<Vec<StatusLine>> {
-        self.status_of_args(&[])
+    pub fn status(&mut self) -> Result<Vec<StatusLine>> {
+        self.tx().status()
     }
 
     /// The state of the entries `args` select (all when empty).
@@ -120,33 +122,83 @@ impl Garden {
     /// # Errors
     /// [`crate::Error::NoMatch`] when `args` select nothing; as
     /// [`Garden::status`].
-    pub fn status_of_args(&self, args: &[std::ffi::OsString]) -> Result<Vec<StatusLine>> {
-        let picked = self.select(args)?;
+    pub fn status_of_args(&mut self, args: &[std::ffi::OsString]) -> Result<Vec<StatusLine>> {
+        self.tx().status_of_args(args)
+    }
+
+    /// Whether the untracked path `tilde` holds what this machine last
+    /// synced for it: then another machine stopped tracking it since.
+    pub(crate) fn untracked_elsewhere(&self, tilde: &str, abs: &std::path::Path) -> bool {
+        let Some(b) = self.work.base.get(tilde).cloned() else {
+            return false;
+        };
+        let Ok(Some(md)) = fsx::lstat(abs) else {
+            return false;
+        };
+        let disk = DiskKind::of(&md);
+        if !disk.matches(b.kind) {
+            return false;
+        }
+        let content = match b.kind {
+            EntryKind::File => fsx::hash_file(abs).ok().map(|(h, _)| h),
+            _ => None,
+        };
+        let target = match b.kind {
+            EntryKind::Link => fsx::read_link(abs).ok(),
+            _ => None,
+        };
+        b.matches_disk(&Seen {
+            kind: b.kind,
+            mode: fsx::mode_of(&md),
+            content,
+            target,
+        })
+    }
+}
+
+impl Repo {
+    /// Whether the head's entry for `e.path` has `e`'s content, target,
+    /// kind and mode (the base records agreement with the head only).
+    pub(crate) fn head_holds(&self, e: &Entry) -> bool {
+        self.manifest.get(&e.path).is_some_and(|h| {
+            h.kind == e.kind && h.hash == e.hash && h.target == e.target && h.mode == e.mode
+        })
+    }
+}
+
+impl Tx<'_> {
+    pub(crate) fn status(&mut self) -> Result<Vec<StatusLine>> {
+        self.status_of_args(&[])
+    }
+
+    pub(crate) fn status_of_args(&mut self, args: &[std::ffi::OsString]) -> Result<Vec<StatusLine>> {
+        let repo = self.repo;
+        let picked = repo.select(args)?;
         // Whether the repository still holds each content: a machine
         // learns of a loss before it needs the file, whatever its disk
         // holds (see `present.rs` for how this stays cheap).
         let contents: Vec<Hash> = picked
             .iter()
-            .map(|&i| &self.manifest.files[i])
-            .filter(|e| e.kind == EntryKind::File && self.applies(e).unwrap_or(false))
+            .map(|&i| &self.repo.manifest.files[i])
+            .filter(|e| e.kind == EntryKind::File && self.repo.applies(e).unwrap_or(false))
             .filter_map(|e| e.hash)
             .collect();
-        let lacking = self.lacking(contents, args.is_empty());
+        let lacking = self.repo.lacking(contents, args.is_empty());
         let mut scan = self.scan(&picked, false);
         let mut out = Vec::with_capacity(picked.len());
         for i in picked {
-            let e = &self.manifest.files[i];
+            let e = &repo.manifest.files[i];
             let lack = e.hash.and_then(|h| lacking.get(&h).cloned());
-            out.push(self.status_of(e, &scan.take(self, i), lack)?);
+            let found = scan.take(self, i);
+            out.push(self.status_of(e, &found, lack)?);
         }
-        self.flush_base_quietly();
         Ok(out)
     }
 
     /// The status of `e`, the scan having found `found` on disk and the
-    /// repository lacking `lack` of its content (see [`Garden::lacking`]).
+    /// repository lacking `lack` of its content (see [`Repo::lacking`]).
     pub(crate) fn status_of(
-        &self,
+        &mut self,
         e: &Entry,
         found: &Found,
         lack: Option<Lack>,
@@ -157,7 +209,7 @@ impl Garden {
             detail,
             blob_missing: false,
         };
-        if !self.applies(e)? {
+        if !self.repo.applies(e)? {
             return Ok(line(State::Skipped, None));
         }
         let judged = self.judge(e, false, found);
@@ -202,8 +254,8 @@ impl Garden {
     /// base. With `unlock`, an encrypted entry that cannot be compared
     /// otherwise is decrypted (status never asks for the passphrase).
     /// An entry found in agreement is recorded in the base.
-    pub(crate) fn judge(&self, e: &Entry, unlock: bool, found: &Found) -> Result<Judged> {
-        let abs = self.env.expand(&e.path);
+    pub(crate) fn judge(&mut self, e: &Entry, unlock: bool, found: &Found) -> Result<Judged> {
+        let abs = self.repo.env.expand(&e.path);
         let Some(md) = found.lstat(&abs)? else {
             return Ok(Judged::new(State::Missing, None));
         };
@@ -243,7 +295,7 @@ impl Garden {
             EntryKind::Link => seen.target = Some(fsx::read_link(&abs)?),
             EntryKind::Directory => {}
         }
-        let base = self.base.borrow().get(&e.path).cloned();
+        let base = self.work.base.get(&e.path).cloned();
         let disk_moved = base.as_ref().map(|b| !b.matches_disk(&seen));
         // An encrypted entry whose ciphertext is not the one agreed on may
         // only have been re-encrypted (`rotate-dek` on another machine):
@@ -274,9 +326,7 @@ impl Garden {
                     Some(k) => Some(k),
                     None if disk_moved == Some(false) && repo_moved == Some(false) => {
                         // The base says this ciphertext holds this plaintext.
-                        self.fingerprints
-                            .borrow_mut()
-                            .insert(e.hash.unwrap_or(sha), sha);
+                        self.work.fingerprints.insert(e.hash.unwrap_or(sha), sha);
                         Some(true)
                     }
                     None if unlock => Some(self.plain_matches(e, &abs, sha)?),
@@ -299,10 +349,8 @@ impl Garden {
         };
         if content_same == Some(true) && mode_same {
             let agreed = disk_moved == Some(false) && repo_moved == Some(false);
-            if !agreed && self.head_holds(e) {
-                self.base
-                    .borrow_mut()
-                    .settle(&e.path, BaseEntry::agreed(e, &seen));
+            if !agreed && self.repo.head_holds(e) {
+                self.work.base.settle(&e.path, BaseEntry::agreed(e, &seen));
             }
             return Ok(j);
         }
@@ -395,8 +443,8 @@ impl Garden {
     /// Records that the disk now holds exactly `e` (just written or just
     /// recorded), whose content has SHA-256 `content` (the plaintext's for an
     /// encrypted file), with the mode `mode` on disk.
-    pub(crate) fn settle(&self, e: &Entry, content: Option<Hash>, mode: Option<Mode>) {
-        if !self.head_holds(e) {
+    pub(crate) fn settle(&mut self, e: &Entry, content: Option<Hash>, mode: Option<Mode>) {
+        if !self.repo.head_holds(e) {
             // An older version (restore --at, undo): the disk now differs
             // from the repository, as a local change would.
             return;
@@ -407,24 +455,14 @@ impl Garden {
             content,
             target: e.target.clone(),
         };
-        self.base
-            .borrow_mut()
-            .settle(&e.path, BaseEntry::agreed(e, &seen));
-    }
-
-    /// Whether the head's entry for `e.path` has `e`'s content, target,
-    /// kind and mode (the base records agreement with the head only).
-    pub(crate) fn head_holds(&self, e: &Entry) -> bool {
-        self.manifest.get(&e.path).is_some_and(|h| {
-            h.kind == e.kind && h.hash == e.hash && h.target == e.target && h.mode == e.mode
-        })
+        self.work.base.settle(&e.path, BaseEntry::agreed(e, &seen));
     }
 
     /// The SHA-256 of an entry's content on disk, where it is known without
     /// reading anything (an encrypted entry's plaintext is known only from
     /// the fingerprint cache or the Go `plaintext_hash`; a template's
     /// rendering only once it was rendered).
-    pub(crate) fn content_of(&self, e: &Entry) -> Option<Hash> {
+    pub(crate) fn content_of(&mut self, e: &Entry) -> Option<Hash> {
         let h = e.hash?;
         if e.template {
             return self.rendered_of(e);
@@ -432,7 +470,7 @@ impl Garden {
         if !e.encrypted {
             return Some(h);
         }
-        self.fingerprints.borrow_mut().get(&h).or(e.plaintext_hash)
+        self.work.fingerprints.get(&h).or(e.plaintext_hash)
     }
 
     /// Gives a machine that never kept a base for this repository (sgard
@@ -443,20 +481,20 @@ impl Garden {
     /// machine) there is no base, and every difference is a question. A
     /// wrong seed (two machines with one host name) can only let a restore
     /// overwrite a file whose content is in that history.
-    pub(crate) fn seed_base(&self) {
-        if !self.base.borrow().is_new() {
+    pub(crate) fn seed_base(&mut self) {
+        if !self.work.base.is_new() {
             return;
         }
-        let recs = &self.history.records;
+        let recs = &self.repo.history.records;
         // Only records made before this machine kept a base (they carry no
         // machine id): since then a checkpoint keeps other machines'
         // versions of what it did not take, so its snapshot is no record
         // of this disk. A base lost after that stays lost (every difference
         // a question).
-        let host = crate::identity::short_hostname(&self.env.hostname);
+        let host = crate::identity::short_hostname(&self.repo.env.hostname);
         if recs
             .iter()
-            .any(|r| r.machine.is_some() && r.machine == self.machine)
+            .any(|r| r.machine.is_some() && r.machine == self.repo.machine)
         {
             return;
         }
@@ -480,7 +518,7 @@ impl Garden {
             if !mine(r) || !(r.reason.is_full() || head_restore) {
                 continue;
             }
-            let Ok(doc) = self.snapshot_doc(&r.id) else {
+            let Ok(doc) = self.repo.snapshot_doc(&r.id) else {
                 return;
             };
             if r.reason.is_full() {
@@ -507,16 +545,8 @@ impl Garden {
                 content,
                 target: e.target.clone(),
             };
-            self.base
-                .borrow_mut()
-                .settle(&e.path, BaseEntry::agreed(e, &seen));
+            self.work.base.settle(&e.path, BaseEntry::agreed(e, &seen));
         }
-    }
-
-    /// Writes the base if it changed, ignoring failure (for read-only
-    /// commands: a base that could not be saved is found again next time).
-    pub(crate) fn flush_base_quietly(&self) {
-        let _ = self.save_index();
     }
 
     /// Writes the base if it changed. Records of paths no longer tracked
@@ -525,37 +555,8 @@ impl Garden {
     ///
     /// # Errors
     /// [`crate::Error::Io`] naming the file.
-    pub(crate) fn flush_base(&self) -> Result<()> {
+    pub(crate) fn flush_base(&mut self) -> Result<()> {
         self.save_index()
-    }
-
-    /// Whether the untracked path `tilde` holds what this machine last
-    /// synced for it: then another machine stopped tracking it since.
-    pub(crate) fn untracked_elsewhere(&self, tilde: &str, abs: &std::path::Path) -> bool {
-        let Some(b) = self.base.borrow().get(tilde).cloned() else {
-            return false;
-        };
-        let Ok(Some(md)) = fsx::lstat(abs) else {
-            return false;
-        };
-        let disk = DiskKind::of(&md);
-        if !disk.matches(b.kind) {
-            return false;
-        }
-        let content = match b.kind {
-            EntryKind::File => fsx::hash_file(abs).ok().map(|(h, _)| h),
-            _ => None,
-        };
-        let target = match b.kind {
-            EntryKind::Link => fsx::read_link(abs).ok(),
-            _ => None,
-        };
-        b.matches_disk(&Seen {
-            kind: b.kind,
-            mode: fsx::mode_of(&md),
-            content,
-            target,
-        })
     }
 }
 

@@ -8,6 +8,7 @@
 //! so neither side's changes are lost. Peers that send no base (the Go
 //! sgard) get the Go rule: the newer `updated` wins.
 
+use crate::Tx;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::OsString;
 
@@ -171,7 +172,9 @@ pub fn head_id_of(m: &Manifest) -> Hash {
 
 pub(crate) use crate::threeway::stays_a_conflict;
 
-impl Garden {
+impl Garden {}
+
+impl Tx<'_> {
     /// The entries with changes in the repository not yet on this disk:
     /// `behind` ones (unchanged here) and conflicts (changed here too; a
     /// restore asks about those). A file missing here is not among them
@@ -180,40 +183,24 @@ impl Garden {
     ///
     /// # Errors
     /// Only for inconsistent targeting.
-    pub(crate) fn incoming_paths(&self) -> Result<Vec<String>> {
-        let all: Vec<usize> = (0..self.manifest.files.len()).collect();
+    pub(crate) fn incoming_paths(&mut self) -> Result<Vec<String>> {
+        let repo = self.repo;
+        let all: Vec<usize> = (0..repo.manifest.files.len()).collect();
         let mut scan = self.scan(&all, false);
         let mut out = Vec::new();
-        for (i, e) in self.manifest.files.iter().enumerate() {
-            if !self.applies(e)? {
+        for (i, e) in repo.manifest.files.iter().enumerate() {
+            if !repo.applies(e)? {
                 continue;
             }
+            let found = scan.take(self, i);
             if self
-                .judge(e, false, &scan.take(self, i))
+                .judge(e, false, &found)
                 .is_ok_and(|j| matches!(j.state, crate::State::Behind | crate::State::Conflict))
             {
                 out.push(e.path.clone());
             }
         }
         Ok(out)
-    }
-}
-
-/// The machine-local file remembering, per server, the head last synced.
-pub const SYNC_STATE_FILE: &str = "sync-state";
-
-/// Where a server keeps the signature pushed with its head.
-pub const HEAD_SIGNATURE_FILE: &str = "head-signature";
-
-impl Garden {
-    /// The server head this repository last synced with at `server`.
-    pub fn sync_base(&self, server: &str) -> Option<Hash> {
-        let text =
-            sgard_store::durable::read_regular_to_string(&self.root.join(SYNC_STATE_FILE)).ok()?;
-        text.lines().find_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            (k == server).then(|| Hash::parse(v).ok()).flatten()
-        })
     }
 
     /// Sets this machine's base of `path` to `b`, the version of the last
@@ -224,7 +211,7 @@ impl Garden {
     /// agrees with the old head (its own recorded change is no conflict
     /// with itself); after it, the conflict is one (never `behind`, which a
     /// restore would overwrite).
-    pub(crate) fn base_to_last_sync(&self, path: &str, b: Option<&Entry>, head: &Entry) {
+    pub(crate) fn base_to_last_sync(&mut self, path: &str, b: Option<&Entry>, head: &Entry) {
         let record = b.map(|b| {
             BaseEntry::agreed(
                 b,
@@ -238,9 +225,28 @@ impl Garden {
                 },
             )
         });
-        self.base
-            .borrow_mut()
+        self.work
+            .base
             .put_with_head(path, record, BaseEntry::of_head(head));
+    }
+}
+
+/// The machine-local file remembering, per server, the head last synced.
+pub const SYNC_STATE_FILE: &str = "sync-state";
+
+/// Where a server keeps the signature pushed with its head.
+pub const HEAD_SIGNATURE_FILE: &str = "head-signature";
+
+impl Garden {
+    /// The server head this repository last synced with at `server`.
+    pub fn sync_base(&self, server: &str) -> Option<Hash> {
+        let text =
+            sgard_store::durable::read_regular_to_string(&self.repo.root.join(SYNC_STATE_FILE))
+                .ok()?;
+        text.lines().find_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            (k == server).then(|| Hash::parse(v).ok()).flatten()
+        })
     }
 
     /// Remembers the server head this repository synced with.
@@ -248,7 +254,7 @@ impl Garden {
     /// # Errors
     /// Write errors.
     pub fn set_sync_base(&self, server: &str, id: Hash) -> Result<()> {
-        let path = self.root.join(SYNC_STATE_FILE);
+        let path = self.repo.root.join(SYNC_STATE_FILE);
         let old = sgard_store::durable::read_regular_to_string(&path).unwrap_or_default();
         let mut lines: Vec<String> = old
             .lines()
@@ -266,15 +272,15 @@ impl Garden {
     /// The size of every stored blob the head and the shared history need
     /// (for a pulling client to bound each blob it receives).
     pub fn blob_sizes(&self) -> std::collections::HashMap<Hash, u64> {
-        let mut want: BTreeSet<Hash> = self.manifest.referenced_blobs().collect();
-        for r in &self.repo_history.records {
+        let mut want: BTreeSet<Hash> = self.repo.manifest.referenced_blobs().collect();
+        for r in &self.repo.repo_history.records {
             want.insert(r.id);
             if let Ok(doc) = self.snapshot_doc(&r.id) {
                 want.extend(doc.referenced_blobs());
             }
         }
         want.into_iter()
-            .filter_map(|h| Some((h, self.store.size_of(&h).ok()??)))
+            .filter_map(|h| Some((h, self.repo.store.size_of(&h).ok()??)))
             .collect()
     }
 
@@ -283,7 +289,7 @@ impl Garden {
         // The rendering's hash, so a manifest.yaml written by another tool
         // (the Go sgard's quoting) still names the same state as the manifest
         // sent over the wire.
-        head_id_of(&self.manifest)
+        head_id_of(&self.repo.manifest)
     }
 
     /// Blobs that a manifest and history records need and this store lacks.
@@ -309,7 +315,7 @@ impl Garden {
         want.extend(extra.iter().copied());
         let mut out = Vec::new();
         for h in want {
-            if !self.store.contains(&h)? {
+            if !self.repo.store.contains(&h)? {
                 out.push(h);
             }
         }
@@ -328,8 +334,8 @@ impl Garden {
         extra: &[Hash],
     ) -> Result<PushDecision> {
         match crate::rules::push_verdict(
-            &self.manifest,
-            !self.repo_history.records.is_empty(),
+            &self.repo.manifest,
+            !self.repo.repo_history.records.is_empty(),
             m,
             base,
         ) {
@@ -378,20 +384,20 @@ impl Garden {
         self.merge_history(history)?;
         let mut m = m;
         if signature.is_none() {
-            keep_go_dropped(&mut m, &self.manifest);
+            keep_go_dropped(&mut m, &self.repo.manifest);
         }
         let id = head_id_of(&m);
         // The old head's signature goes first: a crash between the two
         // writes leaves a head without one, never a signature on a head it
         // does not name.
         self.set_head_signature(None)?;
-        self.manifest = m;
+        self.repo.manifest = m;
         // The repository's data.yaml is the pushed one (what saving records).
-        self.install_data()?;
-        if self.history.records.iter().any(|r| r.id == id) {
+        self.tx().install_data()?;
+        if self.repo.history.records.iter().any(|r| r.id == id) {
             // The client's own checkpoint: its snapshot is already the head.
             self.write_manifest()?;
-            debug_assert_eq!(self.head_hash, id);
+            debug_assert_eq!(self.repo.head_hash, id);
         } else {
             self.commit_head(
                 Reason::Other("push".into()),
@@ -411,7 +417,7 @@ impl Garden {
     /// changed here, is no signature of this one).
     pub fn head_signature(&self) -> Option<(String, String)> {
         let text =
-            sgard_store::durable::read_regular_to_string(&self.root.join(HEAD_SIGNATURE_FILE))
+            sgard_store::durable::read_regular_to_string(&self.repo.root.join(HEAD_SIGNATURE_FILE))
                 .ok()?;
         let (first, rest) = text.split_once('\n')?;
         let id = Hash::parse(first.strip_prefix("head ")?).ok()?;
@@ -425,7 +431,7 @@ impl Garden {
     /// Keeps (or, with `None`, drops) the signature of the current head:
     /// `<repo>/head-signature`, the head's id, the statement, the signature.
     fn set_head_signature(&self, sig: Option<(&str, &str)>) -> Result<()> {
-        let path = self.root.join(HEAD_SIGNATURE_FILE);
+        let path = self.repo.root.join(HEAD_SIGNATURE_FILE);
         match sig {
             Some((statement, signature)) => sgard_store::durable::write_atomic(
                 &path,
@@ -433,7 +439,7 @@ impl Garden {
                 0o644,
             )?,
             None => match std::fs::remove_file(&path) {
-                Ok(()) => sgard_store::durable::fsync_dir(&self.root)?,
+                Ok(()) => sgard_store::durable::fsync_dir(&self.repo.root)?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::io("removing", &path, e)),
             },
@@ -451,12 +457,12 @@ impl Garden {
         let mut out = BTreeSet::new();
         let mut seen = HashSet::new();
         for r in records {
-            if !seen.insert(r.id) || !self.store.contains(&r.id)? {
+            if !seen.insert(r.id) || !self.repo.store.contains(&r.id)? {
                 continue;
             }
             if let Ok(doc) = self.snapshot_doc(&r.id) {
                 for h in doc.referenced_blobs() {
-                    if !self.store.contains(&h)? {
+                    if !self.repo.store.contains(&h)? {
                         out.insert(h);
                     }
                 }
@@ -485,6 +491,7 @@ impl Garden {
     fn merge_history(&mut self, incoming: Vec<Record>) -> Result<()> {
         self.require_history()?;
         let have: HashSet<(Hash, String, Timestamp)> = self
+            .repo
             .repo_history
             .records
             .iter()
@@ -498,7 +505,7 @@ impl Garden {
             return Ok(());
         }
         for r in &new {
-            if !self.store.contains(&r.id)? {
+            if !self.repo.store.contains(&r.id)? {
                 return Err(Error::Conflict(format!(
                     "history record {} has no snapshot blob",
                     r.id.short(12)
@@ -513,11 +520,11 @@ impl Garden {
                 h.short(12)
             )));
         }
-        let mut h = self.repo_history.clone();
+        let mut h = self.repo.repo_history.clone();
         h.records = crate::threeway::union_records(&h.records, &new);
-        let path = self.root.join(HISTORY_FILE);
+        let path = self.repo.root.join(HISTORY_FILE);
         let hash = h.save(&path)?;
-        self.index_history_written(&path, &h, &hash, false);
+        self.tx().index_history_written(&path, &h, &hash, false);
         self.set_repo_history(h);
         Ok(())
     }
@@ -530,10 +537,10 @@ impl Garden {
     /// # Errors
     /// Saving the manifest.
     pub fn backdate_empty_head(&mut self) -> Result<()> {
-        if !self.manifest.files.is_empty() || self.manifest.encryption.is_some() {
+        if !self.repo.manifest.files.is_empty() || self.repo.manifest.encryption.is_some() {
             return Ok(());
         }
-        self.manifest.updated = Timestamp::zero();
+        self.repo.manifest.updated = Timestamp::zero();
         self.save()
     }
 
@@ -544,10 +551,10 @@ impl Garden {
     /// # Errors
     /// Saving the manifest.
     pub fn move_updated_past(&mut self, t: Timestamp) -> Result<()> {
-        if self.manifest.updated > t {
+        if self.repo.manifest.updated > t {
             return Ok(());
         }
-        self.manifest.updated =
+        self.repo.manifest.updated =
             Timestamp::from_datetime(t.datetime() + chrono::TimeDelta::milliseconds(1));
         self.save()
     }
@@ -571,7 +578,7 @@ impl Garden {
             theirs
         } else {
             with_runs = theirs.clone();
-            keep_runs(&mut with_runs, &self.manifest);
+            keep_runs(&mut with_runs, &self.repo.manifest);
             &with_runs
         };
         let base_doc = match base {
@@ -580,12 +587,16 @@ impl Garden {
                 .unwrap_or_else(|_| Manifest::new(Timestamp::zero())),
             None => Manifest::new(Timestamp::zero()),
         };
-        let agreed = self.base.borrow();
-        let e =
-            crate::threeway::merge_entries(&base_doc, &self.manifest, theirs, side, &|p, l, t| {
+        let agreed = &self.work.base;
+        let e = crate::threeway::merge_entries(
+            &base_doc,
+            &self.repo.manifest,
+            theirs,
+            side,
+            &|p, l, t| {
                 stays_a_conflict(l, t, agreed.get(p)).then_some(crate::threeway::Which::Local)
-            });
-        drop(agreed);
+            },
+        );
         let mut plan = PullPlan {
             taken: e.taken,
             settled: e.settled,
@@ -687,7 +698,7 @@ impl Garden {
         report.settled = settled;
         report.conflicts = conflicts;
         report.stripped = stripped;
-        let local = self.manifest.clone();
+        let local = self.repo.manifest.clone();
         let mut result = local.clone();
         result.files = merged.into_values().collect();
         // Top-level settings: taken from the server unless changed here.
@@ -696,7 +707,7 @@ impl Garden {
         result.encryption = top.encryption;
         result.data = top.data;
         if top.data_conflict {
-            self.note(format!(
+            self.work.note(format!(
                 "{} changed both here and on the server; this one is kept (`sgard pull \
                  --theirs` takes the server's)",
                 self.data_path().display()
@@ -715,7 +726,7 @@ impl Garden {
             .extend(stripped.into_iter().map(|p| format!("{p} (folder)")));
         self.merge_history(history)?;
         // Keep the server's state as a blob: it is the next pull's base.
-        self.store.write_bytes(theirs.to_yaml().as_bytes())?;
+        self.repo.store.write_bytes(theirs.to_yaml().as_bytes())?;
         let new_head = result.files != local.files
             || result.exclude != local.exclude
             || result.encryption != local.encryption
@@ -723,14 +734,14 @@ impl Garden {
             || result.folders != local.folders;
         let data_changed = result.data != local.data;
         if new_head {
-            result.updated = self.env.now;
+            result.updated = self.repo.env.now;
             if theirs.updated > result.updated {
                 result.updated = theirs.updated;
             }
             result.message.clone_from(&theirs.message);
-            self.manifest = result;
+            self.repo.manifest = result;
             if data_changed {
-                self.install_data()?;
+                self.tx().install_data()?;
             }
             // What the merge took is written below; if that never happens
             // (a crash, an I/O error), the next pull must still write it,
@@ -738,25 +749,25 @@ impl Garden {
             let mut unfinished: Vec<String> = report
                 .taken
                 .iter()
-                .filter(|p| self.manifest.get(p).is_some())
+                .filter(|p| self.repo.manifest.get(p).is_some())
                 .cloned()
                 .collect();
-            unfinished.extend(self.base.borrow().unfinished());
-            self.base.borrow().set_unfinished(&unfinished)?;
+            unfinished.extend(self.work.base.unfinished());
+            self.work.base.set_unfinished(&unfinished)?;
             // A conflict left here is judged against the last sync, from
             // the new head on (saved with it).
             for p in &report.conflicts {
-                if let Some(head) = self.manifest.get(p) {
-                    self.base_to_last_sync(p, base_doc.get(p), head);
+                if let Some(head) = self.repo.manifest.get(p) {
+                    Tx::new(&self.repo, &mut self.work).base_to_last_sync(p, base_doc.get(p), head);
                 }
             }
             if let Err(e) = self.commit_head(Reason::Pull, Some(format!("pull from {from}")), 0) {
                 // Not written: those bases agree with nothing.
-                self.base.borrow_mut().rollback();
+                self.work.base.rollback();
                 return Err(e);
             }
         }
-        self.env.crash_point("pull-after-merge");
+        self.repo.env.crash_point("pull-after-merge");
         // Restore what the merge took, what an earlier pull took and did
         // not write, and every entry changed in the repository that this
         // disk does not have yet: that finishes a pull or restore that was
@@ -765,11 +776,11 @@ impl Garden {
         let mut wanted: BTreeSet<String> = report
             .taken
             .iter()
-            .chain(&self.base.borrow().unfinished())
-            .filter(|p| self.manifest.get(p).is_some())
+            .chain(&self.work.base.unfinished())
+            .filter(|p| self.repo.manifest.get(p).is_some())
             .cloned()
             .collect();
-        wanted.extend(self.incoming_paths()?);
+        wanted.extend(self.tx().incoming_paths()?);
         // A conflict left here keeps its file as it is.
         for p in &report.conflicts {
             wanted.remove(p);
@@ -777,7 +788,8 @@ impl Garden {
         if data_changed {
             // New data: every template may render differently.
             wanted.extend(
-                self.manifest
+                self.repo
+                    .manifest
                     .files
                     .iter()
                     .filter(|e| e.template)
@@ -787,9 +799,9 @@ impl Garden {
         if !wanted.is_empty() {
             let args: Vec<OsString> = wanted
                 .iter()
-                .map(|p| self.env.expand(p).into_os_string())
+                .map(|p| self.repo.env.expand(p).into_os_string())
                 .collect();
-            let files = self.manifest.files.clone();
+            let files = self.repo.manifest.files.clone();
             report.restore =
                 self.restore_selected(&files, &args, opts, prompt, &format!("pull from {from}"))?;
         }
@@ -802,7 +814,7 @@ impl Garden {
             .filter(|(_, a)| matches!(a, crate::RestoreAction::Failed(_)))
             .map(|(p, _)| p.clone())
             .collect();
-        self.base.borrow().set_unfinished(&failed)?;
+        self.work.base.set_unfinished(&failed)?;
         report.up_to_date = !new_head
             && report.taken.is_empty()
             && report.restore.actions.iter().all(|(_, a)| {

@@ -7,6 +7,7 @@
 //! sgard) keep them in `<repo>/tags`; that file is read once, when this
 //! machine has no tags of its own yet, copied, and never written again.
 
+use crate::Repo;
 use std::path::Path;
 
 use crate::identity::{TAGS_FILE, check_tag, labels, read_tags, write_tags};
@@ -46,7 +47,7 @@ pub(crate) fn load(root: &Path, local: Option<&Path>) -> Result<(Vec<String>, Op
 impl Garden {
     /// Where this machine's tags are kept.
     fn tags_dir(&self) -> &Path {
-        self.local_dir.as_deref().unwrap_or(&self.root)
+        self.repo.local_dir.as_deref().unwrap_or(&self.repo.root)
     }
 
     /// The tags of this machine, in file order.
@@ -54,7 +55,7 @@ impl Garden {
     /// # Errors
     /// [`crate::Error::Io`] when the tags file cannot be read.
     pub fn tags(&self) -> Result<Vec<String>> {
-        Ok(load(&self.root, self.local_dir.as_deref())?.0)
+        self.repo.tags()
     }
 
     /// Adds a tag; returns false if it was already set.
@@ -68,10 +69,10 @@ impl Garden {
             return Ok(false);
         }
         tags.push(t);
-        if !self.dry_run {
+        if !self.repo.dry_run {
             write_tags(self.tags_dir(), &tags)?;
         }
-        self.labels = labels(&self.env.hostname, &tags);
+        self.repo.labels = labels(&self.repo.env.hostname, &tags);
         Ok(true)
     }
 
@@ -87,10 +88,16 @@ impl Garden {
         if tags.len() == before {
             return Ok(false);
         }
-        if !self.dry_run {
+        if !self.repo.dry_run {
             write_tags(self.tags_dir(), &tags)?;
         }
-        self.labels = labels(&self.env.hostname, &tags);
+        self.repo.labels = labels(&self.repo.env.hostname, &tags);
         Ok(true)
+    }
+}
+
+impl Repo {
+    pub(crate) fn tags(&self) -> Result<Vec<String>> {
+        Ok(load(&self.root, self.local_dir.as_deref())?.0)
     }
 }

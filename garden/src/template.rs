@@ -14,6 +14,8 @@
 //! folder. Undefined variables are errors (strict mode), naming the
 //! expression, its line and column.
 
+use crate::Repo;
+use crate::Tx;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -184,12 +186,15 @@ impl Garden {
             Ok(text) => Some(text),
             // Deleting the file is not taken as news (emptying it is): a
             // pull may bring it back.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.manifest.data.is_some() => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && self.repo.manifest.data.is_some() =>
+            {
                 return;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
-                self.note(format!(
+                self.work.note(format!(
                     "{}: {e}; the version last recorded is kept",
                     path.display()
                 ));
@@ -199,23 +204,23 @@ impl Garden {
         let hash = now.as_ref().map(|t| Hash::of(t.as_bytes()));
         // Unchanged, and its blob still there (the Go sgard's prune deletes
         // it: then it is stored again).
-        if hash == self.manifest.data
-            && hash.is_none_or(|h| self.store.contains(&h).unwrap_or(false))
+        if hash == self.repo.manifest.data
+            && hash.is_none_or(|h| self.repo.store.contains(&h).unwrap_or(false))
         {
             return;
         }
         // In the chunk store, like a template's source: the Go sgard's
         // prune deletes any blob no `type: file` entry names.
         if let Some(text) = now
-            && let Err(e) = self.put_source(text.as_bytes())
+            && let Err(e) = self.tx().put_source(text.as_bytes())
         {
-            self.note(format!(
+            self.work.note(format!(
                 "{}: cannot be recorded ({e}); the version last recorded is kept",
                 path.display()
             ));
             return;
         }
-        self.manifest.data = hash;
+        self.repo.manifest.data = hash;
     }
 
     /// Records an edit of `data.yaml` made since the manifest was last
@@ -225,76 +230,24 @@ impl Garden {
     /// # Errors
     /// Saving the manifest.
     pub fn record_data(&mut self) -> Result<bool> {
-        let before = self.manifest.data;
+        let before = self.repo.manifest.data;
         self.refresh_data();
-        if self.manifest.data == before {
+        if self.repo.manifest.data == before {
             return Ok(false);
         }
-        self.manifest.updated = self.env.now;
+        self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
         Ok(true)
     }
 
-    /// Stores a template's source (its ciphertext, if encrypted) in the
-    /// chunk store, where the Go sgard's prune, which deletes every blob no
-    /// `type: file` entry names, never looks; a blob when there is none
-    /// (a store outside the repository).
-    ///
-    /// # Errors
-    /// Store errors.
-    pub(crate) fn put_source(&self, bytes: &[u8]) -> Result<sgard_store::Written> {
-        if let Some(cs) = self.store.chunked()
-            && self.writes_to_repo()
-        {
-            let params = match self.chunking()? {
-                sgard_store::chunks::Setting::On { params, .. } => params,
-                sgard_store::chunks::Setting::Off => sgard_store::chunks::Params::default(),
-            };
-            let c = cs.write(&mut &bytes[..], params, None)?;
-            self.known_size(c.hash, c.size);
-            return Ok(sgard_store::Written {
-                hash: c.hash,
-                size: c.size,
-                new: c.new_chunks > 0 || c.new_list,
-            });
-        }
-        Ok(self.put(&mut &bytes[..])?)
-    }
-
-    /// Writes the data file the manifest records into the repository
-    /// folder (after a pull brought another one).
-    ///
-    /// # Errors
-    /// Store errors (a missing or corrupt blob); [`Error::Io`].
-    pub(crate) fn install_data(&self) -> Result<()> {
-        // What was rendered with the old data is stale.
-        *self.templates.borrow_mut() = Templates::default();
-        let path = self.data_path();
-        match self.manifest.data {
-            None => match std::fs::remove_file(&path) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(Error::io("removing", path, e)),
-            },
-            Some(h) => {
-                let bytes = self.store.read(&h).map_err(|source| Error::Integrity {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-                sgard_store::durable::write_atomic(&path, &bytes, 0o644)?;
-                Ok(())
-            }
-        }
-    }
-
     /// The machine-local data file overlaying the repository's.
     pub fn local_data_path(&self) -> Option<PathBuf> {
-        self.env.config_dir.as_ref().map(|d| d.join(DATA_FILE))
+        self.repo.local_data_path()
     }
 
     /// The repository's data file.
     pub fn data_path(&self) -> PathBuf {
-        self.root.join(DATA_FILE)
+        self.repo.data_path()
     }
 
     /// The data templates see: the repository's `data.yaml` overlaid by
@@ -304,6 +257,42 @@ impl Garden {
     /// [`Error::Template`] naming a data file that is not a YAML mapping;
     /// [`Error::Io`].
     pub fn template_data(&self) -> Result<Value> {
+        self.repo.template_data()
+    }
+
+    /// Every variable templates see on this machine.
+    ///
+    /// # Errors
+    /// As [`Garden::template_data`]; reading the tags.
+    pub fn template_vars(&self) -> Result<Value> {
+        self.repo.template_vars()
+    }
+
+    /// Renders `source` for this machine (`path` names it in errors).
+    ///
+    /// # Errors
+    /// [`Error::Template`] for a syntax error, an undefined variable or bad
+    /// data, with the line and column.
+    pub fn render_source(&mut self, path: &str, source: &[u8]) -> Result<Vec<u8>> {
+        self.tx().render_source(path, source)
+    }
+
+    /// The rendering of a template entry's stored source (decrypted first
+    /// when it is encrypted: the key must be unlocked).
+    ///
+    /// # Errors
+    /// Store and key errors; as [`Garden::render_source`].
+    pub fn rendering(&mut self, e: &Entry) -> Result<Vec<u8>> {
+        self.tx().rendering(e)
+    }
+}
+
+impl Repo {
+    pub(crate) fn local_data_path(&self) -> Option<PathBuf> {
+        self.env.config_dir.as_ref().map(|d| d.join(DATA_FILE))
+    }
+
+    pub(crate) fn template_data(&self) -> Result<Value> {
         let mut data = read_data(&self.data_path())?.unwrap_or_default();
         if let Some(local) = self.local_data_path()
             && let Some(top) = read_data(&local)?
@@ -313,11 +302,11 @@ impl Garden {
         Ok(Value::Object(data))
     }
 
-    /// Every variable templates see on this machine.
-    ///
-    /// # Errors
-    /// As [`Garden::template_data`]; reading the tags.
-    pub fn template_vars(&self) -> Result<Value> {
+    pub(crate) fn data_path(&self) -> PathBuf {
+        self.root.join(DATA_FILE)
+    }
+
+    pub(crate) fn template_vars(&self) -> Result<Value> {
         let tags = self.tags()?;
         let mut sgard = Map::new();
         for (k, v) in [
@@ -341,16 +330,80 @@ impl Garden {
         vars.insert("data".to_owned(), self.template_data()?);
         Ok(Value::Object(vars))
     }
+}
 
-    /// Renders `source` for this machine (`path` names it in errors).
+impl Tx<'_> {
+    /// The SHA-256 of a template entry's rendering if this command rendered
+    /// it already.
+    pub(crate) fn rendered_of(&self, e: &Entry) -> Option<Hash> {
+        let h = e.hash?;
+        self.work
+            .templates
+            .rendered
+            .get(&(e.path.clone(), h))
+            .copied()
+    }
+
+    /// Stores a template's source (its ciphertext, if encrypted) in the
+    /// chunk store, where the Go sgard's prune, which deletes every blob no
+    /// `type: file` entry names, never looks; a blob when there is none
+    /// (a store outside the repository).
     ///
     /// # Errors
-    /// [`Error::Template`] for a syntax error, an undefined variable or bad
-    /// data, with the line and column.
-    pub fn render_source(&self, path: &str, source: &[u8]) -> Result<Vec<u8>> {
-        let mut t = self.templates.borrow_mut();
+    /// Store errors.
+    pub(crate) fn put_source(&mut self, bytes: &[u8]) -> Result<sgard_store::Written> {
+        if let Some(cs) = self.repo.store.chunked()
+            && self.writes_to_repo()
+        {
+            let params = match self.chunking()? {
+                sgard_store::chunks::Setting::On { params, .. } => params,
+                sgard_store::chunks::Setting::Off => sgard_store::chunks::Params::default(),
+            };
+            let c = cs.write(&mut &bytes[..], params, None)?;
+            self.work.known_size(c.hash, c.size);
+            return Ok(sgard_store::Written {
+                hash: c.hash,
+                size: c.size,
+                new: c.new_chunks > 0 || c.new_list,
+            });
+        }
+        Ok(self.put(&mut &bytes[..])?)
+    }
+
+    /// Writes the data file the manifest records into the repository
+    /// folder (after a pull brought another one).
+    ///
+    /// # Errors
+    /// Store errors (a missing or corrupt blob); [`Error::Io`].
+    pub(crate) fn install_data(&mut self) -> Result<()> {
+        // What was rendered with the old data is stale.
+        self.work.templates = Templates::default();
+        let path = self.repo.data_path();
+        match self.repo.manifest.data {
+            None => match std::fs::remove_file(&path) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(Error::io("removing", path, e)),
+            },
+            Some(h) => {
+                let bytes = self
+                    .repo
+                    .store
+                    .read(&h)
+                    .map_err(|source| Error::Integrity {
+                        path: path.display().to_string(),
+                        source,
+                    })?;
+                sgard_store::durable::write_atomic(&path, &bytes, 0o644)?;
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn render_source(&mut self, path: &str, source: &[u8]) -> Result<Vec<u8>> {
+        let t = &mut self.work.templates;
         if t.vars.is_none() {
-            t.vars = Some(self.template_vars());
+            t.vars = Some(self.repo.template_vars());
         }
         match t.vars.as_ref() {
             Some(Ok(vars)) => render_with(path, source, vars),
@@ -364,36 +417,20 @@ impl Garden {
         }
     }
 
-    /// The rendering of a template entry's stored source (decrypted first
-    /// when it is encrypted: the key must be unlocked).
-    ///
-    /// # Errors
-    /// Store and key errors; as [`Garden::render_source`].
-    pub fn rendering(&self, e: &Entry) -> Result<Vec<u8>> {
+    pub(crate) fn rendering(&mut self, e: &Entry) -> Result<Vec<u8>> {
         let source = if e.encrypted {
             self.stored_plaintext(e)?.to_vec()
         } else {
-            self.blob_of(e)?
+            self.repo.blob_of(e)?
         };
         let out = self.render_source(&e.path, &source)?;
         if let Some(h) = e.hash {
-            self.templates
-                .borrow_mut()
+            self.work
+                .templates
                 .rendered
                 .insert((e.path.clone(), h), Hash::of(&out));
         }
         Ok(out)
-    }
-
-    /// The SHA-256 of a template entry's rendering if this command rendered
-    /// it already.
-    pub(crate) fn rendered_of(&self, e: &Entry) -> Option<Hash> {
-        let h = e.hash?;
-        self.templates
-            .borrow()
-            .rendered
-            .get(&(e.path.clone(), h))
-            .copied()
     }
 
     /// The SHA-256 of a template entry's rendering, rendering it once per
@@ -402,7 +439,7 @@ impl Garden {
     ///
     /// # Errors
     /// As [`Garden::rendering`].
-    pub(crate) fn rendered_hash(&self, e: &Entry, unlock: bool) -> Result<Option<Hash>> {
+    pub(crate) fn rendered_hash(&mut self, e: &Entry, unlock: bool) -> Result<Option<Hash>> {
         if let Some(r) = self.rendered_of(e) {
             return Ok(Some(r));
         }

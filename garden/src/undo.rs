@@ -1,5 +1,6 @@
 //! `undo`: reverse the most recent change sgard made to the home folder.
 
+use crate::Tx;
 use sgard_manifest::history::Reason;
 use sgard_manifest::{Entry, Timestamp};
 
@@ -50,8 +51,8 @@ impl Garden {
     /// gone; snapshot integrity errors.
     pub fn undo(&mut self, dry_run: bool) -> Result<UndoReport> {
         let (a_idx, b_idx) = self.undo_target()?;
-        let a_rec = self.history.records[a_idx].clone();
-        let b_id = self.history.records[b_idx].id;
+        let a_rec = self.repo.history.records[a_idx].clone();
+        let b_id = self.repo.history.records[b_idx].id;
         let (after, before, paths) = self.undo_docs(a_idx, b_idx)?;
         let mut report = UndoReport {
             undone: format!(
@@ -68,7 +69,7 @@ impl Garden {
         };
         let mut steps = Vec::new();
         for p in paths {
-            let abs = self.env.expand(&p);
+            let abs = self.repo.env.expand(&p);
             let was = before.get(&p);
             let wrote = after.get(&p);
             let disk = match self.disk_entry(&p, &abs) {
@@ -82,7 +83,7 @@ impl Garden {
                     continue;
                 }
             };
-            let is = |rec: Option<&Entry>| self.disk_is(disk.as_ref(), rec, &abs);
+            let mut is = |rec: Option<&Entry>| self.tx().disk_is(disk.as_ref(), rec, &abs);
             let (is_was, is_wrote) = match (is(was), is(wrote)) {
                 (Ok(a), Ok(b)) => (a, b),
                 (Err(e), _) | (_, Err(e)) => {
@@ -132,6 +133,7 @@ impl Garden {
             // undone (saved by it); without that record, no base at all for
             // them: every difference is then a question, never a revert.
             let prior = self
+                .repo
                 .local
                 .as_ref()
                 .and_then(|l| crate::base::load_prior(&l.dir.join("bases").join(b_id.to_hex())))
@@ -158,7 +160,7 @@ impl Garden {
     pub fn undo_summary(&self) -> Result<UndoSummary> {
         let (a_idx, b_idx) = self.undo_target()?;
         let (_, _, paths) = self.undo_docs(a_idx, b_idx)?;
-        let rec = &self.history.records[a_idx];
+        let rec = &self.repo.history.records[a_idx];
         Ok(UndoSummary {
             operation: rec
                 .message
@@ -174,7 +176,7 @@ impl Garden {
     /// restore-like one) and of its `before-restore` snapshot.
     fn undo_target(&self) -> Result<(usize, usize)> {
         self.require_history()?;
-        let recs = &self.history.records;
+        let recs = &self.repo.history.records;
         let a_idx = recs
             .iter()
             .rposition(|r| r.reason.is_restore_like() && self.is_mine(r))
@@ -182,6 +184,7 @@ impl Garden {
                 Error::Snapshot("nothing to undo: no restore on this machine in the history".into())
             })?;
         let b_idx = self
+            .repo
             .parent_index(a_idx)
             .filter(|&i| recs[i].reason == Reason::BeforeRestore)
             .ok_or_else(|| {
@@ -204,8 +207,8 @@ impl Garden {
         sgard_manifest::Manifest,
         Vec<String>,
     )> {
-        let after = self.snapshot_doc(&self.history.records[a_idx].id)?;
-        let before = self.snapshot_doc(&self.history.records[b_idx].id)?;
+        let after = self.snapshot_doc(&self.repo.history.records[a_idx].id)?;
+        let before = self.snapshot_doc(&self.repo.history.records[b_idx].id)?;
         let mut paths: Vec<String> = after.files.iter().map(|e| e.path.clone()).collect();
         paths.extend(after.absent.iter().cloned());
         paths.extend(before.files.iter().map(|e| e.path.clone()));
@@ -219,13 +222,13 @@ impl Garden {
     /// a later `undo` does not reach past it without saying so (best
     /// effort: the note only adds a question).
     pub(crate) fn note_changed_nothing(&self, what: &str) {
-        let Some(l) = &self.local else { return };
+        let Some(l) = &self.repo.local else { return };
         // The note names the newest restore-like record of this machine it
         // speaks past: a record added after it (even one whose command was
         // cut off before it could clear the note) makes the note stale.
         let text = format!(
             "{}\n{}\n{}\n",
-            self.env.now,
+            self.repo.env.now,
             what.replace('\n', " "),
             self.newest_restore_like().unwrap_or_default()
         );
@@ -237,7 +240,7 @@ impl Garden {
 
     /// Forgets that note: an operation that changed something was recorded.
     pub(crate) fn clear_changed_nothing(&self) {
-        if let Some(l) = &self.local {
+        if let Some(l) = &self.repo.local {
             let _ = std::fs::remove_file(l.dir.join(NOOP_FILE));
         }
     }
@@ -245,7 +248,7 @@ impl Garden {
     /// The latest restore-like operation, if it changed nothing: what it
     /// was and when (see [`Garden::note_changed_nothing`]).
     fn latest_changed_nothing(&self) -> Option<(String, Timestamp)> {
-        let l = self.local.as_ref()?;
+        let l = self.repo.local.as_ref()?;
         let text = sgard_store::durable::read_regular_to_string(&l.dir.join(NOOP_FILE)).ok()?;
         let mut lines = text.lines();
         let time = Timestamp::parse(lines.next()?).ok()?;
@@ -264,7 +267,8 @@ impl Garden {
     /// time have the same id), if any.
     fn newest_restore_like(&self) -> Option<String> {
         let mine = || {
-            self.history
+            self.repo
+                .history
                 .records
                 .iter()
                 .filter(|r| r.reason.is_restore_like() && self.is_mine(r))
@@ -280,16 +284,20 @@ impl Garden {
         };
         let kind = DiskKind::of(&md);
         let mut e = match kind {
-            DiskKind::File => {
-                Entry::new(path.into(), sgard_manifest::EntryKind::File, self.env.now)
-            }
-            DiskKind::Link => {
-                Entry::new(path.into(), sgard_manifest::EntryKind::Link, self.env.now)
-            }
+            DiskKind::File => Entry::new(
+                path.into(),
+                sgard_manifest::EntryKind::File,
+                self.repo.env.now,
+            ),
+            DiskKind::Link => Entry::new(
+                path.into(),
+                sgard_manifest::EntryKind::Link,
+                self.repo.env.now,
+            ),
             DiskKind::Dir => Entry::new(
                 path.into(),
                 sgard_manifest::EntryKind::Directory,
-                self.env.now,
+                self.repo.env.now,
             ),
             _ => {
                 return Err(Error::Unsupported {
@@ -308,12 +316,14 @@ impl Garden {
     }
 }
 
-impl Garden {
+impl Garden {}
+
+impl Tx<'_> {
     /// Whether the disk state (from `disk_entry`: a file's `hash` is the
     /// SHA-256 of its plaintext) equals a recorded state: content, target
     /// and mode. Encrypted recorded states are compared by plaintext.
     fn disk_is(
-        &self,
+        &mut self,
         disk: Option<&Entry>,
         rec: Option<&Entry>,
         abs: &std::path::Path,

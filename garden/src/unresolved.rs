@@ -21,6 +21,7 @@
 //! takes the file as it is, when `edit` stores it, or when a new merge
 //! writes the path.
 
+use crate::Tx;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -175,27 +176,16 @@ fn holds_markers_in(mut r: impl BufRead, mask: u8) -> bool {
 }
 
 impl Garden {
-    /// Whether the file of `path` (at `abs`) still holds conflict markers a
-    /// merge wrote into it (see the module documentation).
-    pub(crate) fn unresolved_merge(&self, path: &str, abs: &Path) -> bool {
-        self.unresolved
-            .live(path)
-            .is_some_and(|r| holds_markers(abs, r.mask))
-    }
-
     /// Whether `content`, about to be stored for `path`, still holds
     /// conflict markers a merge wrote into the path.
     pub(crate) fn unresolved_merge_in(&self, path: &str, content: &[u8]) -> bool {
-        self.unresolved
+        self.work
+            .unresolved
             .live(path)
             .is_some_and(|r| holds_markers_in(content, r.mask))
     }
 
     /// Whether a live merge record names `path` (its markers may be gone).
-    pub(crate) fn has_unresolved(&self, path: &str) -> bool {
-        self.unresolved.live(path).is_some()
-    }
-
     /// Remembers that a merge writes the markers `mask` into `path` as the
     /// stored content `written` (no markers: it writes a clean result),
     /// durably.
@@ -203,11 +193,11 @@ impl Garden {
     /// # Errors
     /// [`crate::Error::Io`] naming the file.
     pub(crate) fn set_unresolved(&mut self, path: &str, mask: u8, written: Hash) -> Result<()> {
-        let before = self.unresolved.clone();
+        let before = self.work.unresolved.clone();
         if mask == 0 {
-            self.unresolved.paths.remove(path);
+            self.work.unresolved.paths.remove(path);
         } else {
-            self.unresolved.paths.insert(
+            self.work.unresolved.paths.insert(
                 path.to_owned(),
                 Record {
                     mask,
@@ -229,9 +219,9 @@ impl Garden {
         &mut self,
         writes: impl IntoIterator<Item = (&'p str, Option<Hash>)>,
     ) -> Result<()> {
-        let before = self.unresolved.clone();
+        let before = self.work.unresolved.clone();
         for (p, h) in writes {
-            if let Some(r) = self.unresolved.paths.get_mut(p) {
+            if let Some(r) = self.work.unresolved.paths.get_mut(p) {
                 r.live = h.is_some() && r.written == h;
             }
         }
@@ -258,21 +248,39 @@ impl Garden {
         &mut self,
         paths: impl IntoIterator<Item = &'p str>,
     ) -> Result<()> {
-        let before = self.unresolved.clone();
+        let before = self.work.unresolved.clone();
         for p in paths {
-            self.unresolved.paths.remove(p);
+            self.work.unresolved.paths.remove(p);
         }
         self.save_unresolved(&before)
     }
 
     fn save_unresolved(&self, before: &Unresolved) -> Result<()> {
-        if self.unresolved == *before || self.dry_run {
+        if self.work.unresolved == *before || self.repo.dry_run {
             return Ok(());
         }
-        match self.local_dir.as_deref() {
-            Some(dir) => self.unresolved.save(dir),
+        match self.repo.local_dir.as_deref() {
+            Some(dir) => self.work.unresolved.save(dir),
             None => Ok(()),
         }
+    }
+}
+
+impl Tx<'_> {
+    /// Whether the file of `path` (at `abs`) still holds conflict markers a
+    /// merge wrote into it (see the module documentation).
+    pub(crate) fn unresolved_merge(&self, path: &str, abs: &Path) -> bool {
+        self.work
+            .unresolved
+            .live(path)
+            .is_some_and(|r| holds_markers(abs, r.mask))
+    }
+}
+
+impl crate::Work {
+    /// Whether a merge left conflict markers in `path` that are still there.
+    pub(crate) fn has_unresolved(&self, path: &str) -> bool {
+        self.unresolved.live(path).is_some()
     }
 }
 

@@ -62,7 +62,7 @@ impl Garden {
     /// # Errors
     /// As the two.
     pub fn verify_all(&self) -> Result<(Vec<VerifyLine>, Vec<SnapshotCheck>)> {
-        let mut seen = HashMap::with_capacity(self.manifest.files.len());
+        let mut seen = HashMap::with_capacity(self.repo.manifest.files.len());
         let lines = self.verify_with(&mut seen)?;
         let snaps = self.verify_history_with(&mut seen)?;
         Ok((lines, snaps))
@@ -73,7 +73,7 @@ impl Garden {
         &self,
         seen: &mut HashMap<sgard_store::Hash, VerifyState>,
     ) -> Result<Vec<VerifyLine>> {
-        let files = &self.manifest.files;
+        let files = &self.repo.manifest.files;
         let mut out = Vec::with_capacity(files.iter().filter(|e| e.hash.is_some()).count());
         sgard_store::progress::begin("verifying", out.capacity() as u64, 0);
         for e in files {
@@ -82,7 +82,7 @@ impl Garden {
             let state = match seen.get(&h) {
                 Some(s) => *s,
                 None => {
-                    let s = VerifyState::of(self.store.verify(&h)?);
+                    let s = VerifyState::of(self.repo.store.verify(&h)?);
                     seen.insert(h, s);
                     s
                 }

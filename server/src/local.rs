@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sgard_garden::{Base, Env, Garden, LockMode, PushDecision};
+use sgard_garden::{Access, Base, Env, Garden, LockMode, PushDecision};
 use sgard_manifest::Manifest;
 use sgard_manifest::history::Record;
 use sgard_proto::CHUNK_SIZE;
@@ -97,7 +97,8 @@ impl Local {
         let repo = repo.to_path_buf();
         let env = (self.env)().map_err(Error::internal)?;
         tokio::task::spawn_blocking(move || {
-            let mut g = Garden::open(&repo, env, mode, &|_| {}).map_err(garden_error)?;
+            let mut g =
+                Garden::open(&repo, env, Access::from(mode).into()).map_err(garden_error)?;
             let out = f(&mut g)?;
             // This machine's index of the garden is a cache: one that cannot
             // be saved costs the next call a full read, not its answer.

@@ -23,7 +23,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use bytes::Bytes;
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use sgard_depot::{Garden as GardenName, Kind as ObjKind};
-use sgard_garden::{Env, Garden, LockMode, head_id_of};
+use sgard_garden::{Access, Env, Garden, head_id_of};
 use sgard_store::{Hash, Store};
 
 use super::DEFAULT_GARDEN;
@@ -359,7 +359,7 @@ impl Side {
                 blocking(move || {
                     // Read under the repository's lock, so no writer is
                     // half-way.
-                    let _g = Garden::open(&repo, env, LockMode::Shared, &|_| {})?;
+                    let _g = Garden::open(&repo, env, Access::Read.into())?;
                     let store = Store::open(&repo);
                     let mut out: Vec<Obj> = store
                         .list()?
@@ -536,7 +536,7 @@ impl Side {
                 let repo = garden_dir(dir, g);
                 let env = env.clone();
                 blocking(move || {
-                    let garden = Garden::open(&repo, env, LockMode::Shared, &|_| {})?;
+                    let garden = Garden::open(&repo, env, Access::Read.into())?;
                     let history = garden.shared_history().records.clone();
                     if garden.manifest().files.is_empty() && history.is_empty() {
                         return Ok(None);
@@ -572,7 +572,7 @@ impl Side {
                 let repo = garden_dir(dir, g);
                 let env = env.clone();
                 blocking(move || {
-                    let mut garden = Garden::open(&repo, env, LockMode::Exclusive, &|_| {})?;
+                    let mut garden = Garden::open(&repo, env, Access::Write.into())?;
                     let id = head_id_of(&head.manifest);
                     let now = garden.head_id();
                     if now == id {

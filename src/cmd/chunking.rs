@@ -60,7 +60,7 @@ fn describe(s: &Setting, out: &mut dyn Write) -> Result<()> {
 
 fn run(ctx: &Ctx, c: Change, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     if !c.off && !c.on && c.threshold.is_none() && c.sizes.is_none() {
-        let g = ctx.open_repository_only()?;
+        let mut g = ctx.open_repository_only()?;
         describe(&g.chunking()?, out)?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -20,14 +20,15 @@ pub struct Flags {
 }
 
 fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
+    let mut g = ctx.open(LockMode::Shared)?;
     let as_ids = |a: &OsString, b: &OsString| match (a.to_str(), b.to_str()) {
         (Some(a), Some(b)) => g.resolve(a).is_ok() && g.resolve(b).is_ok(),
         _ => false,
     };
+    let two_ids = paths.len() >= 2 && as_ids(&paths[0], &paths[1]);
     let results = if let Some(at) = &f.at {
         g.diff_at(at, paths)?
-    } else if paths.len() >= 2 && as_ids(&paths[0], &paths[1]) {
+    } else if two_ids {
         let (a, b) = (paths[0].to_string_lossy(), paths[1].to_string_lossy());
         g.diff_snapshots(&a, &b, &paths[2..])?
             .into_iter()
@@ -35,10 +36,10 @@ fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Result<E
             .collect()
     } else if paths.len() == 1 {
         // One path names one file exactly (a folder still works through diff_many).
-        match g.entry_at(&paths[0]) {
-            Ok(e) => match g.diff(&paths[0]) {
+        match g.entry_at(&paths[0]).map(|e| e.path.clone()) {
+            Ok(tilde) => match g.diff(&paths[0]) {
                 Err(err) if err.is_interrupted() => return Err(err.into()),
-                r => vec![(e.path.clone(), r)],
+                r => vec![(tilde, r)],
             },
             // Not an entry: maybe a folder of entries; else say it is not tracked.
             Err(e @ sgard_garden::Error::NotTracked(_)) => match g.diff_many(paths) {

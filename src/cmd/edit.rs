@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context as _, Result};
-use sgard_garden::{EditOutcome, LockMode};
+use sgard_garden::{Access, EditOutcome, LockMode};
 
 use super::Ctx;
 use crate::exit::Fail;
@@ -19,7 +19,7 @@ fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Re
     let mut conflicts = 0;
     for p in paths {
         let (session, pass) = {
-            let g = ctx.open(LockMode::Shared)?;
+            let mut g = ctx.open(LockMode::Shared)?;
             let begun = (g.edit_begin(p)?, g.given_passphrase());
             ctx.finish_query(g);
             begun
@@ -46,11 +46,12 @@ fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Re
             failed += 1;
             continue;
         }
-        let mut g = ctx.open(LockMode::Exclusive)?;
+        let mut opts = ctx.options(Access::Write);
         if let Some(pw) = pass {
             // Asked once, at the start of this edit.
-            g.set_passphrase_source(Box::new(move || Ok(pw.clone())));
+            opts.passphrase = Some(Box::new(move || Ok(pw.clone())));
         }
+        let mut g = ctx.open_with(opts)?;
         let outcome = match g.edit_finish(&session, !no_apply) {
             Ok(o) => {
                 ctx.finish(g)?;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result, anyhow, bail};
-use sgard_garden::{GITATTRIBUTES, Garden};
+use sgard_garden::{Access, GITATTRIBUTES, Garden, Options};
 use sgard_store::durable;
 
 use super::Ctx;
@@ -215,7 +215,14 @@ fn merge_driver(
                 .parent()
                 .map(Path::to_path_buf)
                 .unwrap_or_default();
-            let merged = match Garden::open_for_home(&repo, ctx.env.clone(), &ui::note) {
+            let merged = match Garden::open(
+                &repo,
+                ctx.env.clone(),
+                Options {
+                    on_wait: Some(&ui::note),
+                    ..Options::from(Access::Home)
+                },
+            ) {
                 Ok(mut g) => {
                     let merged = g.git_merge_manifest(&b, &o, &t);
                     ctx.finish_query(g);

@@ -12,7 +12,7 @@ use sgard_manifest::EntryKind;
 use super::{Ctx, list::entry_json, print_json};
 
 fn run(ctx: &Ctx, path: &OsString, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
+    let mut g = ctx.open(LockMode::Shared)?;
     let i = g.info(path)?;
     ctx.finish_query(g);
     let e = &i.entry;

@@ -70,7 +70,7 @@ fn run(ctx: &Ctx, dir: Direction, out: &mut dyn Write) -> Result<ExitCode> {
                 (false, true) => super::scripts::Scripts::List,
                 (false, false) => super::scripts::Scripts::Run,
             };
-            let plan = super::scripts::plan(&g, scripts)?;
+            let plan = super::scripts::plan(&mut g, scripts)?;
             ctx.finish(g)?;
             let failed_scripts = super::scripts::run_plan(plan, out)?;
             let (del, keep) = if dry_run {

@@ -81,7 +81,7 @@ fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         Scripts::Run
     };
     // Run with the repository closed: a script may run sgard.
-    let plan = scripts::plan(&g, scripts)?;
+    let plan = scripts::plan(&mut g, scripts)?;
     ctx.finish(g)?;
     if p.report.up_to_date {
         writeln!(out, "Already up to date.")?;

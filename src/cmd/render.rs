@@ -11,13 +11,13 @@ use super::{Ctx, print_json};
 
 /// Prints a template's rendering for this machine, byte for byte.
 fn run(ctx: &Ctx, path: &OsStr, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
-    let e = g.entry_at(path)?;
+    let mut g = ctx.open(LockMode::Shared)?;
+    let e = g.entry_at(path)?.clone();
     let tilde = e.path.clone();
     if !e.template {
         bail!("{tilde} is not a template (`sgard add --template {tilde}` makes it one)");
     }
-    let text = g.rendering(e).with_context(|| tilde.clone())?;
+    let text = g.rendering(&e).with_context(|| tilde.clone())?;
     ctx.finish_query(g);
     out.write_all(&text).context("writing the rendering")?;
     Ok(ExitCode::SUCCESS)

@@ -47,7 +47,7 @@ fn run(
         (false, false) => Scripts::Run,
     };
     // Run with the repository closed: a script may run sgard.
-    let plan = scripts::plan(&g, scripts)?;
+    let plan = scripts::plan(&mut g, scripts)?;
     ctx.finish(g)?;
     let failed = scripts::run_plan(plan, out)?;
     scripts::end(finish(&report, dry_run, out), &failed)

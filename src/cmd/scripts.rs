@@ -35,7 +35,7 @@ pub struct Plan {
 ///
 /// # Errors
 /// Reading this machine's record of what ran.
-pub fn plan(g: &Garden, what: Scripts) -> Result<Plan> {
+pub fn plan(g: &mut Garden, what: Scripts) -> Result<Plan> {
     let env = g.env();
     let mut p = Plan {
         what,
@@ -195,9 +195,9 @@ pub fn end(done: Result<ExitCode>, failed: &[Failed]) -> Result<ExitCode> {
 
 /// `sgard run-scripts [--dry-run]`.
 fn run(ctx: &super::Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open_for_home(dry_run)?;
+    let mut g = ctx.open_for_home(dry_run)?;
     let what = if dry_run { Scripts::List } else { Scripts::Run };
-    let p = plan(&g, what)?;
+    let p = plan(&mut g, what)?;
     ctx.finish(g)?;
     if p.items.is_empty() {
         writeln!(out, "No scripts are due.")?;

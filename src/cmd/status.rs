@@ -18,7 +18,7 @@ fn run(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
+    let mut g = ctx.open(LockMode::Shared)?;
     let lines = g.status_of_args(paths)?;
     let changed = lines.iter().any(|l| l.state.is_change());
     if json {
