@@ -171,7 +171,10 @@ impl Tx<'_> {
         self.status_of_args(&[])
     }
 
-    pub(crate) fn status_of_args(&mut self, args: &[std::ffi::OsString]) -> Result<Vec<StatusLine>> {
+    pub(crate) fn status_of_args(
+        &mut self,
+        args: &[std::ffi::OsString],
+    ) -> Result<Vec<StatusLine>> {
         let repo = self.repo;
         let picked = repo.select(args)?;
         // Whether the repository still holds each content: a machine
