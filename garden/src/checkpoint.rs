@@ -159,10 +159,10 @@ impl Garden {
             .history
             .head()
             .is_some_and(|r| r.id == self.repo.head_hash);
-        let parent = match self.repo.history.head() {
+        let parent = match self.repo.history.head().map(|r| r.id) {
             _ if head_is_snapshot => Parent::Head,
             None => Parent::None,
-            Some(r) => match self.snapshot_doc(&r.id) {
+            Some(id) => match self.snapshot_doc(&id) {
                 Ok(doc) => Parent::Doc(Box::new(doc)),
                 Err(_) => Parent::Unreadable,
             },

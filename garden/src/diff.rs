@@ -136,7 +136,7 @@ impl Tx<'_> {
     ) -> Result<Vec<(String, Result<Diff>)>> {
         let idx = self.repo.resolve(at)?;
         let id = self.repo.history.records[idx].id;
-        let doc = self.repo.snapshot_doc(&id)?;
+        let doc = self.snapshot_doc(&id)?;
         let label = id.short(12);
         let named = self.repo.tilde_args(args)?;
         let mut out = Vec::new();
@@ -180,7 +180,7 @@ impl Tx<'_> {
             self.repo.history.records[ia].id,
             self.repo.history.records[ib].id,
         );
-        let (da, db) = (self.repo.snapshot_doc(&ida)?, self.repo.snapshot_doc(&idb)?);
+        let (da, db) = (self.snapshot_doc(&ida)?, self.snapshot_doc(&idb)?);
         let mut paths: Vec<String> = Vec::new();
         for doc in [&da, &db] {
             for i in self.repo.select_in(&doc.files, args).unwrap_or_default() {

@@ -118,8 +118,8 @@ impl Garden {
     ///
     /// # Errors
     /// [`Error::Integrity`] when the blob is missing or corrupt; parse errors.
-    pub fn snapshot_doc(&self, id: &Hash) -> Result<Manifest> {
-        self.repo.snapshot_doc(id)
+    pub fn snapshot_doc(&mut self, id: &Hash) -> Result<Manifest> {
+        self.tx().snapshot_doc(id)
     }
 
     fn content_bytes(&self, blobs: impl Iterator<Item = Hash>) -> u64 {
@@ -250,7 +250,7 @@ impl Garden {
     /// it). A chunked file counts once; the snapshot's own blob never. With
     /// no parent every content is new; with a parent that cannot be read,
     /// `stored` (what this run wrote) is the best answer there is.
-    fn new_content(&self, parent: Option<Hash>, stored: u64, known: Option<&Manifest>) -> u64 {
+    fn new_content(&mut self, parent: Option<Hash>, stored: u64, known: Option<&Manifest>) -> u64 {
         let old: HashSet<Hash> = match (parent, known) {
             (None, _) => HashSet::new(),
             (Some(_), Some(doc)) => doc.referenced_blobs().collect(),
@@ -321,12 +321,15 @@ impl Garden {
     ///
     /// # Errors
     /// As [`Garden::resolve`] and [`Garden::snapshot_doc`].
-    pub fn show(&self, name: &str) -> Result<(Record, Vec<ShowChange>)> {
+    pub fn show(&mut self, name: &str) -> Result<(Record, Vec<ShowChange>)> {
         let idx = self.resolve(name)?;
         let rec = self.repo.history.records[idx].clone();
         let doc = self.snapshot_doc(&rec.id)?;
         let parent = match self.repo.parent_index(idx) {
-            Some(p) => Some(self.snapshot_doc(&self.repo.history.records[p].id)?),
+            Some(p) => {
+                let id = self.repo.history.records[p].id;
+                Some(self.snapshot_doc(&id)?)
+            }
             None => None,
         };
         Ok((
@@ -482,14 +485,14 @@ impl Garden {
     ///
     /// # Errors
     /// Only for store I/O failures.
-    pub fn verify_history(&self) -> Result<Vec<SnapshotCheck>> {
+    pub fn verify_history(&mut self) -> Result<Vec<SnapshotCheck>> {
         self.verify_history_with(&mut HashMap::new())
     }
 
     /// As [`Garden::verify_history`], with the verdicts on blobs already
     /// re-hashed this run (`seen`, added to): each blob is read once.
     pub(crate) fn verify_history_with(
-        &self,
+        &mut self,
         seen: &mut HashMap<Hash, VerifyState>,
     ) -> Result<Vec<SnapshotCheck>> {
         self.require_history()?;
@@ -527,7 +530,7 @@ impl Garden {
                 let parsed = if r.id == self.repo.head_hash {
                     None
                 } else {
-                    Some(self.snapshot_doc(&r.id))
+                    Some(Tx::new(&self.repo, &mut self.work).snapshot_doc(&r.id))
                 };
                 let doc = match &parsed {
                     None => Ok(&self.repo.manifest.files),
@@ -576,7 +579,7 @@ impl Garden {
     /// # Errors
     /// [`Error::Integrity`] when a snapshot cannot be read: pruning then
     /// could delete blobs it needs, so prune refuses.
-    pub(crate) fn live_blobs(&self) -> Result<HashSet<Hash>> {
+    pub(crate) fn live_blobs(&mut self) -> Result<HashSet<Hash>> {
         self.require_history()?;
         let mut live = crate::rules::Live::of(&self.repo.manifest, &self.repo.history.records);
         for id in live.snapshots().to_vec() {
@@ -669,7 +672,24 @@ impl Repo {
         }
     }
 
-    pub(crate) fn snapshot_doc(&self, id: &Hash) -> Result<Manifest> {
+    /// Whether the repository holds snapshot `id`'s document sound: its
+    /// blob is there and hashes to its name, or, with no blob, it is the
+    /// head's, which manifest.yaml (read and hashed by this run) holds.
+    /// Exactly when [`Repo::parse_snapshot_doc`] would read it without an
+    /// error of the store, so a cached parse never hides a lost or damaged
+    /// snapshot (`verify`, `prune` and `restore --at` see the damage as
+    /// before).
+    pub(crate) fn has_sound_snapshot(&self, id: &Hash) -> bool {
+        match self.blobs_for(id).verify(id) {
+            Ok(sgard_store::BlobState::Ok) => true,
+            Ok(sgard_store::BlobState::Missing) => *id == self.head_hash,
+            _ => false,
+        }
+    }
+
+    /// Snapshot `id`'s document, read and parsed (see [`Tx::snapshot_doc`]
+    /// for the cached way).
+    pub(crate) fn parse_snapshot_doc(&self, id: &Hash) -> Result<Manifest> {
         let read = match self.blobs_for(id).read(id) {
             Err(sgard_store::Error::Missing(_)) => {
                 self.head_text(id).ok_or(sgard_store::Error::Missing(*id))
@@ -709,6 +729,43 @@ impl Repo {
 }
 
 impl Tx<'_> {
+    /// Snapshot `id`'s document: from this machine's cache of parsed
+    /// documents where that holds it and the repository still does (see
+    /// [`crate::docs`]), else read and parsed (and kept for the cache, which
+    /// is written with the index).
+    ///
+    /// # Errors
+    /// The snapshot is missing or damaged, or not a manifest.
+    pub(crate) fn snapshot_doc(&mut self, id: &Hash) -> Result<Manifest> {
+        let dir = self
+            .repo
+            .local_dir
+            .as_ref()
+            .map(|d| d.join(crate::docs::DIR));
+        if let Some(m) = self
+            .work
+            .docs
+            .iter()
+            .find(|(h, _)| h == id)
+            .and_then(|(_, b)| {
+                sgard_manifest::codec::decode_manifest(b.get(crate::docs::HEADER..)?)
+            })
+        {
+            return Ok(m);
+        }
+        if let Some(dir) = &dir
+            && let Some(m) = crate::docs::read(dir, id)
+            && self.repo.has_sound_snapshot(id)
+        {
+            return Ok(m);
+        }
+        let m = self.repo.parse_snapshot_doc(id)?;
+        if dir.is_some() {
+            self.work.docs.push((*id, crate::docs::encode(&m)));
+        }
+        Ok(m)
+    }
+
     /// Puts the head's snapshot blob back from manifest.yaml when it is
     /// gone: the Go sgard's `prune` deletes every blob the manifest does
     /// not name, snapshots included, and the head's is the one the next

@@ -55,9 +55,7 @@ use crate::pathtable::PathTable;
 use crate::statcache::Stat;
 use crate::{Error, Result};
 
-pub(crate) mod codec;
-
-use codec::{Reader, Writer};
+use sgard_manifest::codec::{self, Reader, Writer};
 
 /// The file's name in the repository's state folder.
 pub const FILE: &str = "index";
@@ -68,13 +66,11 @@ const MAGIC: &[u8; 12] = b"sgard-index\n";
 const VERSION: u32 = 2;
 /// Far above any real index (100,000 entries take ~30 MB).
 const MAX_BYTES: u64 = 1 << 30;
-/// Decoded counts never reserve more than this many items up front. A count
-/// is already bounded by the bytes left (each item takes at least a few), so
-/// a damaged one reserves at most a small multiple of what was read; the
-/// cap keeps that multiple from mattering. Real counts get exactly their
-/// room: a table grown by doubling held up to twice its records (at 100,000
-/// entries, 16 MB of the peak of every command).
-pub(crate) const MAX_RESERVE: usize = 1 << 21;
+/// Decoded counts never reserve more than this many items up front (see
+/// [`codec::MAX_RESERVE`]). Real counts get exactly their room: a table
+/// grown by doubling held up to twice its records (at 100,000 entries,
+/// 16 MB of the peak of every command).
+pub(crate) use sgard_manifest::codec::MAX_RESERVE;
 
 /// How much older than the moment it was looked at a file must be for its
 /// fingerprint alone to vouch for its content.

@@ -24,6 +24,7 @@ mod checkpoint;
 mod chunking;
 pub mod crypto;
 mod diff;
+mod docs;
 pub mod doctor;
 pub mod edit;
 mod encrypt;
@@ -416,6 +417,9 @@ pub(crate) struct Work {
     pub(crate) chunking: Option<sgard_store::chunks::Setting>,
     /// Template variables and renderings, built at first use.
     pub(crate) templates: template::Templates,
+    /// Snapshot documents this run parsed, encoded for this machine's cache
+    /// of them ([`docs`]), written with the index.
+    pub(crate) docs: Vec<(sgard_store::Hash, Vec<u8>)>,
 }
 
 /// One run's work over the repository as read: the judging of the disk
@@ -1284,6 +1288,18 @@ impl Tx<'_> {
         if self.repo.dry_run {
             return Ok(());
         }
+        let saved = self.save_index_file();
+        // The parsed snapshot documents after the index (a cache of the
+        // repository's immutable documents; the index matters more).
+        let docs = std::mem::take(&mut self.work.docs);
+        let cached = match &self.repo.local_dir {
+            Some(dir) => docs::write(&dir.join(docs::DIR), &docs),
+            None => Ok(()),
+        };
+        saved.and(cached)
+    }
+
+    fn save_index_file(&mut self) -> Result<()> {
         let base = &mut self.work.base;
         let Some(file) = base.index().map(Path::to_path_buf) else {
             return Ok(());

@@ -101,7 +101,11 @@ impl Garden {
             let mut keep_local = std::collections::HashSet::new();
             for rec in &l.history.records {
                 keep_local.insert(rec.id);
-                keep_local.extend(self.snapshot_doc(&rec.id)?.referenced_blobs());
+                keep_local.extend(
+                    crate::Tx::new(&self.repo, &mut self.work)
+                        .snapshot_doc(&rec.id)?
+                        .referenced_blobs(),
+                );
             }
             for b in l.store.list()? {
                 if keep_local.contains(&b.hash) {

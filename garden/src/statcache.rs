@@ -20,7 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sgard_store::Hash;
 
 pub use crate::index::RACY_WINDOW;
-use crate::index::codec::{Reader, Writer};
+use sgard_manifest::codec::{Reader, Writer};
 
 /// The metadata a cache entry is keyed on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

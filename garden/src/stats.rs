@@ -63,7 +63,7 @@ impl Stats {
 
 /// Sizes of contents and of the objects that hold them, each looked up once.
 struct Sizer<'a> {
-    g: &'a Garden,
+    g: &'a crate::Repo,
     content: HashMap<Hash, u64>,
     /// Objects counted for the snapshots so far.
     objects: HashSet<(bool, Hash)>,
@@ -74,21 +74,14 @@ impl Sizer<'_> {
         if let Some(n) = self.content.get(h) {
             return *n;
         }
-        let n = self
-            .g
-            .repo
-            .blobs_for(h)
-            .size_of(h)
-            .ok()
-            .flatten()
-            .unwrap_or(0);
+        let n = self.g.blobs_for(h).size_of(h).ok().flatten().unwrap_or(0);
         self.content.insert(*h, n);
         n
     }
 
     /// Bytes of the objects holding `h` that were not counted yet.
     fn added(&mut self, h: &Hash) -> u64 {
-        let store = self.g.repo.blobs_for(h);
+        let store = self.g.blobs_for(h);
         if let Ok(Some(n)) = store.blob_size(h) {
             return if self.objects.insert((false, *h)) {
                 n
@@ -134,7 +127,7 @@ impl Garden {
             }
         }
         let mut sizer = Sizer {
-            g: self,
+            g: &self.repo,
             content: HashMap::new(),
             objects: HashSet::new(),
         };
@@ -158,7 +151,7 @@ impl Garden {
             if !seen.insert(r.id) {
                 continue;
             }
-            let doc = self.snapshot_doc(&r.id)?;
+            let doc = crate::Tx::new(&self.repo, &mut self.work).snapshot_doc(&r.id)?;
             let (mut files, mut bytes, mut added) = (0, 0, sizer.added(&r.id));
             for h in doc.referenced_blobs() {
                 files += 1;

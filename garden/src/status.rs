@@ -521,7 +521,7 @@ impl Tx<'_> {
             if !mine(r) || !(r.reason.is_full() || head_restore) {
                 continue;
             }
-            let Ok(doc) = self.repo.snapshot_doc(&r.id) else {
+            let Ok(doc) = Tx::new(self.repo, &mut *self.work).snapshot_doc(&r.id) else {
                 return;
             };
             if r.reason.is_full() {

@@ -271,11 +271,11 @@ impl Garden {
 
     /// The size of every stored blob the head and the shared history need
     /// (for a pulling client to bound each blob it receives).
-    pub fn blob_sizes(&self) -> std::collections::HashMap<Hash, u64> {
+    pub fn blob_sizes(&mut self) -> std::collections::HashMap<Hash, u64> {
         let mut want: BTreeSet<Hash> = self.repo.manifest.referenced_blobs().collect();
         for r in &self.repo.repo_history.records {
             want.insert(r.id);
-            if let Ok(doc) = self.snapshot_doc(&r.id) {
+            if let Ok(doc) = crate::Tx::new(&self.repo, &mut self.work).snapshot_doc(&r.id) {
                 want.extend(doc.referenced_blobs());
             }
         }
@@ -453,7 +453,7 @@ impl Garden {
     ///
     /// # Errors
     /// Store I/O errors.
-    pub fn snapshot_blobs_missing(&self, records: &[Record]) -> Result<Vec<Hash>> {
+    pub fn snapshot_blobs_missing(&mut self, records: &[Record]) -> Result<Vec<Hash>> {
         let mut out = BTreeSet::new();
         let mut seen = HashSet::new();
         for r in records {
@@ -473,7 +473,7 @@ impl Garden {
 
     /// Every blob the snapshots of `records` reference (their documents
     /// must be stored here).
-    pub fn snapshot_blobs(&self, records: &[Record]) -> Vec<Hash> {
+    pub fn snapshot_blobs(&mut self, records: &[Record]) -> Vec<Hash> {
         let mut out = BTreeSet::new();
         let mut seen = HashSet::new();
         for r in records {
@@ -566,7 +566,7 @@ impl Garden {
     /// # Errors
     /// Reading the base snapshot's document.
     pub fn plan_pull(
-        &self,
+        &mut self,
         theirs: &Manifest,
         base: Option<Hash>,
         side: Side,

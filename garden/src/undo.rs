@@ -157,7 +157,7 @@ impl Garden {
     ///
     /// # Errors
     /// As [`Garden::undo`].
-    pub fn undo_summary(&self) -> Result<UndoSummary> {
+    pub fn undo_summary(&mut self) -> Result<UndoSummary> {
         let (a_idx, b_idx) = self.undo_target()?;
         let (_, _, paths) = self.undo_docs(a_idx, b_idx)?;
         let rec = &self.repo.history.records[a_idx];
@@ -199,7 +199,7 @@ impl Garden {
     /// The after and before documents of the operation, and every path
     /// either names, sorted.
     fn undo_docs(
-        &self,
+        &mut self,
         a_idx: usize,
         b_idx: usize,
     ) -> Result<(
@@ -207,8 +207,12 @@ impl Garden {
         sgard_manifest::Manifest,
         Vec<String>,
     )> {
-        let after = self.snapshot_doc(&self.repo.history.records[a_idx].id)?;
-        let before = self.snapshot_doc(&self.repo.history.records[b_idx].id)?;
+        let (a, b) = (
+            self.repo.history.records[a_idx].id,
+            self.repo.history.records[b_idx].id,
+        );
+        let after = self.snapshot_doc(&a)?;
+        let before = self.snapshot_doc(&b)?;
         let mut paths: Vec<String> = after.files.iter().map(|e| e.path.clone()).collect();
         paths.extend(after.absent.iter().cloned());
         paths.extend(before.files.iter().map(|e| e.path.clone()));

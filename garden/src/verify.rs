@@ -61,7 +61,7 @@ impl Garden {
     ///
     /// # Errors
     /// As the two.
-    pub fn verify_all(&self) -> Result<(Vec<VerifyLine>, Vec<SnapshotCheck>)> {
+    pub fn verify_all(&mut self) -> Result<(Vec<VerifyLine>, Vec<SnapshotCheck>)> {
         let mut seen = HashMap::with_capacity(self.repo.manifest.files.len());
         let lines = self.verify_with(&mut seen)?;
         let snaps = self.verify_history_with(&mut seen)?;

@@ -203,10 +203,7 @@ impl History {
         if text.trim().is_empty() {
             return Ok(History::default());
         }
-        let raw: RawHistory = match crate::fast::history(text) {
-            Some(raw) => raw,
-            None => serde_saphyr::from_str(text).map_err(|e| Error::syntax(origin, &e))?,
-        };
+        let raw: RawHistory = crate::yaml::from_str(text).map_err(|e| Error::syntax(origin, &e))?;
         let version = raw.version.unwrap_or(1);
         if version > u64::from(HISTORY_VERSION) {
             return Err(Error::UnsupportedVersion {

@@ -36,10 +36,10 @@
 //! # Ok::<(), sgard_manifest::Error>(())
 //! ```
 
+pub mod codec;
 mod doc;
 mod error;
 pub mod exclude;
-mod fast;
 pub mod history;
 mod time;
 mod yaml;
@@ -518,10 +518,8 @@ impl Manifest {
                 origin: origin.to_path_buf(),
                 message: "the manifest is empty".into(),
             });
-        } else if let Some((raw, files)) = fast::manifest_checked(text) {
-            return validate_with(raw, Some(files), origin);
         } else {
-            serde_saphyr::from_str(text).map_err(|e| Error::syntax(origin, &e))?
+            yaml::from_str(text).map_err(|e| Error::syntax(origin, &e))?
         };
         validate(raw, origin)
     }
@@ -606,14 +604,9 @@ fn parse_hash(s: &str, what: &str) -> Result<Hash, String> {
         .map_err(|_| format!("malformed {what} {s:?}: expected 64 lowercase hex characters"))
 }
 
+/// The manifest `raw` describes, its entries converted as they were read
+/// (see [`yaml::Files`]).
 fn validate(raw: RawManifest, origin: &Path) -> Result<Manifest> {
-    validate_with(raw, None, origin)
-}
-
-/// As [`validate`], with the entries already converted one by one as they
-/// were read (`checked`; `raw.files` is then unused), so a big manifest
-/// never holds its raw, all-`String` form of every entry at once.
-fn validate_with(raw: RawManifest, checked: Option<Vec<Entry>>, origin: &Path) -> Result<Manifest> {
     let origin_buf = || PathBuf::from(origin);
     let field = |field: &'static str, reason: String| Error::Field {
         origin: origin_buf(),
@@ -642,24 +635,16 @@ fn validate_with(raw: RawManifest, checked: Option<Vec<Entry>>, origin: &Path) -
     };
     let created = ts("created", raw.created)?;
     let updated = ts("updated", raw.updated)?;
-    let files = match checked {
-        Some(files) => files,
-        None => {
-            let raw_files = raw.files.unwrap_or_default();
-            let mut files = Vec::with_capacity(raw_files.len());
-            for (i, r) in raw_files.into_iter().enumerate() {
-                let shown = r.path.clone().unwrap_or_else(|| "<no path>".into());
-                files.push(validate_entry(r).map_err(|reason| Error::Entry {
-                    origin: origin_buf(),
-                    index: i + 1,
-                    path: shown,
-                    reason,
-                })?);
-            }
-            files
-        }
-    };
-    let files = check_files(files, origin)?;
+    let files = raw.files.unwrap_or_default();
+    if let Some((index, path, reason)) = files.failed {
+        return Err(Error::Entry {
+            origin: origin_buf(),
+            index,
+            path,
+            reason,
+        });
+    }
+    let files = check_files(files.entries, origin)?;
     let mut absent = raw.absent.unwrap_or_default();
     for x in &absent {
         validate_path(x).map_err(|r| field("absent", format!("{x:?}: {r}")))?;
@@ -792,11 +777,13 @@ fn slot(s: RawSlot) -> KekSlot {
     }
 }
 
-pub(crate) fn validate_entry(r: RawEntry) -> Result<Entry, String> {
-    let path = r.path.ok_or("entry has no `path`")?;
-    validate_path(&path)?;
+/// The entry `r` describes, its path (taken out of `r`) being `path`.
+pub(crate) fn validate_entry(path: Option<&str>, r: RawEntry<'_>) -> Result<Entry, String> {
+    let path = path.ok_or("entry has no `path`")?;
+    validate_path(path)?;
+    let path = path.to_owned();
     let kind_text = r.kind.ok_or("entry has no `type`")?;
-    let template = kind_text == TEMPLATE_TYPE;
+    let template = &*kind_text == TEMPLATE_TYPE;
     let kind = if template {
         EntryKind::File
     } else {

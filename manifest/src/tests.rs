@@ -392,3 +392,5 @@ fn folder_modes_round_trip_and_are_checked() {
         assert!(err.contains("folders") && err.contains(why), "{err}");
     }
 }
+
+mod emitted;

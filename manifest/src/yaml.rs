@@ -6,11 +6,37 @@
 //! sgard's yaml.v3 layout (4-space indents, list items indented under their
 //! key, plain timestamps, quoted modes) and diffs cleanly under git.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Deserialize;
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
+
+use crate::Entry;
+
+/// serde-saphyr's options for reading `text`: its defaults, with the
+/// budget of nodes, events and scalar bytes raised to what text of that
+/// length can hold. The defaults (250,000 nodes) refuse a manifest of
+/// 25,000 entries, which sgard itself writes; a budget that grows with the
+/// input still keeps the reader's work and memory linear in it (aliases,
+/// which could multiply it, keep their default limits).
+pub(crate) fn options_for(text: &str) -> serde_saphyr::Options {
+    let n = text.len();
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = budget.max_nodes.max(n);
+    budget.max_events = budget.max_events.max(n.saturating_mul(2));
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(n);
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
+/// Parses `text` as YAML into `T` (see [`options_for`]).
+pub(crate) fn from_str<'de, T: Deserialize<'de>>(text: &'de str) -> Result<T, serde_saphyr::Error> {
+    serde_saphyr::from_str_with_options(text, options_for(text))
+}
 
 /// What serde-saphyr says about YAML it cannot read from `origin`: the
 /// line and column, then the offending lines marked, named by the file's
@@ -34,7 +60,7 @@ pub(crate) struct RawManifest {
     pub created: Option<String>,
     pub updated: Option<String>,
     pub message: Option<String>,
-    pub files: Option<Vec<RawEntry>>,
+    pub files: Option<Files>,
     pub exclude: Option<Vec<String>>,
     pub encryption: Option<RawEncryption>,
     pub absent: Option<Vec<String>>,
@@ -49,23 +75,114 @@ pub(crate) struct RawFolder {
     pub mode: Option<String>,
 }
 
+/// A string as read: borrowed from the text where it stands there as it
+/// is (most do), owned where quoting or escapes made it differ. An entry's
+/// hashes, type, mode and time are parsed and dropped, so borrowing them
+/// saves five allocations an entry.
+#[derive(Default)]
+pub(crate) struct Text<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v))
+            }
+        }
+        d.deserialize_str(V).map(Text)
+    }
+}
+
+impl std::fmt::Debug for Text<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 #[derive(Deserialize, Default)]
 #[serde(default)]
-pub(crate) struct RawEntry {
-    pub path: Option<String>,
-    pub hash: Option<String>,
-    pub plaintext_hash: Option<String>,
-    pub plaintext_mac: Option<String>,
+pub(crate) struct RawEntry<'a> {
+    #[serde(borrow)]
+    pub path: Option<Text<'a>>,
+    #[serde(borrow)]
+    pub hash: Option<Text<'a>>,
+    #[serde(borrow)]
+    pub plaintext_hash: Option<Text<'a>>,
+    #[serde(borrow)]
+    pub plaintext_mac: Option<Text<'a>>,
     pub encrypted: Option<bool>,
     pub locked: Option<bool>,
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    pub mode: Option<String>,
+    #[serde(rename = "type", borrow)]
+    pub kind: Option<Text<'a>>,
+    #[serde(borrow)]
+    pub mode: Option<Text<'a>>,
     pub target: Option<String>,
-    pub updated: Option<String>,
+    #[serde(borrow)]
+    pub updated: Option<Text<'a>>,
     pub only: Option<Vec<String>>,
     pub never: Option<Vec<String>>,
-    pub run: Option<String>,
+    #[serde(borrow)]
+    pub run: Option<Text<'a>>,
+}
+
+/// The `files` list, each entry converted ([`crate::validate_entry`]) as
+/// soon as it is read, so a big manifest never holds the raw form of all
+/// its entries at once. The first entry that does not convert is kept
+/// (its number from 1, its path as written, why); the rest are read past.
+#[derive(Default)]
+pub(crate) struct Files {
+    pub entries: Vec<Entry>,
+    pub failed: Option<(usize, String, String)>,
+}
+
+impl<'de> Deserialize<'de> for Files {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Files;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of entries")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Files, A::Error> {
+                let mut files = Files::default();
+                let room = seq.size_hint().unwrap_or(0).min(crate::codec::MAX_RESERVE);
+                files.entries.reserve_exact(room);
+                while let Some(mut raw) = seq.next_element::<RawEntry<'de>>()? {
+                    let path = raw.path.take();
+                    match crate::validate_entry(path.as_deref(), raw) {
+                        Ok(e) => files.entries.push(e),
+                        Err(reason) => {
+                            let shown = path.map_or_else(|| "<no path>".into(), |p| p.0.into());
+                            files.failed = Some((files.entries.len() + 1, shown, reason));
+                            while seq.next_element::<IgnoredAny>()?.is_some() {}
+                            break;
+                        }
+                    }
+                }
+                files.entries.shrink_to_fit();
+                Ok(files)
+            }
+        }
+        d.deserialize_seq(V)
+    }
 }
 
 #[derive(Deserialize, Default)]

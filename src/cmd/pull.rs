@@ -164,8 +164,8 @@ fn preview(
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let g = ctx.open_to_change(true)?;
-    let (plan, blobs, newly) = client::pull_plan(&g, opts, side, trust, allow_unsigned)?;
+    let mut g = ctx.open_to_change(true)?;
+    let (plan, blobs, newly) = client::pull_plan(&mut g, opts, side, trust, allow_unsigned)?;
     trusted_note(newly.as_deref(), true);
     let c = ctx.colour;
     for p in &plan.taken {

@@ -14,8 +14,8 @@ use crate::ui;
 fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let opts = ctx.remote_opts()?;
     if dry_run {
-        let g = ctx.open_to_change(true)?;
-        match client::push_plan(&g, &opts)? {
+        let mut g = ctx.open_to_change(true)?;
+        match client::push_plan(&mut g, &opts)? {
             PushPlan::UpToDate => writeln!(out, "Already up to date: nothing would be sent.")?,
             PushPlan::Refused => {
                 return Err(Fail::conflict(format!(

@@ -10,7 +10,7 @@ use sgard_garden::LockMode;
 use super::{Ctx, log::record_json, print_json};
 
 fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open(LockMode::Shared)?;
+    let mut g = ctx.open(LockMode::Shared)?;
     let (rec, changes) = g.show(id)?;
     ctx.finish_query(g);
     if json {

@@ -12,7 +12,7 @@ use crate::exit::Fail;
 use crate::ui;
 
 fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
-    let g = ctx.open_repository_only()?;
+    let mut g = ctx.open_repository_only()?;
     let (lines, snaps) = g.verify_all()?;
     ctx.finish_query(g);
     let bad = lines.iter().filter(|l| l.state != VerifyState::Ok).count();

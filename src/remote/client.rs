@@ -1071,17 +1071,18 @@ struct PushInput {
 }
 
 impl PushInput {
-    fn of(g: &Garden, o: &Opts) -> Result<PushInput> {
+    fn of(g: &mut Garden, o: &Opts) -> Result<PushInput> {
         g.require_history()?;
         let base = match g.sync_base(&o.remote.addr) {
             Some(b) => Base::Id(b),
             None => Base::Never,
         };
         let history = g.shared_history().records.clone();
+        let extra = g.snapshot_blobs(&history);
         Ok(PushInput {
             base,
             m: g.manifest().clone(),
-            extra: g.snapshot_blobs(&history),
+            extra,
             history,
             store: g.store().clone(),
         })
@@ -1174,7 +1175,7 @@ fn unasked_by_go(m: &Manifest) -> Vec<Hash> {
     v
 }
 
-fn push_once(g: &Garden, o: &Opts) -> Result<Push> {
+fn push_once(g: &mut Garden, o: &Opts) -> Result<Push> {
     let PushInput {
         base,
         m,
@@ -1278,7 +1279,7 @@ pub enum PushPlan {
 
 /// Asks the server what a push would send; sends nothing, changes nothing
 /// on either side.
-pub fn push_plan(g: &Garden, o: &Opts) -> Result<PushPlan> {
+pub fn push_plan(g: &mut Garden, o: &Opts) -> Result<PushPlan> {
     let PushInput {
         base,
         m,
@@ -1377,13 +1378,13 @@ pub fn pull(
 ) -> Result<Pulled> {
     let store = g.store().clone();
     let (theirs, history, blobs, newly_trusted) = {
-        let g_ref = &*g;
+        let g_ref = &mut *g;
         block_on(async {
             within(o.timeouts.total, &o.remote.addr, "pulling", async {
                 let mut c = Client::connect(o).await?;
                 let head = c.pull_manifest().await?;
                 // Nothing is fetched for a head this machine cannot trust.
-                let checked = check_head(g_ref, &o.remote.addr, &head, allow_unsigned, true)?;
+                let checked = check_head(&*g_ref, &o.remote.addr, &head, allow_unsigned, true)?;
                 let ServerHead {
                     manifest: theirs,
                     id: _head,
@@ -1583,7 +1584,7 @@ pub struct Untrusted(pub String);
 /// What a pull would do (`pull --dry-run`): the server's manifest is
 /// fetched and merged in memory; no blob is fetched and nothing is written.
 pub fn pull_plan(
-    g: &Garden,
+    g: &mut Garden,
     o: &Opts,
     side: Side,
     trust: sgard_garden::Trust,
@@ -1606,7 +1607,8 @@ pub fn pull_plan(
     let theirs = head.manifest;
     // The content the pull would fetch (not the snapshot documents).
     let missing = g.missing_for(&theirs, &[])?.len();
-    let plan = g.plan_pull(&theirs, g.sync_base(&o.remote.addr), side, trust)?;
+    let base = g.sync_base(&o.remote.addr);
+    let plan = g.plan_pull(&theirs, base, side, trust)?;
     Ok((plan, missing, checked.newly_trusted))
 }
 

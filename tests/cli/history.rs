@@ -1772,3 +1772,46 @@ fn the_head_snapshot_blob_deleted_by_a_go_prune_is_put_back() {
         .code(3)
         .stdout_has("its snapshot blob is missing");
 }
+
+/// A parsed snapshot document is kept in this machine's state folder under
+/// its id (a snapshot never changes) and used again instead of the blob; a
+/// damaged copy is parsed again from the blob and replaced; and a copy
+/// whose snapshot the repository no longer holds is never used.
+#[test]
+fn parsed_snapshots_are_cached_by_id_and_never_outlive_the_repository() {
+    let mut t = TestEnv::init();
+    let v: [&[u8]; 3] = [b"first\n", b"second\n", b"third\n"];
+    let ids = three_versions(&mut t, v);
+    let cache = t.state().join("snapshots");
+    for (id, want) in [(&ids[0], v[0]), (&ids[1], v[1])] {
+        t.sgard(["restore", "--at", id, "-f", "~/f"]).ok();
+        assert_eq!(t.read("f"), want);
+        assert!(cache.join(id).is_file(), "{id} not cached");
+    }
+
+    // Served from the cache: the second snapshot's parsed form under the
+    // first one's name is what a restore of the first writes.
+    let first = cache.join(&ids[0]);
+    let good = fs::read(&first).unwrap();
+    fs::copy(cache.join(&ids[1]), &first).unwrap();
+    t.sgard(["restore", "--at", &ids[0], "-f", "~/f"]).ok();
+    assert_eq!(t.read("f"), v[1], "the cached document was not used");
+
+    // A damaged copy is a miss: the blob is parsed again and the copy
+    // replaced by a sound one.
+    fs::write(&first, &good[..good.len() / 2]).unwrap();
+    t.sgard(["restore", "--at", &ids[0], "-f", "~/f"]).ok();
+    assert_eq!(t.read("f"), v[0]);
+    assert_eq!(fs::read(&first).unwrap(), good);
+
+    // The snapshot's blob gone (a Go prune, a damaged disk): the cached
+    // copy does not stand in for it.
+    fs::remove_file(t.blob_path(&ids[0])).unwrap();
+    t.write("f", b"local\n");
+    let r = t.sgard(["restore", "--at", &ids[0], "-f", "~/f"]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert_eq!(t.read("f"), b"local\n");
+    let r = t.sgard(["verify"]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    r.stdout_has(&ids[0][..12]);
+}

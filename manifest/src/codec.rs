@@ -1,33 +1,48 @@
-//! The index's binary encoding: little-endian integers, length-prefixed
-//! byte strings, and the manifest written field by field.
+//! A binary encoding of the manifest and the history log, for caches of
+//! their parsed form (sgard-garden's machine-local index): little-endian
+//! integers, length-prefixed byte strings, the manifest written field by
+//! field. It is no exchange format: a cache written by another build may
+//! not decode (the caller then parses the YAML again), and nothing but a
+//! cache should hold it.
 //!
 //! Decoding never panics and never trusts a length: every count is checked
-//! against the bytes left, so a damaged file fails with `None` (the index
-//! is then rebuilt), whatever its bytes.
+//! against the bytes left, so damaged bytes fail with `None`, whatever they
+//! are.
 
 use std::collections::BTreeMap;
 
+use crate::history::{History, Reason, Record};
+use crate::{Encryption, Entry, EntryKind, FolderMode, KekSlot, Manifest, Mode, Run, Timestamp};
 use chrono::DateTime;
-use sgard_manifest::history::{History, Reason, Record};
-use sgard_manifest::{Encryption, Entry, EntryKind, KekSlot, Manifest, Mode, Timestamp};
 use sgard_store::Hash;
+
+/// Decoded counts never reserve more than this many items up front. A count
+/// is already bounded by the bytes left (each item takes at least a few), so
+/// damaged bytes reserve at most a small multiple of what was read; the cap
+/// keeps that multiple from mattering. Real counts get exactly their room.
+pub const MAX_RESERVE: usize = 1 << 21;
 
 /// Appends values to a buffer.
 #[derive(Default)]
-pub(crate) struct Writer {
+pub struct Writer {
+    /// What was written so far.
     pub buf: Vec<u8>,
 }
 
 impl Writer {
+    /// One byte.
     pub fn u8(&mut self, v: u8) {
         self.buf.push(v);
     }
+    /// A `u32`, little-endian.
     pub fn u32(&mut self, v: u32) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
+    /// A `u64`, little-endian.
     pub fn u64(&mut self, v: u64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
+    /// An `i64`, little-endian.
     pub fn i64(&mut self, v: i64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
@@ -42,21 +57,26 @@ impl Writer {
         self.u32(b.len() as u32);
         self.buf.extend_from_slice(b);
     }
+    /// A string as its UTF-8 bytes (see [`Writer::bytes`]).
     pub fn str(&mut self, s: &str) {
         self.bytes(s.as_bytes());
     }
+    /// A hash as its 32 bytes.
     pub fn hash(&mut self, h: &Hash) {
         self.buf.extend_from_slice(h.as_bytes());
     }
+    /// A count of items (a `u32`; more than `u32::MAX` is written as that).
     pub fn count(&mut self, n: usize) {
         self.u32(u32::try_from(n).unwrap_or(u32::MAX));
     }
+    /// A count, then each string.
     pub fn strs(&mut self, v: &[String]) {
         self.count(v.len());
         for s in v {
             self.str(s);
         }
     }
+    /// `0`, or `1` then the string.
     pub fn opt_str(&mut self, s: Option<&str>) {
         match s {
             Some(s) => {
@@ -66,6 +86,7 @@ impl Writer {
             None => self.u8(0),
         }
     }
+    /// `0`, or `1` then the number.
     pub fn opt_u64(&mut self, v: Option<u64>) {
         match v {
             Some(v) => {
@@ -75,6 +96,7 @@ impl Writer {
             None => self.u8(0),
         }
     }
+    /// A timestamp: seconds since the epoch (`i64`), then nanoseconds (`u32`).
     pub fn time(&mut self, t: &Timestamp) {
         let d = t.datetime();
         self.i64(d.timestamp());
@@ -83,17 +105,20 @@ impl Writer {
 }
 
 /// Reads values back; every read is bounds-checked.
-pub(crate) struct Reader<'a> {
+pub struct Reader<'a> {
     buf: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
+    /// A reader over `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf }
     }
+    /// Whether every byte was read.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
+    /// The next `n` bytes.
     pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if n > self.buf.len() {
             return None;
@@ -105,25 +130,32 @@ impl<'a> Reader<'a> {
     fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
         self.take(N)?.try_into().ok()
     }
+    /// One byte.
     pub fn u8(&mut self) -> Option<u8> {
         Some(self.array::<1>()?[0])
     }
+    /// A `u32`.
     pub fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.array()?))
     }
+    /// A `u64`.
     pub fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.array()?))
     }
+    /// An `i64`.
     pub fn i64(&mut self) -> Option<i64> {
         Some(i64::from_le_bytes(self.array()?))
     }
+    /// What [`Writer::bytes`] wrote.
     pub fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = self.u32()? as usize;
         self.take(n)
     }
+    /// What [`Writer::str`] wrote (`None` if it is not UTF-8).
     pub fn str(&mut self) -> Option<String> {
         std::str::from_utf8(self.bytes()?).ok().map(str::to_owned)
     }
+    /// What [`Writer::hash`] wrote.
     pub fn hash(&mut self) -> Option<Hash> {
         Some(Hash::from_bytes(self.array()?))
     }
@@ -133,10 +165,12 @@ impl<'a> Reader<'a> {
         let n = self.u32()? as usize;
         (n.saturating_mul(min.max(1)) <= self.buf.len()).then_some(n)
     }
+    /// What [`Writer::strs`] wrote.
     pub fn strs(&mut self) -> Option<Vec<String>> {
         let n = self.count(4)?;
         (0..n).map(|_| self.str()).collect()
     }
+    /// What [`Writer::opt_str`] wrote.
     pub fn opt_str(&mut self) -> Option<Option<String>> {
         match self.u8()? {
             0 => Some(None),
@@ -144,6 +178,7 @@ impl<'a> Reader<'a> {
             _ => None,
         }
     }
+    /// What [`Writer::opt_u64`] wrote.
     pub fn opt_u64(&mut self) -> Option<Option<u64>> {
         match self.u8()? {
             0 => Some(None),
@@ -151,6 +186,7 @@ impl<'a> Reader<'a> {
             _ => None,
         }
     }
+    /// What [`Writer::time`] wrote (`None` out of range).
     pub fn time(&mut self) -> Option<Timestamp> {
         let secs = self.i64()?;
         let nanos = self.u32()?;
@@ -158,7 +194,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-pub(crate) fn kind_code(k: EntryKind) -> u8 {
+/// The byte an entry kind is written as.
+pub fn kind_code(k: EntryKind) -> u8 {
     match k {
         EntryKind::File => 0,
         EntryKind::Directory => 1,
@@ -166,7 +203,8 @@ pub(crate) fn kind_code(k: EntryKind) -> u8 {
     }
 }
 
-pub(crate) fn kind_of(c: u8) -> Option<EntryKind> {
+/// The entry kind [`kind_code`] wrote as `c`.
+pub fn kind_of(c: u8) -> Option<EntryKind> {
     Some(match c {
         0 => EntryKind::File,
         1 => EntryKind::Directory,
@@ -175,7 +213,8 @@ pub(crate) fn kind_of(c: u8) -> Option<EntryKind> {
     })
 }
 
-pub(crate) fn mode_of(bits: u32) -> Option<Mode> {
+/// A mode from its permission bits (`None` above [`Mode::MAX`]).
+pub fn mode_of(bits: u32) -> Option<Mode> {
     (bits <= Mode::MAX).then(|| Mode::from_st_mode(bits))
 }
 
@@ -193,7 +232,7 @@ const RUN_ONCE: u8 = 2;
 const RUN_ONCHANGE: u8 = 4;
 
 /// Writes a whole manifest.
-pub(crate) fn put_manifest(w: &mut Writer, m: &Manifest) {
+pub fn put_manifest(w: &mut Writer, m: &Manifest) {
     w.u32(m.version);
     w.time(&m.created);
     w.time(&m.updated);
@@ -259,8 +298,8 @@ fn put_entry(w: &mut Writer, e: &Entry) {
     w.u8(flags);
     let run = match e.run {
         None => 0,
-        Some(sgard_manifest::Run::Once) => RUN_ONCE,
-        Some(sgard_manifest::Run::OnChange) => RUN_ONCHANGE,
+        Some(Run::Once) => RUN_ONCE,
+        Some(Run::OnChange) => RUN_ONCHANGE,
     };
     w.u8(if e.template { TEMPLATE } else { 0 } | run);
     for h in [&e.hash, &e.plaintext_hash, &e.plaintext_mac]
@@ -281,7 +320,7 @@ fn put_entry(w: &mut Writer, e: &Entry) {
 }
 
 /// Reads back what [`put_manifest`] wrote.
-pub(crate) fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
+pub fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
     let version = r.u32()?;
     let created = r.time()?;
     let updated = r.time()?;
@@ -293,7 +332,7 @@ pub(crate) fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
     };
     // An entry is at least its path length, kind, flags, time and lists.
     let n = r.count(4 + 3 + 12 + 8)?;
-    let mut files = Vec::with_capacity(n.min(super::MAX_RESERVE));
+    let mut files = Vec::with_capacity(n.min(MAX_RESERVE));
     for _ in 0..n {
         files.push(get_entry(r)?);
     }
@@ -327,11 +366,11 @@ pub(crate) fn get_manifest(r: &mut Reader<'_>) -> Option<Manifest> {
     };
     let absent = r.strs()?;
     let n = r.count(4 + 4)?;
-    let mut folders = Vec::with_capacity(n.min(super::MAX_RESERVE));
+    let mut folders = Vec::with_capacity(n.min(MAX_RESERVE));
     for _ in 0..n {
         let path = r.str()?;
-        let mode = sgard_manifest::Mode::parse(&format!("{:o}", r.u32()?)).ok()?;
-        folders.push(sgard_manifest::FolderMode { path, mode });
+        let mode = Mode::parse(&format!("{:o}", r.u32()?)).ok()?;
+        folders.push(FolderMode { path, mode });
     }
     Some(Manifest {
         version,
@@ -354,8 +393,8 @@ fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
     let more = r.u8()?;
     let run = match more & (RUN_ONCE | RUN_ONCHANGE) {
         0 => None,
-        RUN_ONCE => Some(sgard_manifest::Run::Once),
-        RUN_ONCHANGE => Some(sgard_manifest::Run::OnChange),
+        RUN_ONCE => Some(Run::Once),
+        RUN_ONCHANGE => Some(Run::OnChange),
         _ => return None,
     };
     let mut opt_hash = |bit: u8| -> Option<Option<Hash>> {
@@ -397,7 +436,7 @@ fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
 }
 
 /// Writes a whole log.
-pub(crate) fn put_history(w: &mut Writer, h: &History) {
+pub fn put_history(w: &mut Writer, h: &History) {
     w.count(h.records.len());
     for r in &h.records {
         w.hash(&r.id);
@@ -435,9 +474,9 @@ fn opt_hash(r: &mut Reader<'_>) -> Option<Option<Hash>> {
 }
 
 /// Reads back what [`put_history`] wrote.
-pub(crate) fn get_history(r: &mut Reader<'_>) -> Option<History> {
+pub fn get_history(r: &mut Reader<'_>) -> Option<History> {
     let n = r.count(32 + 1 + 12 + 4 + 1 + 4 + 1 + 24 + 1)?;
-    let mut records = Vec::with_capacity(n.min(super::MAX_RESERVE));
+    let mut records = Vec::with_capacity(n.min(MAX_RESERVE));
     for _ in 0..n {
         records.push(Record {
             id: r.hash()?,
@@ -454,6 +493,22 @@ pub(crate) fn get_history(r: &mut Reader<'_>) -> Option<History> {
         });
     }
     Some(History { records })
+}
+
+/// A manifest encoded whole (see [`put_manifest`]).
+pub fn encode_manifest(m: &Manifest) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.buf.reserve(m.files.len() * 96 + 128);
+    put_manifest(&mut w, m);
+    w.buf
+}
+
+/// The manifest [`encode_manifest`] wrote, if `bytes` are that and nothing
+/// more.
+pub fn decode_manifest(bytes: &[u8]) -> Option<Manifest> {
+    let mut r = Reader::new(bytes);
+    let m = get_manifest(&mut r)?;
+    r.is_empty().then_some(m)
 }
 
 #[cfg(test)]
@@ -486,12 +541,13 @@ mod tests {
         assert!(back.data.is_some());
         assert_eq!(back.folders.len(), 2);
         let t = back.get("~/.gitconfig").unwrap();
-        assert!(t.template && t.run == Some(sgard_manifest::Run::OnChange));
-        assert_eq!(
-            back.get("~/bin/setup").unwrap().run,
-            Some(sgard_manifest::Run::Once)
-        );
+        assert!(t.template && t.run == Some(Run::OnChange));
+        assert_eq!(back.get("~/bin/setup").unwrap().run, Some(Run::Once));
         assert_eq!(back.to_yaml(), m.to_yaml());
+        assert_eq!(decode_manifest(&encode_manifest(&m)), Some(m.clone()));
+        let mut longer = encode_manifest(&m);
+        longer.push(0);
+        assert_eq!(decode_manifest(&longer), None, "a trailing byte");
     }
 
     #[test]
