@@ -96,6 +96,13 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         {
             return INTEGRITY;
         }
+        // A pull refused as things stand: nothing was changed.
+        if let Some(
+            sgard_garden::Error::Unsettled { .. } | sgard_garden::Error::OutsideHome { .. },
+        ) = cause.downcast_ref::<sgard_garden::Error>()
+        {
+            return CONFLICT;
+        }
         if let Some(s) = cause.downcast_ref::<sgard_store::Error>()
             && s.is_integrity()
         {

@@ -406,6 +406,13 @@ pub fn error(err: &anyhow::Error) {
 /// own (the libraries' errors name what happened and never a command).
 pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     use sgard_garden::Error as E;
+    if let Some(sgard_store::Error::TooManyChunks { .. }) = e.downcast_ref::<sgard_store::Error>() {
+        return Some(
+            "; raise the chunk sizes (`sgard chunking --sizes`) or store the file whole \
+             (`sgard chunking --threshold`)"
+                .into(),
+        );
+    }
     Some(match e.downcast_ref::<E>()? {
         E::Unreadable { rule, .. } => {
             format!(" (`sgard exclude {rule}` keeps it out, or make it readable)")
@@ -416,6 +423,9 @@ pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
             format!(" (see `sgard exclude --list`; `sgard include {rule}` lifts it)")
         }
         E::NoEncryption => "; run `sgard encrypt init` first".into(),
+        E::Unsettled { .. } => " (use --theirs or --ours to settle them)".into(),
+        E::OutsideHome { .. } => " (`sgard pull --allow-absolute` accepts them)".into(),
+        E::NotOnDisk(path) => format!("; `sgard restore {path}` brings it back first"),
         _ => return None,
     })
 }

@@ -228,12 +228,7 @@ impl Tx<'_> {
         if !e.template && !e.encrypted {
             let file = self.repo.env.expand(&path);
             if fsx::lstat(&file)?.is_none_or(|m| !m.is_file()) {
-                return Err(Error::Unsupported {
-                    path: path.clone(),
-                    reason: format!(
-                        "not a file on disk; `sgard restore {path}` brings it back first"
-                    ),
-                });
+                return Err(Error::NotOnDisk(path));
             }
             let before = fsx::hash_file(&file)?.0;
             return Ok(EditSession {

@@ -135,6 +135,34 @@ pub enum Error {
     /// The home folder changed since the operation being undone.
     #[error("{0}")]
     Conflict(String),
+    /// A pull would take entries that changed on both sides in a way the
+    /// disk cannot hold as a conflict: nothing was changed.
+    #[error(
+        "{} changed both here and on the server since the last sync, in a way this disk \
+         cannot hold as a conflict (untracked on one side, its settings changed, a template, \
+         or a version this machine never had): {}; nothing was changed",
+        plural(paths.len(), "entry", "entries"),
+        paths.join(", ")
+    )]
+    Unsettled {
+        /// The entries (manifest paths).
+        paths: Vec<String>,
+    },
+    /// The server's manifest tracks paths outside the home folder, which a
+    /// pull takes only when told to: nothing was changed.
+    #[error(
+        "the server's manifest tracks {} outside your home folder ({}); nothing was changed",
+        plural(paths.len(), "path", "paths"),
+        paths.join(", ")
+    )]
+    OutsideHome {
+        /// The paths.
+        paths: Vec<String>,
+    },
+    /// A tracked plain file is not a file on disk, so it cannot be edited
+    /// in place.
+    #[error("{0}: not a file on disk")]
+    NotOnDisk(String),
     /// Ctrl-C (or another signal) stopped the command.
     #[error("interrupted")]
     Interrupted,
@@ -204,3 +232,8 @@ impl Error {
 
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `n` and the noun for it.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

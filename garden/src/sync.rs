@@ -112,24 +112,14 @@ impl PullPlan {
     /// cannot be left conflicts, or entries outside the home folder.
     pub fn refusal(&self) -> Option<Error> {
         if !self.unsettled.is_empty() {
-            let n = self.unsettled.len();
-            return Some(Error::Conflict(format!(
-                "{n} entr{} changed both here and on the server since the last sync, in a way \
-                 this disk cannot hold as a conflict (untracked on one side, its settings \
-                 changed, a template, or a version this machine never had): {}; nothing was \
-                 changed (use --theirs or --ours to settle them)",
-                if n == 1 { "y" } else { "ies" },
-                self.unsettled.join(", ")
-            )));
+            return Some(Error::Unsettled {
+                paths: self.unsettled.clone(),
+            });
         }
         if !self.outside.is_empty() {
-            let n = self.outside.len();
-            return Some(Error::Conflict(format!(
-                "the server's manifest tracks {n} path{} outside your home folder ({}); \
-                 nothing was changed (`sgard pull --allow-absolute` accepts them)",
-                if n == 1 { "" } else { "s" },
-                self.outside.join(", ")
-            )));
+            return Some(Error::OutsideHome {
+                paths: self.outside.clone(),
+            });
         }
         None
     }

@@ -1,7 +1,6 @@
 //! The backends' error: what went wrong, in the protocol's terms but not
-//! its types. Only the gRPC service turns it into a `tonic::Status`
-//! ([`Error::code`] picks the code), so a backend can be driven and tested
-//! without gRPC.
+//! its types. Only the gRPC service (`service.rs`) turns it into a
+//! `tonic::Status`, so a backend can be driven and tested without gRPC.
 
 /// What kind of failure, as a client should treat it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,8 +14,9 @@ pub enum Kind {
     Damaged,
     /// Lost a race (another push or prune moved first): try again.
     Retry,
-    /// Too much at once.
-    Busy,
+    /// An object or a chunk list over the server's size limits (never
+    /// worth sending again as it is).
+    TooLarge,
     /// What was asked for is not there.
     NotFound,
     /// The store cannot be reached for now.
@@ -62,8 +62,8 @@ kinds! {
     damaged => Damaged,
     /// A lost race; try again.
     retry => Retry,
-    /// Too much at once.
-    busy => Busy,
+    /// Over a size limit.
+    too_large => TooLarge,
     /// Not there.
     not_found => NotFound,
     /// The store cannot be reached.
@@ -86,29 +86,6 @@ impl Error {
     pub fn message(&self) -> &str {
         &self.message
     }
-
-    /// The gRPC code the service answers it with.
-    pub fn code(&self) -> tonic::Code {
-        use tonic::Code;
-        match self.kind {
-            Kind::Invalid => Code::InvalidArgument,
-            Kind::Refused => Code::FailedPrecondition,
-            Kind::Damaged => Code::DataLoss,
-            Kind::Retry => Code::Aborted,
-            Kind::Busy => Code::ResourceExhausted,
-            Kind::NotFound => Code::NotFound,
-            Kind::Unavailable => Code::Unavailable,
-            Kind::Timeout => Code::DeadlineExceeded,
-            Kind::Denied => Code::PermissionDenied,
-            Kind::Internal => Code::Internal,
-        }
-    }
-}
-
-impl From<Error> for tonic::Status {
-    fn from(e: Error) -> tonic::Status {
-        tonic::Status::new(e.code(), e.message)
-    }
 }
 
 /// An error and its causes on one line.
@@ -122,7 +99,7 @@ pub(crate) fn store_error(e: sgard_store::Error) -> Error {
         sgard_store::Error::Corrupt { hash, actual } => Error::damaged(format!(
             "blob {hash}: the bytes sent hash to {actual}; dropped"
         )),
-        sgard_store::Error::TooLarge { limit } => Error::busy(format!(
+        sgard_store::Error::TooLarge { limit } => Error::too_large(format!(
             "blob larger than the server's limit of {limit} bytes; dropped"
         )),
         other => Error::internal(chain(&other)),

@@ -1318,14 +1318,14 @@ impl Backend for Object {
                 None => {}
                 Some(Current::List(_, text)) => {
                     if text.len() as u64 + data.len() as u64 > MAX_LIST {
-                        return Err(Error::busy("a chunk list too long"));
+                        return Err(Error::too_large("a chunk list too long"));
                     }
                     text.extend_from_slice(&data);
                 }
                 Some(Current::Object(w, n)) => {
                     *n += data.len() as u64;
                     if *n > self.max_blob {
-                        return Err(Error::busy(format!(
+                        return Err(Error::too_large(format!(
                             "blob larger than the server's limit of {} bytes; dropped",
                             self.max_blob
                         )));

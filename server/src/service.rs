@@ -22,6 +22,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::auth::{Authority, TokenCheck};
+use crate::error::Kind;
 use crate::{Backend, Decision, Error, Limits, Pull, Push, Report, fleet};
 
 /// Who called: their key's fingerprint, how the log names them (with their
@@ -98,6 +99,27 @@ impl Service {
                 Err(reauth_status("token expired", &nonce, auth.now()))
             }
         }
+    }
+}
+
+/// The gRPC status a backend's error is answered with: the one place the
+/// backends' [`Kind`]s meet gRPC codes.
+impl From<Error> for Status {
+    fn from(e: Error) -> Status {
+        let code = match e.kind() {
+            Kind::Invalid => Code::InvalidArgument,
+            Kind::Refused => Code::FailedPrecondition,
+            Kind::Damaged => Code::DataLoss,
+            Kind::Retry => Code::Aborted,
+            // Not the BUSY refusal (that one is retried): a size limit.
+            Kind::TooLarge => Code::ResourceExhausted,
+            Kind::NotFound => Code::NotFound,
+            Kind::Unavailable => Code::Unavailable,
+            Kind::Timeout => Code::DeadlineExceeded,
+            Kind::Denied => Code::PermissionDenied,
+            Kind::Internal => Code::Internal,
+        };
+        Status::new(code, e.message())
     }
 }
 

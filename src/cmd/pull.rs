@@ -210,7 +210,8 @@ fn preview(
             out,
             "Dry run: the pull would be refused; nothing was changed."
         )?;
-        return Err(Fail::conflict(refusal.to_string()));
+        let hint = crate::ui::hint(&refusal).unwrap_or_default();
+        return Err(Fail::conflict(format!("{refusal}{hint}")));
     }
     writeln!(
         out,

@@ -34,6 +34,12 @@ pub enum Error {
         /// The limit.
         limit: u64,
     },
+    /// A file would be cut into more chunks than one chunk list holds.
+    #[error("{chunks} chunks are more than one chunk list holds")]
+    TooManyChunks {
+        /// How many chunks the file made.
+        chunks: usize,
+    },
     /// Ctrl-C (or another signal) stopped the work; nothing half-done was kept.
     #[error("interrupted")]
     Interrupted,

@@ -322,6 +322,11 @@ fn edit_stores_plain_files_and_templates_and_a_failing_editor_changes_nothing() 
     desk.sg(&["edit", "~/.nope"])
         .code(1)
         .stderr_has("not tracked");
+    // A tracked file gone from disk: what happened, then what to do.
+    fs::remove_file(desk.path(".plain")).unwrap();
+    run(&["edit", "~/.plain"], &ok).code(1).stderr_has(
+        "sgard: error: ~/.plain: not a file on disk; `sgard restore ~/.plain` brings it back first\n",
+    );
 }
 
 /// A script that appends `tag`, its working folder and SGARD_OS to the

@@ -120,11 +120,9 @@ impl ChunkStore {
         let text = list.to_text();
         if text.len() as u64 > super::MAX_LIST_BYTES {
             // Never name a list that reading refuses.
-            return Err(Error::Source(io::Error::other(format!(
-                "{} chunks are more than one chunk list holds; raise the chunk sizes \
-                 (`sgard chunking --sizes`) or store the file whole (`sgard chunking --threshold`)",
-                list.chunks.len()
-            ))));
+            return Err(Error::TooManyChunks {
+                chunks: list.chunks.len(),
+            });
         }
         // A list already there is kept only when it is this one: a damaged
         // list, or one whose chunks are gone, is replaced by the new one,
