@@ -559,12 +559,59 @@ pub fn pty_run(c: &Command, args: &str, input: &str) -> Run {
 /// builds it beside `sgard` when the workspace is tested
 /// (`cargo test --workspace`), but names it only to that package's tests.
 pub(crate) fn sgardd_bin() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_sgard"))
-        .with_file_name(format!("sgardd{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.is_file(),
-        "{} is missing: run the tests with `cargo test --workspace` (sgardd is built by the sgard-server package)",
-        bin.display()
-    );
-    bin
+    static CHECKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CHECKED
+        .get_or_init(|| {
+            let bin = Path::new(env!("CARGO_BIN_EXE_sgard"))
+                .with_file_name(format!("sgardd{}", std::env::consts::EXE_SUFFIX));
+            let built = fs::metadata(&bin).and_then(|m| m.modified());
+            let Ok(built) = built else {
+                panic!(
+                    "{} is missing: run the tests with `cargo test --workspace` (sgardd is built \
+                     by the sgard-server package)",
+                    bin.display()
+                );
+            };
+            // A `cargo test -p sgard` leaves an older sgardd in place: any
+            // source of it newer than the binary means the tests would run
+            // yesterday's server.
+            if let Some(src) = newer_source(built) {
+                panic!(
+                    "{} is older than {}: run the tests with `cargo test --workspace`, which \
+                     builds sgardd again",
+                    bin.display(),
+                    src.display()
+                );
+            }
+            bin
+        })
+        .clone()
+}
+
+/// A source file of sgardd (its package and the workspace crates it builds
+/// from) changed after `than`, if any.
+fn newer_source(than: std::time::SystemTime) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut todo: Vec<PathBuf> = ["server", "proto", "garden", "manifest", "store", "depot"]
+        .iter()
+        .flat_map(|c| [root.join(c).join("src"), root.join(c).join("Cargo.toml")])
+        .collect();
+    todo.push(root.join("Cargo.lock"));
+    while let Some(p) = todo.pop() {
+        let Ok(md) = fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if md.is_dir() {
+            todo.extend(
+                fs::read_dir(&p)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        } else if md.modified().is_ok_and(|m| m > than) {
+            return Some(p);
+        }
+    }
+    None
 }
