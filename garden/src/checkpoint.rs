@@ -108,8 +108,8 @@ impl CheckpointReport {
 enum Parent {
     /// There is none: every entry is new.
     None,
-    /// It is the head itself.
-    Head,
+    /// It is the head itself, which referenced these blobs (unsorted).
+    Head(Vec<sgard_store::Hash>),
     /// Its document.
     Doc(Box<Manifest>),
     /// Its document cannot be read: the head is recorded.
@@ -160,7 +160,12 @@ impl Garden {
             .head()
             .is_some_and(|r| r.id == self.repo.head_hash);
         let parent = match self.repo.history.head().map(|r| r.id) {
-            _ if head_is_snapshot => Parent::Head,
+            // What it references, before the scan changes the head: the
+            // new snapshot's count of new contents is against these
+            // (reading the snapshot back would cost a parse).
+            _ if head_is_snapshot => {
+                Parent::Head(self.repo.manifest.referenced_blobs().collect::<Vec<_>>())
+            }
             None => Parent::None,
             Some(id) => match self.snapshot_doc(&id) {
                 Ok(doc) => Parent::Doc(Box::new(doc)),
@@ -170,7 +175,7 @@ impl Garden {
         report.staged = match &parent {
             Parent::None => compare_docs(None, &self.repo.manifest, true),
             Parent::Doc(doc) => compare_docs(Some(doc), &self.repo.manifest, true),
-            Parent::Head | Parent::Unreadable => Vec::new(),
+            Parent::Head(_) | Parent::Unreadable => Vec::new(),
         };
         if !opts.dry_run {
             self.tx().begin_batch();
@@ -299,7 +304,7 @@ impl Garden {
             .iter()
             .any(|(_, c)| matches!(c, EntryChange::Content | EntryChange::Mode));
         let changed = match &parent {
-            Parent::Head => taken || folders_moved || unknown_change,
+            Parent::Head(_) => taken || folders_moved || unknown_change,
             Parent::Doc(doc) => {
                 unknown_change || !compare_docs(Some(doc), &self.repo.manifest, true).is_empty()
             }
@@ -346,15 +351,19 @@ impl Garden {
         // before the record that names them.
         self.repo.manifest.updated = self.repo.env.now;
         self.repo.manifest.message.clone_from(&message);
-        let parent_doc = match &parent {
-            Parent::Doc(doc) => Some(&**doc),
-            _ => None,
+        let parent_blobs = match parent {
+            Parent::Doc(doc) => Some(crate::history::sorted_blobs(&doc)),
+            Parent::Head(mut blobs) => {
+                blobs.sort_unstable();
+                Some(blobs)
+            }
+            Parent::None | Parent::Unreadable => None,
         };
         let rec = match self.commit_head_after(
             Reason::Checkpoint,
             message,
             report.new_blobs as u64,
-            parent_doc,
+            parent_blobs.as_deref(),
         ) {
             Ok(r) => r,
             Err(e) => {

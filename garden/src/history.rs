@@ -197,14 +197,15 @@ impl Garden {
         self.commit_head_after(reason, message, stored, None)
     }
 
-    /// As [`Garden::commit_head`], with the newest snapshot's document
-    /// when the caller read it already.
+    /// As [`Garden::commit_head`], with the blobs the newest snapshot
+    /// references (sorted) when the caller knows them already: its
+    /// document was read, or it is the head as it was before this run.
     pub(crate) fn commit_head_after(
         &mut self,
         reason: Reason,
         message: Option<String>,
         stored: u64,
-        parent_doc: Option<&Manifest>,
+        parent_blobs: Option<&[Hash]>,
     ) -> Result<Record> {
         self.require_exclusive("checkpoint")?;
         self.refresh_data();
@@ -218,7 +219,7 @@ impl Garden {
             .write_from(&mut |out| self.repo.manifest.write_yaml(out))?;
         self.work.known_size(w.hash, w.size);
         let parent = self.repo.history.head().map(|r| r.id);
-        let new_content = self.new_content(parent, stored, parent_doc);
+        let new_content = self.new_content(parent, stored, parent_blobs);
         let rec = Record {
             id: w.hash,
             parent,
@@ -250,12 +251,16 @@ impl Garden {
     /// it). A chunked file counts once; the snapshot's own blob never. With
     /// no parent every content is new; with a parent that cannot be read,
     /// `stored` (what this run wrote) is the best answer there is.
-    fn new_content(&mut self, parent: Option<Hash>, stored: u64, known: Option<&Manifest>) -> u64 {
-        let old: HashSet<Hash> = match (parent, known) {
-            (None, _) => HashSet::new(),
-            (Some(_), Some(doc)) => doc.referenced_blobs().collect(),
+    fn new_content(&mut self, parent: Option<Hash>, stored: u64, known: Option<&[Hash]>) -> u64 {
+        let read;
+        let old: &[Hash] = match (parent, known) {
+            (None, _) => &[],
+            (Some(_), Some(blobs)) => blobs,
             (Some(id), None) => match self.snapshot_doc(&id) {
-                Ok(doc) => doc.referenced_blobs().collect(),
+                Ok(doc) => {
+                    read = sorted_blobs(&doc);
+                    &read
+                }
                 Err(_) => return stored,
             },
         };
@@ -263,7 +268,7 @@ impl Garden {
             .repo
             .manifest
             .referenced_blobs()
-            .filter(|h| !old.contains(h))
+            .filter(|h| old.binary_search(h).is_err())
             .collect();
         new.len() as u64
     }
@@ -761,7 +766,16 @@ impl Tx<'_> {
         }
         let m = self.repo.parse_snapshot_doc(id)?;
         if dir.is_some() {
-            self.work.docs.push((*id, crate::docs::encode(&m)));
+            // Held until the command ends, so within the folder's bounds
+            // (a `verify` of hundreds of big snapshots keeps the first
+            // ones, not all of them in memory).
+            let bytes = crate::docs::encode(&m);
+            let held: usize = self.work.docs.iter().map(|(_, b)| b.len()).sum();
+            if self.work.docs.len() < crate::docs::MAX_FILES
+                && (held + bytes.len()) as u64 <= crate::docs::MAX_BYTES
+            {
+                self.work.docs.push((*id, bytes));
+            }
         }
         Ok(m)
     }
@@ -940,5 +954,12 @@ fn entry_changes(o: &Entry, n: &Entry) -> Vec<(&'static str, Option<String>)> {
         let run = |e: &Entry| e.run.map_or("-", sgard_manifest::Run::as_str);
         v.push(("run", Some(format!("{} -> {}", run(o), run(n)))));
     }
+    v
+}
+
+/// The blobs `m` references, sorted (for [`Garden::commit_head_after`]).
+pub(crate) fn sorted_blobs(m: &Manifest) -> Vec<Hash> {
+    let mut v: Vec<Hash> = m.referenced_blobs().collect();
+    v.sort_unstable();
     v
 }
