@@ -426,8 +426,49 @@ pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
         E::Unsettled { .. } => " (use --theirs or --ours to settle them)".into(),
         E::OutsideHome { .. } => " (`sgard pull --allow-absolute` accepts them)".into(),
         E::NotOnDisk(path) => format!("; `sgard restore {path}` brings it back first"),
+        E::BelowTracked { above, .. } => format!(
+            " (`sgard remove {above}` first, or `sgard add --follow` for a symlink to a \
+             folder); nothing was changed"
+        ),
+        E::Unmergeable { path, why } => {
+            use sgard_garden::Unmergeable as U;
+            match why {
+                U::Template => format!(
+                    "; `sgard edit {path}` changes the source, `sgard restore --force {path}` \
+                     renders it again"
+                ),
+                U::Unresolved => ": edit them away, then `sgard checkpoint` (`sgard restore -f` \
+                                  takes the repository's version)"
+                    .into(),
+                U::Locked => " (`sgard restore`)".into(),
+                U::NoBase | U::NotText => "; keep this one with `sgard add`, or take the \
+                                           repository's with `sgard restore -f`"
+                    .into(),
+                _ => return None,
+            }
+        }
         _ => return None,
     })
+}
+
+/// Why `merge` left a file alone, and what does what it did not.
+pub fn no_merge(why: sgard_garden::NoMerge) -> String {
+    use sgard_garden::NoMerge as N;
+    match why {
+        N::Matches => why.to_string(),
+        N::OnlyHere => format!("{why}: `sgard checkpoint` records it"),
+        N::OnlyRepository => format!("{why}: `sgard restore` brings it here"),
+    }
+}
+
+/// An error and its causes on one line, with what to do about it (see
+/// [`hint`]), for lists of per-path failures.
+pub fn explained(e: &(dyn std::error::Error + 'static)) -> String {
+    format!(
+        "{}{}",
+        sgard_garden::error_chain(e),
+        hint(e).unwrap_or_default()
+    )
 }
 
 /// The colour of a status word (used only when stdout gets colour; see

@@ -901,13 +901,9 @@ impl Garden {
 
 /// The refusal of an entry below one tracked as a file or a symlink.
 pub(crate) fn below_tracked(below: &str, above: &str) -> Error {
-    Error::Unsupported {
+    Error::BelowTracked {
         path: below.to_owned(),
-        reason: format!(
-            "is below {above}, which is tracked as a file or a symlink; nothing can be \
-             tracked below one (`sgard remove {above}` first, or `sgard add --follow` \
-             for a symlink to a folder); nothing was changed"
-        ),
+        above: above.to_owned(),
     }
 }
 

@@ -159,6 +159,26 @@ pub enum Error {
         /// The paths.
         paths: Vec<String>,
     },
+    /// A path below one tracked as a file or a symlink: nothing can be
+    /// tracked there, and nothing was changed.
+    #[error(
+        "{path}: is below {above}, which is tracked as a file or a symlink; nothing can be \
+         tracked below one"
+    )]
+    BelowTracked {
+        /// The path refused.
+        path: String,
+        /// The entry above it.
+        above: String,
+    },
+    /// `merge` cannot merge this file.
+    #[error("{path}: {why}")]
+    Unmergeable {
+        /// The entry (manifest path).
+        path: String,
+        /// Why.
+        why: crate::merge::Unmergeable,
+    },
     /// A tracked plain file is not a file on disk, so it cannot be edited
     /// in place.
     #[error("{0}: not a file on disk")]

@@ -99,7 +99,7 @@ pub use gitmerge::{GitMerge, git_merge_history, git_merge_manifest_alone};
 pub use history::{ForgetPolicy, ShowChange, SnapshotCheck};
 pub use info::Info;
 pub use lock::{LockMode, RepoLock};
-pub use merge::MergeOutcome;
+pub use merge::{MergeOutcome, NoMerge, Unmergeable};
 pub use mirror::{MirrorDownReport, MirrorUpReport};
 pub use options::{Access, NoteFn, Options};
 pub use paths::clean;

@@ -28,9 +28,67 @@ pub enum MergeOutcome {
     /// Written with this many conflict regions marked (`<<<<<<< ours` …
     /// `>>>>>>> theirs`): edit them away, then checkpoint.
     Conflicts(usize),
-    /// Nothing to merge (disk and repository agree, or only one side
-    /// changed); why.
-    NotNeeded(String),
+    /// Nothing to merge: why.
+    NotNeeded(NoMerge),
+}
+
+/// Why a file needs no merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoMerge {
+    /// Disk and repository agree.
+    #[error("it matches the repository")]
+    Matches,
+    /// Only this machine changed it (a checkpoint records it).
+    #[error("only this machine changed it")]
+    OnlyHere,
+    /// Only the repository changed it (a restore brings it here).
+    #[error("only the repository changed it")]
+    OnlyRepository,
+}
+
+/// Why a file cannot be merged (see [`Error::Unmergeable`]). What happened,
+/// in the library's words; the CLI says what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unmergeable {
+    /// The entry is targeted away from this machine.
+    #[error("is targeted away from this machine")]
+    TargetedAway,
+    /// Not a file entry.
+    #[error("is a {0}; only files can be merged")]
+    NotAFile(EntryKind),
+    /// A template: its rendering is never merged into its source.
+    #[error("is a template: its rendering is never merged into its source")]
+    Template,
+    /// The markers of an earlier merge are still in the file.
+    #[error("still holds the conflict markers of its last merge")]
+    Unresolved,
+    /// A locked entry: the repository's version wins.
+    #[error("is locked: the repository's version wins")]
+    Locked,
+    /// The disk holds no file there (what it holds).
+    #[error("is not a file on disk ({0}); nothing to merge")]
+    NotOnDisk(String),
+    /// No record of the last sync, so no common version.
+    #[error(
+        "this machine has no record of the last sync of this file, so there is no common \
+         version to merge from"
+    )]
+    NoBase,
+    /// It was something else than a file at the last sync.
+    #[error("was not a file when this machine last synced it")]
+    NotAFileAtSync,
+    /// A version is over the diff limit.
+    #[error("is over {MAX_DIFF_BYTES} bytes; too big to merge")]
+    TooBig,
+    /// The last synced version's blob is gone (its short hash).
+    #[error(
+        "the version this machine last synced (blob {0}) is no longer in the repository \
+         (forgotten and pruned?), so there is nothing to merge from"
+    )]
+    BaseGone(String),
+    /// A version is not text.
+    #[error("is not text (in one of its versions)")]
+    NotText,
 }
 
 impl Garden {
@@ -58,66 +116,42 @@ impl Garden {
     }
 
     fn merge_one(&mut self, e: &Entry) -> Result<MergeOutcome> {
-        let refuse = |reason: String| {
-            Err(Error::Unsupported {
+        let refuse = |why: Unmergeable| {
+            Err(Error::Unmergeable {
                 path: e.path.clone(),
-                reason,
+                why,
             })
         };
         if !self.repo.applies(e)? {
-            return refuse("is targeted away from this machine".into());
+            return refuse(Unmergeable::TargetedAway);
         }
         if e.kind != EntryKind::File {
-            return refuse(format!("is a {}; only files can be merged", e.kind));
+            return refuse(Unmergeable::NotAFile(e.kind));
         }
         if e.template {
-            return refuse(format!(
-                "is a template: its rendering is never merged into its source; `sgard edit {}` \
-                 changes the source, `sgard restore --force {}` renders it again",
-                e.path, e.path
-            ));
+            return refuse(Unmergeable::Template);
         }
         let j = self.tx().judge(e, true, &Found::Unknown)?;
         match j.state {
             State::Conflict if j.unresolved => {
-                return refuse(
-                    "still holds the conflict markers of its last merge: edit them away, then \
-                     `sgard checkpoint` (`sgard restore -f` takes the repository's version)"
-                        .into(),
-                );
+                return refuse(Unmergeable::Unresolved);
             }
             State::Conflict => {}
-            State::Ok => return Ok(MergeOutcome::NotNeeded("it matches the repository".into())),
-            State::Modified => {
-                return Ok(MergeOutcome::NotNeeded(
-                    "only this machine changed it: `sgard checkpoint` records it".into(),
-                ));
-            }
-            State::Behind => {
-                return Ok(MergeOutcome::NotNeeded(
-                    "only the repository changed it: `sgard restore` brings it here".into(),
-                ));
-            }
-            State::Drifted => {
-                return refuse("is locked: the repository's version wins (`sgard restore`)".into());
-            }
+            State::Ok => return Ok(MergeOutcome::NotNeeded(NoMerge::Matches)),
+            State::Modified => return Ok(MergeOutcome::NotNeeded(NoMerge::OnlyHere)),
+            State::Behind => return Ok(MergeOutcome::NotNeeded(NoMerge::OnlyRepository)),
+            State::Drifted => return refuse(Unmergeable::Locked),
             _ => {
-                return refuse(format!(
-                    "is not a file on disk ({}); nothing to merge",
-                    j.detail.unwrap_or_else(|| j.state.as_str().to_owned())
+                return refuse(Unmergeable::NotOnDisk(
+                    j.detail.unwrap_or_else(|| j.state.as_str().to_owned()),
                 ));
             }
         }
         let Some(base) = self.work.base.get(&e.path).cloned() else {
-            return refuse(
-                "this machine has no record of the last sync of this file, so there is no \
-                 common version to merge from; keep this one with `sgard add`, or take the \
-                 repository's with `sgard restore -f`"
-                    .into(),
-            );
+            return refuse(Unmergeable::NoBase);
         };
         let Some(base_hash) = base.stored.filter(|_| base.kind == EntryKind::File) else {
-            return refuse("was not a file when this machine last synced it".into());
+            return refuse(Unmergeable::NotAFileAtSync);
         };
         let mut ancestor_entry = e.clone();
         ancestor_entry.hash = Some(base_hash);
@@ -131,18 +165,14 @@ impl Garden {
                 .size_of(&h)?
                 .is_some_and(|n| n > MAX_DIFF_BYTES + 64)
             {
-                return refuse(format!("is over {MAX_DIFF_BYTES} bytes; too big to merge"));
+                return refuse(Unmergeable::TooBig);
             }
         }
         let ancestor = self.tx().content_bytes_of(&ancestor_entry).map_err(|err| {
             if err.is_integrity() {
-                Error::Unsupported {
+                Error::Unmergeable {
                     path: e.path.clone(),
-                    reason: format!(
-                        "the version this machine last synced (blob {}) is no longer in the \
-                         repository (forgotten and pruned?), so there is nothing to merge from",
-                        base_hash.short(12)
-                    ),
+                    why: Unmergeable::BaseGone(base_hash.short(12)),
                 }
             } else {
                 err
@@ -152,18 +182,14 @@ impl Garden {
         let abs = self.repo.env.expand(&e.path);
         let (f, md) = fsx::open_regular(&abs)?;
         if md.len() > MAX_DIFF_BYTES {
-            return refuse(format!("is over {MAX_DIFF_BYTES} bytes; too big to merge"));
+            return refuse(Unmergeable::TooBig);
         }
         let mut ours = Vec::with_capacity(md.len() as usize);
         f.take(MAX_DIFF_BYTES + 1)
             .read_to_end(&mut ours)
             .map_err(|err| Error::io("reading", &abs, err))?;
         let (Some(a), Some(o), Some(t)) = (text(&ancestor), text(&ours), text(&theirs)) else {
-            return refuse(
-                "is not text (in one of its versions); keep this one with `sgard add`, or \
-                 take the repository's with `sgard restore -f`"
-                    .into(),
-            );
+            return refuse(Unmergeable::NotText);
         };
         let (merged, outcome) = match diffy::merge(a, o, t) {
             Ok(m) => (m, MergeOutcome::Clean),

@@ -9,7 +9,6 @@ use anyhow::{Result, anyhow};
 use sgard_garden::MergeOutcome;
 
 use super::Ctx;
-use super::restore::chain;
 use crate::exit::Fail;
 use crate::ui;
 
@@ -41,12 +40,18 @@ fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Res
                 marked.push(crate::ui::clean(path));
             }
             Ok(MergeOutcome::NotNeeded(why)) => {
-                writeln!(out, "{:<10} {} ({why})", "skipped", crate::ui::clean(path))?;
+                writeln!(
+                    out,
+                    "{:<10} {} ({})",
+                    "skipped",
+                    crate::ui::clean(path),
+                    ui::no_merge(*why)
+                )?;
             }
             Err(e) => {
                 let path = crate::ui::clean(path);
                 writeln!(out, "{:<10} {path}", "failed")?;
-                let _ = write!(failed, "\n  {path}: {}", chain(e));
+                let _ = write!(failed, "\n  {path}: {}", ui::explained(e));
             }
         }
     }
@@ -82,10 +87,10 @@ fn preview(
                     ui::count(*n as u64, "conflict region", "conflict regions")
                 ),
             ),
-            Ok(MergeOutcome::NotNeeded(why)) => ("skipped", why.clone()),
+            Ok(MergeOutcome::NotNeeded(why)) => ("skipped", ui::no_merge(*why)),
             Err(e) => {
-                let _ = write!(failed, "\n  {path}: {}", chain(e));
-                ("failed", chain(e))
+                let _ = write!(failed, "\n  {path}: {}", ui::explained(e));
+                ("failed", ui::explained(e))
             }
         };
         writeln!(
