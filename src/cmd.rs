@@ -218,7 +218,7 @@ impl Ctx {
             access,
             on_wait: Some(&ui::note),
             process_ends: true,
-            note_sink: Some(Box::new(ui::note)),
+            note_sink: Some(Box::new(|w| ui::note(&ui::why(w)))),
             passphrase: Some(Box::new(|| {
                 let _bar = ui::progress::pause();
                 context::passphrase("Passphrase: ")

@@ -451,6 +451,46 @@ pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     })
 }
 
+/// What a report says about a path, with what would change it in the
+/// CLI's words (the library says only what happened).
+pub fn why(w: &sgard_garden::why::Why) -> String {
+    match &w.remedy {
+        Some(r) => format!("{}{}", w.what, remedy(r)),
+        None => w.what.clone(),
+    }
+}
+
+/// What settles something, in the CLI's words, said after what happened.
+pub fn remedy(r: &sgard_garden::why::Remedy) -> String {
+    use sgard_garden::why::Remedy as R;
+    match r {
+        R::AddToTrack => " (`sgard add` it to track it)".to_owned(),
+        R::AddItself => ": `sgard add` the file itself to take it".to_owned(),
+        R::AddFile => " (`sgard add` the file to take it)".to_owned(),
+        R::ResolveOrAdd => {
+            " (resolve them, or `sgard add` the file itself to take it as it is)".to_owned()
+        }
+        R::TemplateSource => " (`sgard edit` changes the source; `sgard add --template` takes \
+                               the file on disk as the new source)"
+            .to_owned(),
+        R::EditFixes(path) => format!(" (`sgard edit {path}` fixes it)"),
+        R::RemoveDrops => " (`sgard remove` drops it)".to_owned(),
+        R::Follow(shown) => format!(
+            "; `sgard add --follow {shown}` follows it on this machine (restores then write \
+             through it)"
+        ),
+        R::FollowStores => "; `sgard add --follow` stores what it points to".to_owned(),
+        R::MakeExecutable => " (`chmod +x` it, then add it with --run)".to_owned(),
+        R::AddStoresAgain(path) => format!(" (`sgard add {path}` stores it again)"),
+        R::PullTheirs => " (`sgard pull --theirs` takes the server's)".to_owned(),
+        R::RemoveTags => " (`sgard tag remove` any that are not this machine's; that file is \
+                          no longer written)"
+            .to_owned(),
+        R::ChunkingOff => "; `sgard chunking --off` keeps the repository Go-readable".to_owned(),
+        _ => String::new(),
+    }
+}
+
 /// Why `merge` left a file alone, and what does what it did not.
 pub fn no_merge(why: sgard_garden::NoMerge) -> String {
     use sgard_garden::NoMerge as N;

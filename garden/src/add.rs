@@ -9,6 +9,7 @@ use sgard_manifest::{Entry, EntryKind};
 use crate::fsx::{self, DiskKind};
 use crate::own::{ANOTHER_REPOSITORY, What};
 use crate::scan::Found;
+use crate::why::{Remedy, Why};
 use crate::{Error, Garden, Result};
 
 /// Flags of `add`.
@@ -53,12 +54,12 @@ pub struct AddReport {
     /// Each entry touched, in order.
     pub entries: Vec<(String, AddOutcome)>,
     /// Paths skipped (FIFOs, sockets, devices, unreadable names), with why.
-    pub skipped: Vec<(String, String)>,
+    pub skipped: Vec<(String, Why)>,
     /// Things worth telling (e.g. `--encrypt` ignored for a symlink).
-    pub notes: Vec<(String, String)>,
+    pub notes: Vec<(String, Why)>,
     /// What happened to symlinks met (stored as links though they point to
     /// folders, followed, loops): whole sentences, one per link.
-    pub links: Vec<String>,
+    pub links: Vec<Why>,
 }
 
 impl AddReport {
@@ -324,14 +325,17 @@ impl Garden {
                         let db = self.repo.env.shown(&db);
                         report.skipped.push((
                             tilde,
-                            format!("part of the SQLite database {db}, which is captured whole"),
+                            format!("part of the SQLite database {db}, which is captured whole")
+                                .into(),
                         ));
                         continue;
                     }
                     // Markers a merge wrote are taken only when the file
                     // itself is named (the same test as status).
                     if kind == DiskKind::File && self.tx().unresolved_merge(&tilde, &path) {
-                        report.skipped.push((tilde, UNRESOLVED_MERGE.into()));
+                        report
+                            .skipped
+                            .push((tilde, Why::new(UNRESOLVED_MERGE, Remedy::ResolveOrAdd)));
                         continue;
                     }
                     if kind == DiskKind::File && self.plaintext_unasked(&tilde, opts) {
@@ -391,9 +395,11 @@ impl Garden {
             {
                 report.skipped.push((
                     tilde,
-                    "untracked on another machine since this machine last synced it; not \
-                     tracked again (`sgard add` it to track it)"
-                        .into(),
+                    Why::new(
+                        "untracked on another machine since this machine last synced it; not \
+                         tracked again",
+                        Remedy::AddToTrack,
+                    ),
                 ));
                 continue;
             }
@@ -409,10 +415,13 @@ impl Garden {
             {
                 report.skipped.push((
                     tilde,
-                    format!(
-                        "{} ({}); not taken from disk: `sgard add` the file itself to take it",
-                        j.state.as_str(),
-                        j.detail.unwrap_or_default()
+                    Why::new(
+                        format!(
+                            "{} ({}); not taken from disk",
+                            j.state.as_str(),
+                            j.detail.unwrap_or_default()
+                        ),
+                        Remedy::AddItself,
                     ),
                 ));
                 continue;
@@ -442,10 +451,10 @@ impl Garden {
         {
             report.skipped.push((
                 tilde,
-                "is a template: its rendering is never stored over its source (`sgard edit` \
-                 changes the source; `sgard add --template` takes the file on disk as the new \
-                 source)"
-                    .into(),
+                Why::new(
+                    "is a template: its rendering is never stored over its source",
+                    Remedy::TemplateSource,
+                ),
             ));
             return Ok(());
         }
@@ -458,7 +467,8 @@ impl Garden {
                 format!(
                     "--template and --run apply to files only; {} is stored as it is",
                     kind.describe()
-                ),
+                )
+                .into(),
             ));
         }
         let mut entry = match kind {
@@ -510,7 +520,8 @@ impl Garden {
                     format!(
                         "--encrypt applies to files only; {} is stored as it is",
                         kind.describe()
-                    ),
+                    )
+                    .into(),
                 ));
                 return self.add_one(
                     abs,
@@ -538,7 +549,7 @@ impl Garden {
                 e
             }
             DiskKind::Fifo | DiskKind::Socket | DiskKind::Device => {
-                report.skipped.push((tilde, untrackable(kind)));
+                report.skipped.push((tilde, untrackable(kind).into()));
                 return Ok(());
             }
         };
@@ -546,7 +557,9 @@ impl Garden {
             && opts.run.is_some()
             && entry.mode.is_some_and(|m| m.bits() & 0o111 == 0)
         {
-            report.skipped.push((tilde, NOT_EXECUTABLE.into()));
+            report
+                .skipped
+                .push((tilde, Why::new(NOT_EXECUTABLE, Remedy::MakeExecutable)));
             return Ok(());
         }
         if entry.kind == EntryKind::File {
@@ -566,9 +579,12 @@ impl Garden {
                 .unwrap_or_else(|err| {
                     report.notes.push((
                         tilde.clone(),
-                        format!(
-                            "stored, but it does not render: {} (`sgard edit {tilde}` fixes it)",
-                            crate::checkpoint::error_chain(&err)
+                        Why::new(
+                            format!(
+                                "stored, but it does not render: {}",
+                                crate::checkpoint::error_chain(&err)
+                            ),
+                            Remedy::EditFixes(tilde.clone()),
                         ),
                     ));
                     true
@@ -715,7 +731,7 @@ const FOLLOWED_FILE: &str = "followed";
 
 /// Why a folder walk passes by a file a merge left unresolved.
 const UNRESOLVED_MERGE: &str = "unresolved merge: it still holds the conflict markers \
-     `sgard merge` wrote (resolve them, or `sgard add` the file itself to take it as it is)";
+     `sgard merge` wrote";
 
 /// How many symlinks one path may pass through before a walk stops
 /// following (a guard beside the loop check, for exotic mounts).
@@ -763,9 +779,9 @@ impl Garden {
         };
         let Ok(md) = std::fs::metadata(abs) else {
             if opts.follow {
-                report.links.push(format!(
-                    "{shown} is a symlink to nothing ({target}): stored as a link"
-                ));
+                report.links.push(
+                    format!("{shown} is a symlink to nothing ({target}): stored as a link").into(),
+                );
             }
             return LinkPlan::Link;
         };
@@ -798,17 +814,19 @@ impl Garden {
                     .is_some_and(|e| e.path.starts_with(&prefix))
             });
             if !opts.follow && !followed && below {
-                report.links.push(format!(
-                    "{shown} is a symlink to a folder ({target}) here, and the repository \
-                     tracks entries below it: skipped; `sgard add --follow {shown}` follows \
-                     it on this machine (restores then write through it)"
+                report.links.push(Why::new(
+                    format!(
+                        "{shown} is a symlink to a folder ({target}) here, and the repository \
+                         tracks entries below it: skipped"
+                    ),
+                    Remedy::Follow(shown.clone()),
                 ));
                 return LinkPlan::Skip;
             }
             if !opts.follow && !followed {
-                report.links.push(format!(
-                    "{shown} is a symlink to a folder ({target}): stored as a link; \
-                     `sgard add --follow` stores what it points to"
+                report.links.push(Why::new(
+                    format!("{shown} is a symlink to a folder ({target}): stored as a link"),
+                    Remedy::FollowStores,
                 ));
                 return LinkPlan::Link;
             }
@@ -817,10 +835,13 @@ impl Garden {
                 .chain(chain.iter().cloned())
                 .any(|c| c.starts_with(&real));
             if inside || chain.len() >= MAX_FOLLOWS {
-                report.links.push(format!(
-                    "{shown} is a symlink to a folder it is inside ({target}): not followed \
+                report.links.push(
+                    format!(
+                        "{shown} is a symlink to a folder it is inside ({target}): not followed \
                      (the walk would never end); stored as a link"
-                ));
+                    )
+                    .into(),
+                );
                 return LinkPlan::Link;
             }
             if let Ok(t) = self.repo.env.to_tilde(abs) {
@@ -833,10 +854,13 @@ impl Garden {
                     .get(&t)
                     .is_some_and(|e| e.kind == sgard_manifest::EntryKind::Link)
                 {
-                    report.links.push(format!(
-                        "{shown} was tracked as a symlink; it is followed now, and its entry \
+                    report.links.push(
+                        format!(
+                            "{shown} was tracked as a symlink; it is followed now, and its entry \
                          is replaced by the files below it"
-                    ));
+                        )
+                        .into(),
+                    );
                     self.repo.manifest.remove(&t);
                 }
             }
@@ -850,17 +874,23 @@ impl Garden {
         match self.repo.env.to_tilde(&real) {
             // sgard's own were refused or passed by before (see `own.rs`).
             Ok(t) if self.repo.manifest.excluded_by(&t).is_none() => {
-                report.links.push(format!(
-                    "{shown} is a symlink to a file: tracked the link and the file it points \
+                report.links.push(
+                    format!(
+                        "{shown} is a symlink to a file: tracked the link and the file it points \
                      to, {t}"
-                ));
+                    )
+                    .into(),
+                );
                 LinkPlan::AlsoFile(real)
             }
             _ => {
-                report.links.push(format!(
-                    "{shown} is a symlink to {}, which sgard does not track: stored as a link",
-                    self.repo.env.shown(&real)
-                ));
+                report.links.push(
+                    format!(
+                        "{shown} is a symlink to {}, which sgard does not track: stored as a link",
+                        self.repo.env.shown(&real)
+                    )
+                    .into(),
+                );
                 LinkPlan::Link
             }
         }
@@ -908,8 +938,7 @@ pub(crate) fn below_tracked(below: &str, above: &str) -> Error {
 }
 
 /// Why a script that is not executable is not added.
-pub(crate) const NOT_EXECUTABLE: &str =
-    "is not executable; a script must be (`chmod +x` it, then add it with --run)";
+pub(crate) const NOT_EXECUTABLE: &str = "is not executable; a script must be";
 
 /// Why a FIFO, socket or device is not tracked.
 pub(crate) fn untrackable(kind: DiskKind) -> String {

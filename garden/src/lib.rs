@@ -40,6 +40,7 @@ mod history;
 mod home;
 pub mod identity;
 mod index;
+pub mod why;
 
 /// A map keyed by entry path, with a fast hasher (the keys are the
 /// user's own paths; there is no one to flood it).
@@ -402,7 +403,7 @@ pub(crate) struct Work {
     /// The files a merge left conflict markers in.
     pub(crate) unresolved: unresolved::Unresolved,
     /// Things the user should be told (see [`Garden::take_notes`]).
-    pub(crate) notes: Vec<String>,
+    pub(crate) notes: Vec<why::Why>,
     /// Where notes go as they happen, once the caller has said
     /// ([`Options::note_sink`]); until then they wait in `notes`.
     pub(crate) note_sink: Option<NoteSink>,
@@ -759,7 +760,7 @@ impl Garden {
         let env_stall = env.chunk_stall;
         let (tags, tag_note) = tags::load(root, local_dir.as_deref())?;
         let labels = identity::labels(&env.hostname, &tags);
-        let mut notes: Vec<String> = key_note.into_iter().chain(tag_note).collect();
+        let mut notes: Vec<String> = key_note.into_iter().collect();
         let local = local_dir
             .as_ref()
             .map(|d| LocalLog::load(d.join("undo"), &mut notes, &mut index))
@@ -820,7 +821,11 @@ impl Garden {
                 labels,
             },
             work: Work {
-                notes,
+                notes: notes
+                    .into_iter()
+                    .map(why::Why::from)
+                    .chain(tag_note)
+                    .collect(),
                 base,
                 unresolved,
                 fingerprints,
@@ -843,7 +848,7 @@ impl Garden {
 
     /// Things worth telling the user that are not errors (tags taken over
     /// from `<repo>/tags`, a damaged base being rebuilt); each once.
-    pub fn take_notes(&mut self) -> Vec<String> {
+    pub fn take_notes(&mut self) -> Vec<why::Why> {
         self.tx().take_notes()
     }
 
@@ -1129,7 +1134,8 @@ impl Work {
 
     /// Tells the user `text` (see [`Options::note_sink`] and
     /// [`Garden::take_notes`]); a repeat of one already waiting is dropped.
-    pub(crate) fn note(&mut self, text: String) {
+    pub(crate) fn note(&mut self, text: impl Into<why::Why>) {
+        let text = text.into();
         if let Some(sink) = &self.note_sink {
             (sink.0)(&text);
             return;
@@ -1228,7 +1234,7 @@ impl Tx<'_> {
             .is_none_or(|b| b.root() == self.repo.store.root())
     }
 
-    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+    pub(crate) fn take_notes(&mut self) -> Vec<why::Why> {
         std::mem::take(&mut self.work.notes)
     }
 
@@ -1494,10 +1500,12 @@ impl Tx<'_> {
                 let chosen = self.chunking()?;
                 chosen.save(&self.repo.root)?;
                 if let sgard_store::chunks::Setting::On { threshold, .. } = chosen {
-                    self.work.note(format!(
-                        "{tilde} is stored in chunks, as every file of {threshold} bytes and \
-                         more now is: the Go sgard cannot restore those; `sgard chunking --off` \
-                         keeps the repository Go-readable"
+                    self.work.note(why::Why::new(
+                        format!(
+                            "{tilde} is stored in chunks, as every file of {threshold} bytes \
+                             and more now is: the Go sgard cannot restore those"
+                        ),
+                        why::Remedy::ChunkingOff,
                     ));
                 }
             }

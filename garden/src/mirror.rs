@@ -1,6 +1,7 @@
 //! `mirror up` / `mirror down`: make a folder in the repository match the
 //! disk, or the disk match the repository.
 
+use crate::why::{Remedy, Why};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs;
@@ -30,9 +31,9 @@ pub struct MirrorUpReport {
     /// Entries whose content, target or mode was refreshed.
     pub refreshed: Vec<String>,
     /// Entries left alone, with why (locked, targeted away, failed).
-    pub kept: Vec<(String, String)>,
+    pub kept: Vec<(String, Why)>,
     /// Paths skipped while walking (FIFOs, sockets…), with why.
-    pub skipped: Vec<(String, String)>,
+    pub skipped: Vec<(String, Why)>,
 }
 
 /// The result of [`Garden::mirror_down`].
@@ -49,7 +50,7 @@ pub struct MirrorDownReport {
     /// Walk errors (deletion failures are in `restore.failures`).
     pub failures: Vec<(String, Error)>,
     /// Folders the walk passed by (other sgard repositories), with why.
-    pub skipped: Vec<(String, String)>,
+    pub skipped: Vec<(String, Why)>,
 }
 
 impl Garden {
@@ -135,10 +136,13 @@ impl Garden {
                 Ok(j) if matches!(j.state, State::Behind | State::Conflict) => {
                     report.kept.push((
                         e.path.clone(),
-                        format!(
-                            "{}: {}; not taken from disk (`sgard add` the file to take it)",
-                            j.state.as_str(),
-                            j.detail.unwrap_or_default()
+                        Why::new(
+                            format!(
+                                "{}: {}; not taken from disk",
+                                j.state.as_str(),
+                                j.detail.unwrap_or_default()
+                            ),
+                            Remedy::AddFile,
                         ),
                     ));
                     i += 1;
@@ -154,9 +158,11 @@ impl Garden {
                     if !deleted_here {
                         report.kept.push((
                             e.path.clone(),
-                            "missing here, but this machine never synced this version (added or \
-                             changed on another machine); kept (`sgard remove` drops it)"
-                                .into(),
+                            Why::new(
+                                "missing here, but this machine never synced this version (added \
+                                 or changed on another machine); kept",
+                                Remedy::RemoveDrops,
+                            ),
                         ));
                         i += 1;
                         continue;
@@ -179,7 +185,7 @@ impl Garden {
                             .push((e.path, "its type changed on disk".into()));
                     }
                     Ok(_) => {}
-                    Err(err) => report.kept.push((e.path, error_chain(&err))),
+                    Err(err) => report.kept.push((e.path, error_chain(&err).into())),
                 }
                 i += 1;
                 continue;
@@ -202,10 +208,12 @@ impl Garden {
                     tx.settle(u, content, u.mode);
                     report.refreshed.push(e.path);
                 }
-                Ok(Some((_, EntryChange::TypeChange(why)))) => report.kept.push((e.path, why)),
-                Ok(Some((_, other))) => report.kept.push((e.path, format!("{other:?}"))),
+                Ok(Some((_, EntryChange::TypeChange(why)))) => {
+                    report.kept.push((e.path, why.into()));
+                }
+                Ok(Some((_, other))) => report.kept.push((e.path, format!("{other:?}").into())),
                 Ok(None) => {}
-                Err(err) => report.kept.push((e.path, error_chain(&err))),
+                Err(err) => report.kept.push((e.path, error_chain(&err).into())),
             }
             i += 1;
         }

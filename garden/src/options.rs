@@ -6,7 +6,7 @@ use crate::PassphraseSource;
 use crate::lock::LockMode;
 
 /// Where a Garden's notes go as they come up (see [`Options::note_sink`]).
-pub type NoteFn = Box<dyn Fn(&str) + Send>;
+pub type NoteFn = Box<dyn Fn(&crate::why::Why) + Send>;
 
 /// What a run does with the repository it opens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -25,16 +25,22 @@ impl Tx<'_> {
     ) -> Result<()> {
         let tilde = self.repo.env.to_tilde(abs)?;
         if matches!(kind, DiskKind::Fifo | DiskKind::Socket | DiskKind::Device) {
-            report.skipped.push((tilde, crate::add::untrackable(kind)));
+            report
+                .skipped
+                .push((tilde, crate::add::untrackable(kind).into()));
             return Ok(());
         }
         if kind == DiskKind::File && opts.run.is_some() {
             let executable =
                 fsx::lstat(abs)?.is_some_and(|md| fsx::mode_of(&md).bits() & 0o111 != 0);
             if !executable {
-                report
-                    .skipped
-                    .push((tilde, crate::add::NOT_EXECUTABLE.into()));
+                report.skipped.push((
+                    tilde,
+                    crate::why::Why::new(
+                        crate::add::NOT_EXECUTABLE,
+                        crate::why::Remedy::MakeExecutable,
+                    ),
+                ));
                 return Ok(());
             }
         }

@@ -71,6 +71,8 @@ pub struct StatusLine {
     /// The entry's content is not in the repository (a restore could not
     /// write it): a repository missing its blobs.
     pub blob_missing: bool,
+    /// What would settle an error, for the CLI to say.
+    pub remedy: Option<crate::why::Remedy>,
 }
 
 /// How one entry compares, three ways.
@@ -211,6 +213,7 @@ impl Tx<'_> {
             state,
             detail,
             blob_missing: false,
+            remedy: None,
         };
         if !self.repo.applies(e)? {
             return Ok(line(State::Skipped, None));
@@ -240,16 +243,17 @@ impl Tx<'_> {
                 h.short(12)
             ),
         };
-        let detail = match judged.map(|j| j.state) {
-            Ok(State::Ok) => format!(
-                "{what}; the file here still holds it (`sgard add {}` stores it again)",
-                e.path
+        let (detail, remedy) = match judged.map(|j| j.state) {
+            Ok(State::Ok) => (
+                format!("{what}; the file here still holds it"),
+                Some(crate::why::Remedy::AddStoresAgain(e.path.clone())),
             ),
-            Ok(state) => format!("{}; {what}", state.as_str()),
-            Err(_) => what,
+            Ok(state) => (format!("{}; {what}", state.as_str()), None),
+            Err(_) => (what, None),
         };
         let mut l = line(State::Error, Some(detail));
         l.blob_missing = true;
+        l.remedy = remedy;
         Ok(l)
     }
 

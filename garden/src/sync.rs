@@ -35,8 +35,9 @@ pub enum Base {
 pub enum PushDecision {
     /// It may go in; these blobs are needed first.
     Accepted(Vec<Hash>),
-    /// Not a fast-forward (or older): the client must pull first.
-    Rejected(String),
+    /// Not a fast-forward (or older): the server has changes this client
+    /// has not pulled.
+    Rejected,
     /// The server already has exactly this.
     UpToDate,
 }
@@ -331,10 +332,7 @@ impl Garden {
         ) {
             crate::rules::Verdict::UpToDate => return Ok(PushDecision::UpToDate),
             crate::rules::Verdict::Rejected => {
-                return Ok(PushDecision::Rejected(
-                    "the server has changes this client has not pulled; run `sgard pull` first"
-                        .into(),
-                ));
+                return Ok(PushDecision::Rejected);
             }
             crate::rules::Verdict::Accepted => {}
         }
@@ -697,10 +695,12 @@ impl Garden {
         result.encryption = top.encryption;
         result.data = top.data;
         if top.data_conflict {
-            self.work.note(format!(
-                "{} changed both here and on the server; this one is kept (`sgard pull \
-                 --theirs` takes the server's)",
-                self.data_path().display()
+            self.work.note(crate::why::Why::new(
+                format!(
+                    "{} changed both here and on the server; this one is kept",
+                    self.data_path().display()
+                ),
+                crate::why::Remedy::PullTheirs,
             ));
         }
         // Folder modes, per folder (a Go server keeps none: then kept).

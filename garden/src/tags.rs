@@ -15,7 +15,10 @@ use crate::{Garden, Result};
 
 /// This machine's tags for the repository at `root`, and a note when they
 /// were just taken over from `<root>/tags`.
-pub(crate) fn load(root: &Path, local: Option<&Path>) -> Result<(Vec<String>, Option<String>)> {
+pub(crate) fn load(
+    root: &Path,
+    local: Option<&Path>,
+) -> Result<(Vec<String>, Option<crate::why::Why>)> {
     let Some(local) = local else {
         return Ok((read_tags(root)?, None));
     };
@@ -27,11 +30,13 @@ pub(crate) fn load(root: &Path, local: Option<&Path>) -> Result<(Vec<String>, Op
         return Ok((old, None));
     }
     let note = match write_tags(local, &old) {
-        Ok(()) => format!(
-            "tags are machine-local now: took {} from {} for this machine (`sgard tag \
-             remove` any that are not this machine's; that file is no longer written)",
-            old.join(", "),
-            root.join(TAGS_FILE).display()
+        Ok(()) => crate::why::Why::new(
+            format!(
+                "tags are machine-local now: took {} from {} for this machine",
+                old.join(", "),
+                root.join(TAGS_FILE).display()
+            ),
+            crate::why::Remedy::RemoveTags,
         ),
         Err(e) => format!(
             "using the tags in {} ({}); they could not be copied to this machine's \
@@ -39,7 +44,8 @@ pub(crate) fn load(root: &Path, local: Option<&Path>) -> Result<(Vec<String>, Op
             root.join(TAGS_FILE).display(),
             old.join(", "),
             crate::error_chain(&e)
-        ),
+        )
+        .into(),
     };
     Ok((old, Some(note)))
 }

@@ -169,9 +169,7 @@ impl Backend for Local {
                 .map_err(garden_error)?;
             match decision {
                 PushDecision::UpToDate => Ok(resp(Decision::UpToDate, vec![], Some(g.head_id()))),
-                PushDecision::Rejected(_) => {
-                    Ok(resp(Decision::Rejected, vec![], Some(g.head_id())))
-                }
+                PushDecision::Rejected => Ok(resp(Decision::Rejected, vec![], Some(g.head_id()))),
                 PushDecision::Accepted(missing) => {
                     if negotiate {
                         return Ok(resp(Decision::Accepted, missing, Some(g.head_id())));
@@ -241,7 +239,7 @@ impl Backend for Local {
                     .map_err(garden_error)?
                 {
                     PushDecision::UpToDate => Ok(()),
-                    PushDecision::Rejected(_) => Err(Error::retry(
+                    PushDecision::Rejected => Err(Error::retry(
                         "the server changed during the push; pull, then push again",
                     )),
                     PushDecision::Accepted(_) => g

@@ -25,13 +25,13 @@ fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<ExitCode> {
     };
     let report = g.add(&args.paths, &opts).map_err(refused_secrets)?;
     for (path, why) in &report.skipped {
-        ui::warn(&format!("skipped {path}: {why}"));
+        ui::warn(&format!("skipped {path}: {}", ui::why(why)));
     }
     for (path, why) in &report.notes {
-        ui::warn(&format!("{path}: {why}"));
+        ui::warn(&format!("{path}: {}", ui::why(why)));
     }
     for note in &report.links {
-        ui::note(note);
+        ui::note(&ui::why(note));
     }
     let added = report.count(AddOutcome::Added);
     let refreshed = report.count(AddOutcome::Refreshed);

@@ -17,7 +17,7 @@ fn run(ctx: &Ctx, dir: Direction, out: &mut dyn Write) -> Result<ExitCode> {
             let mut g = ctx.open_to_change(dry_run)?;
             let r = g.mirror_up(&dirs).map_err(super::add::refused_secrets)?;
             for (p, why) in &r.skipped {
-                ui::warn(&format!("skipped {p}: {why}"));
+                ui::warn(&format!("skipped {p}: {}", ui::why(why)));
             }
             let words = if dry_run {
                 ["add", "remove", "update"]
@@ -35,7 +35,7 @@ fn run(ctx: &Ctx, dir: Direction, out: &mut dyn Write) -> Result<ExitCode> {
                     "{} {} ({})",
                     ui::word(ctx.colour, "kept", 10),
                     ui::clean(p),
-                    ui::clean(why)
+                    ui::clean(&ui::why(why))
                 )?;
             }
             let counts = format!(
@@ -62,7 +62,7 @@ fn run(ctx: &Ctx, dir: Direction, out: &mut dyn Write) -> Result<ExitCode> {
             let mut prompt = StdinPrompt::new();
             let r = g.mirror_down(&dirs, RestoreOptions { force, dry_run }, &mut prompt)?;
             for (p, why) in &r.skipped {
-                ui::warn(&format!("skipped {p}: {why}"));
+                ui::warn(&format!("skipped {p}: {}", ui::why(why)));
             }
             restore::print_actions(ctx.colour, &r.restore, dry_run, out)?;
             let scripts = match (no_scripts, dry_run) {

@@ -35,7 +35,8 @@ fn run(
         out.flush()?;
         for l in lines.iter().filter(|l| l.state == State::Error) {
             if let Some(d) = &l.detail {
-                ui::error_line(&format!("{}: {d}", l.path));
+                let advice = l.remedy.as_ref().map(ui::remedy).unwrap_or_default();
+                ui::error_line(&format!("{}: {d}{advice}", l.path));
             }
         }
     } else {
@@ -52,7 +53,8 @@ fn run(
             {
                 // Keep the warning after the lines before it.
                 out.flush()?;
-                ui::error_line(&format!("{}: {d}", l.path));
+                let advice = l.remedy.as_ref().map(ui::remedy).unwrap_or_default();
+                ui::error_line(&format!("{}: {d}{advice}", l.path));
             }
         }
     }

@@ -322,6 +322,12 @@ fn edit_stores_plain_files_and_templates_and_a_failing_editor_changes_nothing() 
     desk.sg(&["edit", "~/.nope"])
         .code(1)
         .stderr_has("not tracked");
+    // A script must be executable: what happened, then what to do.
+    desk.write(".notx", "echo hi\n");
+    desk.t.chmod(".notx", 0o644);
+    desk.sg(&["add", "--run", "once", "~/.notx"]).ok().stderr_has(
+        "skipped ~/.notx: is not executable; a script must be (`chmod +x` it, then add it with --run)\n",
+    );
     // A tracked file gone from disk: what happened, then what to do.
     fs::remove_file(desk.path(".plain")).unwrap();
     run(&["edit", "~/.plain"], &ok).code(1).stderr_has(

@@ -53,7 +53,8 @@ fn status_says_error_when_the_repository_lost_a_files_content() {
         r.code(3)
             .stdout_has("error      ~/.bashrc\n")
             .stdout_has("ok         ~/.vimrc\n")
-            .stderr_has("is missing from the repository");
+            .stderr_has("is missing from the repository")
+            .stderr_has("; the file here still holds it (`sgard add ~/.bashrc` stores it again)\n");
     }
     t.sgard(["status", "~/.bashrc"])
         .code(3)
