@@ -406,12 +406,10 @@ pub fn error(err: &anyhow::Error) {
 /// own (the libraries' errors name what happened and never a command).
 pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     use sgard_garden::Error as E;
+    const CHUNKS: &str = "; raise the chunk sizes (`sgard chunking --sizes`) or store the file \
+                          whole (`sgard chunking --threshold`)";
     if let Some(sgard_store::Error::TooManyChunks { .. }) = e.downcast_ref::<sgard_store::Error>() {
-        return Some(
-            "; raise the chunk sizes (`sgard chunking --sizes`) or store the file whole \
-             (`sgard chunking --threshold`)"
-                .into(),
-        );
+        return Some(CHUNKS.into());
     }
     Some(match e.downcast_ref::<E>()? {
         E::Unreadable { rule, .. } => {
@@ -428,8 +426,11 @@ pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
         E::NotOnDisk(path) => format!("; `sgard restore {path}` brings it back first"),
         E::BelowTracked { above, .. } => format!(
             " (`sgard remove {above}` first, or `sgard add --follow` for a symlink to a \
-             folder); nothing was changed"
+             folder)"
         ),
+        E::TooManyChunks { .. } | E::Store(sgard_store::Error::TooManyChunks { .. }) => {
+            CHUNKS.into()
+        }
         E::Unmergeable { path, why } => {
             use sgard_garden::Unmergeable as U;
             match why {

@@ -7,8 +7,9 @@
 //! prune's live set). Each one is a file in this machine's state folder for
 //! the repository (beside the index, see [`crate::index`]):
 //! `<state>/sgard/repos/<key>/snapshots/<id>`, holding a magic, a version,
-//! a CRC-32 of the rest and the manifest in [`sgard_manifest::codec`]'s
-//! encoding.
+//! the id, a CRC-32 of the id and the rest, and the manifest in
+//! [`sgard_manifest::codec`]'s encoding (a file copied or renamed to
+//! another snapshot's name is not that snapshot's).
 //!
 //! Trust, as for the index: a missing, damaged, truncated or foreign file,
 //! or one of another version, is a miss (the document is parsed again and
@@ -37,7 +38,7 @@ pub(crate) const DIR: &str = "snapshots";
 const MAGIC: &[u8; 14] = b"sgard-snapdoc\n";
 /// Bump on any change of the layout (or of the codec's).
 const VERSION: u32 = 1;
-pub(crate) const HEADER: usize = MAGIC.len() + 4 + 4;
+pub(crate) const HEADER: usize = MAGIC.len() + 4 + 32 + 4;
 
 /// At most this many documents are kept.
 pub(crate) const MAX_FILES: usize = 64;
@@ -56,31 +57,49 @@ pub(crate) fn read(dir: &Path, id: &Hash) -> Option<Manifest> {
     f.take(MAX_BYTES + HEADER as u64)
         .read_to_end(&mut bytes)
         .ok()?;
+    decode(&bytes, id)
+}
+
+/// The manifest in `bytes` (a file [`encode`] made) if they are sound and
+/// name `id`.
+pub(crate) fn decode(bytes: &[u8], id: &Hash) -> Option<Manifest> {
     let (head, body) = bytes.split_at_checked(HEADER)?;
     let (magic, rest) = head.split_at(MAGIC.len());
-    let (version, sum) = rest.split_at(4);
+    let (version, rest) = rest.split_at(4);
+    let (named, sum) = rest.split_at(32);
     if magic != MAGIC
         || version != VERSION.to_le_bytes()
-        || sum != crc32fast::hash(body).to_le_bytes()
+        || named != id.as_bytes()
+        || sum != checksum(id, body).to_le_bytes()
     {
         return None;
     }
     codec::decode_manifest(body)
 }
 
-/// The file that caches `m`.
-pub(crate) fn encode(m: &Manifest) -> Vec<u8> {
+fn checksum(id: &Hash, body: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(id.as_bytes());
+    h.update(body);
+    h.finalize()
+}
+
+/// The file that caches `m`, the document of snapshot `id`.
+pub(crate) fn encode(id: &Hash, m: &Manifest) -> Vec<u8> {
     let body = codec::encode_manifest(m);
     let mut out = Vec::with_capacity(HEADER + body.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(&checksum(id, &body).to_le_bytes());
     out.extend_from_slice(&body);
     out
 }
 
 /// Writes `docs` (ids and what [`encode`] made of them) into `dir`, each
-/// durably, then trims the folder to its bounds.
+/// through a temp file and a rename but without an fsync (a cache: a file
+/// a crash tore fails its checksum and is parsed again), then trims the
+/// folder to its bounds.
 ///
 /// # Errors
 /// [`Error::Io`] naming the file or folder.
@@ -91,7 +110,7 @@ pub(crate) fn write(dir: &Path, docs: &[(Hash, Vec<u8>)]) -> Result<()> {
     durable::create_private_dir_all(dir)?;
     for (id, bytes) in docs {
         if bytes.len() as u64 <= MAX_BYTES {
-            durable::write_atomic(&path_of(dir, id), bytes, 0o600)?;
+            durable::write_replace(&path_of(dir, id), bytes, 0o600)?;
         }
     }
     trim(dir)
@@ -149,10 +168,14 @@ mod tests {
         let id = Hash::of(b"one");
         let m = doc(3);
         assert!(read(t.path(), &id).is_none());
-        write(t.path(), &[(id, encode(&m))]).unwrap();
+        write(t.path(), &[(id, encode(&id, &m))]).unwrap();
         assert_eq!(read(t.path(), &id), Some(m.clone()));
         assert!(read(t.path(), &Hash::of(b"two")).is_none());
         let file = path_of(t.path(), &id);
+        // Copied under another snapshot's name: not that snapshot's.
+        let two = Hash::of(b"two");
+        std::fs::copy(&file, path_of(t.path(), &two)).unwrap();
+        assert!(read(t.path(), &two).is_none());
         let good = std::fs::read(&file).unwrap();
         for i in 0..good.len() {
             let mut bad = good.clone();
@@ -172,12 +195,12 @@ mod tests {
     #[test]
     fn the_folder_keeps_the_newest_within_bounds() {
         let t = tempfile::tempdir().unwrap();
-        let m = encode(&doc(1));
+        let d = doc(1);
         let ids: Vec<Hash> = (0..MAX_FILES + 5)
             .map(|i| Hash::of(&i.to_le_bytes()))
             .collect();
         for (i, id) in ids.iter().enumerate() {
-            write(t.path(), &[(*id, m.clone())]).unwrap();
+            write(t.path(), &[(*id, encode(id, &d))]).unwrap();
             // Distinct times, oldest first.
             let f = std::fs::File::options()
                 .write(true)
@@ -186,7 +209,11 @@ mod tests {
             let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + i as u64);
             f.set_modified(when).unwrap();
         }
-        write(t.path(), &[(ids[MAX_FILES + 4], m.clone())]).unwrap();
+        write(
+            t.path(),
+            &[(ids[MAX_FILES + 4], encode(&ids[MAX_FILES + 4], &d))],
+        )
+        .unwrap();
         std::fs::write(t.path().join("not-ours"), b"x").unwrap();
         trim(t.path()).unwrap();
         let kept = std::fs::read_dir(t.path()).unwrap().count();

@@ -163,13 +163,22 @@ pub enum Error {
     /// tracked there, and nothing was changed.
     #[error(
         "{path}: is below {above}, which is tracked as a file or a symlink; nothing can be \
-         tracked below one"
+         tracked below one; nothing was changed"
     )]
     BelowTracked {
         /// The path refused.
         path: String,
         /// The entry above it.
         above: String,
+    },
+    /// A file would be cut into more chunks than one chunk list holds:
+    /// it was not stored.
+    #[error("{}: {chunks} chunks are more than one chunk list holds", path.display())]
+    TooManyChunks {
+        /// The file.
+        path: PathBuf,
+        /// How many chunks it made.
+        chunks: usize,
     },
     /// `merge` cannot merge this file.
     #[error("{path}: {why}")]

@@ -685,9 +685,13 @@ impl Repo {
     /// snapshot (`verify`, `prune` and `restore --at` see the damage as
     /// before).
     pub(crate) fn has_sound_snapshot(&self, id: &Hash) -> bool {
-        match self.blobs_for(id).verify(id) {
+        let store = self.blobs_for(id);
+        match store.verify(id) {
             Ok(sgard_store::BlobState::Ok) => true,
-            Ok(sgard_store::BlobState::Missing) => *id == self.head_hash,
+            // Absent, not a chunked blob missing a chunk (damage).
+            Ok(sgard_store::BlobState::Missing) => {
+                *id == self.head_hash && matches!(store.contains(id), Ok(false))
+            }
             _ => false,
         }
     }
@@ -752,9 +756,7 @@ impl Tx<'_> {
             .docs
             .iter()
             .find(|(h, _)| h == id)
-            .and_then(|(_, b)| {
-                sgard_manifest::codec::decode_manifest(b.get(crate::docs::HEADER..)?)
-            })
+            .and_then(|(_, b)| crate::docs::decode(b, id))
         {
             return Ok(m);
         }
@@ -769,7 +771,7 @@ impl Tx<'_> {
             // Held until the command ends, so within the folder's bounds
             // (a `verify` of hundreds of big snapshots keeps the first
             // ones, not all of them in memory).
-            let bytes = crate::docs::encode(&m);
+            let bytes = crate::docs::encode(id, &m);
             let held: usize = self.work.docs.iter().map(|(_, b)| b.len()).sum();
             if self.work.docs.len() < crate::docs::MAX_FILES
                 && (held + bytes.len()) as u64 <= crate::docs::MAX_BYTES

@@ -1048,6 +1048,19 @@ impl Garden {
         }
         self.work.fingerprints.flush();
         let saved = self.tx().save_index();
+        // The parsed snapshot documents: a cache of what the repository
+        // holds, so a failure to keep them costs the next command a parse
+        // and is said, never this command's error.
+        let docs = std::mem::take(&mut self.work.docs);
+        if let Some(dir) = &self.repo.local_dir
+            && let Err(e) = docs::write(&dir.join(docs::DIR), &docs)
+        {
+            self.work.note(format!(
+                "could not keep the parsed snapshots for the next command (they are parsed \
+                 again): {}",
+                error_chain(&e)
+            ));
+        }
         // What this command added to the log, for `base::key_for`.
         if let (Some(state), Some(key)) =
             (self.repo.env.state_dir.as_deref(), self.repo.key.as_deref())
@@ -1294,18 +1307,6 @@ impl Tx<'_> {
         if self.repo.dry_run {
             return Ok(());
         }
-        let saved = self.save_index_file();
-        // The parsed snapshot documents after the index (a cache of the
-        // repository's immutable documents; the index matters more).
-        let docs = std::mem::take(&mut self.work.docs);
-        let cached = match &self.repo.local_dir {
-            Some(dir) => docs::write(&dir.join(docs::DIR), &docs),
-            None => Ok(()),
-        };
-        saved.and(cached)
-    }
-
-    fn save_index_file(&mut self) -> Result<()> {
         let base = &mut self.work.base;
         let Some(file) = base.index().map(Path::to_path_buf) else {
             return Ok(());
@@ -1457,6 +1458,10 @@ impl Tx<'_> {
         let (mut f, md) = fsx::open_regular(abs)?;
         let reading = |e| match e {
             sgard_store::Error::Source(source) => Error::io("reading", abs, source),
+            sgard_store::Error::TooManyChunks { chunks } => Error::TooManyChunks {
+                path: abs.to_path_buf(),
+                chunks,
+            },
             other => Error::Store(other),
         };
         let mut head = [0u8; 16];

@@ -1789,11 +1789,27 @@ fn parsed_snapshots_are_cached_by_id_and_never_outlive_the_repository() {
         assert!(cache.join(id).is_file(), "{id} not cached");
     }
 
-    // Served from the cache: the second snapshot's parsed form under the
-    // first one's name is what a restore of the first writes.
+    // A copy under another snapshot's name is not that snapshot's.
     let first = cache.join(&ids[0]);
     let good = fs::read(&first).unwrap();
-    fs::copy(cache.join(&ids[1]), &first).unwrap();
+    let second = fs::read(cache.join(&ids[1])).unwrap();
+    fs::write(&first, &second).unwrap();
+    t.sgard(["restore", "--at", &ids[0], "-f", "~/f"]).ok();
+    assert_eq!(t.read("f"), v[0]);
+    assert_eq!(fs::read(&first).unwrap(), good, "the copy was replaced");
+
+    // Served from the cache: the second snapshot's parsed form, named (and
+    // checksummed) as the first's, is what a restore of the first writes.
+    // Layout: magic (14), version (4), id (32), CRC-32 of id + body (4).
+    let id0: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&ids[0][2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let body = &second[54..];
+    let mut forged = second[..18].to_vec();
+    forged.extend_from_slice(&id0);
+    forged.extend_from_slice(&crc32(&[&id0[..], body].concat()).to_le_bytes());
+    forged.extend_from_slice(body);
+    fs::write(&first, &forged).unwrap();
     t.sgard(["restore", "--at", &ids[0], "-f", "~/f"]).ok();
     assert_eq!(t.read("f"), v[1], "the cached document was not used");
 
@@ -1814,4 +1830,20 @@ fn parsed_snapshots_are_cached_by_id_and_never_outlive_the_repository() {
     let r = t.sgard(["verify"]);
     assert_ne!(r.code, 0, "{r:#?}");
     r.stdout_has(&ids[0][..12]);
+}
+
+/// CRC-32 (IEEE), as the snapshot cache's files carry it.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
 }
