@@ -535,7 +535,8 @@ impl Garden {
                 let parsed = if r.id == self.repo.head_hash {
                     None
                 } else {
-                    Some(Tx::new(&self.repo, &mut self.work).snapshot_doc(&r.id))
+                    // Its blob was just found sound (`problems` is empty).
+                    Some(Tx::new(&self.repo, &mut self.work).snapshot_doc_of(&r.id, true))
                 };
                 let doc = match &parsed {
                     None => Ok(&self.repo.manifest.files),
@@ -746,6 +747,13 @@ impl Tx<'_> {
     /// # Errors
     /// The snapshot is missing or damaged, or not a manifest.
     pub(crate) fn snapshot_doc(&mut self, id: &Hash) -> Result<Manifest> {
+        self.snapshot_doc_of(id, false)
+    }
+
+    /// As [`Tx::snapshot_doc`]; `sound` says the caller has just checked
+    /// the snapshot's blob against its name (as `verify` does), so a cached
+    /// copy is used without reading the blob again.
+    pub(crate) fn snapshot_doc_of(&mut self, id: &Hash, sound: bool) -> Result<Manifest> {
         let dir = self
             .repo
             .local_dir
@@ -762,7 +770,7 @@ impl Tx<'_> {
         }
         if let Some(dir) = &dir
             && let Some(m) = crate::docs::read(dir, id)
-            && self.repo.has_sound_snapshot(id)
+            && (sound || self.repo.has_sound_snapshot(id))
         {
             return Ok(m);
         }

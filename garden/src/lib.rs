@@ -419,7 +419,7 @@ pub(crate) struct Work {
     /// Template variables and renderings, built at first use.
     pub(crate) templates: template::Templates,
     /// Snapshot documents this run parsed, encoded for this machine's cache
-    /// of them ([`docs`]), written with the index.
+    /// of them ([`docs`]), written by [`Garden::finish`].
     pub(crate) docs: Vec<(sgard_store::Hash, Vec<u8>)>,
 }
 
@@ -760,7 +760,14 @@ impl Garden {
         let env_stall = env.chunk_stall;
         let (tags, tag_note) = tags::load(root, local_dir.as_deref())?;
         let labels = identity::labels(&env.hostname, &tags);
-        let mut notes: Vec<String> = key_note.into_iter().collect();
+        // Said in this order: the repository's key, its tags, then what
+        // loading found.
+        let first: Vec<why::Why> = key_note
+            .map(why::Why::from)
+            .into_iter()
+            .chain(tag_note)
+            .collect();
+        let mut notes: Vec<String> = Vec::new();
         let local = local_dir
             .as_ref()
             .map(|d| LocalLog::load(d.join("undo"), &mut notes, &mut index))
@@ -821,10 +828,9 @@ impl Garden {
                 labels,
             },
             work: Work {
-                notes: notes
+                notes: first
                     .into_iter()
-                    .map(why::Why::from)
-                    .chain(tag_note)
+                    .chain(notes.into_iter().map(why::Why::from))
                     .collect(),
                 base,
                 unresolved,
