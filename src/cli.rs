@@ -31,6 +31,10 @@ pub struct Cli {
     #[arg(short, long, global = true)]
     pub verbose: bool,
 
+    /// An age identity file or SSH private key to unlock encrypted files with, tried first (repeatable; SGARD_IDENTITY holds more, `:`-separated)
+    #[arg(long = "identity", global = true, value_name = "FILE")]
+    pub identity: Vec<PathBuf>,
+
     /// What to do
     #[command(subcommand)]
     pub command: Command,

@@ -64,6 +64,8 @@ pub struct Ctx {
     /// Whether opening the repository may set up git's merge driver (not
     /// for `doctor`, which changes nothing and reports what is missing).
     pub git_setup: bool,
+    /// Identity files named by `--identity` and `SGARD_IDENTITY`.
+    pub identities: Vec<PathBuf>,
 }
 
 /// The global flags about the sync server.
@@ -224,6 +226,12 @@ impl Ctx {
                 context::passphrase("Passphrase: ")
             })),
             passphrase_tries: if context::passphrase_is_typed() { 3 } else { 1 },
+            machine_keys: true,
+            identities: self.identities.clone(),
+            key_passphrase: Some(Box::new(|path| {
+                let _bar = ui::progress::pause();
+                context::key_passphrase(path)
+            })),
             dry_run: false,
         }
     }
@@ -295,6 +303,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let mut env = context::env()?;
     env.no_cache = cli.no_cache;
     let repo = context::repo_path(&env, cli.repo.as_deref());
+    let ctx_cwd = env.cwd.clone();
     let ctx = Ctx {
         env,
         repo,
@@ -302,6 +311,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         colour,
         needs_history: each!(&command, a => a.needs_history()),
         git_setup: each!(&command, a => a.git_setup()),
+        identities: context::identities(&ctx_cwd, cli.identity),
     };
     let _progress = ui::progress::View::start(verbosity, context::progress_delay());
     // With -q a command that does something prints only errors (on

@@ -145,6 +145,31 @@ fn read_tty(prompt: &str) -> std::result::Result<Zeroizing<String>, String> {
         })
 }
 
+/// The identity files to try first: `--identity` flags, then
+/// `SGARD_IDENTITY` (`:`-separated, as `PATH` is), relative ones from `cwd`.
+pub fn identities(cwd: &Path, flags: Vec<PathBuf>) -> Vec<PathBuf> {
+    let from_var: Vec<PathBuf> = std::env::var_os("SGARD_IDENTITY")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    flags
+        .into_iter()
+        .chain(from_var)
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| cwd.join(p))
+        .collect()
+}
+
+/// The passphrase of the encrypted SSH key at `path`, typed on the
+/// terminal (never taken from `SGARD_PASSPHRASE`: that is the
+/// repository's).
+pub fn key_passphrase(path: &Path) -> std::result::Result<Zeroizing<String>, String> {
+    rpassword::prompt_password(format!("Passphrase for {}: ", path.display()))
+        .map(Zeroizing::new)
+        .map_err(|e| {
+            format!("it is encrypted, and there is no terminal to ask its passphrase ({e})")
+        })
+}
+
 /// A new passphrase typed twice; an empty one or two that differ are
 /// asked for again, three times in all.
 fn read_tty_twice(prompt: &str) -> std::result::Result<Zeroizing<String>, String> {

@@ -421,6 +421,11 @@ pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
             format!(" (see `sgard exclude --list`; `sgard include {rule}` lifts it)")
         }
         E::NoEncryption => "; run `sgard encrypt init` first".into(),
+        E::NoKey { .. } => "; on a machine that can unlock it, run `sgard encrypt add-recipient` \
+                            with this machine's public key (its `~/.ssh/id_ed25519.pub`, or \
+                            the one `sgard encrypt keygen` prints), or name a key with \
+                            --identity"
+            .into(),
         E::Unsettled { .. } => " (use --theirs or --ours to settle them)".into(),
         E::OutsideHome { .. } => " (`sgard pull --allow-absolute` accepts them)".into(),
         E::NotOnDisk(path) => format!("; `sgard restore {path}` brings it back first"),

@@ -45,6 +45,11 @@ impl Dek {
         Ok(Dek(Zeroizing::new(random()?)))
     }
 
+    /// A key from its bytes (unwrapped from a key slot).
+    pub(crate) fn from_bytes(bytes: [u8; 32]) -> Self {
+        Dek(Zeroizing::new(bytes))
+    }
+
     /// The raw bytes (for wrapping).
     pub fn bytes(&self) -> &[u8; 32] {
         &self.0
@@ -209,6 +214,21 @@ pub fn new_encryption(passphrase: &str, params: KdfParams) -> Result<(Encryption
         passphrase_slot(passphrase, params, &dek)?,
     );
     Ok((enc, dek))
+}
+
+/// A new `encryption` section with no slot yet, and its fresh DEK (the
+/// caller adds recipient slots).
+///
+/// # Errors
+/// [`Error::Crypto`] without randomness.
+pub fn new_recipients_only() -> Result<(Encryption, Dek)> {
+    Ok((
+        Encryption {
+            algorithm: ALGORITHM.into(),
+            ..Encryption::default()
+        },
+        Dek::generate()?,
+    ))
 }
 
 /// A passphrase slot wrapping `dek` (fresh salt).

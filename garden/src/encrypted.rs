@@ -15,7 +15,7 @@ use zeroize::Zeroizing;
 
 use crate::crypto::{self, Dek};
 use crate::{Error, Garden, Result};
-use crate::{fsx, keyring};
+use crate::{fsx, keyring, recipients};
 
 /// The largest file sgard encrypts (the envelope is one AEAD message, so the
 /// whole plaintext is in memory once).
@@ -33,6 +33,12 @@ pub(crate) struct Keys {
     /// How many passphrases the source may give before a wrong one fails
     /// (1, or more when a person types them).
     pub tries: u32,
+    /// This machine's identity files, in the order they are tried.
+    pub candidates: Vec<crate::recipients::Candidate>,
+    /// Asks for an encrypted SSH key's passphrase.
+    pub key_passphrase: Option<crate::recipients::KeyPassphraseSource>,
+    /// The identity file that opened the data key, if one did.
+    pub opened_by: Option<std::path::PathBuf>,
     pub dek: Option<Dek>,
     pub passphrase: Option<Zeroizing<String>>,
     /// Why the source gave no passphrase, when it failed: it is asked once
@@ -150,6 +156,27 @@ impl Tx<'_> {
             .as_ref()
             .ok_or_else(not_initialized)?;
         let tries = self.work.keys.tries.max(1);
+        // This machine's keys first: no passphrase is asked when one of
+        // them is a recipient.
+        let keys = &mut self.work.keys;
+        let attempt =
+            recipients::unlock(enc, &keys.candidates, keys.key_passphrase.as_mut(), tries)?;
+        if let Some((dek, path)) = attempt.opened {
+            keys.opened_by = Some(path);
+            keys.dek = Some(dek.duplicate());
+            return Ok(dek);
+        }
+        if !enc.kek_slots.values().any(|s| s.kind == "passphrase") {
+            let slots: Vec<String> = recipients::slots(enc).into_iter().map(|s| s.slot).collect();
+            if !slots.is_empty() {
+                let e = Error::NoKey {
+                    slots,
+                    tried: attempt.tried,
+                };
+                keys.refused = Some(e.to_string());
+                return Err(e);
+            }
+        }
         let mut left = tries;
         let dek = loop {
             let pass = self.passphrase()?;

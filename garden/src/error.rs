@@ -132,6 +132,19 @@ pub enum Error {
     /// The repository has no encryption set up.
     #[error("encryption is not initialized")]
     NoEncryption,
+    /// The data key is wrapped only to recipients, and none of this
+    /// machine's identities is one of them.
+    #[error(
+        "no key of this machine opens the data key (the repository has recipient slots {}, and no passphrase slot){}",
+        slots.join(", "),
+        if tried.is_empty() { String::new() } else { format!("; tried {}", tried.join("; ")) }
+    )]
+    NoKey {
+        /// The recipient slots there are.
+        slots: Vec<String>,
+        /// What each identity file tried gave.
+        tried: Vec<String>,
+    },
     /// The home folder changed since the operation being undone.
     #[error("{0}")]
     Conflict(String),

@@ -58,6 +58,7 @@ mod pathtable;
 mod present;
 mod preview;
 mod prune;
+pub mod recipients;
 mod remove;
 mod restore;
 pub mod rules;
@@ -91,7 +92,7 @@ pub use checkpoint::{CheckpointOptions, CheckpointReport, EntryChange, error_cha
 pub use chunking::ChunkSweep;
 pub use diff::Diff;
 pub use edit::{EditOutcome, EditSession};
-pub use encrypt::RotateReport;
+pub use encrypt::{AddedRecipient, RotateReport};
 pub use encrypted::PassphraseSource;
 pub use env::Env;
 pub use error::{Error, Result};
@@ -629,6 +630,14 @@ impl Garden {
         }
         g.work.keys.source = opts.passphrase;
         g.work.keys.tries = opts.passphrase_tries;
+        if opts.machine_keys {
+            g.work.keys.candidates = recipients::candidates(
+                &opts.identities,
+                g.repo.env.config_dir.as_deref(),
+                &g.repo.env.home,
+            );
+        }
+        g.work.keys.key_passphrase = opts.key_passphrase;
         Ok(g)
     }
 

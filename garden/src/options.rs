@@ -69,6 +69,17 @@ pub struct Options<'a> {
     /// Where the passphrase comes from when a command needs the data key;
     /// called at most once per Garden, and only when needed.
     pub passphrase: Option<PassphraseSource>,
+    /// Whether this machine's keys may unlock the data key (a person's
+    /// command; never a server): `identities`, then the default identity
+    /// files of [`crate::recipients::candidates`].
+    pub machine_keys: bool,
+    /// Identity files named by the user (`--identity`, `SGARD_IDENTITY`),
+    /// tried first when a recipient slot could unlock the data key (see
+    /// [`crate::recipients::candidates`] for the rest).
+    pub identities: Vec<std::path::PathBuf>,
+    /// Where the passphrase of an encrypted SSH key comes from, when that
+    /// key is a recipient of the repository.
+    pub key_passphrase: Option<crate::recipients::KeyPassphraseSource>,
     /// How many times a wrong passphrase is asked for (a person at a
     /// terminal mistypes; a variable or a file would only repeat it); 0
     /// counts as 1.

@@ -20,6 +20,7 @@ mod machines;
 mod objstore;
 mod ops;
 mod polish;
+mod recipients;
 mod scenarios;
 mod sim;
 mod sqlite;

@@ -164,7 +164,7 @@ pub(super) fn checks(ctx: &Ctx, out: &mut Vec<Finding>) -> Option<Manifest> {
     // The passphrase command may wait on the user: writers need not.
     drop(lock);
     if let Some(m) = &manifest {
-        encryption(m, out);
+        encryption(ctx, m, out);
     }
     manifest
 }
@@ -571,25 +571,29 @@ fn base_finding(s: &StateProbe, m: &Manifest) -> Finding {
     }
 }
 
-/// The key slots, and whether the passphrase source works.
-fn encryption(m: &Manifest, out: &mut Vec<Finding>) {
+/// The key slots, this machine's keys among the recipients, and whether
+/// the passphrase source works.
+fn encryption(ctx: &Ctx, m: &Manifest, out: &mut Vec<Finding>) {
+    use sgard_garden::recipients::{self, Probe};
     let Some(enc) = &m.encryption else {
         out.push(Finding::ok("encryption", "not set up"));
         return;
     };
     let encrypted = m.files.iter().filter(|e| e.encrypted).count();
+    let usable_kind = |s: &sgard_manifest::KekSlot| s.kind == "passphrase" || s.kind == "age";
     let slots: Vec<String> = enc
         .kek_slots
         .iter()
         .map(|(name, s)| {
-            if s.kind == "passphrase" {
+            if usable_kind(s) {
                 format!("{name} ({})", s.kind)
             } else {
                 format!("{name} ({}, not usable by this sgard)", s.kind)
             }
         })
         .collect();
-    let usable = enc.kek_slots.values().any(|s| s.kind == "passphrase");
+    let has_passphrase = enc.kek_slots.values().any(|s| s.kind == "passphrase");
+    let has_recipients = !recipients::slots(enc).is_empty();
     let detail = format!(
         "{} key slot{}: {}; {encrypted} encrypted entr{}",
         slots.len(),
@@ -597,17 +601,72 @@ fn encryption(m: &Manifest, out: &mut Vec<Finding>) {
         slots.join(", "),
         if encrypted == 1 { "y" } else { "ies" }
     );
-    if !usable {
+    if !has_passphrase && !has_recipients {
         out.push(Finding::error(
             "encryption",
-            format!("{detail}: no passphrase slot, so this sgard cannot unlock the data key"),
+            format!("{detail}: no passphrase slot nor recipient, so this sgard cannot unlock the data key"),
             "unlock with the tool that made the other slots (the Go sgard reads FIDO2 slots), \
              and add a passphrase slot there",
         ));
         return;
     }
     out.push(Finding::ok("encryption", detail));
-    out.push(passphrase(enc));
+    if has_recipients {
+        let candidates = recipients::candidates(
+            &ctx.identities,
+            ctx.env.config_dir.as_deref(),
+            &ctx.env.home,
+        );
+        let found = recipients::probe(enc, &candidates);
+        let opener = found.iter().find_map(|(p, f)| match f {
+            Probe::Recipient { slot, encrypted } => Some((p, slot, *encrypted)),
+            _ => None,
+        });
+        let unusable: Vec<String> = found
+            .iter()
+            .filter_map(|(p, f)| match f {
+                Probe::Unusable(why) => Some(format!("{}: {why}", p.display())),
+                _ => None,
+            })
+            .collect();
+        let finding = match (opener, has_passphrase) {
+            (Some((p, slot, encrypted)), _) => Finding::ok(
+                "keys",
+                format!(
+                    "{} opens the data key (recipient {slot}){}",
+                    p.display(),
+                    if encrypted {
+                        "; its passphrase is asked on the terminal"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            (None, true) => Finding::ok(
+                "keys",
+                "none of this machine's keys is a recipient: the passphrase unlocks",
+            ),
+            (None, false) => Finding::error(
+                "keys",
+                format!(
+                    "none of this machine's keys is a recipient, and there is no passphrase \
+                     slot: commands that decrypt fail here{}",
+                    if unusable.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", unusable.join("; "))
+                    }
+                ),
+                "on a machine that can unlock it, run `sgard encrypt add-recipient` with this \
+                 machine's public key (`~/.ssh/id_ed25519.pub`, or the one `sgard encrypt \
+                 keygen` prints here)",
+            ),
+        };
+        out.push(finding);
+    }
+    if has_passphrase {
+        out.push(passphrase(enc));
+    }
 }
 
 /// Where the passphrase would come from, and whether it unlocks the key.
