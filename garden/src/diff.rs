@@ -33,6 +33,12 @@ pub enum Diff {
         /// The entry's path.
         path: String,
     },
+    /// A template that asks a password manager differs from what sgard
+    /// last wrote only where its secrets stand (masked: nothing was asked).
+    Secret {
+        /// The entry's path.
+        path: String,
+    },
 }
 
 impl Garden {
@@ -261,6 +267,9 @@ impl Tx<'_> {
                 format!("{path} (current)")
             })
         };
+        if e.template && self.source_calls_secrets(e)? {
+            return self.diff_secret_template(e, &abs, stored_label);
+        }
         if e.template {
             // The rendering is what belongs on disk.
             let stored = self.rendering(e)?;
@@ -362,6 +371,75 @@ impl Tx<'_> {
 }
 
 /// A unified diff of two contents (or `Same`, or `Binary`).
+impl Tx<'_> {
+    /// Whether a template entry asks a password manager (its source read,
+    /// decrypted if need be).
+    fn source_calls_secrets(&mut self, e: &sgard_manifest::Entry) -> Result<bool> {
+        if let Some(s) = self.is_secret_template(e)? {
+            return Ok(s);
+        }
+        self.dek()?;
+        Ok(self.is_secret_template(e)? == Some(true))
+    }
+
+    /// Diffs a template that asks a password manager without asking it:
+    /// the disk as sgard last wrote it is the same; otherwise the rendering
+    /// with its secrets masked is compared with the disk, whose lines at
+    /// those places are masked alike.
+    fn diff_secret_template(
+        &mut self,
+        e: &sgard_manifest::Entry,
+        abs: &std::path::Path,
+        stored_label: &str,
+    ) -> Result<Diff> {
+        let path = e.path.clone();
+        let current = match fsx::lstat(abs)? {
+            None => None,
+            Some(_) => {
+                let (f, md) = fsx::open_regular(abs)?;
+                let mut buf = Vec::new();
+                f.take(MAX_DIFF_BYTES + 1)
+                    .read_to_end(&mut buf)
+                    .map_err(|err| Error::io("reading", abs, err))?;
+                if md.len() > MAX_DIFF_BYTES || buf.len() as u64 > MAX_DIFF_BYTES {
+                    return Ok(Diff::Binary { path });
+                }
+                Some(buf)
+            }
+        };
+        let last = self.work.base.get(&e.path);
+        if let (Some(cur), Some(b)) = (&current, last)
+            && b.stored == e.hash
+            && b.content == Some(sgard_store::Hash::of(cur))
+        {
+            return Ok(Diff::Same);
+        }
+        let masked = self.rendering_masked(e)?;
+        let label_now = if current.is_some() {
+            format!("{path} (current, secrets masked)")
+        } else {
+            format!("{path} (missing)")
+        };
+        let (Ok(m), Ok(c)) = (
+            String::from_utf8(masked),
+            String::from_utf8(current.clone().unwrap_or_default()),
+        ) else {
+            return Ok(Diff::Binary { path });
+        };
+        let (a, b) = crate::managers::mask_like(&m, &c);
+        match diff_bytes(
+            &path,
+            a.as_bytes(),
+            b.as_bytes(),
+            &format!("{path} ({stored_label}, rendered, secrets masked)"),
+            &label_now,
+        ) {
+            Diff::Same => Ok(Diff::Secret { path }),
+            d => Ok(d),
+        }
+    }
+}
+
 fn diff_bytes(path: &str, old: &[u8], new: &[u8], old_label: &str, new_label: &str) -> Diff {
     if old == new {
         return Diff::Same;

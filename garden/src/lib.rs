@@ -48,6 +48,7 @@ pub(crate) type PathMap<V> = std::collections::HashMap<String, V, rustc_hash::Fx
 mod info;
 mod keyring;
 pub mod lock;
+pub mod managers;
 mod merge;
 mod mirror;
 mod options;

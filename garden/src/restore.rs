@@ -803,6 +803,9 @@ impl Tx<'_> {
                         Ok(crate::Diff::Binary { path }) => {
                             format!("{path}: binary content differs\n")
                         }
+                        Ok(crate::Diff::Secret { path }) => {
+                            format!("{path}: differs only where its secrets stand (masked)\n")
+                        }
                         Err(_) if e.kind != EntryKind::File => {
                             format!(
                                 "{}: the repository has a {}{}\n",

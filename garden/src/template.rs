@@ -13,6 +13,11 @@
 //! mappings merged) by the machine-local `data.yaml` in the configuration
 //! folder. Undefined variables are errors (strict mode), naming the
 //! expression, its line and column.
+//!
+//! Functions: the password managers of [`crate::managers`] (`pass`,
+//! `onepassword`, …). A template that calls one is judged by status, diff
+//! and checkpoint against what sgard last wrote on this machine, never by
+//! asking the manager, unless the command asks to refresh.
 
 use crate::Repo;
 use crate::Tx;
@@ -23,6 +28,7 @@ use serde_json::{Map, Value};
 use sgard_manifest::Entry;
 use sgard_store::Hash;
 
+use crate::managers::{self, Bridge, Mode};
 use crate::{Error, Garden, Result};
 
 /// The repository's template data file.
@@ -40,6 +46,13 @@ pub(crate) struct Templates {
     vars: Option<std::result::Result<Value, Error>>,
     /// Rendering hashes by (path, source hash).
     rendered: HashMap<(String, Hash), Hash>,
+    /// What the password managers answered this command.
+    answers: managers::Answers,
+    /// Whether a source calls a password manager, by source hash.
+    secret: HashMap<Hash, bool>,
+    /// `status --refresh`: secret templates are rendered (asking the
+    /// managers) to be compared, not judged by what was last written.
+    pub(crate) refresh: bool,
 }
 
 /// A YAML data file as a JSON mapping (an empty or missing file: none).
@@ -124,8 +137,34 @@ fn describe(err: &minijinja::Error, source: &str) -> String {
     }
 }
 
-/// Renders `source` with `vars`; `name` names it in errors.
+/// The template syntax: a config file's last newline is part of it, and a
+/// block tag on a line of its own leaves no line behind: the newline after
+/// a tag goes (`trim_blocks`), and so does the indentation before one
+/// (`lstrip_blocks`), as in Ansible and most config templating.
+pub(crate) fn syntax() -> std::result::Result<minijinja::syntax::SyntaxConfig, minijinja::Error> {
+    minijinja::syntax::SyntaxConfig::builder()
+        .keep_trailing_newline(true)
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .build()
+}
+
+/// Renders `source` with `vars` and no password manager; `name` names it
+/// in errors.
+#[cfg(test)]
 pub(crate) fn render_with(name: &str, source: &[u8], vars: &Value) -> Result<Vec<u8>> {
+    render_secret(name, source, vars, None)
+}
+
+/// Renders `source` with `vars`, the password-manager functions answered
+/// through `secrets` (without it they are undefined); `name` names it in
+/// errors.
+pub(crate) fn render_secret(
+    name: &str,
+    source: &[u8],
+    vars: &Value,
+    secrets: Option<&Bridge>,
+) -> Result<Vec<u8>> {
     let bad = |message: String| Error::Template {
         path: name.to_owned(),
         message,
@@ -145,17 +184,10 @@ pub(crate) fn render_with(name: &str, source: &[u8], vars: &Value) -> Result<Vec
     })?;
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    // A config file's last newline is part of it. A block tag on a line of
-    // its own leaves no line behind: the newline after a tag goes
-    // (`trim_blocks`), and so does the indentation before one
-    // (`lstrip_blocks`), as in Ansible and most config templating.
-    let syntax = minijinja::syntax::SyntaxConfig::builder()
-        .keep_trailing_newline(true)
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .build()
-        .map_err(|e| bad(e.to_string()))?;
-    env.set_syntax(syntax);
+    env.set_syntax(syntax().map_err(|e| bad(e.to_string()))?);
+    if let Some(b) = secrets {
+        b.install(&mut env, vars);
+    }
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
     env.set_recursion_limit(64);
     // Bounds a template that loops forever.
@@ -266,6 +298,13 @@ impl Garden {
     /// As [`Garden::template_data`]; reading the tags.
     pub fn template_vars(&self) -> Result<Value> {
         self.repo.template_vars()
+    }
+
+    /// Makes this command render templates that ask a password manager
+    /// (`status --refresh`) rather than judge them by what sgard last
+    /// wrote on this machine.
+    pub fn refresh_secrets(&mut self) {
+        self.work.templates.refresh = true;
     }
 
     /// Renders `source` for this machine (`path` names it in errors).
@@ -401,12 +440,23 @@ impl Tx<'_> {
     }
 
     pub(crate) fn render_source(&mut self, path: &str, source: &[u8]) -> Result<Vec<u8>> {
+        self.render_mode(path, source, Mode::Ask)
+    }
+
+    /// Renders `source`, the password managers asked (at most once per
+    /// secret in a command) or masked as `mode` says.
+    pub(crate) fn render_mode(&mut self, path: &str, source: &[u8], mode: Mode) -> Result<Vec<u8>> {
         let t = &mut self.work.templates;
         if t.vars.is_none() {
             t.vars = Some(self.repo.template_vars());
         }
         match t.vars.as_ref() {
-            Some(Ok(vars)) => render_with(path, source, vars),
+            Some(Ok(vars)) => {
+                let bridge = Bridge::new(std::mem::take(&mut t.answers), mode);
+                let out = render_secret(path, source, vars, Some(&bridge));
+                t.answers = bridge.finish();
+                out
+            }
             Some(Err(e)) => Err(Error::Template {
                 path: path.to_owned(),
                 message: crate::checkpoint::error_chain(e),
@@ -417,12 +467,43 @@ impl Tx<'_> {
         }
     }
 
-    pub(crate) fn rendering(&mut self, e: &Entry) -> Result<Vec<u8>> {
-        let source = if e.encrypted {
+    /// A template entry's source (decrypted: the key is unlocked if need be).
+    pub(crate) fn source_of(&mut self, e: &Entry) -> Result<Vec<u8>> {
+        Ok(if e.encrypted {
             self.stored_plaintext(e)?.to_vec()
         } else {
             self.repo.blob_of(e)?
+        })
+    }
+
+    /// Whether a template entry's source calls a password manager (read
+    /// once per source in a command; `None`: encrypted and the key is not
+    /// unlocked, so it cannot be told without asking).
+    pub(crate) fn is_secret_template(&mut self, e: &Entry) -> Result<Option<bool>> {
+        let Some(h) = e.hash else {
+            return Ok(Some(false));
         };
+        if let Some(s) = self.work.templates.secret.get(&h) {
+            return Ok(Some(*s));
+        }
+        if e.encrypted && !self.is_unlocked() {
+            return Ok(None);
+        }
+        let source = self.source_of(e)?;
+        let s = std::str::from_utf8(&source).is_ok_and(managers::calls_secrets);
+        self.work.templates.secret.insert(h, s);
+        Ok(Some(s))
+    }
+
+    /// A template entry's rendering with every password-manager answer
+    /// masked ([`managers::MASK`]): nothing is asked.
+    pub(crate) fn rendering_masked(&mut self, e: &Entry) -> Result<Vec<u8>> {
+        let source = self.source_of(e)?;
+        self.render_mode(&e.path, &source, Mode::Mask)
+    }
+
+    pub(crate) fn rendering(&mut self, e: &Entry) -> Result<Vec<u8>> {
+        let source = self.source_of(e)?;
         let out = self.render_source(&e.path, &source)?;
         if let Some(h) = e.hash {
             self.work
@@ -447,6 +528,11 @@ impl Tx<'_> {
             return Ok(None);
         }
         if e.encrypted && !unlock && !self.is_unlocked() {
+            return Ok(None);
+        }
+        // A template that asks a password manager is judged by what sgard
+        // last wrote (the base), unless the command must render it.
+        if !self.work.templates.refresh && self.is_secret_template(e)? != Some(false) {
             return Ok(None);
         }
         Ok(Some(Hash::of(&self.rendering(e)?)))

@@ -94,6 +94,13 @@ fn run(ctx: &Ctx, paths: &[OsString], f: Flags, out: &mut dyn Write) -> Result<E
                         "Binary files {path} (stored) and {path} (current) differ"
                     )?;
                 }
+                Diff::Secret { path } => {
+                    writeln!(
+                        out,
+                        "{path} differs from what sgard last wrote only where its secrets stand \
+                         (masked; `sgard status --refresh` asks the password manager)"
+                    )?;
+                }
             }
         }
     }

@@ -253,9 +253,10 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
                 )?;
                 return Ok(ExitCode::SUCCESS);
             }
-            // Unlock with the current passphrase first: a wrong one must fail
-            // before a new one is asked for.
+            // Unlock with the current passphrase (or this machine's key)
+            // first: a wrong one must fail before a new one is asked for.
             g.verify_passphrase()?;
+            let had = g.key_slots().iter().any(|(_, kind)| kind == "passphrase");
             let new = context::new_passphrase_for_change().map_err(anyhow::Error::msg)?;
             g.change_passphrase(
                 &new,
@@ -263,7 +264,15 @@ fn run(ctx: &Ctx, action: Action, out: &mut dyn Write) -> Result<ExitCode> {
                     .is_ok()
                     .then(context::kdf_params),
             )?;
-            writeln!(out, "Passphrase changed.")?;
+            if had {
+                writeln!(out, "Passphrase changed.")?;
+            } else {
+                writeln!(
+                    out,
+                    "Passphrase slot added: the passphrase now unlocks this repository too \
+                     (the Go sgard uses it)."
+                )?;
+            }
             ctx.finish(g)?;
         }
         Action::RotateDek { dry_run: true } => {

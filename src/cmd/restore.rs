@@ -18,6 +18,7 @@ pub struct Flags {
     pub force: bool,
     pub dry_run: bool,
     pub no_scripts: bool,
+    pub refresh: bool,
 }
 
 fn run(
@@ -31,8 +32,12 @@ fn run(
         force,
         dry_run,
         no_scripts,
+        refresh,
     } = flags;
     let mut g = ctx.open_for_home(dry_run)?;
+    if refresh {
+        g.refresh_secrets();
+    }
     let mut prompt = StdinPrompt::new();
     let opts = RestoreOptions { force, dry_run };
     let report = match at {
@@ -173,6 +178,9 @@ pub struct Args {
     /// Do not run the scripts that are due
     #[arg(long)]
     no_scripts: bool,
+    /// Render templates that read a password manager (asking it) even where the file is as sgard last wrote it, to bring in changed secrets
+    #[arg(long)]
+    refresh: bool,
 }
 
 impl super::Run for Args {
@@ -188,6 +196,7 @@ impl super::Run for Args {
                 force: self.force,
                 dry_run: self.dry_run,
                 no_scripts: self.no_scripts,
+                refresh: self.refresh,
             },
             self.at.as_deref(),
             out,

@@ -16,9 +16,13 @@ fn run(
     paths: &[OsString],
     exit_code: bool,
     json: bool,
+    refresh: bool,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
     let mut g = ctx.open(LockMode::Shared)?;
+    if refresh {
+        g.refresh_secrets();
+    }
     let lines = g.status_of_args(paths)?;
     let changed = lines.iter().any(|l| l.state.is_change());
     if json {
@@ -118,6 +122,9 @@ pub struct Args {
     /// Print one JSON document
     #[arg(long)]
     json: bool,
+    /// Render templates that read a password manager (asking it) instead of judging them by what sgard last wrote here
+    #[arg(long)]
+    refresh: bool,
 }
 
 impl super::Run for Args {
@@ -126,7 +133,9 @@ impl super::Run for Args {
         ctx: &super::Ctx,
         out: &mut dyn std::io::Write,
     ) -> anyhow::Result<std::process::ExitCode> {
-        super::buffered(out, |o| run(ctx, &self.paths, self.exit_code, self.json, o))
+        super::buffered(out, |o| {
+            run(ctx, &self.paths, self.exit_code, self.json, self.refresh, o)
+        })
     }
 
     fn answers(&self) -> bool {

@@ -17,6 +17,7 @@ mod hostile;
 mod index;
 mod local;
 mod machines;
+mod managers;
 mod objstore;
 mod ops;
 mod polish;

@@ -506,3 +506,39 @@ fn recipients_travel_through_the_server_and_open_with_the_login_key() {
     sg(&b, w.key(1), &["pull", "-r", addr]).ok();
     assert_eq!(b.read(".netrc"), SECRET);
 }
+
+/// A recipients-only repository gets a passphrase slot later (for a Go
+/// machine): unlocked by this machine's key, no old passphrase asked.
+#[test]
+fn a_passphrase_slot_is_added_to_a_recipients_only_repository() {
+    let (_d, [desk, _, stranger]) = or_skip!(three());
+    desk.sg(&["init"]).ok();
+    let p = pub_of(&desk.path(".ssh/id_ed25519"));
+    desk.sg(&["encrypt", "init", "--recipient", p.to_str().unwrap()])
+        .ok();
+    desk.write(".netrc", SECRET);
+    desk.sg(&["add", "--encrypt", ".netrc"]).ok();
+    let r: Run = desk
+        .command(&["encrypt", "change-passphrase"])
+        .env("SGARD_NEW_PASSPHRASE", "for the go machine")
+        .env("SGARD_TEST_ARGON2", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    r.ok().stdout_has("Passphrase slot added");
+    desk.sg(&["encrypt", "list-slots"])
+        .ok()
+        .stdout_has("passphrase")
+        .stdout_has("age/id_ed25519@");
+    // The stranger, with no key, now opens it with the passphrase.
+    let r: Run = stranger
+        .command(&["restore"])
+        .env("SGARD_PASSPHRASE", "for the go machine")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    r.ok();
+    assert_eq!(fs::read(stranger.path(".netrc")).unwrap(), SECRET);
+}
