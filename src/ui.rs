@@ -421,6 +421,11 @@ pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
             format!(" (see `sgard exclude --list`; `sgard include {rule}` lifts it)")
         }
         E::NoEncryption => "; run `sgard encrypt init` first".into(),
+        E::KeyChanged { record } => format!(
+            " (unlock once with the passphrase to trust the new key; if the repository's \
+             encryption was set up again on purpose, remove {})",
+            record.display()
+        ),
         E::NoKey { .. } => "; on a machine that can unlock it, run `sgard encrypt add-recipient` \
                             with this machine's public key (its `~/.ssh/id_ed25519.pub`, or \
                             the one `sgard encrypt keygen` prints), or name a key with \

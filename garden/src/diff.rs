@@ -407,14 +407,24 @@ impl Tx<'_> {
                 Some(buf)
             }
         };
-        let last = self.work.base.get(&e.path);
-        if let (Some(cur), Some(b)) = (&current, last)
+        let last = self.work.base.get(&e.path).cloned();
+        if let (Some(cur), Some(b)) = (&current, &last)
             && b.stored == e.hash
             && b.content == Some(sgard_store::Hash::of(cur))
         {
             return Ok(Diff::Same);
         }
         let masked = self.rendering_masked(e)?;
+        // The disk may still hold the rendering of the source sgard last
+        // wrote: its lines are known too.
+        let before = match &last {
+            Some(b) if b.stored.is_some() && b.stored != e.hash => {
+                let mut old = e.clone();
+                old.hash = b.stored;
+                self.rendering_masked(&old).ok()
+            }
+            _ => None,
+        };
         let label_now = if current.is_some() {
             format!("{path} (current, secrets masked)")
         } else {
@@ -426,7 +436,10 @@ impl Tx<'_> {
         ) else {
             return Ok(Diff::Binary { path });
         };
-        let (a, b) = crate::managers::mask_like(&m, &c);
+        let before = before.and_then(|b| String::from_utf8(b).ok());
+        let mut all = vec![m.as_str()];
+        all.extend(before.as_deref());
+        let (a, b) = crate::managers::mask_like(&all, &c);
         match diff_bytes(
             &path,
             a.as_bytes(),

@@ -80,6 +80,7 @@ impl Garden {
         self.repo.manifest.encryption = Some(enc);
         self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
+        self.tx().remember_key(&dek);
         self.work.keys.dek = Some(dek);
         Ok(())
     }
@@ -117,6 +118,7 @@ impl Garden {
         self.repo.manifest.encryption = Some(enc);
         self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
+        self.tx().remember_key(&dek);
         self.work.keys.dek = Some(dek);
         Ok(added)
     }
@@ -188,7 +190,10 @@ impl Garden {
             .collect();
         let slot = match found.len() {
             0 => {
-                return Err(Error::Crypto(format!("no recipient {which:?}")));
+                return Err(Error::Crypto(format!(
+                    "no recipient {:?}",
+                    recipients::shorten(which)
+                )));
             }
             1 => found
                 .into_iter()
@@ -200,9 +205,16 @@ impl Garden {
                 )));
             }
         };
-        if enc.kek_slots.len() == 1 {
+        // Never the last slot this sgard can open (a FIDO2 slot or one it
+        // cannot read does not count).
+        let usable_left = enc
+            .kek_slots
+            .iter()
+            .any(|(n, s)| *n != slot.slot && (s.kind == "passphrase" || rewrappable_recipient(s)));
+        if !usable_left {
             return Err(Error::Crypto(format!(
-                "{:?} is the only key slot; removing it would lock the data away",
+                "{:?} is the only key slot this sgard can open; removing it would lock the \
+                 data away",
                 slot.slot
             )));
         }
@@ -313,8 +325,26 @@ impl Garden {
             .encryption
             .as_ref()
             .is_some_and(|e| e.kek_slots.values().any(|s| s.kind == "passphrase"));
+        // The passphrase slot is re-wrapped with the passphrase given now:
+        // it must be the one that opens it (a key may have unlocked the
+        // data key, and a typo here would lock every passphrase user out).
         let pass = if has_passphrase_slot {
-            Some(self.tx().passphrase()?)
+            let p = self.tx().passphrase()?;
+            let enc = self
+                .repo
+                .manifest
+                .encryption
+                .as_ref()
+                .ok_or_else(not_initialized)?;
+            let opened = crypto::unlock(enc, &p)?;
+            if opened.bytes() != old.bytes() {
+                return Err(Error::Crypto(
+                    "the passphrase slot holds another data key than the one unlocked; \
+                     nothing changed"
+                        .into(),
+                ));
+            }
+            Some(p)
         } else {
             None
         };
@@ -393,6 +423,7 @@ impl Garden {
         self.repo.manifest.encryption = Some(new_enc);
         self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
+        self.tx().remember_key(&new);
         self.work.keys.dek = Some(new);
         Ok(report)
     }

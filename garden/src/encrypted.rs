@@ -39,6 +39,10 @@ pub(crate) struct Keys {
     pub key_passphrase: Option<crate::recipients::KeyPassphraseSource>,
     /// The identity file that opened the data key, if one did.
     pub opened_by: Option<std::path::PathBuf>,
+    /// Why no key of this machine opened it (the recipient slots, and what
+    /// each file tried gave), once that was found: said again, typed, for
+    /// every later secret of the command.
+    pub no_key: Option<(Vec<String>, Vec<String>)>,
     pub dek: Option<Dek>,
     pub passphrase: Option<Zeroizing<String>>,
     /// Why the source gave no passphrase, when it failed: it is asked once
@@ -146,6 +150,12 @@ impl Tx<'_> {
         if let Some(d) = &self.work.keys.dek {
             return Ok(d.duplicate());
         }
+        if let Some((slots, tried)) = &self.work.keys.no_key {
+            return Err(Error::NoKey {
+                slots: slots.clone(),
+                tried: tried.clone(),
+            });
+        }
         if let Some(why) = &self.work.keys.refused {
             return Err(Error::Crypto(why.clone()));
         }
@@ -162,19 +172,24 @@ impl Tx<'_> {
         let attempt =
             recipients::unlock(enc, &keys.candidates, keys.key_passphrase.as_mut(), tries)?;
         if let Some((dek, path)) = attempt.opened {
+            // Anyone who can write the manifest can wrap a key of their own
+            // to this machine's public key: a recipient slot's key must be
+            // the one this machine last unlocked, or follow from it.
+            self.check_known_key(&dek)?;
+            let keys = &mut self.work.keys;
             keys.opened_by = Some(path);
             keys.dek = Some(dek.duplicate());
+            self.remember_key(&dek);
             return Ok(dek);
         }
         if !enc.kek_slots.values().any(|s| s.kind == "passphrase") {
             let slots: Vec<String> = recipients::slots(enc).into_iter().map(|s| s.slot).collect();
             if !slots.is_empty() {
-                let e = Error::NoKey {
+                keys.no_key = Some((slots.clone(), attempt.tried.clone()));
+                return Err(Error::NoKey {
                     slots,
                     tried: attempt.tried,
-                };
-                keys.refused = Some(e.to_string());
-                return Err(e);
+                });
             }
         }
         let mut left = tries;
@@ -200,7 +215,56 @@ impl Tx<'_> {
             }
         };
         self.work.keys.dek = Some(dek.duplicate());
+        self.remember_key(&dek);
         Ok(dek)
+    }
+
+    /// Where this machine records which data key it last unlocked.
+    fn known_key_file(&self) -> Option<std::path::PathBuf> {
+        self.repo.local_dir.as_ref().map(|d| d.join(KNOWN_KEY_FILE))
+    }
+
+    /// Fails when this machine last unlocked another data key than `dek`
+    /// and `dek`'s retired keys do not include it (a rotation elsewhere
+    /// keeps the old key there; a forged slot cannot).
+    fn check_known_key(&mut self, dek: &Dek) -> Result<()> {
+        let Some(path) = self.known_key_file() else {
+            return Ok(());
+        };
+        let Ok(text) = sgard_store::durable::read_regular_to_string_max(&path, 4096) else {
+            return Ok(());
+        };
+        let Some(known) = text.lines().nth(1).map(str::trim) else {
+            return Ok(());
+        };
+        if key_check(dek) == known {
+            return Ok(());
+        }
+        if self.retired_keys(dek).iter().any(|k| key_check(k) == known) {
+            return Ok(());
+        }
+        Err(Error::KeyChanged { record: path })
+    }
+
+    /// Records `dek` as the data key this machine last unlocked (a failure
+    /// only costs the check next time).
+    pub(crate) fn remember_key(&mut self, dek: &Dek) {
+        if self.repo.dry_run {
+            return;
+        }
+        let Some(path) = self.known_key_file() else {
+            return;
+        };
+        let text = format!("{KNOWN_KEY_MAGIC}\n{}\n", key_check(dek));
+        if sgard_store::durable::read_regular_to_string_max(&path, 4096).ok() == Some(text.clone())
+        {
+            return;
+        }
+        if let Some(dir) = path.parent()
+            && std::fs::create_dir_all(dir).is_ok()
+        {
+            let _ = sgard_store::durable::write_replace(&path, text.as_bytes(), 0o600);
+        }
     }
 
     /// Decrypts a blob with the current data key, or a retired one.
@@ -322,6 +386,16 @@ impl Tx<'_> {
         }
         Ok(plain)
     }
+}
+
+/// The file, in this machine's state for a repository, naming the data key
+/// it last unlocked (by a keyed check value, never the key).
+const KNOWN_KEY_FILE: &str = "data-key";
+const KNOWN_KEY_MAGIC: &str = "# sgard: a check value of the data key this machine last unlocked";
+
+/// A value that names a data key without revealing it.
+fn key_check(dek: &Dek) -> String {
+    dek.mac(b"sgard data key check v1").to_string()
 }
 
 pub(crate) fn not_initialized() -> Error {

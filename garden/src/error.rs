@@ -132,6 +132,17 @@ pub enum Error {
     /// The repository has no encryption set up.
     #[error("encryption is not initialized")]
     NoEncryption,
+    /// A recipient slot opened a data key that is not the one this machine
+    /// last unlocked, nor one it replaced: a slot anyone who can write the
+    /// manifest could have made. Nothing was decrypted or encrypted.
+    #[error(
+        "a recipient slot gives another data key than the one this machine last unlocked (recorded in {}), and not one that replaced it: the slot is not trusted; nothing was decrypted or encrypted",
+        record.display()
+    )]
+    KeyChanged {
+        /// The file recording the key this machine knows.
+        record: PathBuf,
+    },
     /// The data key is wrapped only to recipients, and none of this
     /// machine's identities is one of them.
     #[error(

@@ -49,10 +49,16 @@ pub enum Mode {
 type Call = (&'static str, Vec<String>);
 
 /// The answers a command got, by call (errors too: a locked vault fails
-/// once, not once per template).
-#[derive(Debug, Default)]
+/// once, not once per template). Never shown by `Debug`.
+#[derive(Default)]
 pub struct Answers {
     got: HashMap<Call, std::result::Result<String, String>>,
+}
+
+impl std::fmt::Debug for Answers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Answers({} kept)", self.got.len())
+    }
 }
 
 /// Whether `source` (a template's text) calls any of [`FUNCTIONS`]. A
@@ -261,10 +267,16 @@ fn run_interactive(program: &str, args: &[&str]) -> std::result::Result<String, 
     spawn(program, args, Stdio::inherit())
 }
 
-/// Runs `program args` (no shell) and returns its stdout; its stderr
-/// is kept for the error when it fails.
+/// Runs `program args` (no shell) and returns its stdout. Its stderr is
+/// the terminal's when there is one (a client may ask there to be
+/// unlocked), else kept for the error when it fails.
 fn run(program: &str, args: &[&str]) -> std::result::Result<String, String> {
-    spawn(program, args, Stdio::piped())
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        spawn(program, args, Stdio::inherit())
+    } else {
+        spawn(program, args, Stdio::piped())
+    }
 }
 
 fn spawn(program: &str, args: &[&str], stderr: Stdio) -> std::result::Result<String, String> {
@@ -272,19 +284,28 @@ fn spawn(program: &str, args: &[&str], stderr: Stdio) -> std::result::Result<Str
         .chain(args.iter().copied())
         .collect::<Vec<_>>()
         .join(" ");
-    let mut child = Command::new(program)
-        .args(args)
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .stdin(Stdio::inherit())
         .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                format!("`{program}` is not installed (not found on PATH)")
-            } else {
-                format!("cannot run `{program}`: {e}")
-            }
-        })?;
+        .stderr(stderr);
+    // A client gets no passphrase sgard was given (as scripts do not).
+    for k in [
+        "SGARD_PASSPHRASE",
+        "SGARD_PASSPHRASE_FILE",
+        "SGARD_PASSPHRASE_COMMAND",
+        "SGARD_NEW_PASSPHRASE",
+        "SGARD_NEW_PASSPHRASE_FILE",
+    ] {
+        cmd.env_remove(k);
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            format!("`{program}` is not installed (not found on PATH)")
+        } else {
+            format!("cannot run `{program}`: {e}")
+        }
+    })?;
     let mut out = Vec::new();
     let mut err = Vec::new();
     // stderr is read after stdout: bounded, and a client writes little of it.
@@ -360,14 +381,24 @@ fn bitwarden_field(json: &str, field: &str) -> std::result::Result<String, Strin
     found.ok_or_else(|| format!("the item has no field {field:?}"))
 }
 
-/// Masks what [`MASK`] stood for in `current`: each line of `masked` (a
-/// rendering made with [`Mode::Mask`]) holding a mask is a pattern, and a
-/// line of `current` it matches has those parts replaced by `********`.
-/// Other lines are left as they are.
-pub fn mask_like(masked: &str, current: &str) -> (String, String) {
-    let shown = |s: &str| s.replace(MASK, "********");
+/// Masks `current` (the file on disk) for a diff against renderings made
+/// with [`Mode::Mask`] (`masked`: the current source's first, then others
+/// the disk may hold, such as the source sgard last wrote). Only what is
+/// known to hold no secret is shown: a line found whole among the
+/// renderings' lines without a mask; a line shaped like a rendering line
+/// with masks shows its text around them with `********` in their place;
+/// every other line is `********`, since a secret may sit anywhere (a
+/// filtered, multi-line or edited one). Returns the first rendering and
+/// the disk, masked.
+pub fn mask_like(masked: &[&str], current: &str) -> (String, String) {
+    let known: std::collections::HashSet<&str> = masked
+        .iter()
+        .flat_map(|m| m.lines())
+        .filter(|l| !l.contains(MASK))
+        .collect();
     let patterns: Vec<Vec<&str>> = masked
-        .lines()
+        .iter()
+        .flat_map(|m| m.lines())
         .filter(|l| l.contains(MASK))
         .map(|l| l.split(MASK).collect())
         .collect();
@@ -377,15 +408,18 @@ pub fn mask_like(masked: &str, current: &str) -> (String, String) {
             Some(l) => (l, "\n"),
             None => (piece, ""),
         };
-        match patterns.iter().find(|p| matches_parts(p, line)) {
-            Some(p) => {
-                out.push_str(&p.join("********"));
-                out.push_str(nl);
-            }
-            None => out.push_str(piece),
+        if known.contains(line) {
+            out.push_str(piece);
+            continue;
         }
+        match patterns.iter().find(|p| matches_parts(p, line)) {
+            Some(p) => out.push_str(&p.join("********")),
+            None => out.push_str("********"),
+        }
+        out.push_str(nl);
     }
-    (shown(masked), out)
+    let first = masked.first().copied().unwrap_or("");
+    (first.replace(MASK, "********"), out)
 }
 
 /// Whether `line` is `parts` joined by anything (each gap non-empty is not
@@ -447,11 +481,19 @@ mod tests {
     #[test]
     fn masking_hides_secrets_on_both_sides() {
         let masked = format!("user = alice\npassword = {MASK}\ntoken={MASK};x\n");
-        let current = "user = bob\npassword = hunter2\ntoken=abc;x\n";
-        let (a, b) = mask_like(&masked, current);
+        let current = "user = alice\npassword = hunter2\ntoken=abc;x\nHUNTER2\nuser = bob\n";
+        let (a, b) = mask_like(&[&masked], current);
         assert_eq!(a, "user = alice\npassword = ********\ntoken=********;x\n");
-        assert_eq!(b, "user = bob\npassword = ********\ntoken=********;x\n");
-        assert!(!b.contains("hunter2"));
+        // Known lines in clear, shaped ones around their masks, any other
+        // line (a filtered secret, an edit) masked whole.
+        assert_eq!(
+            b,
+            "user = alice\npassword = ********\ntoken=********;x\n********\n********\n"
+        );
+        // The source last written shapes lines too.
+        let old = format!("password: {MASK}\n");
+        let (_, b) = mask_like(&[&masked, &old], "password: hunter2\n");
+        assert_eq!(b, "password: ********\n");
     }
 
     #[test]

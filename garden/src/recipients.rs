@@ -162,6 +162,13 @@ impl Recipient {
     /// recipient or with a line that is not one (naming the line);
     /// [`Error::Io`] for a file that cannot be read.
     pub fn from_arg(arg: &str, cwd: &Path, home: &Path) -> Result<Vec<Recipient>> {
+        if looks_private(arg) {
+            return Err(Error::Invalid(
+                "that is a private key; give the public key (its .pub file, or the age1… line \
+                 `age-keygen -y` prints)"
+                    .into(),
+            ));
+        }
         let looks_like_key = arg.starts_with("age1") || arg.starts_with("ssh-");
         if looks_like_key {
             return Recipient::parse(arg).map(|r| vec![r]);
@@ -172,15 +179,21 @@ impl Recipient {
         };
         let text = match read_key_file(&path) {
             Ok(t) => t,
-            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Err(Error::Io { source, .. })
+                if matches!(
+                    source.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::InvalidFilename
+                ) =>
+            {
                 return Err(Error::Invalid(format!(
-                    "{arg:?} is neither an age recipient (age1…), an SSH public key, nor a \
-                     file of them"
+                    "{:?} is neither an age recipient (age1…), an SSH public key, nor a \
+                     file of them",
+                    shorten(arg)
                 )));
             }
             Err(e) => return Err(e),
         };
-        if text.contains("PRIVATE KEY") || text.contains("AGE-SECRET-KEY-") {
+        if looks_private(&text) {
             return Err(Error::Invalid(format!(
                 "{} holds a private key; give the public key (its .pub file, or the age1… \
                  line `age-keygen -y` prints)",
@@ -255,7 +268,14 @@ impl Recipient {
     }
 }
 
-fn shorten(s: &str) -> String {
+/// Whether `text` holds a private key (an age identity, a PEM or OpenSSH
+/// private key block).
+pub fn looks_private(text: &str) -> bool {
+    text.contains("PRIVATE KEY") || text.contains("AGE-SECRET-KEY-")
+}
+
+/// The start of `s`, for an error (never a whole pasted key).
+pub fn shorten(s: &str) -> String {
     let mut t: String = s.chars().take(40).collect();
     if t.len() < s.len() {
         t.push('…');
@@ -399,7 +419,35 @@ pub fn keygen(path: &Path, force: bool, now: sgard_manifest::Timestamp) -> Resul
         "# created: {now}\n# public key: {public}\n{}\n",
         secret.as_str()
     ));
-    sgard_store::durable::write_atomic(path, text.as_bytes(), 0o600)?;
+    if force {
+        sgard_store::durable::write_atomic(path, text.as_bytes(), 0o600)?;
+        return Ok(public);
+    }
+    // A key appearing meanwhile (a second keygen) is never replaced: the
+    // new file is written beside it and linked into place, which fails if
+    // the name is taken.
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new()
+        .prefix(".sgard-keygen-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("creating a file in", dir, e))?;
+    {
+        use std::io::Write;
+        let mut f = tmp.as_file();
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(|e| Error::io("writing", tmp.path(), e))?;
+    }
+    std::fs::hard_link(tmp.path(), path).map_err(|e| {
+        if e.kind() == io::ErrorKind::AlreadyExists {
+            Error::Invalid(format!("{} exists already; it was kept", path.display()))
+        } else {
+            Error::io("writing", path, e)
+        }
+    })?;
+    drop(tmp);
+    sgard_store::durable::fsync_dir(dir)?;
     Ok(public)
 }
 
@@ -408,9 +456,24 @@ pub fn keygen(path: &Path, force: bool, now: sgard_manifest::Timestamp) -> Resul
 pub type KeyPassphraseSource =
     Box<dyn FnMut(&Path) -> std::result::Result<Zeroizing<String>, String> + Send>;
 
+/// Reads a key file, bounded. Symlinks are followed (a key kept elsewhere
+/// and linked into `~/.ssh` is common, and a key file is no tracked
+/// content); the file itself must be a regular one (a FIFO never blocks).
 fn read_key_file(path: &Path) -> Result<Zeroizing<String>> {
+    use std::os::unix::fs::OpenOptionsExt;
     let io_err = |e: io::Error| Error::io("reading", path, e);
-    let (f, md) = crate::fsx::open_regular(path)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::io("opening", path, e))?;
+    let md = f.metadata().map_err(|e| Error::io("inspecting", path, e))?;
+    if !md.is_file() {
+        return Err(Error::Invalid(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
     if md.len() > MAX_KEY_FILE {
         return Err(Error::Invalid(format!(
             "{} is over {MAX_KEY_FILE} bytes: not a key file",
@@ -652,7 +715,9 @@ fn decrypt_ssh_key(
     path: &Path,
     tries: u32,
 ) -> std::result::Result<age::ssh::Identity, String> {
-    for _ in 0..tries.max(1) {
+    // Typed on a terminal: three tries, whatever the repository's
+    // passphrase source allows.
+    for _ in 0..tries.max(3) {
         let pass = ask(path)?;
         match k.decrypt(SecretString::from(pass.to_string())) {
             Ok(k) => return Ok(age::ssh::Identity::from(k)),

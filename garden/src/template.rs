@@ -532,8 +532,18 @@ impl Tx<'_> {
         }
         // A template that asks a password manager is judged by what sgard
         // last wrote (the base), unless the command must render it.
-        if !self.work.templates.refresh && self.is_secret_template(e)? != Some(false) {
-            return Ok(None);
+        if !self.work.templates.refresh {
+            let secret = match self.is_secret_template(e)? {
+                // Encrypted and locked: `unlock` allows opening it to look.
+                None if unlock => {
+                    self.dek()?;
+                    self.is_secret_template(e)?
+                }
+                s => s,
+            };
+            if secret != Some(false) {
+                return Ok(None);
+            }
         }
         Ok(Some(Hash::of(&self.rendering(e)?)))
     }

@@ -346,6 +346,20 @@ impl Tx<'_> {
             return Ok(false);
         }
         if r.template {
+            // A template that asks a password manager: what sgard last
+            // wrote there (this machine's record) says, when it is of this
+            // source; else it is rendered (undo writes, so it may ask).
+            if self.is_secret_template(r)? == Some(true) {
+                if let Some(b) = self.work.base.get(&r.path)
+                    && b.stored == r.hash
+                    && b.content.is_some()
+                {
+                    return Ok(d.hash.is_some() && d.hash == b.content);
+                }
+                return Ok(
+                    d.hash.is_some() && d.hash == Some(sgard_store::Hash::of(&self.rendering(r)?))
+                );
+            }
             return Ok(d.hash.is_some() && d.hash == self.rendered_hash(r, true)?);
         }
         match (r.encrypted, d.hash) {

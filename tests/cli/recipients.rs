@@ -74,30 +74,14 @@ macro_rules! or_skip {
 
 /// Every file under `dir`, read whole.
 fn all_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    walk(dir)
+    crate::sync::files_under(dir)
         .into_iter()
-        .map(|p| {
+        .map(|rel| {
+            let p = dir.join(rel);
             let b = fs::read(&p).unwrap();
             (p, b)
         })
         .collect()
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let t = e.file_type().unwrap();
-            if t.is_dir() {
-                todo.push(e.path());
-            } else if t.is_file() {
-                out.push(e.path());
-            }
-        }
-    }
-    out
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -345,6 +329,27 @@ fn an_encrypted_ssh_key_is_asked_for_only_when_it_is_a_recipient() {
     );
     assert!(!r.stdout.contains("Passphrase for"), "{r:#?}");
     assert_eq!(fs::read(desk.path(".netrc")).unwrap(), SECRET);
+    // With a recipient slot for another machine's key, this key is still
+    // never asked for: it is not a recipient.
+    let other = Machine::new("other", &repo);
+    let k = other.sg(&["encrypt", "keygen"]);
+    let age_pub = k
+        .ok()
+        .stdout
+        .split_whitespace()
+        .find(|w| w.starts_with("age1"))
+        .unwrap()
+        .to_owned();
+    with(&["encrypt", "add-recipient", &age_pub]).ok();
+    fs::remove_file(desk.path(".netrc")).unwrap();
+    let r = pty_run(
+        &c,
+        &format!("--repo '{}' restore", repo.display()),
+        "wrong\n",
+    );
+    assert!(!r.stdout.contains("Passphrase for"), "{r:#?}");
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(fs::read(desk.path(".netrc")).unwrap(), SECRET);
 
     // Now a recipient: its passphrase is asked on the terminal, and opens.
     with(&["encrypt", "add-recipient", pub_of(&key).to_str().unwrap()]).ok();
@@ -541,4 +546,130 @@ fn a_passphrase_slot_is_added_to_a_recipients_only_repository() {
         .into();
     r.ok();
     assert_eq!(fs::read(stranger.path(".netrc")).unwrap(), SECRET);
+}
+
+/// A recipient slot is not proof of who wrote it: a slot rewritten to wrap
+/// another data key to this machine's public key (what anyone who can
+/// write the manifest could do) is refused, nothing decrypted or
+/// encrypted; a real rotation on another machine is taken.
+#[test]
+fn a_forged_recipient_slot_is_refused_and_a_rotation_elsewhere_is_taken() {
+    if !on_path("age") {
+        eprintln!("skipping: age is not installed");
+        return;
+    }
+    let (_d, [desk, laptop, _]) = or_skip!(three());
+    desk.sg(&["init"]).ok();
+    let p = pub_of(&desk.path(".ssh/id_ed25519"));
+    desk.sg(&["encrypt", "init", "--recipient", p.to_str().unwrap()])
+        .ok();
+    let lp = pub_of(&laptop.path(".ssh/id_ed25519"));
+    desk.sg(&[
+        "encrypt",
+        "add-recipient",
+        lp.to_str().unwrap(),
+        "--label",
+        "laptop",
+    ])
+    .ok();
+    desk.write(".netrc", SECRET);
+    desk.sg(&["add", "--encrypt", ".netrc"]).ok();
+    laptop.sg(&["restore"]).ok();
+
+    // A rotation on the laptop: the desk takes the new key (it follows
+    // from the one it knew).
+    laptop.sg(&["encrypt", "rotate-dek"]).ok();
+    fs::remove_file(desk.path(".netrc")).unwrap();
+    desk.sg(&["restore"]).ok();
+    assert_eq!(fs::read(desk.path(".netrc")).unwrap(), SECRET);
+
+    // Someone rewrites the desk's slot with a key of their own.
+    let forged_key = desk.t.outside().join("forged.bin");
+    fs::write(&forged_key, [7u8; 32]).unwrap();
+    let o = Command::new("age")
+        .arg("-R")
+        .arg(&p)
+        .arg(&forged_key)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let forged = base64::engine::general_purpose::STANDARD.encode(&o.stdout);
+    let mpath = desk.repo.join("manifest.yaml");
+    let m = fs::read_to_string(&mpath).unwrap();
+    let mut out = String::new();
+    let mut in_desk = false;
+    for line in m.lines() {
+        if line.trim_start().starts_with("age/") {
+            in_desk = line.trim_start().starts_with("age/id_ed25519@");
+        }
+        if in_desk && line.trim_start().starts_with("wrapped_dek:") {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            out.push_str(&format!("{indent}wrapped_dek: {forged}\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert_ne!(out, m);
+    fs::write(&mpath, out).unwrap();
+    desk.write(".new-secret", "would go to the forger\n");
+    let r = desk.sg(&["add", "--encrypt", ".new-secret"]);
+    r.code(1).stderr_has("is not trusted");
+    assert!(
+        !fs::read_to_string(&mpath)
+            .unwrap()
+            .contains("~/.new-secret"),
+        "nothing was stored"
+    );
+}
+
+/// Rotating with a passphrase slot and a recipient: the data key is opened
+/// by this machine's key, and the passphrase the slot is re-wrapped with
+/// must be the slot's own (a typo would lock every passphrase user out).
+#[test]
+fn rotation_rewraps_the_passphrase_slot_only_with_its_own_passphrase() {
+    let (_d, [desk, _, stranger]) = or_skip!(three());
+    let with = |m: &Machine, args: &[&str], pass: &str| -> Run {
+        m.command(args)
+            .env("SGARD_PASSPHRASE", pass)
+            .env("SGARD_TEST_ARGON2", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    };
+    desk.sg(&["init"]).ok();
+    let p = pub_of(&desk.path(".ssh/id_ed25519"));
+    with(
+        &desk,
+        &[
+            "encrypt",
+            "init",
+            "--recipient",
+            p.to_str().unwrap(),
+            "--passphrase",
+        ],
+        "right one",
+    )
+    .ok();
+    desk.write(".netrc", SECRET);
+    desk.sg(&["add", "--encrypt", ".netrc"]).ok();
+    let before = fs::read_to_string(desk.repo.join("manifest.yaml")).unwrap();
+    with(&desk, &["encrypt", "rotate-dek"], "a typo")
+        .code(1)
+        .stderr_has("wrong passphrase");
+    assert_eq!(
+        before,
+        fs::read_to_string(desk.repo.join("manifest.yaml")).unwrap(),
+        "nothing changed"
+    );
+    with(&desk, &["encrypt", "rotate-dek"], "right one")
+        .ok()
+        .stdout_has("2 slots re-wrapped");
+    // Both still open it.
+    with(&stranger, &["restore"], "right one").ok();
+    assert_eq!(fs::read(stranger.path(".netrc")).unwrap(), SECRET);
+    fs::remove_file(desk.path(".netrc")).unwrap();
+    desk.sg(&["restore"]).ok();
+    assert_eq!(fs::read(desk.path(".netrc")).unwrap(), SECRET);
 }
