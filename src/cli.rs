@@ -102,6 +102,8 @@ pub enum Command {
     Info(crate::cmd::info::Args),
     /// Delete stored blobs nothing references, and stale temp files (`--remote`: on the server)
     Prune(crate::cmd::prune::Args),
+    /// Remove every stored version of paths' content (a leaked secret) from the repository and its history
+    Purge(crate::cmd::purge::Args),
     /// Send this repository to the sync server (a fast-forward of what it last got)
     Push(crate::cmd::push::Args),
     /// Fetch the server's state, merge it entry by entry, and restore what changed

@@ -22,6 +22,7 @@ pub(crate) mod merge;
 pub(crate) mod mirror;
 pub(crate) mod prune;
 pub(crate) mod pull;
+pub(crate) mod purge;
 pub(crate) mod push;
 pub(crate) mod remote;
 pub(crate) mod remove;
@@ -394,6 +395,7 @@ macro_rules! each {
             Command::Data($a) => $e,
             Command::Info($a) => $e,
             Command::Prune($a) => $e,
+            Command::Purge($a) => $e,
             Command::Push($a) => $e,
             Command::Pull($a) => $e,
             Command::Fleet($a) => $e,

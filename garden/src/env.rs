@@ -11,6 +11,16 @@ use sgard_manifest::Timestamp;
 
 use crate::Error;
 
+/// The variables that carry a passphrase to sgard: never passed on to a
+/// program sgard runs (a script, a password manager's client).
+pub const PASSPHRASE_VARS: &[&str] = &[
+    "SGARD_PASSPHRASE",
+    "SGARD_PASSPHRASE_FILE",
+    "SGARD_PASSPHRASE_COMMAND",
+    "SGARD_NEW_PASSPHRASE",
+    "SGARD_NEW_PASSPHRASE_FILE",
+];
+
 /// The machine and moment an operation runs in.
 #[derive(Clone, Debug)]
 pub struct Env {

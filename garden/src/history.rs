@@ -122,7 +122,7 @@ impl Garden {
         self.tx().snapshot_doc(id)
     }
 
-    fn content_bytes(&self, blobs: impl Iterator<Item = Hash>) -> u64 {
+    pub(crate) fn content_bytes(&self, blobs: impl Iterator<Item = Hash>) -> u64 {
         let unique: HashSet<Hash> = blobs.collect();
         let known = self.work.known_sizes();
         let mut total = 0;

@@ -85,13 +85,16 @@ pub fn calls_secrets(source: &str) -> bool {
 pub(crate) struct Bridge {
     answers: Arc<Mutex<Answers>>,
     mode: Mode,
+    /// Whether `output` may run the command a template names.
+    commands: bool,
 }
 
 impl Bridge {
-    pub(crate) fn new(answers: Answers, mode: Mode) -> Self {
+    pub(crate) fn new(answers: Answers, mode: Mode, commands: bool) -> Self {
         Bridge {
             answers: Arc::new(Mutex::new(answers)),
             mode,
+            commands,
         }
     }
 
@@ -191,7 +194,11 @@ impl Bridge {
         env.add_function("output", move |cmd: String, args: Rest<String>| {
             let mut all = vec![cmd];
             all.extend(args.0);
+            let allowed = b.commands;
             b.ask("output", all, |a| {
+                if !allowed {
+                    return Err("not run: this command runs no command the repository names".into());
+                }
                 let rest: Vec<&str> = a[1..].iter().map(String::as_str).collect();
                 run(&a[0], &rest)
             })
@@ -290,13 +297,7 @@ fn spawn(program: &str, args: &[&str], stderr: Stdio) -> std::result::Result<Str
         .stdout(Stdio::piped())
         .stderr(stderr);
     // A client gets no passphrase sgard was given (as scripts do not).
-    for k in [
-        "SGARD_PASSPHRASE",
-        "SGARD_PASSPHRASE_FILE",
-        "SGARD_PASSPHRASE_COMMAND",
-        "SGARD_NEW_PASSPHRASE",
-        "SGARD_NEW_PASSPHRASE_FILE",
-    ] {
+    for k in crate::env::PASSPHRASE_VARS {
         cmd.env_remove(k);
     }
     let mut child = cmd.spawn().map_err(|e| {

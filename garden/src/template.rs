@@ -53,6 +53,9 @@ pub(crate) struct Templates {
     /// `status --refresh`: secret templates are rendered (asking the
     /// managers) to be compared, not judged by what was last written.
     pub(crate) refresh: bool,
+    /// No command a template names is run (`output`): the user asked that
+    /// no repository code run (`--no-scripts`).
+    pub(crate) no_commands: bool,
 }
 
 /// A YAML data file as a JSON mapping (an empty or missing file: none).
@@ -307,6 +310,12 @@ impl Garden {
         self.work.templates.refresh = true;
     }
 
+    /// Makes `output(…)` in templates an error for this command instead of
+    /// running the command it names (no repository code is to run).
+    pub fn forbid_template_commands(&mut self) {
+        self.work.templates.no_commands = true;
+    }
+
     /// Renders `source` for this machine (`path` names it in errors).
     ///
     /// # Errors
@@ -452,7 +461,7 @@ impl Tx<'_> {
         }
         match t.vars.as_ref() {
             Some(Ok(vars)) => {
-                let bridge = Bridge::new(std::mem::take(&mut t.answers), mode);
+                let bridge = Bridge::new(std::mem::take(&mut t.answers), mode, !t.no_commands);
                 let out = render_secret(path, source, vars, Some(&bridge));
                 t.answers = bridge.finish();
                 out

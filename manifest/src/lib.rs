@@ -41,6 +41,7 @@ mod doc;
 mod error;
 pub mod exclude;
 pub mod history;
+pub mod purges;
 mod time;
 mod yaml;
 

@@ -7,12 +7,14 @@ use anyhow::Result;
 use serde_json::{Value, json};
 use sgard_garden::{ForgetPolicy, LockMode};
 use sgard_manifest::history::Record;
+use sgard_manifest::purges::PurgeLog;
 
 use super::{Ctx, print_json};
 
 fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let g = ctx.open_repository_only()?;
     g.require_history()?;
+    let purges = purge_log(&g);
     let recs: Vec<&Record> = g
         .history()
         .records
@@ -21,7 +23,14 @@ fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Result
         .take(max.unwrap_or(usize::MAX))
         .collect();
     if json {
-        let snaps: Vec<Value> = recs.iter().map(|r| record_json(r)).collect();
+        let snaps: Vec<Value> = recs
+            .iter()
+            .map(|r| {
+                let mut v = record_json(r);
+                v["purged"] = purged_json(&purges, r);
+                v
+            })
+            .collect();
         print_json(out, &json!({"schema": 1, "snapshots": snaps}))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -44,8 +53,62 @@ fn run(ctx: &Ctx, max: Option<usize>, json: bool, out: &mut dyn Write) -> Result
                 .map(|m| format!("  {}", crate::ui::clean(m)))
                 .unwrap_or_default()
         )?;
+        for line in purged_lines(&purges, r) {
+            writeln!(out, "              {line}")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The repository's purge log; a damaged one is said, and `log` and `show`
+/// go on without it.
+pub fn purge_log(g: &sgard_garden::Garden) -> PurgeLog {
+    g.purges().unwrap_or_else(|e| {
+        crate::ui::warn(&format!(
+            "the purge log cannot be read ({}); what purges took out of snapshots is not shown",
+            sgard_garden::error_chain(&e)
+        ));
+        PurgeLog::default()
+    })
+}
+
+/// What purges took out of snapshot `r`, one line each.
+pub fn purged_lines(purges: &PurgeLog, r: &Record) -> Vec<String> {
+    purges
+        .of(&r.id)
+        .into_iter()
+        .map(|p| {
+            format!(
+                "purged {} on {} ({}{})",
+                p.paths
+                    .iter()
+                    .map(|x| crate::ui::clean(x).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                p.time.human(),
+                crate::ui::clean(&p.host),
+                if p.kept_current {
+                    ", current version kept"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect()
+}
+
+/// The JSON form of what purges took out of snapshot `r`.
+pub fn purged_json(purges: &PurgeLog, r: &Record) -> Value {
+    Value::Array(
+        purges
+            .of(&r.id)
+            .into_iter()
+            .map(|p| {
+                json!({"time": p.time.to_string(), "host": p.host, "paths": p.paths,
+                       "kept_current": p.kept_current})
+            })
+            .collect(),
+    )
 }
 
 /// The JSON form of a history record.

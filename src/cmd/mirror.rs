@@ -59,6 +59,9 @@ fn run(ctx: &Ctx, dir: Direction, out: &mut dyn Write) -> Result<ExitCode> {
             no_scripts,
         } => {
             let mut g = ctx.open_for_home(dry_run)?;
+            if no_scripts {
+                g.forbid_template_commands();
+            }
             let mut prompt = StdinPrompt::new();
             let r = g.mirror_down(&dirs, RestoreOptions { force, dry_run }, &mut prompt)?;
             for (p, why) in &r.skipped {

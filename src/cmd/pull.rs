@@ -62,6 +62,9 @@ fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
         super::remote::save(ctx, &opts.remote, out)?;
     }
     let mut g = ctx.open(LockMode::Exclusive)?;
+    if no_scripts {
+        g.forbid_template_commands();
+    }
     let mut prompt = StdinPrompt::new();
     let p = client::pull(
         &mut g,

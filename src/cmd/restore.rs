@@ -38,6 +38,9 @@ fn run(
     if refresh {
         g.refresh_secrets();
     }
+    if no_scripts {
+        g.forbid_template_commands();
+    }
     let mut prompt = StdinPrompt::new();
     let opts = RestoreOptions { force, dry_run };
     let report = match at {

@@ -115,13 +115,7 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<Failed>> {
             cmd.env(k, v);
         }
         // A script gets no passphrase sgard was given.
-        for k in [
-            "SGARD_PASSPHRASE",
-            "SGARD_PASSPHRASE_FILE",
-            "SGARD_PASSPHRASE_COMMAND",
-            "SGARD_NEW_PASSPHRASE",
-            "SGARD_NEW_PASSPHRASE_FILE",
-        ] {
+        for k in sgard_garden::PASSPHRASE_VARS {
             cmd.env_remove(k);
         }
         // The script owns the terminal while it runs (Ctrl-C is its own;

@@ -12,6 +12,7 @@ use super::{Ctx, log::record_json, print_json};
 fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open(LockMode::Shared)?;
     let (rec, changes) = g.show(id)?;
+    let purges = super::log::purge_log(&g);
     ctx.finish_query(g);
     if json {
         let ch: Vec<_> = changes
@@ -20,7 +21,8 @@ fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitCode>
             .collect();
         print_json(
             out,
-            &json!({"schema": 1, "snapshot": record_json(&rec), "changes": ch}),
+            &json!({"schema": 1, "snapshot": record_json(&rec), "changes": ch,
+                    "purged": super::log::purged_json(&purges, &rec)}),
         )?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -38,6 +40,9 @@ fn run(ctx: &Ctx, id: &str, json: bool, out: &mut dyn Write) -> Result<ExitCode>
     writeln!(out, "reason   {}", crate::ui::clean(rec.reason.as_str()))?;
     if let Some(m) = &rec.message {
         writeln!(out, "message  {}", crate::ui::clean(m))?;
+    }
+    for line in super::log::purged_lines(&purges, &rec) {
+        writeln!(out, "{line}")?;
     }
     writeln!(out)?;
     if changes.is_empty() {

@@ -21,6 +21,7 @@ mod managers;
 mod objstore;
 mod ops;
 mod polish;
+mod purge;
 mod recipients;
 mod scenarios;
 mod sim;

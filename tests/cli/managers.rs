@@ -345,6 +345,21 @@ st=libsecret-secret\nkp=kp-secret\nout=out-put\n\npass=pass-pw pass-user"
     sg(&["diff"]).ok().stdout_has("+********");
     assert!(!bin.join("log").exists(), "status and diff asked a manager");
 
+    // --no-scripts: no command the repository names is run.
+    fs::remove_file(m.path(".a")).unwrap();
+    let r = sg(&["restore", "--no-scripts", "~/.a"]);
+    r.code(1)
+        .stderr_has("output(\"mycmd\"")
+        .stderr_has("not run");
+    assert!(!m.path(".a").exists());
+    assert!(
+        !bin.join("log").exists()
+            || !fs::read_to_string(bin.join("log"))
+                .unwrap()
+                .contains("a b\n")
+    );
+    sg(&["restore", "~/.a"]).ok();
+
     // A missing client: the template and the function are named.
     m.write(".c", "{{ bitwarden('x') }}\n");
     sg(&["add", "--template", "--plaintext", "~/.c"]).ok();

@@ -1,0 +1,210 @@
+//! `sgard purge`: a leaked secret's stored versions leave every file of
+//! the repository, the history is rewritten around them, and everything
+//! else still verifies and restores.
+
+use std::fs;
+use std::process::Stdio;
+
+use crate::common::*;
+
+const LEAK1: &str = "password LEAKED-SECRET-ONE\n";
+const LEAK2: &str = "password LEAKED-SECRET-TWO\n";
+
+fn with_pw(t: &TestEnv, args: &[&str]) -> Run {
+    t.command(args)
+        .env("SGARD_PASSPHRASE", "pw")
+        .env("SGARD_TEST_ARGON2", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into()
+}
+
+/// Every file under the repository holding `needle`.
+fn holding(t: &TestEnv, needle: &[u8]) -> Vec<String> {
+    crate::sync::files_under(&t.repo())
+        .into_iter()
+        .filter(|rel| {
+            let b = fs::read(t.repo().join(rel)).unwrap();
+            b.windows(needle.len()).any(|w| w == needle)
+        })
+        .collect()
+}
+
+/// Three checkpoints: the secret twice in plaintext (one of them big
+/// enough to be stored in chunks), then encrypted.
+fn leaked() -> TestEnv {
+    let t = TestEnv::init();
+    with_pw(&t, &["encrypt", "init"]).ok();
+    t.write(".vimrc", "set one\n");
+    t.write(".netrc", LEAK1);
+    t.sgard(["add", "~/.vimrc"]).ok();
+    t.sgard(["add", "--plaintext", "~/.netrc"]).ok();
+    t.sgard(["checkpoint", "-m", "one"]).ok();
+    let mut big = LEAK2.repeat(60_000);
+    big.push_str("end\n");
+    t.write(".netrc", &big);
+    t.write(".vimrc", "set two\n");
+    t.sgard(["checkpoint", "-m", "two"]).ok();
+    t.write(".netrc", "password safe-now\n");
+    with_pw(&t, &["add", "--encrypt", "~/.netrc"]).ok();
+    t.write(".vimrc", "set three\n");
+    with_pw(&t, &["checkpoint", "-m", "three"]).ok();
+    assert!(!holding(&t, b"LEAKED-SECRET-ONE").is_empty());
+    assert!(!holding(&t, b"LEAKED-SECRET-TWO").is_empty());
+    t
+}
+
+/// The Done-when story: checkpointed in plaintext, re-added encrypted,
+/// then `purge --keep-current`: no file of the repository holds the
+/// secret, verify passes, every other version restores, and log and show
+/// say what was purged.
+#[test]
+fn purge_keep_current_removes_every_plaintext_version_and_keeps_the_rest() {
+    let t = leaked();
+    // A dry run and a refusal at the prompt change nothing.
+    let before = crate::sync::files_under(&t.repo());
+    t.sgard(["purge", "--keep-current", "-n", "~/.netrc"])
+        .ok()
+        .stdout_has("purge      ~/.netrc (2 older versions)")
+        .stdout_has("Dry run");
+    t.sgard(["purge", "--keep-current", "~/.netrc"])
+        .code(4)
+        .stderr_has("nothing was purged");
+    assert_eq!(before, crate::sync::files_under(&t.repo()));
+
+    t.sgard(["purge", "--keep-current", "-y", "~/.netrc"])
+        .ok()
+        .stdout_has("Purged 2 stored versions from 2 snapshots")
+        .stderr_has("reaches this repository only");
+    assert_eq!(holding(&t, b"LEAKED-SECRET-ONE"), Vec::<String>::new());
+    assert_eq!(holding(&t, b"LEAKED-SECRET-TWO"), Vec::<String>::new());
+    let r = t.sgard(["verify"]);
+    r.ok();
+    // Every other version restores.
+    for (at, want) in [
+        ("@~2", "set one\n"),
+        ("@~1", "set two\n"),
+        ("@", "set three\n"),
+    ] {
+        t.sgard(["restore", "--at", at, "-f", "~/.vimrc"]).ok();
+        assert_eq!(t.read(".vimrc"), want.as_bytes(), "{at}");
+    }
+    // The current, encrypted version stays.
+    fs::remove_file(t.path(".netrc")).unwrap();
+    with_pw(&t, &["restore", "~/.netrc"]).ok();
+    assert_eq!(t.read(".netrc"), b"password safe-now\n");
+    // A snapshot that lost the entry restores without it.
+    t.sgard(["restore", "--at", "@~2", "-f", "~/.netrc"])
+        .code(1)
+        .stderr_has("~/.netrc");
+    // log and show say what was purged, and when.
+    let log = t.sgard(["log"]);
+    log.ok();
+    assert_eq!(
+        log.stdout.matches("purged ~/.netrc on").count(),
+        2,
+        "{log:#?}"
+    );
+    t.sgard(["show", "@~1"])
+        .ok()
+        .stdout_has("purged ~/.netrc on")
+        .stdout_has("current version kept");
+    let j = t.sgard(["log", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&j.ok().stdout).unwrap();
+    let purged: Vec<&serde_json::Value> = v["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["purged"].as_array().is_some_and(|p| !p.is_empty()))
+        .collect();
+    assert_eq!(purged.len(), 2, "{v}");
+    assert_eq!(purged[0]["purged"][0]["paths"][0], "~/.netrc");
+    assert_eq!(purged[0]["purged"][0]["kept_current"], true);
+    // Nothing left to purge.
+    t.sgard(["purge", "--keep-current", "-y", "~/.netrc"])
+        .ok()
+        .stdout_has("Nothing to purge");
+}
+
+/// Without --keep-current the path is purged whole and no longer tracked;
+/// a content also stored under another path is refused (exit 4), and
+/// naming that path too purges both.
+#[test]
+fn purge_refuses_shared_content_and_untracks_a_path_purged_whole() {
+    let t = TestEnv::init();
+    t.write(".a", "shared secret\n");
+    t.write(".b", "shared secret\n");
+    t.write(".c", "other\n");
+    t.sgard(["add", "--plaintext", "~/.a", "~/.b", "~/.c"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    let before = crate::sync::files_under(&t.repo());
+    t.sgard(["purge", "-y", "~/.a"])
+        .code(4)
+        .stderr_has("also stored as ~/.b");
+    assert_eq!(before, crate::sync::files_under(&t.repo()));
+    t.sgard(["purge", "-y", "~/.a", "~/.b"])
+        .ok()
+        .stdout_has("untracked  ~/.a")
+        .stdout_has("untracked  ~/.b");
+    assert!(holding(&t, b"shared secret").is_empty());
+    let list = t.sgard(["list"]);
+    assert!(!list.ok().stdout.contains("~/.a"), "{list:#?}");
+    t.sgard(["verify"]).ok();
+    t.sgard(["status"]).ok().stdout_has("ok         ~/.c");
+}
+
+/// Killed in the middle (after the purge log, after the history was
+/// rewritten): running purge again finishes it, and nothing of the secret
+/// is left.
+#[test]
+fn a_purge_killed_in_the_middle_is_finished_by_running_it_again() {
+    for point in ["purge-logged", "purge-rewritten"] {
+        let t = leaked();
+        let r: Run = t
+            .command(["purge", "--keep-current", "-y", "~/.netrc"])
+            .env("SGARD_TEST_CRASH_AT", point)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into();
+        assert_ne!(r.code, 0, "{point}: {r:#?}");
+        t.sgard(["purge", "--keep-current", "-y", "~/.netrc"]).ok();
+        assert_eq!(
+            holding(&t, b"LEAKED-SECRET-ONE"),
+            Vec::<String>::new(),
+            "{point}"
+        );
+        assert_eq!(
+            holding(&t, b"LEAKED-SECRET-TWO"),
+            Vec::<String>::new(),
+            "{point}"
+        );
+        t.sgard(["verify"]).ok();
+        let log = t.sgard(["log"]);
+        assert!(
+            log.ok().stdout.contains("purged ~/.netrc"),
+            "{point}: {log:#?}"
+        );
+    }
+}
+
+/// A damaged purge log: log and show warn and go on; purge refuses to
+/// write over it.
+#[test]
+fn a_damaged_purge_log_is_said_and_never_written_over() {
+    let t = leaked();
+    fs::write(t.repo().join("purges.yaml"), "purges: [ {time: nope} ]\n").unwrap();
+    t.sgard(["log"])
+        .ok()
+        .stdout_has("three")
+        .stderr_has("purge log cannot be read");
+    t.sgard(["show", "@"]).ok().stderr_has("purge log");
+    t.sgard(["purge", "--keep-current", "-y", "~/.netrc"])
+        .code(1);
+    assert_eq!(
+        fs::read_to_string(t.repo().join("purges.yaml")).unwrap(),
+        "purges: [ {time: nope} ]\n"
+    );
+    assert!(!holding(&t, b"LEAKED-SECRET-ONE").is_empty());
+}
