@@ -39,6 +39,8 @@ pub(crate) struct Keys {
     pub key_passphrase: Option<crate::recipients::KeyPassphraseSource>,
     /// The identity file that opened the data key, if one did.
     pub opened_by: Option<std::path::PathBuf>,
+    /// The passphrase typed for that file, when it is an encrypted SSH key.
+    pub typed: Option<(std::path::PathBuf, Zeroizing<String>)>,
     /// Why no key of this machine opened it (the recipient slots, and what
     /// each file tried gave), once that was found: said again, typed, for
     /// every later secret of the command.
@@ -61,6 +63,13 @@ impl Garden {
     /// command that opens the repository twice asks once).
     pub fn given_passphrase(&self) -> Option<Zeroizing<String>> {
         self.work.keys.passphrase.clone()
+    }
+
+    /// The passphrase typed for the encrypted SSH key that unlocked the
+    /// data key, with its path (so a command that opens the repository
+    /// twice asks once).
+    pub fn given_key_passphrase(&self) -> Option<(std::path::PathBuf, Zeroizing<String>)> {
+        self.work.keys.typed.clone()
     }
 
     /// Whether the repository has encryption set up.
@@ -171,6 +180,9 @@ impl Tx<'_> {
         let keys = &mut self.work.keys;
         let attempt =
             recipients::unlock(enc, &keys.candidates, keys.key_passphrase.as_mut(), tries)?;
+        if let Some(t) = attempt.typed {
+            keys.typed = Some(t);
+        }
         if let Some((dek, path)) = attempt.opened {
             // Anyone who can write the manifest can wrap a key of their own
             // to this machine's public key: a recipient slot's key must be

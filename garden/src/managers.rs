@@ -61,21 +61,39 @@ impl std::fmt::Debug for Answers {
     }
 }
 
-/// Whether `source` (a template's text) calls any of [`FUNCTIONS`]. A
-/// source that does not parse is not one (its rendering fails anyway,
-/// naming the error).
+/// Whether `source` (a template's text) calls any of [`FUNCTIONS`]: one
+/// is named as a variable it does not declare, or written as a call
+/// (`pass(`) anywhere in it (a name a template assigns from itself, `{% set
+/// pass = pass('x') %}`, is declared before it is read). A source that does
+/// not parse is not one (its rendering fails anyway, naming the error). Too
+/// many is the safe side: such a template is only judged without
+/// rendering.
 pub fn calls_secrets(source: &str) -> bool {
     let mut env = minijinja::Environment::new();
     if let Ok(syntax) = crate::template::syntax() {
         env.set_syntax(syntax);
     }
-    match env.template_from_str(source) {
-        Ok(t) => t
-            .undeclared_variables(false)
-            .iter()
-            .any(|v| FUNCTIONS.contains(&v.as_str())),
-        Err(_) => false,
-    }
+    let Ok(t) = env.template_from_str(source) else {
+        return false;
+    };
+    t.undeclared_variables(false)
+        .iter()
+        .any(|v| FUNCTIONS.contains(&v.as_str()))
+        || FUNCTIONS.iter().any(|f| written_as_call(source, f))
+}
+
+/// Whether `name(` (spaces allowed before the parenthesis) stands in
+/// `text` with no identifier character just before it.
+fn written_as_call(text: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(i, _)| {
+        let before_ok = text[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !ident(c) && c != '.');
+        let after = text[i + name.len()..].trim_start_matches([' ', '\t']);
+        before_ok && after.starts_with('(')
+    })
 }
 
 /// The answers shared with one rendering's functions (minijinja's functions
@@ -449,7 +467,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secret_calls_are_found_by_name_not_by_text() {
+    fn secret_calls_are_found_by_name_and_by_call() {
         assert!(calls_secrets("x = {{ pass('a/b') }}\n"));
         assert!(calls_secrets(
             "{% if true %}{{ output('date') }}{% endif %}"
@@ -457,6 +475,10 @@ mod tests {
         assert!(!calls_secrets("pass = {{ data.pass }}\n"));
         assert!(!calls_secrets("{% set pass = 'x' %}{{ pass }}"));
         assert!(!calls_secrets("{{ broken"));
+        assert!(calls_secrets("{% set pass = pass('x') %}{{ pass }}"));
+        assert!(calls_secrets("{{ vault ('a', 'b') }}"));
+        assert!(!calls_secrets("{{ data.compass(1) }}"));
+        assert!(!calls_secrets("{{ data.x.pass(1) }}"));
     }
 
     #[test]

@@ -598,6 +598,9 @@ pub struct Attempt {
     pub opened: Option<(Dek, PathBuf)>,
     /// What each file tried gave (`path: what`), for an error or `doctor`.
     pub tried: Vec<String>,
+    /// The passphrase typed for the SSH key that opened it, if it was an
+    /// encrypted one (a command that opens the repository again asks once).
+    pub typed: Option<(PathBuf, Zeroizing<String>)>,
 }
 
 impl std::fmt::Debug for Attempt {
@@ -668,6 +671,7 @@ pub(crate) fn unlock(
             };
             matched = true;
             let plain;
+            let mut typed = None;
             let identity: &dyn age::Identity = match &secret {
                 Secret::X25519(i) => i,
                 Secret::SshPlain(i) => i,
@@ -679,7 +683,8 @@ pub(crate) fn unlock(
                         continue;
                     };
                     match decrypt_ssh_key(k, ask, &c.path, tries) {
-                        Ok(k) => {
+                        Ok((k, pass)) => {
+                            typed = Some((c.path.clone(), pass));
                             plain = k;
                             &plain
                         }
@@ -693,6 +698,7 @@ pub(crate) fn unlock(
             match open_slot(slot, identity) {
                 Ok(dek) => {
                     attempt.opened = Some((dek, c.path.clone()));
+                    attempt.typed = typed;
                     return Ok(attempt);
                 }
                 Err(why) => attempt
@@ -714,13 +720,13 @@ fn decrypt_ssh_key(
     ask: &mut KeyPassphraseSource,
     path: &Path,
     tries: u32,
-) -> std::result::Result<age::ssh::Identity, String> {
+) -> std::result::Result<(age::ssh::Identity, Zeroizing<String>), String> {
     // Typed on a terminal: three tries, whatever the repository's
     // passphrase source allows.
     for _ in 0..tries.max(3) {
         let pass = ask(path)?;
         match k.decrypt(SecretString::from(pass.to_string())) {
-            Ok(k) => return Ok(age::ssh::Identity::from(k)),
+            Ok(k) => return Ok((age::ssh::Identity::from(k), pass)),
             Err(_) => continue,
         }
     }

@@ -143,6 +143,7 @@ fn stat(
                     deletions,
                     ..
                 } => json!({"path": path, "binary": false, "insertions": insertions, "deletions": deletions}),
+                Diff::Secret { .. } => json!({"path": path, "binary": false, "secret": true, "insertions": null, "deletions": null}),
                 _ => json!({"path": path, "binary": true, "insertions": null, "deletions": null}),
             })
             .collect();
@@ -167,6 +168,7 @@ fn stat(
                 "+".repeat((*insertions).min(40)),
                 "-".repeat((*deletions).min(40))
             )?,
+            Diff::Secret { .. } => writeln!(out, " {path:<width$} | secret (masked)")?,
             _ => writeln!(out, " {path:<width$} | Bin")?,
         }
     }

@@ -20,7 +20,10 @@ fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Re
     for p in paths {
         let (session, pass) = {
             let mut g = ctx.open(LockMode::Shared)?;
-            let begun = (g.edit_begin(p)?, g.given_passphrase());
+            let begun = (
+                g.edit_begin(p)?,
+                (g.given_passphrase(), g.given_key_passphrase()),
+            );
             ctx.finish_query(g);
             begun
         };
@@ -47,9 +50,20 @@ fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Re
             continue;
         }
         let mut opts = ctx.options(Access::Write);
+        let (pass, key_pass) = pass;
         if let Some(pw) = pass {
             // Asked once, at the start of this edit.
             opts.passphrase = Some(Box::new(move || Ok(pw.clone())));
+        }
+        if let Some((key, pw)) = key_pass {
+            // So is an SSH key's passphrase.
+            opts.key_passphrase = Some(Box::new(move |path| {
+                if path == key {
+                    Ok(pw.clone())
+                } else {
+                    context::key_passphrase(path)
+                }
+            }));
         }
         let mut g = ctx.open_with(opts)?;
         let outcome = match g.edit_finish(&session, !no_apply) {

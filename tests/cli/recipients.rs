@@ -365,6 +365,22 @@ fn an_encrypted_ssh_key_is_asked_for_only_when_it_is_a_recipient() {
     assert!(r.stdout.contains(".ssh/id_ed25519"), "{r:#?}");
     assert_eq!(r.code, 0, "{r:#?}");
     assert_eq!(fs::read(desk.path(".netrc")).unwrap(), SECRET);
+    // `edit` opens the repository twice (before and after the editor): the
+    // key's passphrase is asked once.
+    let editor = desk.t.outside().join("ed.sh");
+    fs::write(&editor, "#!/bin/sh\necho edited >> \"$1\"\n").unwrap();
+    fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut c = desk.command(&[]);
+    c.env("SGARD_TEST_ARGON2", "1").env("EDITOR", &editor);
+    let r = pty_run(
+        &c,
+        &format!("--repo '{}' edit ~/.netrc", repo.display()),
+        "key pass phrase\n",
+    );
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.stdout.matches("Passphrase for").count(), 1, "{r:#?}");
+    let edited = desk.read(".netrc");
+    assert!(edited.ends_with("edited\n"), "{edited}");
     // No terminal: the key is passed over and the passphrase slot opens.
     fs::remove_file(desk.path(".netrc")).unwrap();
     let mut c = desk.command(&["restore"]);
@@ -381,7 +397,7 @@ fn an_encrypted_ssh_key_is_asked_for_only_when_it_is_a_recipient() {
         .unwrap()
         .into();
     r.ok();
-    assert_eq!(fs::read(desk.path(".netrc")).unwrap(), SECRET);
+    assert_eq!(desk.read(".netrc"), edited);
 }
 
 /// Removing a recipient, rotating the data key without any passphrase,
