@@ -246,6 +246,19 @@ impl Bridge {
         if self.mode == Mode::Mask {
             return Ok(MASK.to_owned());
         }
+        // A name given to a client is never taken as one of its options
+        // (`pass('--clip')`): a template from a shared repository must not
+        // steer the client. `output` runs what it names anyway.
+        if func != "output"
+            && let Some(a) = args.iter().find(|a| a.starts_with('-'))
+        {
+            return Err(MjError::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "{func}: the argument {a:?} starts with '-', which the client would take as an option"
+                ),
+            ));
+        }
         let key = (kept, args);
         let known = self
             .answers
@@ -517,6 +530,19 @@ mod tests {
         let old = format!("password: {MASK}\n");
         let (_, b) = mask_like(&[&masked, &old], "password: hunter2\n");
         assert_eq!(b, "password: ********\n");
+    }
+
+    #[test]
+    fn arguments_are_never_options_of_the_client() {
+        let b = Bridge::new(Answers::default(), Mode::Ask, true);
+        let e = b
+            .ask("pass", vec!["--clip".into()], |_| Ok("x".into()))
+            .unwrap_err();
+        assert!(e.to_string().contains("starts with '-'"), "{e}");
+        assert!(
+            b.ask("pass", vec!["a/-b".into()], |_| Ok("x".into()))
+                .is_ok()
+        );
     }
 
     #[test]
