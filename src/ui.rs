@@ -422,8 +422,8 @@ pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
         }
         E::NoEncryption => "; run `sgard encrypt init` first".into(),
         E::KeyChanged { record } => format!(
-            " (unlock once with the passphrase to trust the new key; if the repository's \
-             encryption was set up again on purpose, remove {})",
+            "; nothing was decrypted or encrypted (if the repository's encryption was set up \
+             again on purpose, remove {})",
             record.display()
         ),
         E::NoKey { .. } => "; on a machine that can unlock it, run `sgard encrypt add-recipient` \

@@ -183,18 +183,35 @@ impl Tx<'_> {
         if let Some(t) = attempt.typed {
             keys.typed = Some(t);
         }
+        let has_passphrase = enc.kek_slots.values().any(|s| s.kind == "passphrase");
         if let Some((dek, path)) = attempt.opened {
             // Anyone who can write the manifest can wrap a key of their own
             // to this machine's public key: a recipient slot's key must be
-            // the one this machine last unlocked, or follow from it.
-            self.check_known_key(&dek)?;
-            let keys = &mut self.work.keys;
-            keys.opened_by = Some(path);
-            keys.dek = Some(dek.duplicate());
-            self.remember_key(&dek);
-            return Ok(dek);
+            // the one this machine last unlocked, or follow from it. The
+            // passphrase slot, which cannot be forged so, is used instead
+            // when there is one.
+            match self.check_known_key(&dek) {
+                Ok(()) => {
+                    let keys = &mut self.work.keys;
+                    keys.opened_by = Some(path);
+                    keys.dek = Some(dek.duplicate());
+                    self.remember_key(&dek);
+                    return Ok(dek);
+                }
+                Err(e) if has_passphrase => self
+                    .work
+                    .note(format!("{e}; the passphrase is used instead")),
+                Err(e) => return Err(e),
+            }
         }
-        if !enc.kek_slots.values().any(|s| s.kind == "passphrase") {
+        let enc = self
+            .repo
+            .manifest
+            .encryption
+            .as_ref()
+            .ok_or_else(not_initialized)?;
+        let keys = &mut self.work.keys;
+        if !has_passphrase {
             let slots: Vec<String> = recipients::slots(enc).into_iter().map(|s| s.slot).collect();
             if !slots.is_empty() {
                 keys.no_key = Some((slots.clone(), attempt.tried.clone()));

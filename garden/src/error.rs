@@ -136,7 +136,7 @@ pub enum Error {
     /// last unlocked, nor one it replaced: a slot anyone who can write the
     /// manifest could have made. Nothing was decrypted or encrypted.
     #[error(
-        "a recipient slot gives another data key than the one this machine last unlocked (recorded in {}), and not one that replaced it: the slot is not trusted; nothing was decrypted or encrypted",
+        "a recipient slot gives another data key than the one this machine last unlocked (recorded in {}), and not one that replaced it: the slot is not trusted",
         record.display()
     )]
     KeyChanged {

@@ -600,34 +600,8 @@ fn a_forged_recipient_slot_is_refused_and_a_rotation_elsewhere_is_taken() {
     assert_eq!(fs::read(desk.path(".netrc")).unwrap(), SECRET);
 
     // Someone rewrites the desk's slot with a key of their own.
-    let forged_key = desk.t.outside().join("forged.bin");
-    fs::write(&forged_key, [7u8; 32]).unwrap();
-    let o = Command::new("age")
-        .arg("-R")
-        .arg(&p)
-        .arg(&forged_key)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let forged = base64::engine::general_purpose::STANDARD.encode(&o.stdout);
+    forge(&desk, &p);
     let mpath = desk.repo.join("manifest.yaml");
-    let m = fs::read_to_string(&mpath).unwrap();
-    let mut out = String::new();
-    let mut in_desk = false;
-    for line in m.lines() {
-        if line.trim_start().starts_with("age/") {
-            in_desk = line.trim_start().starts_with("age/id_ed25519@");
-        }
-        if in_desk && line.trim_start().starts_with("wrapped_dek:") {
-            let indent = &line[..line.len() - line.trim_start().len()];
-            out.push_str(&format!("{indent}wrapped_dek: {forged}\n"));
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    assert_ne!(out, m);
-    fs::write(&mpath, out).unwrap();
     desk.write(".new-secret", "would go to the forger\n");
     let r = desk.sg(&["add", "--encrypt", ".new-secret"]);
     r.code(1).stderr_has("is not trusted");
@@ -688,4 +662,83 @@ fn rotation_rewraps_the_passphrase_slot_only_with_its_own_passphrase() {
     fs::remove_file(desk.path(".netrc")).unwrap();
     desk.sg(&["restore"]).ok();
     assert_eq!(fs::read(desk.path(".netrc")).unwrap(), SECRET);
+}
+
+/// Rewrites `m`'s own recipient slot (`age/id_ed25519@…`) to wrap a key of
+/// someone else's choosing to `m`'s public key `p`, with the `age` command.
+fn forge(m: &Machine, p: &Path) {
+    let forged_key = m.t.outside().join("forged.bin");
+    fs::write(&forged_key, [7u8; 32]).unwrap();
+    let o = Command::new("age")
+        .arg("-R")
+        .arg(p)
+        .arg(&forged_key)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let forged = base64::engine::general_purpose::STANDARD.encode(&o.stdout);
+    let mpath = m.repo.join("manifest.yaml");
+    let text = fs::read_to_string(&mpath).unwrap();
+    let mut out = String::new();
+    let mut in_slot = false;
+    for line in text.lines() {
+        // A slot's name line (`age/…:`, `passphrase:`) starts a slot.
+        let t = line.trim_start();
+        if t.ends_with(':') && !t.contains(' ') {
+            in_slot = t.starts_with("age/id_ed25519@");
+        }
+        if in_slot && line.trim_start().starts_with("wrapped_dek:") {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            out.push_str(&format!("{indent}wrapped_dek: {forged}\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert_ne!(out, text);
+    fs::write(&mpath, out).unwrap();
+}
+
+/// With a passphrase slot, a forged recipient slot is passed over for the
+/// passphrase (which cannot be forged so), and said.
+#[test]
+fn a_forged_recipient_slot_falls_back_to_the_passphrase() {
+    if !on_path("age") {
+        eprintln!("skipping: age is not installed");
+        return;
+    }
+    let (_d, [desk, _, stranger]) = or_skip!(three());
+    let with = |m: &Machine, args: &[&str]| -> Run {
+        m.command(args)
+            .env("SGARD_PASSPHRASE", "pw")
+            .env("SGARD_TEST_ARGON2", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    };
+    desk.sg(&["init"]).ok();
+    let p = pub_of(&desk.path(".ssh/id_ed25519"));
+    with(
+        &desk,
+        &[
+            "encrypt",
+            "init",
+            "--recipient",
+            p.to_str().unwrap(),
+            "--passphrase",
+        ],
+    )
+    .ok();
+    desk.write(".netrc", SECRET);
+    desk.sg(&["add", "--encrypt", ".netrc"]).ok();
+    forge(&desk, &p);
+    desk.write(".other", "a second secret\n");
+    with(&desk, &["add", "--encrypt", ".other"])
+        .ok()
+        .stderr_has("is not trusted")
+        .stderr_has("the passphrase is used instead");
+    // Stored under the real key: another machine opens it with the passphrase.
+    with(&stranger, &["restore"]).ok();
+    assert_eq!(stranger.read(".other"), "a second secret\n");
 }
