@@ -216,6 +216,11 @@ pub fn new_encryption(passphrase: &str, params: KdfParams) -> Result<(Encryption
     Ok((enc, dek))
 }
 
+/// Whether `s` is a passphrase slot.
+pub fn is_passphrase_slot(s: &KekSlot) -> bool {
+    s.kind == "passphrase"
+}
+
 /// A new `encryption` section with no slot yet, and its fresh DEK (the
 /// caller adds recipient slots).
 ///
@@ -265,7 +270,7 @@ pub fn unlock(enc: &Encryption, passphrase: &str) -> Result<Dek> {
     let (name, slot) = enc
         .kek_slots
         .iter()
-        .find(|(_, s)| s.kind == "passphrase")
+        .find(|(_, s)| is_passphrase_slot(s))
         .ok_or_else(|| {
             Error::Crypto(
                 "no usable key slot: this repository has no passphrase slot \

@@ -138,12 +138,7 @@ impl Garden {
             return Err(not_initialized());
         }
         let dek = self.tx().dek()?;
-        let mut enc = self
-            .repo
-            .manifest
-            .encryption
-            .clone()
-            .ok_or_else(not_initialized)?;
+        let mut enc = self.repo.encryption()?.clone();
         let added = add_slots(&mut enc, &dek, recipients, label)?;
         if added.iter().any(|a| a.new) {
             self.repo.manifest.encryption = Some(enc);
@@ -171,12 +166,7 @@ impl Garden {
     /// slots, or the last slot.
     pub fn remove_recipient(&mut self, which: &str) -> Result<RecipientSlot> {
         self.require_exclusive("encrypt remove-recipient")?;
-        let enc = self
-            .repo
-            .manifest
-            .encryption
-            .as_ref()
-            .ok_or_else(not_initialized)?;
+        let enc = self.repo.encryption()?;
         let key = Recipient::parse(which).ok().map(|r| r.canonical);
         let found: Vec<RecipientSlot> = recipients::slots(enc)
             .into_iter()
@@ -207,10 +197,9 @@ impl Garden {
         };
         // Never the last slot this sgard can open (a FIDO2 slot or one it
         // cannot read does not count).
-        let usable_left = enc
-            .kek_slots
-            .iter()
-            .any(|(n, s)| *n != slot.slot && (s.kind == "passphrase" || rewrappable_recipient(s)));
+        let usable_left = enc.kek_slots.iter().any(|(n, s)| {
+            *n != slot.slot && (crypto::is_passphrase_slot(s) || rewrappable_recipient(s))
+        });
         if !usable_left {
             return Err(Error::Crypto(format!(
                 "{:?} is the only key slot this sgard can open; removing it would lock the \
@@ -257,12 +246,7 @@ impl Garden {
     /// [`Error::Crypto`] for an unknown or the last slot.
     pub fn remove_slot(&mut self, name: &str) -> Result<()> {
         self.require_exclusive("encrypt remove-slot")?;
-        let enc = self
-            .repo
-            .manifest
-            .encryption
-            .as_mut()
-            .ok_or_else(not_initialized)?;
+        let enc = self.repo.encryption_mut()?;
         if !enc.kek_slots.contains_key(name) {
             return Err(Error::Crypto(format!("no key slot {name:?}")));
         }
@@ -288,12 +272,7 @@ impl Garden {
             return Err(Error::Crypto("the new passphrase is empty".into()));
         }
         let dek = self.tx().dek()?;
-        let enc = self
-            .repo
-            .manifest
-            .encryption
-            .as_mut()
-            .ok_or_else(not_initialized)?;
+        let enc = self.repo.encryption_mut()?;
         let params = match (params, enc.kek_slots.get(PASSPHRASE_SLOT)) {
             (Some(p), _) => p,
             (None, Some(s)) => KdfParams::from_slot(PASSPHRASE_SLOT, s)?,
@@ -321,21 +300,16 @@ impl Garden {
         let old = self.tx().dek()?;
         let has_passphrase_slot = self
             .repo
-            .manifest
-            .encryption
-            .as_ref()
-            .is_some_and(|e| e.kek_slots.values().any(|s| s.kind == "passphrase"));
+            .encryption()?
+            .kek_slots
+            .values()
+            .any(crypto::is_passphrase_slot);
         // The passphrase slot is re-wrapped with the passphrase given now:
         // it must be the one that opens it (a key may have unlocked the
         // data key, and a typo here would lock every passphrase user out).
         let pass = if has_passphrase_slot {
             let p = self.tx().passphrase()?;
-            let enc = self
-                .repo
-                .manifest
-                .encryption
-                .as_ref()
-                .ok_or_else(not_initialized)?;
+            let enc = self.repo.encryption()?;
             let opened = crypto::unlock(enc, &p)?;
             if opened.bytes() != old.bytes() {
                 return Err(Error::Crypto(
@@ -348,12 +322,7 @@ impl Garden {
         } else {
             None
         };
-        let enc = self
-            .repo
-            .manifest
-            .encryption
-            .clone()
-            .ok_or_else(not_initialized)?;
+        let enc = self.repo.encryption()?.clone();
         let mut report = RotateReport::default();
         let foreign: Vec<String> = enc
             .kek_slots

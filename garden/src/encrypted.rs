@@ -83,6 +83,28 @@ impl Repo {
         self.manifest.encryption.is_some()
     }
 
+    /// The `encryption` section.
+    ///
+    /// # Errors
+    /// [`Error::NoEncryption`] when there is none.
+    pub(crate) fn encryption(&self) -> Result<&sgard_manifest::Encryption> {
+        self.manifest
+            .encryption
+            .as_ref()
+            .ok_or_else(not_initialized)
+    }
+
+    /// The `encryption` section, to change it.
+    ///
+    /// # Errors
+    /// [`Error::NoEncryption`] when there is none.
+    pub(crate) fn encryption_mut(&mut self) -> Result<&mut sgard_manifest::Encryption> {
+        self.manifest
+            .encryption
+            .as_mut()
+            .ok_or_else(not_initialized)
+    }
+
     /// Reads a file's plaintext for encryption (bounded).
     pub(crate) fn read_plain(&self, abs: &Path) -> Result<(Zeroizing<Vec<u8>>, std::fs::Metadata)> {
         let (f, md) = fsx::open_regular(abs)?;
@@ -168,12 +190,7 @@ impl Tx<'_> {
         if let Some(why) = &self.work.keys.refused {
             return Err(Error::Crypto(why.clone()));
         }
-        let enc = self
-            .repo
-            .manifest
-            .encryption
-            .as_ref()
-            .ok_or_else(not_initialized)?;
+        let enc = self.repo.encryption()?;
         let tries = self.work.keys.tries.max(1);
         // This machine's keys first: no passphrase is asked when one of
         // them is a recipient.
@@ -183,7 +200,7 @@ impl Tx<'_> {
         if let Some(t) = attempt.typed {
             keys.typed = Some(t);
         }
-        let has_passphrase = enc.kek_slots.values().any(|s| s.kind == "passphrase");
+        let has_passphrase = enc.kek_slots.values().any(crypto::is_passphrase_slot);
         if let Some((dek, path)) = attempt.opened {
             // Anyone who can write the manifest can wrap a key of their own
             // to this machine's public key: a recipient slot's key must be
@@ -204,12 +221,7 @@ impl Tx<'_> {
                 Err(e) => return Err(e),
             }
         }
-        let enc = self
-            .repo
-            .manifest
-            .encryption
-            .as_ref()
-            .ok_or_else(not_initialized)?;
+        let enc = self.repo.encryption()?;
         let keys = &mut self.work.keys;
         if !has_passphrase {
             let slots: Vec<String> = recipients::slots(enc).into_iter().map(|s| s.slot).collect();

@@ -72,6 +72,45 @@ macro_rules! or_skip {
     };
 }
 
+/// `desk` makes the repository with encryption opened by its own
+/// `~/.ssh/id_ed25519` alone; returns that key's `.pub` file.
+fn own_key_repo(desk: &Machine) -> PathBuf {
+    desk.sg(&["init"]).ok();
+    let p = pub_of(&desk.path(".ssh/id_ed25519"));
+    desk.sg(&["encrypt", "init", "--recipient", p.to_str().unwrap()])
+        .ok();
+    p
+}
+
+/// `laptop`'s key becomes a recipient labelled `laptop`, the desk stores
+/// [`SECRET`] encrypted, and the laptop restores it.
+fn share_with_laptop(desk: &Machine, laptop: &Machine) {
+    let p = pub_of(&laptop.path(".ssh/id_ed25519"));
+    desk.sg(&[
+        "encrypt",
+        "add-recipient",
+        p.to_str().unwrap(),
+        "--label",
+        "laptop",
+    ])
+    .ok();
+    desk.write(".netrc", SECRET);
+    desk.sg(&["add", "--encrypt", ".netrc"]).ok();
+    laptop.sg(&["restore"]).ok();
+}
+
+/// sgard in `m` with the repository passphrase `pass` (tiny Argon2
+/// parameters for new slots), stdin closed.
+fn with_pass(m: &Machine, args: &[&str], pass: &str) -> Run {
+    m.command(args)
+        .env("SGARD_PASSPHRASE", pass)
+        .env("SGARD_TEST_ARGON2", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into()
+}
+
 /// Every file under `dir`, read whole.
 fn all_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     crate::sync::files_under(dir)
@@ -193,10 +232,7 @@ fn fingerprint_of(pubfile: &Path) -> String {
 #[test]
 fn rsa_keys_age_identities_and_named_identity_files_unlock() {
     let (_d, [desk, laptop, other]) = or_skip!(three());
-    desk.sg(&["init"]).ok();
-    let desk_pub = pub_of(&desk.path(".ssh/id_ed25519"));
-    desk.sg(&["encrypt", "init", "--recipient", desk_pub.to_str().unwrap()])
-        .ok();
+    own_key_repo(&desk);
     desk.write(".netrc", SECRET);
     desk.sg(&["add", "--encrypt", ".netrc"]).ok();
 
@@ -405,22 +441,8 @@ fn an_encrypted_ssh_key_is_asked_for_only_when_it_is_a_recipient() {
 #[test]
 fn remove_recipient_then_rotate_locks_the_removed_machine_out_of_new_content() {
     let (_d, [desk, laptop, _]) = or_skip!(three());
-    desk.sg(&["init"]).ok();
-    let p = pub_of(&desk.path(".ssh/id_ed25519"));
-    desk.sg(&["encrypt", "init", "--recipient", p.to_str().unwrap()])
-        .ok();
-    let p = pub_of(&laptop.path(".ssh/id_ed25519"));
-    desk.sg(&[
-        "encrypt",
-        "add-recipient",
-        p.to_str().unwrap(),
-        "--label",
-        "laptop",
-    ])
-    .ok();
-    desk.write(".netrc", SECRET);
-    desk.sg(&["add", "--encrypt", ".netrc"]).ok();
-    laptop.sg(&["restore"]).ok();
+    own_key_repo(&desk);
+    share_with_laptop(&desk, &laptop);
 
     let r = desk.sg(&["encrypt", "remove-recipient", "laptop"]);
     r.ok()
@@ -460,10 +482,7 @@ fn a_recipient_slot_is_an_age_file_the_age_command_opens() {
         return;
     }
     let (_d, [desk, _, stranger]) = or_skip!(three());
-    desk.sg(&["init"]).ok();
-    let p = pub_of(&desk.path(".ssh/id_ed25519"));
-    desk.sg(&["encrypt", "init", "--recipient", p.to_str().unwrap()])
-        .ok();
+    own_key_repo(&desk);
     let m = fs::read_to_string(desk.repo.join("manifest.yaml")).unwrap();
     let wrapped = m
         .lines()
@@ -533,10 +552,7 @@ fn recipients_travel_through_the_server_and_open_with_the_login_key() {
 #[test]
 fn a_passphrase_slot_is_added_to_a_recipients_only_repository() {
     let (_d, [desk, _, stranger]) = or_skip!(three());
-    desk.sg(&["init"]).ok();
-    let p = pub_of(&desk.path(".ssh/id_ed25519"));
-    desk.sg(&["encrypt", "init", "--recipient", p.to_str().unwrap()])
-        .ok();
+    own_key_repo(&desk);
     desk.write(".netrc", SECRET);
     desk.sg(&["add", "--encrypt", ".netrc"]).ok();
     let r: Run = desk
@@ -575,22 +591,8 @@ fn a_forged_recipient_slot_is_refused_and_a_rotation_elsewhere_is_taken() {
         return;
     }
     let (_d, [desk, laptop, _]) = or_skip!(three());
-    desk.sg(&["init"]).ok();
-    let p = pub_of(&desk.path(".ssh/id_ed25519"));
-    desk.sg(&["encrypt", "init", "--recipient", p.to_str().unwrap()])
-        .ok();
-    let lp = pub_of(&laptop.path(".ssh/id_ed25519"));
-    desk.sg(&[
-        "encrypt",
-        "add-recipient",
-        lp.to_str().unwrap(),
-        "--label",
-        "laptop",
-    ])
-    .ok();
-    desk.write(".netrc", SECRET);
-    desk.sg(&["add", "--encrypt", ".netrc"]).ok();
-    laptop.sg(&["restore"]).ok();
+    let p = own_key_repo(&desk);
+    share_with_laptop(&desk, &laptop);
 
     // A rotation on the laptop: the desk takes the new key (it follows
     // from the one it knew).
@@ -619,15 +621,7 @@ fn a_forged_recipient_slot_is_refused_and_a_rotation_elsewhere_is_taken() {
 #[test]
 fn rotation_rewraps_the_passphrase_slot_only_with_its_own_passphrase() {
     let (_d, [desk, _, stranger]) = or_skip!(three());
-    let with = |m: &Machine, args: &[&str], pass: &str| -> Run {
-        m.command(args)
-            .env("SGARD_PASSPHRASE", pass)
-            .env("SGARD_TEST_ARGON2", "1")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-            .into()
-    };
+    let with = with_pass;
     desk.sg(&["init"]).ok();
     let p = pub_of(&desk.path(".ssh/id_ed25519"));
     with(
@@ -708,15 +702,7 @@ fn a_forged_recipient_slot_falls_back_to_the_passphrase() {
         return;
     }
     let (_d, [desk, _, stranger]) = or_skip!(three());
-    let with = |m: &Machine, args: &[&str]| -> Run {
-        m.command(args)
-            .env("SGARD_PASSPHRASE", "pw")
-            .env("SGARD_TEST_ARGON2", "1")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-            .into()
-    };
+    let with = |m: &Machine, args: &[&str]| with_pass(m, args, "pw");
     desk.sg(&["init"]).ok();
     let p = pub_of(&desk.path(".ssh/id_ed25519"));
     with(

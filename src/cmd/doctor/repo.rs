@@ -580,7 +580,9 @@ fn encryption(ctx: &Ctx, m: &Manifest, out: &mut Vec<Finding>) {
         return;
     };
     let encrypted = m.files.iter().filter(|e| e.encrypted).count();
-    let usable_kind = |s: &sgard_manifest::KekSlot| s.kind == "passphrase" || s.kind == "age";
+    let usable_kind = |s: &sgard_manifest::KekSlot| {
+        sgard_garden::crypto::is_passphrase_slot(s) || s.kind == sgard_garden::recipients::SLOT_KIND
+    };
     let slots: Vec<String> = enc
         .kek_slots
         .iter()
@@ -592,7 +594,10 @@ fn encryption(ctx: &Ctx, m: &Manifest, out: &mut Vec<Finding>) {
             }
         })
         .collect();
-    let has_passphrase = enc.kek_slots.values().any(|s| s.kind == "passphrase");
+    let has_passphrase = enc
+        .kek_slots
+        .values()
+        .any(sgard_garden::crypto::is_passphrase_slot);
     let has_recipients = !recipients::slots(enc).is_empty();
     let detail = format!(
         "{} key slot{}: {}; {encrypted} encrypted entr{}",
