@@ -95,6 +95,7 @@ impl Garden {
         &self,
         live: &HashSet<Hash>,
         grace: Option<std::time::Duration>,
+        forced: &HashSet<Hash>,
         dry_run: bool,
     ) -> Result<ChunkSweep> {
         let mut r = ChunkSweep::default();
@@ -136,13 +137,21 @@ impl Garden {
             }
         }
         let gone: HashSet<Hash> = crate::rules::doomed(&keep_lists, lists.iter().copied(), |h| {
-            young(&cs.list_path(h))
+            !forced.contains(h) && young(&cs.list_path(h))
         })
         .into_iter()
         .collect();
         let mut marked: HashSet<Hash> = HashSet::new();
+        // The chunks of a purged content go whatever their age.
+        let mut forced_chunks: HashSet<Hash> = HashSet::new();
         for h in &lists {
             let path = cs.list_path(h);
+            if forced.contains(h)
+                && gone.contains(h)
+                && let Ok(l) = cs.list(h)
+            {
+                forced_chunks.extend(l.chunks.iter().map(|(c, _)| *c));
+            }
             if !gone.contains(h) {
                 match cs.list(h) {
                     Ok(l) => marked.extend(l.chunks.iter().map(|(c, _)| *c)),
@@ -166,7 +175,7 @@ impl Garden {
         let sizes: std::collections::HashMap<Hash, u64> =
             chunks.iter().map(|c| (c.hash, c.size)).collect();
         for c in crate::rules::doomed(&marked, chunks.iter().map(|c| c.hash), |h| {
-            young(&cs.objects().path_of(h))
+            !forced_chunks.contains(h) && young(&cs.objects().path_of(h))
         }) {
             if dry_run || cs.objects().delete(&c)?.is_some() {
                 r.chunks += 1;

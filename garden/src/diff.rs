@@ -256,9 +256,7 @@ impl Tx<'_> {
             });
         }
 
-        let hash = e
-            .hash
-            .ok_or_else(|| Error::Invalid(format!("{path}: no hash")))?;
+        let hash = crate::purge::content_hash(e)?;
         let abs = self.repo.env.expand(&path);
         let current_label = |abs: &std::path::Path| -> Result<String> {
             Ok(if fsx::lstat(abs)?.is_none() {

@@ -127,9 +127,7 @@ impl Repo {
     /// The bytes of a file entry's blob (the ciphertext, if encrypted),
     /// verified, from whichever store holds it.
     pub(crate) fn blob_of(&self, e: &Entry) -> Result<Vec<u8>> {
-        let h = e
-            .hash
-            .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
+        let h = crate::purge::content_hash(e)?;
         self.blobs_for(&h).read(&h).map_err(|source| {
             if source.is_integrity() {
                 Error::Integrity {

@@ -42,7 +42,12 @@ impl Garden {
     /// # Errors
     /// As [`Garden::prune`].
     pub fn prune_dry_run(&mut self) -> Result<PruneReport> {
-        self.prune_opts(&std::collections::HashSet::new(), None, true)
+        self.prune_opts(
+            &std::collections::HashSet::new(),
+            None,
+            &std::collections::HashSet::new(),
+            true,
+        )
     }
 
     /// As [`Garden::prune`], also keeping the blobs in `protect` and, with
@@ -56,13 +61,29 @@ impl Garden {
         protect: &std::collections::HashSet<sgard_store::Hash>,
         grace: Option<std::time::Duration>,
     ) -> Result<PruneReport> {
-        self.prune_opts(protect, grace, false)
+        self.prune_opts(protect, grace, &std::collections::HashSet::new(), false)
+    }
+
+    /// As [`Garden::prune_with`], deleting the objects of `forced` (and the
+    /// chunks of those that are chunk lists) whatever their age, unless
+    /// something live names them: what a purge removed.
+    ///
+    /// # Errors
+    /// As [`Garden::prune`].
+    pub fn prune_forced(
+        &mut self,
+        protect: &std::collections::HashSet<sgard_store::Hash>,
+        grace: Option<std::time::Duration>,
+        forced: &std::collections::HashSet<sgard_store::Hash>,
+    ) -> Result<PruneReport> {
+        self.prune_opts(protect, grace, forced, false)
     }
 
     fn prune_opts(
         &mut self,
         protect: &std::collections::HashSet<sgard_store::Hash>,
         grace: Option<std::time::Duration>,
+        forced: &std::collections::HashSet<sgard_store::Hash>,
         dry_run: bool,
     ) -> Result<PruneReport> {
         if !dry_run {
@@ -76,13 +97,14 @@ impl Garden {
         let sizes: std::collections::HashMap<_, _> =
             stored.iter().map(|b| (b.hash, b.size)).collect();
         let young = |h: &sgard_store::Hash| {
-            grace.is_some_and(|g| {
-                std::fs::metadata(self.repo.store.path_of(h))
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .is_none_or(|age| age < g)
-            })
+            !forced.contains(h)
+                && grace.is_some_and(|g| {
+                    std::fs::metadata(self.repo.store.path_of(h))
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_none_or(|age| age < g)
+                })
         };
         for h in crate::rules::doomed(&keep, stored.iter().map(|b| b.hash), young) {
             if dry_run || self.repo.store.delete(&h)?.is_some() {
@@ -93,7 +115,7 @@ impl Garden {
                 sgard_store::progress::done(&h.to_hex(), "pruning blob");
             }
         }
-        r.chunks = self.sweep_chunks(&keep, grace, dry_run)?;
+        r.chunks = self.sweep_chunks(&keep, grace, forced, dry_run)?;
         // This home's local log keeps only what its own snapshots name.
         if let Some(l) = &self.repo.local
             && l.store.root().is_dir()

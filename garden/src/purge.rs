@@ -2,9 +2,10 @@
 //! repository (or every one but the current), for a secret that leaked
 //! into it.
 //!
-//! The snapshots that named a purged version are rewritten without those
-//! entries (stored anew; their ids change, and every record naming one,
-//! as its id or its parent, follows); `<repo>/purges.yaml` records what was
+//! The snapshots that named a purged version are rewritten with those
+//! entries marked purged (`purged: <hash>` instead of `hash:`; stored anew:
+//! their ids change, and every record naming one, as its id, its parent or
+//! the head before it, follows); `<repo>/purges.yaml` records what was
 //! purged, when, and which snapshots lost entries; then everything nothing
 //! references any more is deleted, as `prune` does: the purged contents,
 //! their chunks, and the old snapshot documents.
@@ -38,6 +39,30 @@ pub struct PurgeReport {
     pub untracked: Vec<String>,
     /// What the sweep after it deleted.
     pub swept: PruneReport,
+    /// Of a purge applied here ([`Garden::apply_purge`]): entries whose
+    /// current version here is a purged content, which stays stored.
+    pub kept: Vec<String>,
+}
+
+/// The content an entry names: its hash, or why there is none (a
+/// version `sgard purge` removed, or an entry that is no file).
+pub(crate) fn content_hash(e: &Entry) -> Result<Hash> {
+    match (e.hash, e.purged) {
+        (Some(h), _) => Ok(h),
+        (None, Some(_)) => Err(Error::Invalid(format!(
+            "{}: that version's content was purged (see `sgard log`)",
+            e.path
+        ))),
+        (None, None) => Err(Error::Invalid(format!("{}: no hash", e.path))),
+    }
+}
+
+/// The new ids of `renamed`, sorted.
+fn new_ids(renamed: &BTreeMap<Hash, Hash>) -> Vec<Hash> {
+    let mut v: Vec<Hash> = renamed.values().copied().collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// The options of [`Garden::purge`].
@@ -154,91 +179,61 @@ impl Garden {
         }
 
         // The rewritten snapshots.
-        let touched: Vec<Hash> = docs
-            .iter()
-            .filter(|(_, d)| {
+        let touched = docs
+            .values()
+            .filter(|d| {
                 d.files
                     .iter()
                     .any(|e| e.hash.is_some_and(|h| purge.contains_key(&h)))
             })
-            .map(|(id, _)| *id)
-            .collect();
-        report.snapshots = touched.len();
-        if !opts.dry_run {
-            report.untracked = self
-                .repo
-                .manifest
-                .files
-                .iter()
-                .filter(|e| e.hash.is_some_and(|h| purge.contains_key(&h)))
-                .map(|e| e.path.clone())
-                .collect();
-        }
+            .count();
+        report.snapshots = touched;
         if opts.dry_run {
             return Ok(report);
         }
+        report.untracked = self
+            .repo
+            .manifest
+            .files
+            .iter()
+            .filter(|e| e.hash.is_some_and(|h| purge.contains_key(&h)))
+            .map(|e| e.path.clone())
+            .collect();
         // Read before anything is written: a log that cannot be read is
         // never written over, and then nothing changes.
         let log_path = self.repo.root.join(PURGES_FILE);
         let mut log = PurgeLog::load(&log_path)?;
-        // Each rewritten snapshot: its new id, entries and content bytes.
-        let mut renamed: HashMap<Hash, (Hash, u64, u64)> = HashMap::new();
-        for id in &touched {
-            let Some(mut doc) = docs.remove(id) else {
-                continue;
-            };
-            doc.files
-                .retain(|e| !e.hash.is_some_and(|h| purge.contains_key(&h)));
-            let (repo_store, local_store) = self.repo.stores();
-            let store = crate::history::pick_store(repo_store, local_store, id);
-            let w = store.write_from(&mut |out| doc.write_yaml(out))?;
-            let bytes = self.content_bytes(doc.files.iter().filter_map(|e| e.hash));
-            renamed.insert(*id, (w.hash, doc.files.len() as u64, bytes));
-        }
-        let map = |h: &Hash| renamed.get(h).map_or(*h, |r| r.0);
-        let remap = |h: &History| History {
-            records: h
-                .records
-                .iter()
-                .map(|r| {
-                    let mut r = r.clone();
-                    if let Some((id, entries, bytes)) = renamed.get(&r.id) {
-                        r.id = *id;
-                        r.entries = *entries;
-                        r.bytes = *bytes;
-                    }
-                    r.parent = r.parent.as_ref().map(map);
-                    r
-                })
-                .collect(),
-        };
+        let gone: BTreeSet<Hash> = purge.keys().copied().collect();
+        let renamed = self.rewrite_snapshots(&gone, docs)?;
         // The purge log first: a purge cut off after it says what it meant
         // to do, and running it again finishes it.
-        let mut new_ids: Vec<Hash> = touched.iter().map(map).collect();
-        new_ids.sort();
-        new_ids.dedup();
-        log.purges.push(Purge {
+        let shared: BTreeSet<Hash> = self
+            .repo
+            .repo_history
+            .records
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        let mut record = Purge {
             time: self.repo.env.now,
             host: identity::short_hostname(&self.repo.env.hostname),
             paths: report.paths.keys().cloned().collect(),
             kept_current: opts.keep_current,
             versions: report.versions as u64,
-            snapshots: new_ids,
-        });
+            snapshots: Vec::new(),
+            renamed: renamed
+                .iter()
+                .filter(|(old, _)| shared.contains(old))
+                .map(|(o, n)| (*o, *n))
+                .collect(),
+            signature: None,
+        };
+        record.renamed.sort();
+        record.snapshots = new_ids(&renamed);
+        log.purges.push(record);
         log.save(&log_path)?;
         self.repo.env.crash_point("purge-logged");
-        let repo = remap(&self.repo.repo_history);
-        if repo != self.repo.repo_history {
-            repo.save(&self.repo.root.join(HISTORY_FILE))?;
-        }
-        if let Some(l) = self.repo.local.as_mut() {
-            let local = remap(&l.history);
-            if local != l.history {
-                local.save(&l.dir.join(HISTORY_FILE))?;
-            }
-            l.history = local;
-        }
-        self.set_repo_history(repo);
+        self.rename_history(&renamed)?;
         if !report.untracked.is_empty() {
             self.repo
                 .manifest
@@ -250,6 +245,156 @@ impl Garden {
         self.repo.env.crash_point("purge-rewritten");
         report.swept = self.prune()?;
         Ok(report)
+    }
+
+    /// Every snapshot of the history (this home's and the shared one) that
+    /// names a content of `gone`, stored anew with those entries marked
+    /// purged: each one's old id and new id. `docs` holds the snapshots
+    /// already read (by id); the others are read here.
+    fn rewrite_snapshots(
+        &mut self,
+        gone: &BTreeSet<Hash>,
+        mut docs: BTreeMap<Hash, Manifest>,
+    ) -> Result<BTreeMap<Hash, Hash>> {
+        let ids: BTreeSet<Hash> = self.repo.history.records.iter().map(|r| r.id).collect();
+        let mut renamed = BTreeMap::new();
+        for id in ids {
+            let mut doc = match docs.remove(&id) {
+                Some(d) => d,
+                None => self.tx().snapshot_doc(&id)?,
+            };
+            if !crate::rules::mark_purged(&mut doc, gone) {
+                continue;
+            }
+            let (repo_store, local_store) = self.repo.stores();
+            let store = crate::history::pick_store(repo_store, local_store, &id);
+            let w = store.write_from(&mut |out| doc.write_yaml(out))?;
+            renamed.insert(id, w.hash);
+        }
+        Ok(renamed)
+    }
+
+    /// Renames snapshots in the shared history and this home's own.
+    fn rename_history(&mut self, renamed: &BTreeMap<Hash, Hash>) -> Result<()> {
+        let map: HashMap<Hash, Hash> = renamed.iter().map(|(a, b)| (*a, *b)).collect();
+        let remap = |h: &History| History {
+            records: crate::rules::rename_records(&h.records, &map),
+        };
+        let repo = remap(&self.repo.repo_history);
+        if repo != self.repo.repo_history {
+            let path = self.repo.root.join(HISTORY_FILE);
+            let hash = repo.save(&path)?;
+            self.tx().index_history_written(&path, &repo, &hash, false);
+        }
+        if let Some(l) = self.repo.local.as_mut() {
+            let local = remap(&l.history);
+            if local != l.history {
+                local.save(&l.dir.join(HISTORY_FILE))?;
+            }
+            l.history = local;
+        }
+        self.set_repo_history(repo);
+        Ok(())
+    }
+
+    /// Applies a purge another machine made (given by a server, checked by
+    /// the caller): every snapshot it renamed that is here is checked to be
+    /// the new one's original with only contents purged, those contents
+    /// are taken out of every snapshot here (the shared ones become what
+    /// the statement says), the history follows, the purge joins the log,
+    /// and the contents are deleted, unless the head names one (this
+    /// machine's current version; reported in [`PurgeReport::kept`]).
+    /// `protect` and `grace` are as for [`Garden::prune_with`]: what else
+    /// is swept. `None` when the purge was applied here already.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] when a renamed snapshot is not here or is not a
+    /// purge of its original (nothing is changed then); history, store and
+    /// I/O errors.
+    pub fn apply_purge(
+        &mut self,
+        p: &Purge,
+        protect: &std::collections::HashSet<Hash>,
+        grace: Option<std::time::Duration>,
+    ) -> Result<Option<PurgeReport>> {
+        self.require_history()?;
+        self.require_exclusive("purge")?;
+        let log_path = self.repo.root.join(PURGES_FILE);
+        let mut log = PurgeLog::load(&log_path)?;
+        let id = p.id();
+        if log.purges.iter().any(|q| q.id() == id) {
+            return Ok(None);
+        }
+        let mut gone = BTreeSet::new();
+        for (old, new) in &p.renamed {
+            let Ok(o) = self.tx().snapshot_doc(old) else {
+                // Never here (or purged by hand): nothing of it to purge.
+                continue;
+            };
+            let n = self.tx().snapshot_doc(new).map_err(|_| {
+                Error::Conflict(format!(
+                    "the purge made on {} names snapshot {}, which is not here; nothing was \
+                     purged",
+                    p.host,
+                    new.short(12)
+                ))
+            })?;
+            let g = crate::rules::purge_of(&o, &n).ok_or_else(|| {
+                Error::Conflict(format!(
+                    "the purge made on {} says snapshot {} became {}, which is not it with \
+                     contents purged; nothing was purged",
+                    p.host,
+                    old.short(12),
+                    new.short(12)
+                ))
+            })?;
+            gone.extend(g);
+        }
+        let mut report = PurgeReport {
+            versions: gone.len(),
+            ..PurgeReport::default()
+        };
+        let mut renamed = self.rewrite_snapshots(&gone, BTreeMap::new())?;
+        for (old, new) in &p.renamed {
+            match renamed.get(old) {
+                Some(mine) if mine != new => {
+                    return Err(Error::Conflict(format!(
+                        "purging snapshot {} here gives {}, not {} as on {}; nothing was purged",
+                        old.short(12),
+                        mine.short(12),
+                        new.short(12),
+                        p.host
+                    )));
+                }
+                Some(_) => {}
+                // Named by a record here without its snapshot: renamed too.
+                None => {
+                    renamed.insert(*old, *new);
+                }
+            }
+        }
+        report.snapshots = renamed.len();
+        for path in &p.paths {
+            report.paths.insert(path.clone(), 0);
+        }
+        let mut record = p.clone();
+        record.snapshots = new_ids(&renamed);
+        log.purges.push(record);
+        log.save(&log_path)?;
+        self.repo.env.crash_point("purge-logged");
+        self.rename_history(&renamed)?;
+        report.kept = self
+            .repo
+            .manifest
+            .files
+            .iter()
+            .filter(|e| e.hash.is_some_and(|h| gone.contains(&h)))
+            .map(|e| e.path.clone())
+            .collect();
+        let forced: std::collections::HashSet<Hash> =
+            gone.iter().chain(renamed.keys()).copied().collect();
+        report.swept = self.prune_forced(protect, grace, &forced)?;
+        Ok(Some(report))
     }
 
     /// The purge log of the repository (empty when there is none).

@@ -1052,9 +1052,7 @@ impl Tx<'_> {
                 })
             }
             EntryKind::File => {
-                let hash = e
-                    .hash
-                    .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
+                let hash = crate::purge::content_hash(e)?;
                 let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
                 self.repo.confine.write_file(abs, mode, |f| {
                     copy_blob(self.repo.stores(), e, &hash, abs, f)
@@ -1105,9 +1103,7 @@ fn stage_plain(
     e: &Entry,
     abs: &Path,
 ) -> Result<crate::home::Staged> {
-    let hash = e
-        .hash
-        .ok_or_else(|| Error::Invalid(format!("{}: no hash", e.path)))?;
+    let hash = crate::purge::content_hash(e)?;
     let mode = e.mode.unwrap_or(Mode::from_st_mode(0o644));
     confine.stage(abs, mode, |f| copy_blob(store, e, &hash, abs, f))
 }

@@ -1,6 +1,8 @@
 //! The rules of a shared repository, written once as functions of data:
-//! what a push may replace ([`push_verdict`]), what is live ([`Live`]) and
-//! what a prune may delete ([`doomed`]). Every caller asks these: the
+//! what a push may replace ([`push_verdict`], [`with_purges`]), what is
+//! live ([`Live`]), what a prune may delete ([`doomed`]) and what a purge
+//! does to a snapshot and to the history ([`mark_purged`], [`purge_of`],
+//! [`rename_records`]). Every caller asks these: the
 //! `Garden` (a repository in a folder, and so sgardd's folder backend) and
 //! sgardd's object backend, which keeps no repository and reads its
 //! manifests from an object store. (How two manifests merge, the third
@@ -10,10 +12,11 @@
 //! (the head, its history, which snapshots say what, how old each stored
 //! object is) in whatever way their storage allows, and the rule decides.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use sgard_manifest::Manifest;
 use sgard_manifest::history::Record;
+use sgard_manifest::purges::PurgeLog;
 use sgard_store::Hash;
 
 use crate::Base;
@@ -63,6 +66,103 @@ pub fn push_verdict(
     } else {
         Verdict::Rejected
     }
+}
+
+/// The verdict on a push that carries purge statements too: one the
+/// garden has not applied (`unseen`) makes a push of the head it already
+/// has worth installing (its history changed); and a push whose history
+/// names a snapshot a purge the garden applied has renamed comes from a
+/// machine that has not pulled that purge: it would bring the purged
+/// content back, and is refused until it pulls.
+pub fn with_purges(v: Verdict, unseen: bool, names_purged: bool) -> Verdict {
+    match v {
+        _ if names_purged => Verdict::Rejected,
+        Verdict::UpToDate if unseen => Verdict::Accepted,
+        v => v,
+    }
+}
+
+/// Whether `history` names a snapshot one of `log`'s purges renamed (the
+/// old, purged one).
+pub fn names_purged(history: &[Record], log: &PurgeLog) -> bool {
+    let old: HashSet<Hash> = log
+        .purges
+        .iter()
+        .flat_map(|p| p.renamed.iter().map(|r| r.0))
+        .collect();
+    !old.is_empty()
+        && history
+            .iter()
+            .any(|r| old.contains(&r.id) || r.parent.is_some_and(|p| old.contains(&p)))
+}
+
+/// Marks, in a snapshot, every entry whose content is in `gone` as purged
+/// (its hash moves to `purged`; all else stays, so a merge judging by the
+/// snapshot sees the entry as it was, by [`unpurged`]). Whether anything
+/// changed.
+pub fn mark_purged(doc: &mut Manifest, gone: &BTreeSet<Hash>) -> bool {
+    let mut changed = false;
+    for e in &mut doc.files {
+        if let Some(h) = e.hash
+            && gone.contains(&h)
+        {
+            e.hash = None;
+            e.purged = Some(h);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// A snapshot as it was before any purge marked it: what a merge compares
+/// against (the entries say which content they had; nothing is read).
+pub fn unpurged(mut doc: Manifest) -> Manifest {
+    for e in &mut doc.files {
+        if let Some(h) = e.purged.take() {
+            e.hash = Some(h);
+        }
+    }
+    doc
+}
+
+/// Whether `new` is snapshot `old` with some contents purged (by
+/// [`mark_purged`], nothing else changed): the contents purged, or `None`
+/// (a purge statement that says otherwise is not to be applied).
+pub fn purge_of(old: &Manifest, new: &Manifest) -> Option<BTreeSet<Hash>> {
+    if old.files.len() != new.files.len() {
+        return None;
+    }
+    let gone: BTreeSet<Hash> = old
+        .files
+        .iter()
+        .zip(&new.files)
+        .filter_map(|(o, n)| match (o.hash, n.purged) {
+            (Some(h), Some(p)) if h == p => Some(h),
+            _ => None,
+        })
+        .collect();
+    let mut marked = old.clone();
+    mark_purged(&mut marked, &gone);
+    (marked == *new).then_some(gone)
+}
+
+/// The history with each snapshot `renamed` names renamed (as its id, its
+/// parent, or the head before it); records that become one (the same id,
+/// reason and time, as history merges judge them) are kept once.
+pub fn rename_records(records: &[Record], renamed: &HashMap<Hash, Hash>) -> Vec<Record> {
+    let map = |h: &Hash| renamed.get(h).copied().unwrap_or(*h);
+    let mut seen = HashSet::new();
+    let mut out: Vec<Record> = Vec::with_capacity(records.len());
+    for r in records {
+        let mut r = r.clone();
+        r.id = map(&r.id);
+        r.parent = r.parent.as_ref().map(map);
+        r.head_before = r.head_before.as_ref().map(map);
+        if seen.insert((r.id, r.reason.as_str().to_owned(), r.time)) {
+            out.push(r);
+        }
+    }
+    out
 }
 
 /// The objects a repository needs: everything its head names, every
@@ -166,6 +266,23 @@ mod tests {
         Manifest::from_yaml(&y).unwrap()
     }
 
+    /// A checkpoint record of `id` after `parent` (also its head before).
+    fn record(id: Hash, parent: Option<Hash>, time: sgard_manifest::Timestamp) -> Record {
+        Record {
+            id,
+            parent,
+            time,
+            host: "h".into(),
+            machine: None,
+            reason: sgard_manifest::history::Reason::Checkpoint,
+            message: None,
+            entries: 1,
+            bytes: 1,
+            new_blobs: 1,
+            head_before: parent,
+        }
+    }
+
     #[test]
     fn a_push_is_a_fast_forward_of_the_head_it_was_built_on() {
         let (a, b) = (Hash::of(b"a"), Hash::of(b"b"));
@@ -218,19 +335,7 @@ mod tests {
         let head = manifest(&[a], 2);
         let snap = manifest(&[b], 1);
         let id = head_id_of(&snap);
-        let rec = |id| Record {
-            id,
-            parent: None,
-            time: head.updated,
-            host: "h".into(),
-            machine: None,
-            reason: sgard_manifest::history::Reason::Checkpoint,
-            message: None,
-            entries: 1,
-            bytes: 1,
-            new_blobs: 1,
-            head_before: None,
-        };
+        let rec = |id| record(id, None, head.updated);
         let history = vec![rec(id), rec(id)];
         let mut live = Live::of(&head, &history);
         assert_eq!(live.snapshots(), &[id], "each snapshot is read once");
@@ -240,5 +345,76 @@ mod tests {
         assert!(!set.contains(&c));
         let young = Hash::of(b"young");
         assert_eq!(doomed(&set, [a, b, c, young], |h| *h == young), vec![c]);
+    }
+
+    #[test]
+    fn a_purge_marks_entries_and_is_told_from_any_other_change() {
+        let (a, b) = (Hash::of(b"a"), Hash::of(b"b"));
+        let old = manifest(&[a, b], 1);
+        let gone: BTreeSet<Hash> = [a].into_iter().collect();
+        let mut new = old.clone();
+        assert!(mark_purged(&mut new, &gone));
+        assert!(!mark_purged(&mut new.clone(), &gone), "once");
+        assert_eq!(new.files[0].hash, None);
+        assert_eq!(new.files[0].purged, Some(a));
+        assert_eq!(new.referenced_blobs().collect::<Vec<_>>(), vec![b]);
+        assert_eq!(purge_of(&old, &new), Some(gone));
+        assert_eq!(unpurged(new.clone()), old);
+        // Anything else changed, an entry dropped, a purge of a content
+        // the entry did not have: not a purge.
+        let mut other = new.clone();
+        other.files[1].mode = None;
+        assert_eq!(purge_of(&old, &other), None);
+        let mut fewer = new.clone();
+        fewer.files.pop();
+        assert_eq!(purge_of(&old, &fewer), None);
+        let mut wrong = new.clone();
+        wrong.files[0].purged = Some(b);
+        assert_eq!(purge_of(&old, &wrong), None);
+    }
+
+    #[test]
+    fn a_rename_follows_ids_parents_and_heads_before_and_keeps_one_of_each() {
+        let (x, y, z) = (Hash::of(b"x"), Hash::of(b"y"), Hash::of(b"z"));
+        let head = manifest(&[], 1);
+        let rec = |id, parent| record(id, parent, head.updated);
+        let renamed: HashMap<Hash, Hash> = [(x, y)].into_iter().collect();
+        let out = rename_records(&[rec(x, None), rec(z, Some(x)), rec(y, None)], &renamed);
+        assert_eq!(
+            out.len(),
+            2,
+            "the renamed record and the pushed one are one"
+        );
+        assert_eq!(out[0].id, y);
+        assert_eq!(out[1].parent, Some(y));
+        assert_eq!(out[1].head_before, Some(y));
+
+        let mut log = PurgeLog::default();
+        assert!(!names_purged(&out, &log));
+        log.purges.push(sgard_manifest::purges::Purge {
+            time: head.updated,
+            host: "h".into(),
+            paths: vec![],
+            kept_current: true,
+            versions: 1,
+            snapshots: vec![y],
+            renamed: vec![(x, y)],
+            signature: None,
+        });
+        assert!(!names_purged(&out, &log));
+        assert!(names_purged(&[rec(x, None)], &log));
+        assert!(names_purged(&[rec(z, Some(x))], &log));
+        assert_eq!(
+            with_purges(Verdict::UpToDate, true, false),
+            Verdict::Accepted
+        );
+        assert_eq!(
+            with_purges(Verdict::UpToDate, false, false),
+            Verdict::UpToDate
+        );
+        assert_eq!(
+            with_purges(Verdict::Accepted, false, true),
+            Verdict::Rejected
+        );
     }
 }

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::OsString;
 
 use sgard_manifest::history::{HISTORY_FILE, Reason, Record};
+use sgard_manifest::purges::Purge;
 use sgard_manifest::{Entry, Manifest, Timestamp};
 use sgard_store::Hash;
 
@@ -313,23 +314,30 @@ impl Garden {
         Ok(out)
     }
 
-    /// What the server says to a push of `m` built on `base`.
+    /// What the server says to a push of `m` built on `base`, carrying
+    /// `purges` (see [`crate::rules::with_purges`]).
     ///
     /// # Errors
-    /// Store I/O errors.
+    /// Store I/O errors; the purge log cannot be read.
     pub fn push_decision(
         &self,
         m: &Manifest,
         base: Base,
         history: &[Record],
         extra: &[Hash],
+        purges: &[Purge],
     ) -> Result<PushDecision> {
-        match crate::rules::push_verdict(
+        let log = self.purges()?;
+        let known: HashSet<Hash> = log.purges.iter().map(Purge::id).collect();
+        let unseen = purges.iter().any(|p| !known.contains(&p.id()));
+        let verdict = crate::rules::push_verdict(
             &self.repo.manifest,
             !self.repo.repo_history.records.is_empty(),
             m,
             base,
-        ) {
+        );
+        match crate::rules::with_purges(verdict, unseen, crate::rules::names_purged(history, &log))
+        {
             crate::rules::Verdict::UpToDate => return Ok(PushDecision::UpToDate),
             crate::rules::Verdict::Rejected => {
                 return Ok(PushDecision::Rejected);
@@ -354,6 +362,46 @@ impl Garden {
     /// from the server's (template data, folder modes, run flags) and any
     /// signature of an earlier head is dropped.
     pub fn install_push(
+        &mut self,
+        m: Manifest,
+        history: Vec<Record>,
+        who: &str,
+        signature: Option<(&str, &str)>,
+    ) -> Result<Hash> {
+        self.install_push_purging(m, history, who, signature, &[], &HashSet::new(), None)
+            .map(|(h, _)| h)
+    }
+
+    /// As [`Garden::install_push`], then applies the pushed `purges` this
+    /// repository has not (see [`Garden::apply_purge`]; `protect` and
+    /// `grace` as for [`Garden::prune_with`]): the head and its history are
+    /// installed first, so what the purge renames is there. A content the
+    /// new head names stays stored (the purge's report says which path).
+    ///
+    /// # Errors
+    /// As [`Garden::install_push`] and [`Garden::apply_purge`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn install_push_purging(
+        &mut self,
+        m: Manifest,
+        history: Vec<Record>,
+        who: &str,
+        signature: Option<(&str, &str)>,
+        purges: &[Purge],
+        protect: &HashSet<Hash>,
+        grace: Option<std::time::Duration>,
+    ) -> Result<(Hash, Vec<crate::PurgeReport>)> {
+        let head = self.install_push_only(m, history, who, signature)?;
+        let mut reports = Vec::new();
+        for p in purges {
+            if let Some(r) = self.apply_purge(p, protect, grace)? {
+                reports.push(r);
+            }
+        }
+        Ok((head, reports))
+    }
+
+    fn install_push_only(
         &mut self,
         m: Manifest,
         history: Vec<Record>,
@@ -547,6 +595,29 @@ impl Garden {
         self.save()
     }
 
+    /// The state of the last sync with a server, `b`, as a merge compares
+    /// against it: its snapshot as it was before any purge (a snapshot a
+    /// purge renamed is found by its new id); an empty one when it is not
+    /// here.
+    fn base_doc(&mut self, b: &Hash) -> Manifest {
+        let renames: Vec<(Hash, Hash)> = self
+            .purges()
+            .map(|log| log.purges.into_iter().flat_map(|p| p.renamed).collect())
+            .unwrap_or_default();
+        let mut id = *b;
+        // Each purge renames once: a chain is at most as long as the log.
+        for _ in 0..=renames.len() {
+            if let Ok(d) = self.snapshot_doc(&id) {
+                return crate::rules::unpurged(d);
+            }
+            match renames.iter().find(|(old, _)| *old == id) {
+                Some((_, new)) => id = *new,
+                None => break,
+            }
+        }
+        Manifest::new(Timestamp::zero())
+    }
+
     /// Decides, entry by entry, what a pull of `theirs` would take (see
     /// [`Garden::pull_merge`]): nothing is written. `pull --dry-run` shows
     /// it; `pull_merge` carries it out.
@@ -570,9 +641,7 @@ impl Garden {
             &with_runs
         };
         let base_doc = match base {
-            Some(b) => self
-                .snapshot_doc(&b)
-                .unwrap_or_else(|_| Manifest::new(Timestamp::zero())),
+            Some(b) => self.base_doc(&b),
             None => Manifest::new(Timestamp::zero()),
         };
         let agreed = &self.work.base;

@@ -230,6 +230,7 @@ const TARGET: u8 = 64;
 const TEMPLATE: u8 = 1;
 const RUN_ONCE: u8 = 2;
 const RUN_ONCHANGE: u8 = 4;
+const PURGED: u8 = 8;
 
 /// Writes a whole manifest.
 pub fn put_manifest(w: &mut Writer, m: &Manifest) {
@@ -301,8 +302,9 @@ fn put_entry(w: &mut Writer, e: &Entry) {
         Some(Run::Once) => RUN_ONCE,
         Some(Run::OnChange) => RUN_ONCHANGE,
     };
-    w.u8(if e.template { TEMPLATE } else { 0 } | run);
-    for h in [&e.hash, &e.plaintext_hash, &e.plaintext_mac]
+    let purged = if e.purged.is_some() { PURGED } else { 0 };
+    w.u8(if e.template { TEMPLATE } else { 0 } | run | purged);
+    for h in [&e.hash, &e.plaintext_hash, &e.plaintext_mac, &e.purged]
         .into_iter()
         .flatten()
     {
@@ -407,6 +409,11 @@ fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
     let hash = opt_hash(HASH)?;
     let plaintext_hash = opt_hash(PLAINTEXT_HASH)?;
     let plaintext_mac = opt_hash(PLAINTEXT_MAC)?;
+    let purged = if more & PURGED != 0 {
+        Some(r.hash()?)
+    } else {
+        None
+    };
     let mode = if flags & MODE != 0 {
         Some(mode_of(r.u32()?)?)
     } else {
@@ -432,6 +439,7 @@ fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
         never: r.strs()?,
         template: more & TEMPLATE != 0,
         run,
+        purged,
     })
 }
 

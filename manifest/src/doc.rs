@@ -88,6 +88,9 @@ impl<'a> DocRef<'a> {
             if let Some(h) = &f.plaintext_mac {
                 e.display(6, "plaintext_mac", h);
             }
+            if let Some(h) = &f.purged {
+                e.display(6, "purged", h);
+            }
             if f.encrypted {
                 e.raw(6, "encrypted", "true");
             }

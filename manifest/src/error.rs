@@ -70,6 +70,9 @@ pub enum Error {
     /// Serialising failed (should not happen for a validated manifest).
     #[error("serialising manifest: {0}")]
     Serialize(String),
+    /// A text that is not what it claims to be (a purge statement).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl Error {

@@ -179,6 +179,10 @@ pub struct Entry {
     pub template: bool,
     /// The file is a script run after restores (files only; `run:`).
     pub run: Option<Run>,
+    /// The content this entry had was purged (`sgard purge`): its hash,
+    /// the content gone from the repository. Only a snapshot of the history
+    /// holds such an entry (with no `hash`); it restores nothing.
+    pub purged: Option<Hash>,
 }
 
 /// When a script runs (see [`Entry::run`]).
@@ -234,6 +238,7 @@ impl Entry {
             never: Vec::new(),
             template: false,
             run: None,
+            purged: None,
         }
     }
 
@@ -817,6 +822,11 @@ pub(crate) fn validate_entry(path: Option<&str>, r: RawEntry<'_>) -> Result<Entr
         .filter(|h| !h.is_empty())
         .map(|h| parse_hash(&h, "plaintext_mac"))
         .transpose()?;
+    let purged = r
+        .purged
+        .filter(|h| !h.is_empty())
+        .map(|h| parse_hash(&h, "purged"))
+        .transpose()?;
     let mode = r
         .mode
         .filter(|m| !m.is_empty())
@@ -834,7 +844,15 @@ pub(crate) fn validate_entry(path: Option<&str>, r: RawEntry<'_>) -> Result<Entr
     let encrypted = r.encrypted.unwrap_or(false);
     let target = r.target.filter(|t| !t.is_empty());
     match kind {
-        EntryKind::File if hash.is_none() => return Err("file entry has no `hash`".into()),
+        EntryKind::File if hash.is_some() && purged.is_some() => {
+            return Err("a purged entry has a `hash`".into());
+        }
+        EntryKind::File if hash.is_none() && purged.is_none() => {
+            return Err("file entry has no `hash`".into());
+        }
+        EntryKind::Link | EntryKind::Directory if purged.is_some() => {
+            return Err(format!("{kind} entries have no content to purge"));
+        }
         EntryKind::Link if target.is_none() => return Err("link entry has no `target`".into()),
         EntryKind::Link | EntryKind::Directory if encrypted => {
             return Err(format!("{kind} entries cannot be encrypted"));
@@ -863,6 +881,7 @@ pub(crate) fn validate_entry(path: Option<&str>, r: RawEntry<'_>) -> Result<Entr
         never,
         template,
         run,
+        purged,
     })
 }
 

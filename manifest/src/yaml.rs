@@ -128,6 +128,8 @@ pub(crate) struct RawEntry<'a> {
     pub plaintext_hash: Option<Text<'a>>,
     #[serde(borrow)]
     pub plaintext_mac: Option<Text<'a>>,
+    #[serde(borrow)]
+    pub purged: Option<Text<'a>>,
     pub encrypted: Option<bool>,
     pub locked: Option<bool>,
     #[serde(rename = "type", borrow)]

@@ -77,6 +77,9 @@ pub struct Push {
     pub extra: Vec<Hash>,
     /// The head statement and its signature, checked (see `signed_head`).
     pub signature: Option<(String, String)>,
+    /// The purges the client made or applied, each signed (checked: a good
+    /// signature of its statement).
+    pub purges: Vec<sgard_manifest::purges::Purge>,
 }
 
 /// What a pull asks for.
@@ -126,6 +129,9 @@ pub struct HeadView {
     pub sizes: Vec<(Hash, u64)>,
     /// The head statement and signature pushed with it.
     pub signed: Option<(String, String)>,
+    /// The purges the garden applied, oldest first, each with its
+    /// signature.
+    pub purges: Vec<sgard_manifest::purges::Purge>,
 }
 
 /// What a push was told: the rule's verdict

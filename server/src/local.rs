@@ -112,6 +112,27 @@ impl Local {
     }
 }
 
+impl Local {
+    /// What the Go clients' pushes waiting for their blobs name: no prune
+    /// deletes it.
+    fn protected(&self) -> Result<std::collections::HashSet<Hash>, Error> {
+        let grace = self.prune_grace;
+        let mut pending = self
+            .pending
+            .lock()
+            .map_err(|_| Error::internal("poisoned"))?;
+        pending.retain(|_, p| !sgard_garden::rules::go_push_expired(p.2.elapsed(), grace));
+        Ok(pending
+            .values()
+            .flat_map(|(m, h, _)| {
+                m.referenced_blobs()
+                    .chain(h.iter().map(|r| r.id))
+                    .collect::<Vec<_>>()
+            })
+            .collect())
+    }
+}
+
 /// The backend error for a Garden error.
 pub fn garden_error(e: sgard_garden::Error) -> Error {
     let msg = chain(&e);
@@ -129,6 +150,7 @@ impl Backend for Local {
         let repo = self.garden_repo(garden)?;
         self.blocking(&repo, LockMode::Shared, |g| {
             Ok(HeadView {
+                purges: g.purges().map_err(garden_error)?.purges,
                 signed: g.head_signature(),
                 manifest: g.manifest().clone(),
                 id: g.head_id(),
@@ -148,6 +170,12 @@ impl Backend for Local {
         let repo = self.garden_repo(garden)?;
         let who_owned = who.to_owned();
         let pending = self.pending.clone();
+        let protect = if push.purges.is_empty() {
+            std::collections::HashSet::new()
+        } else {
+            self.protected()?
+        };
+        let grace = self.prune_grace;
         self.blocking(&repo, LockMode::Exclusive, move |g| {
             let Push {
                 manifest,
@@ -156,6 +184,7 @@ impl Backend for Local {
                 negotiate,
                 extra,
                 signature,
+                purges,
             } = push;
             let server_updated = Some(g.manifest().updated);
             let resp = |decision: Decision, missing: Vec<Hash>, head: Option<Hash>| PushOutcome {
@@ -165,7 +194,7 @@ impl Backend for Local {
                 head,
             };
             let decision = g
-                .push_decision(&manifest, base, &history, &extra)
+                .push_decision(&manifest, base, &history, &extra, &purges)
                 .map_err(garden_error)?;
             match decision {
                 PushDecision::UpToDate => Ok(resp(Decision::UpToDate, vec![], Some(g.head_id()))),
@@ -192,9 +221,26 @@ impl Backend for Local {
                     let sig = signature
                         .as_ref()
                         .map(|(st, sig)| (st.as_str(), sig.as_str()));
-                    let head = g
-                        .install_push(manifest, history, &who_owned, sig)
+                    let (head, purged) = g
+                        .install_push_purging(
+                            manifest,
+                            history,
+                            &who_owned,
+                            sig,
+                            &purges,
+                            &protect,
+                            Some(grace),
+                        )
                         .map_err(garden_error)?;
+                    for r in purged {
+                        tracing::info!(
+                            who = %who_owned,
+                            versions = r.versions,
+                            snapshots = r.snapshots,
+                            kept = ?r.kept,
+                            "applied a purge"
+                        );
+                    }
                     Ok(resp(Decision::Accepted, vec![], Some(head)))
                 }
             }
@@ -235,7 +281,7 @@ impl Backend for Local {
             self.blocking(&repo, LockMode::Exclusive, move |g| {
                 // Decided again: another push may have landed since.
                 match g
-                    .push_decision(&manifest, Base::Legacy, &history, &[])
+                    .push_decision(&manifest, Base::Legacy, &history, &[], &[])
                     .map_err(garden_error)?
                 {
                     PushDecision::UpToDate => Ok(()),
@@ -304,21 +350,7 @@ impl Backend for Local {
     async fn prune(&self, garden: &str) -> Result<u64, Error> {
         let repo = self.garden_repo(garden)?;
         let grace = self.prune_grace;
-        let protect: std::collections::HashSet<Hash> = {
-            let mut pending = self
-                .pending
-                .lock()
-                .map_err(|_| Error::internal("poisoned"))?;
-            pending.retain(|_, p| !sgard_garden::rules::go_push_expired(p.2.elapsed(), grace));
-            pending
-                .values()
-                .flat_map(|(m, h, _)| {
-                    m.referenced_blobs()
-                        .chain(h.iter().map(|r| r.id))
-                        .collect::<Vec<_>>()
-                })
-                .collect()
-        };
+        let protect = self.protected()?;
         self.blocking(&repo, LockMode::Exclusive, move |g| {
             let r = g.prune_with(&protect, Some(grace)).map_err(garden_error)?;
             Ok(r.blobs)

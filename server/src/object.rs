@@ -1153,6 +1153,7 @@ impl Backend for Object {
             manifest: s.manifest,
             history: s.history,
             signed: s.signed,
+            purges: Vec::new(),
         })
     }
 
@@ -1171,6 +1172,13 @@ impl Backend for Object {
             server_updated: Some(s.manifest.updated),
             head,
         };
+        if !push.purges.is_empty() {
+            return Err(Error::refused(
+                "this server keeps its gardens in an object store, which does not take purges \
+                 yet: the purged snapshots would come back at the next pull; push to a \
+                 folder-backed sgardd, or purge the server's copy there",
+            ));
+        }
         if let Some(d) = decide(&s, &push.manifest, push.base) {
             return Ok(resp(d, vec![], Some(head)));
         }
@@ -1875,6 +1883,7 @@ mod tests {
                     negotiate: false,
                     extra: Vec::new(),
                     signature: None,
+                    purges: Vec::new(),
                 },
             )
             .await
@@ -2003,6 +2012,7 @@ mod tests {
                         negotiate: false,
                         extra: Vec::new(),
                         signature: None,
+                        purges: Vec::new(),
                     },
                 )
                 .await
@@ -2062,6 +2072,7 @@ mod tests {
                 negotiate: false,
                 extra: Vec::new(),
                 signature: None,
+                purges: Vec::new(),
             },
         )
         .await

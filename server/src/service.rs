@@ -300,6 +300,14 @@ impl GardenSync for Service {
                 blob_sizes: h.sizes.iter().map(|(h, n)| (h.to_hex(), *n)).collect(),
                 head_statement: h.signed.as_ref().map(|s| s.0.clone()).unwrap_or_default(),
                 head_signature: h.signed.map(|s| s.1).unwrap_or_default(),
+                purges: h
+                    .purges
+                    .iter()
+                    .map(|p| v1::PurgeStatement {
+                        statement: p.statement(),
+                        signature: p.signature.clone().unwrap_or_default(),
+                    })
+                    .collect(),
             })
             .map_err(Status::from);
         log_rpc("PullManifest", &c.label, started, &out);
@@ -494,7 +502,38 @@ fn push_of(r: &v1::PushManifestRequest) -> Result<Push, Status> {
         negotiate: r.negotiate,
         extra: parse_hashes(&r.extra_blobs)?,
         signature,
+        purges: signed_purges(&r.purges)?,
     })
+}
+
+/// The most purges one push may carry.
+const MAX_PURGES: usize = 10_000;
+
+/// The purges a push carries, checked: each a purge statement, with a
+/// good signature of it or none. (Whose key it is, is for the pulling machines to judge,
+/// as for heads.)
+fn signed_purges(
+    purges: &[v1::PurgeStatement],
+) -> Result<Vec<sgard_manifest::purges::Purge>, Status> {
+    if purges.len() > MAX_PURGES {
+        return Err(Status::invalid_argument("too many purges in one push"));
+    }
+    purges
+        .iter()
+        .map(|p| {
+            let bad = |why: String| Status::invalid_argument(format!("a purge: {why}"));
+            let mut purge = sgard_manifest::purges::Purge::from_statement(&p.statement)
+                .map_err(|e| bad(e.to_string()))?;
+            // Unsigned: a push to a server without logins (and every
+            // negotiation, which installs nothing).
+            if !p.signature.is_empty() {
+                sgard_proto::head::verify(&p.statement, &p.signature)
+                    .map_err(|e| bad(e.to_string()))?;
+                purge.signature = Some(p.signature.clone());
+            }
+            Ok(purge)
+        })
+        .collect()
 }
 
 /// The statement and signature a push carries, checked: well formed, a

@@ -77,6 +77,7 @@ fn push(m: &Manifest, base: Base, negotiate: bool) -> Push {
         negotiate,
         extra: Vec::new(),
         signature: None,
+        purges: Vec::new(),
     }
 }
 

@@ -86,6 +86,32 @@ fn run(ctx: &Ctx, f: Flags, out: &mut dyn Write) -> Result<ExitCode> {
     // Run with the repository closed: a script may run sgard.
     let plan = scripts::plan(&mut g, scripts)?;
     ctx.finish(g)?;
+    for (host, r) in &p.purged {
+        let paths: Vec<String> = r
+            .paths
+            .keys()
+            .map(|p| crate::ui::clean(p).into_owned())
+            .collect();
+        writeln!(
+            out,
+            "Applied the purge made on {}{}: {} removed here.",
+            crate::ui::clean(host),
+            if paths.is_empty() {
+                String::new()
+            } else {
+                format!(" of {}", paths.join(", "))
+            },
+            crate::ui::counts(r.versions as u64, "stored version")
+        )?;
+        for k in &r.kept {
+            crate::ui::warn(&format!(
+                "{} here is a purged version; it stays stored while this repository's head \
+                 names it (check in another version, then `sgard purge --keep-current {}`)",
+                crate::ui::clean(k),
+                crate::ui::clean(k)
+            ));
+        }
+    }
     if p.report.up_to_date {
         writeln!(out, "Already up to date.")?;
         // What failed last time is due again.

@@ -90,8 +90,9 @@ fn run(ctx: &Ctx, a: &Args, out: &mut dyn Write) -> Result<ExitCode> {
     )?;
     ctx.finish(g)?;
     ui::note(
-        "purge reaches this repository only: copies other machines made, a git history \
-         already pushed elsewhere and a sync server keep what they have",
+        "the next `sgard push` carries the purge to the sync server, and the other \
+         machines apply it at their next pull; a git history already pushed elsewhere, and \
+         copies made outside sgard, keep what they have",
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -123,7 +124,7 @@ fn print_plan(p: &PurgeReport, keep_current: bool, out: &mut dyn Write) -> Resul
     }
     writeln!(
         out,
-        "{} in {} would go; those snapshots are rewritten without them.",
+        "{} in {} would go; those snapshots are rewritten with them marked purged.",
         counts(p.versions as u64, "stored version"),
         counts(p.snapshots as u64, "snapshot"),
     )?;

@@ -150,6 +150,8 @@ pub struct ServerHead {
     pub sizes: HashMap<Hash, u64>,
     /// The head statement and its signature, if the head is signed.
     pub signed: Option<(String, String)>,
+    /// The purges the server applied, each with its signature (unchecked).
+    pub purges: Vec<v1::PurgeStatement>,
 }
 
 /// A connected, possibly authenticated client.
@@ -460,6 +462,7 @@ impl Client {
             history,
             sizes,
             signed,
+            purges: r.purges,
         })
     }
 
@@ -683,6 +686,8 @@ impl Client {
     }
 
     /// Asks about (or, with `negotiate` false, commits) a push.
+    // (the parts of one push, as the request has them)
+    #[allow(clippy::too_many_arguments)]
     pub async fn push_manifest(
         &mut self,
         m: &Manifest,
@@ -691,11 +696,13 @@ impl Client {
         negotiate: bool,
         extra: &[Hash],
         signed: Option<&(String, String)>,
+        purges: &[v1::PurgeStatement],
     ) -> Result<(Decision, Vec<Hash>, Option<Hash>)> {
         let (head_statement, head_signature) = signed.cloned().unwrap_or_default();
         let req = v1::PushManifestRequest {
             head_statement,
             head_signature,
+            purges: purges.to_vec(),
             manifest: Some(convert::manifest_to_proto(m)),
             base_id: match base {
                 Base::Legacy => String::new(),
@@ -1068,6 +1075,8 @@ struct PushInput {
     history: Vec<Record>,
     store: Store,
     extra: Vec<Hash>,
+    /// Every purge made or applied here (signed when pushed).
+    purges: Vec<sgard_manifest::purges::Purge>,
 }
 
 impl PushInput {
@@ -1085,6 +1094,7 @@ impl PushInput {
             extra,
             history,
             store: g.store().clone(),
+            purges: g.purges()?.purges,
         })
     }
 }
@@ -1159,6 +1169,114 @@ fn sign_head(
     )
 }
 
+/// The purges a push carries: each one's statement, with the signature
+/// it came with (a purge another machine made) or one made now with the
+/// first key that signs (as the head's); unsigned where no key signs (a
+/// server without logins).
+fn sign_purges(
+    o: &Opts,
+    purges: &[sgard_manifest::purges::Purge],
+) -> Result<Vec<v1::PurgeStatement>> {
+    if purges.is_empty() {
+        return Ok(Vec::new());
+    }
+    let signers = Client::signers_for(o)?;
+    let mut out = Vec::new();
+    for p in purges {
+        let statement = p.statement();
+        let signature = match &p.signature {
+            Some(s) => s.clone(),
+            None => {
+                let mut made = None;
+                let mut tried = Vec::new();
+                for s in &signers {
+                    match super::trust::sign_text(s, &statement) {
+                        Ok(sig) => {
+                            made = Some(sig);
+                            break;
+                        }
+                        Err(e) => tried.push(format!("{}: {e:#}", s.name())),
+                    }
+                }
+                match made {
+                    Some(sig) => sig,
+                    None if signers.is_empty() => String::new(),
+                    None => bail!("no key could sign the purge: {}", tried.join("; ")),
+                }
+            }
+        };
+        out.push(v1::PurgeStatement {
+            statement,
+            signature,
+        });
+    }
+    Ok(out)
+}
+
+/// The purges a server sent that this repository has not applied, each
+/// checked as its head is (see [`check_head`]): signed by a key this
+/// machine trusts, or unsigned where unsigned heads are taken.
+///
+/// # Errors
+/// [`Untrusted`] (exit 3) for a purge that fails; I/O errors.
+pub fn check_purges(
+    g: &Garden,
+    addr: &str,
+    purges: &[v1::PurgeStatement],
+    allow_unsigned: bool,
+) -> Result<Vec<sgard_manifest::purges::Purge>> {
+    use super::trust::{TrustStore, fingerprint, verify};
+    let known: std::collections::HashSet<Hash> = g
+        .purges()?
+        .purges
+        .iter()
+        .map(sgard_manifest::purges::Purge::id)
+        .collect();
+    let untrusted = |why: String| {
+        anyhow::Error::new(Untrusted(format!(
+            "refusing a purge the server at {addr} sent: {why}; nothing was written"
+        )))
+    };
+    let store = g.local_state_dir().map(TrustStore::in_dir);
+    let mut out = Vec::new();
+    for w in purges {
+        let mut p = sgard_manifest::purges::Purge::from_statement(&w.statement)
+            .map_err(|e| untrusted(format!("{e}")))?;
+        if known.contains(&p.id()) {
+            continue;
+        }
+        let strict = match &store {
+            Some(s) => s.signed_seen() || !s.keys()?.is_empty(),
+            None => false,
+        };
+        if w.signature.is_empty() {
+            if strict && !allow_unsigned {
+                return Err(untrusted(
+                    "it is not signed, and this repository's heads are; `sgard pull \
+                     --allow-unsigned` takes it if you know where it came from"
+                        .into(),
+                ));
+            }
+        } else {
+            let key =
+                verify(&w.statement, &w.signature).map_err(|e| untrusted(format!("{e:#}")))?;
+            if let Some(s) = &store
+                && strict
+                && !s.trusts(&key)?
+            {
+                return Err(untrusted(format!(
+                    "it is signed by {}, a key this machine does not trust for this \
+                     repository (`sgard trust list`)",
+                    fingerprint(&key)
+                )));
+            }
+            p.signature = Some(w.signature.clone());
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
 /// The contents a Go server never asks for (it asks only for the blobs of
 /// `type: file` entries): template sources and the template data. They are
 /// sent whole with every push to one, so a pull from it finds them.
@@ -1182,16 +1300,18 @@ fn push_once(g: &mut Garden, o: &Opts) -> Result<Push> {
         history,
         store,
         extra,
+        purges,
     } = PushInput::of(g, o)?;
     let env = g.env().clone();
     let (signed, own_key) = match sign_head(o, &m, &history)? {
         Some((st, sig, key)) => (Some((st, sig)), Some(key)),
         None => (None, None),
     };
+    let purges = sign_purges(o, &purges)?;
     block_on(async {
         let mut c = Client::connect(o).await?;
         let (d, missing, server_head) = c
-            .push_manifest(&m, base, &history, true, &extra, None)
+            .push_manifest(&m, base, &history, true, &extra, None, &purges)
             .await?;
         let ours = server_head.is_some();
         match d {
@@ -1232,7 +1352,7 @@ fn push_once(g: &mut Garden, o: &Opts) -> Result<Push> {
             return Ok(Push::Done(Pushed::Done(items.len()), None));
         }
         let (d, _, new_head) = c
-            .push_manifest(&m, base, &history, false, &extra, signed.as_ref())
+            .push_manifest(&m, base, &history, false, &extra, signed.as_ref(), &purges)
             .await?;
         match d {
             Decision::Accepted | Decision::UpToDate => {
@@ -1286,7 +1406,16 @@ pub fn push_plan(g: &mut Garden, o: &Opts) -> Result<PushPlan> {
         history,
         store,
         extra,
+        purges,
     } = PushInput::of(g, o)?;
+    // Unsigned: a negotiation installs nothing.
+    let purges: Vec<v1::PurgeStatement> = purges
+        .iter()
+        .map(|p| v1::PurgeStatement {
+            statement: p.statement(),
+            signature: String::new(),
+        })
+        .collect();
     block_on(async {
         let mut c = Client::connect(o).await?;
         // A Go server keeps a negotiated manifest for the next PushBlobs of
@@ -1326,7 +1455,7 @@ pub fn push_plan(g: &mut Garden, o: &Opts) -> Result<PushPlan> {
             });
         }
         let (d, missing, server_head) = c
-            .push_manifest(&m, base, &history, true, &extra, None)
+            .push_manifest(&m, base, &history, true, &extra, None, &purges)
             .await?;
         match d {
             Decision::UpToDate => return Ok(PushPlan::UpToDate),
@@ -1364,6 +1493,9 @@ pub struct Pulled {
     pub report: PullReport,
     /// The fingerprint of the key trusted on first use, if any.
     pub newly_trusted: Option<String>,
+    /// The purges from the server applied here: the host that made each,
+    /// and what it did here.
+    pub purged: Vec<(String, sgard_garden::PurgeReport)>,
 }
 
 /// Pulls the server's state and merges it (see `Garden::pull_merge`).
@@ -1377,7 +1509,7 @@ pub fn pull(
     prompt: &mut dyn Prompt,
 ) -> Result<Pulled> {
     let store = g.store().clone();
-    let (theirs, history, blobs, newly_trusted) = {
+    let (theirs, history, blobs, newly_trusted, purges) = {
         let g_ref = &mut *g;
         block_on(async {
             within(o.timeouts.total, &o.remote.addr, "pulling", async {
@@ -1385,6 +1517,7 @@ pub fn pull(
                 let head = c.pull_manifest().await?;
                 // Nothing is fetched for a head this machine cannot trust.
                 let checked = check_head(&*g_ref, &o.remote.addr, &head, allow_unsigned, true)?;
+                let purges = check_purges(&*g_ref, &o.remote.addr, &head.purges, allow_unsigned)?;
                 let ServerHead {
                     manifest: theirs,
                     id: _head,
@@ -1401,7 +1534,7 @@ pub fn pull(
                 // The snapshot documents are here now: fetch what they reference.
                 let more = g_ref.snapshot_blobs_missing(&history)?;
                 n += c.pull_content(&store, &more, &sizes, &pb, ours).await?;
-                Ok::<_, anyhow::Error>((theirs, history, n, checked.newly_trusted))
+                Ok::<_, anyhow::Error>((theirs, history, n, checked.newly_trusted, purges))
             })
             .await?
         })??
@@ -1442,6 +1575,25 @@ pub fn pull(
     if let Some(b) = report.base {
         g.set_sync_base(&o.remote.addr, b)?;
     }
+    // The purges the server applied, after the merge: the history they
+    // rename is all here now, and a content this machine's head no longer
+    // names can go.
+    let mut purged = Vec::new();
+    for p in &purges {
+        match g.apply_purge(p, &std::collections::HashSet::new(), None) {
+            Ok(Some(r)) => purged.push((p.host.clone(), r)),
+            Ok(None) => {}
+            Err(sgard_garden::Error::Conflict(msg)) => {
+                return Err(anyhow::Error::new(Refused(format!(
+                    "the pull was merged, but {msg}"
+                ))));
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context("the pull was merged, but applying a purge from the server failed"));
+            }
+        }
+    }
     // What this machine has now, for the server's fleet view (best effort,
     // and never longer than a connection's timeout): the server's head when
     // its entries are the server's (the merge's own record differs only in
@@ -1464,6 +1616,7 @@ pub fn pull(
         blobs,
         report,
         newly_trusted,
+        purged,
     })
 }
 

@@ -26,7 +26,11 @@ use super::client::Signer;
 
 /// Signs `statement` with `signer`: the armored SSHSIG.
 pub(super) fn sign(signer: &Signer, statement: &Statement) -> Result<String> {
-    let text = statement.to_text();
+    sign_text(signer, &statement.to_text())
+}
+
+/// Signs `text` (a head or purge statement) as [`sign`] does.
+pub(super) fn sign_text(signer: &Signer, text: &str) -> Result<String> {
     let data = SshSig::signed_data(NAMESPACE, HashAlg::Sha512, text.as_bytes())
         .map_err(|e| anyhow!("preparing the head signature: {e}"))?;
     let (line, sig) = signer.sign(&data)?;

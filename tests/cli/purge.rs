@@ -22,13 +22,7 @@ fn with_pw(t: &TestEnv, args: &[&str]) -> Run {
 
 /// Every file under the repository holding `needle`.
 fn holding(t: &TestEnv, needle: &[u8]) -> Vec<String> {
-    crate::sync::files_under(&t.repo())
-        .into_iter()
-        .filter(|rel| {
-            let b = fs::read(t.repo().join(rel)).unwrap();
-            b.windows(needle.len()).any(|w| w == needle)
-        })
-        .collect()
+    holding_in(&t.repo(), needle)
 }
 
 /// Three checkpoints: the secret twice in plaintext (one of them big
@@ -76,7 +70,7 @@ fn purge_keep_current_removes_every_plaintext_version_and_keeps_the_rest() {
     t.sgard(["purge", "--keep-current", "-y", "~/.netrc"])
         .ok()
         .stdout_has("Purged 2 stored versions from 2 snapshots")
-        .stderr_has("reaches this repository only");
+        .stderr_has("the next `sgard push` carries the purge");
     assert_eq!(holding(&t, b"LEAKED-SECRET-ONE"), Vec::<String>::new());
     assert_eq!(holding(&t, b"LEAKED-SECRET-TWO"), Vec::<String>::new());
     let r = t.sgard(["verify"]);
@@ -207,4 +201,132 @@ fn a_damaged_purge_log_is_said_and_never_written_over() {
         "purges: [ {time: nope} ]\n"
     );
     assert!(!holding(&t, b"LEAKED-SECRET-ONE").is_empty());
+}
+
+/// Every file under `dir` holding `needle`.
+fn holding_in(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    crate::sync::files_under(dir)
+        .into_iter()
+        .filter(|rel| {
+            let b = fs::read(dir.join(rel)).unwrap();
+            b.windows(needle.len()).any(|w| w == needle)
+        })
+        .collect()
+}
+
+/// The Done-when story through `sgardd`: a secret two machines synced in
+/// plaintext, then re-added encrypted and purged on one of them. The push
+/// carries the signed purge; the server applies it (the secret leaves every
+/// file of its repository, which still verifies); the other machine, whose
+/// push of a history naming the old snapshots is refused until it pulls,
+/// applies it at its next pull, and every version but the purged ones
+/// still restores on both.
+#[test]
+fn a_purge_travels_through_the_server_to_every_machine() {
+    use crate::sync::{World, local, sg, sg_env, world_or_skip};
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let pw = [("SGARD_PASSPHRASE", "pw"), ("SGARD_TEST_ARGON2", "1")];
+
+    let mut a = TestEnv::init();
+    sg_env(&a, None, &["encrypt", "init"], &pw).ok();
+    a.write(".vimrc", "set one\n");
+    a.write(".netrc", LEAK1);
+    local(&a, &["add", "~/.vimrc"]).ok();
+    local(&a, &["add", "--plaintext", "~/.netrc"]).ok();
+    local(&a, &["checkpoint", "-m", "one"]).ok();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    // B takes it, and so holds the secret too.
+    let mut b = TestEnv::new();
+    sg_env(&b, Some(kb), &["pull", "-r", addr], &pw).ok();
+    assert_eq!(b.read(".netrc"), LEAK1.as_bytes());
+    crate::sync::trust(&b, kb);
+    crate::sync::trust(&a, kb);
+
+    // A encrypts it and pushes; B pulls that.
+    a.now = crate::sync::now_plus(5);
+    a.write(".netrc", "password safe-now\n");
+    sg_env(&a, None, &["add", "--encrypt", "~/.netrc"], &pw).ok();
+    sg_env(&a, None, &["checkpoint", "-m", "two"], &pw).ok();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    b.now = crate::sync::now_plus(6);
+    sg_env(&b, Some(kb), &["pull", "-r", addr], &pw).ok();
+    assert_eq!(b.read(".netrc"), b"password safe-now\n");
+    for dir in [a.repo(), b.repo(), srv.repo.clone()] {
+        assert!(!holding_in(&dir, b"LEAKED-SECRET-ONE").is_empty());
+    }
+
+    // A purges and pushes: the head is the same, the push is not a no-op.
+    a.now = crate::sync::now_plus(10);
+    local(&a, &["purge", "--keep-current", "-y", "~/.netrc"]).ok();
+    assert_eq!(
+        holding_in(&a.repo(), b"LEAKED-SECRET-ONE"),
+        Vec::<String>::new()
+    );
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    assert_eq!(
+        holding_in(&srv.repo, b"LEAKED-SECRET-ONE"),
+        Vec::<String>::new(),
+        "the server still holds the secret"
+    );
+    let srv_repo = srv.repo.to_str().unwrap().to_owned();
+    local(&a, &["--repo", &srv_repo, "verify"]).ok();
+    assert!(
+        fs::read_to_string(srv.repo.join("purges.yaml"))
+            .unwrap()
+            .contains("BEGIN SSH SIGNATURE"),
+        "the server keeps the purge's signature"
+    );
+    sg(&a, ka, &["push", "-r", addr])
+        .ok()
+        .stdout_has("Already up to date.");
+
+    // B has not pulled the purge: its push would bring the secret back.
+    b.now = crate::sync::now_plus(12);
+    b.write(".vimrc", "set two\n");
+    local(&b, &["checkpoint", "-m", "b"]).ok();
+    sg(&b, kb, &["push", "-r", addr])
+        .code(4)
+        .stderr_has("sgard pull");
+    assert_eq!(
+        holding_in(&srv.repo, b"LEAKED-SECRET-ONE"),
+        Vec::<String>::new()
+    );
+    // Its pull applies the purge, and then its push goes.
+    sg_env(&b, Some(kb), &["pull", "-r", addr], &pw)
+        .ok()
+        .stdout_has("Applied the purge made on")
+        .stdout_has("1 stored version removed here");
+    assert_eq!(
+        holding_in(&b.repo(), b"LEAKED-SECRET-ONE"),
+        Vec::<String>::new()
+    );
+    local(&b, &["verify"]).ok();
+    assert!(local(&b, &["log"]).stdout.contains("purged ~/.netrc on"));
+    sg(&b, kb, &["push", "-r", addr]).ok();
+    assert_eq!(
+        holding_in(&srv.repo, b"LEAKED-SECRET-ONE"),
+        Vec::<String>::new()
+    );
+
+    // A takes B's change; the purge is not applied twice.
+    a.now = crate::sync::now_plus(15);
+    let r = sg_env(&a, Some(ka), &["pull", "-r", addr], &pw);
+    r.ok();
+    assert!(!r.stdout.contains("Applied the purge"), "{r:#?}");
+    assert_eq!(a.read(".vimrc"), b"set two\n");
+    // Every version but the purged ones restores, on both.
+    for t in [&a, &b] {
+        local(t, &["restore", "--at", "@~3", "-f", "~/.vimrc"]).ok();
+        assert_eq!(t.read(".vimrc"), b"set one\n");
+        sg_env(t, None, &["restore", "-f", "~/.vimrc", "~/.netrc"], &pw).ok();
+        assert_eq!(t.read(".netrc"), b"password safe-now\n");
+        local(t, &["verify"]).ok();
+    }
+    assert_eq!(
+        holding_in(&a.repo(), b"LEAKED-SECRET-ONE"),
+        Vec::<String>::new()
+    );
 }
