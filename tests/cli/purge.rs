@@ -329,4 +329,72 @@ fn a_purge_travels_through_the_server_to_every_machine() {
         holding_in(&a.repo(), b"LEAKED-SECRET-ONE"),
         Vec::<String>::new()
     );
+
+    // A new machine takes the purge only from a key it trusts: the head
+    // is B's (trusted on first use), the purge A's.
+    let c = TestEnv::new();
+    sg_env(&c, Some(kb), &["pull", "-r", addr], &pw)
+        .code(3)
+        .stderr_has("refusing a purge")
+        .stderr_has("does not trust");
+    crate::sync::trust(&c, ka);
+    sg_env(&c, Some(kb), &["pull", "-r", addr], &pw)
+        .ok()
+        .stdout_has("Applied the purge made on");
+    assert_eq!(c.read(".netrc"), b"password safe-now\n");
+    local(&c, &["verify"]).ok();
+}
+
+/// A purge statement that says a snapshot became something that is not
+/// it with contents purged (a hand-edited or hostile purge log) deletes
+/// nothing on the server: the push fails, naming the purge, and the
+/// server's repository still verifies with every snapshot in it.
+#[test]
+fn a_purge_that_is_not_one_is_refused_by_the_server() {
+    use crate::sync::{World, local, sg, world_or_skip};
+    let w = world_or_skip!(1);
+    let ka = w.key(0);
+    let srv = w.serve(&[]);
+    let addr = srv.addr.as_str();
+    let mut a = TestEnv::init();
+    a.write(".vimrc", "set one\n");
+    local(&a, &["add", "~/.vimrc"]).ok();
+    local(&a, &["checkpoint", "-m", "one"]).ok();
+    a.now = crate::sync::now_plus(5);
+    a.write(".vimrc", "set two\n");
+    local(&a, &["checkpoint", "-m", "two"]).ok();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let ids: Vec<String> = crate::sync::log_json(&a)
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(ids.len() >= 2, "{ids:?}");
+    // "The first snapshot became the second": not a purge of it.
+    fs::write(
+        a.repo().join("purges.yaml"),
+        format!(
+            "version: 1\npurges:\n  - time: 2026-03-23T12:10:00Z\n    host: evil\n    paths: \
+             [\"~/.vimrc\"]\n    kept_current: true\n    versions: 1\n    snapshots: [{b}]\n    \
+             renamed: [\"{a} {b}\"]\n",
+            a = ids[ids.len() - 1],
+            b = ids[0]
+        ),
+    )
+    .unwrap();
+    let before = crate::sync::files_under(&srv.repo);
+    sg(&a, ka, &["push", "-r", addr])
+        .code(1)
+        .stderr_has("not it with contents purged")
+        .stderr_has("nothing was purged");
+    let after = crate::sync::files_under(&srv.repo);
+    assert!(
+        before
+            .iter()
+            .filter(|f| f.starts_with("blobs/"))
+            .all(|f| after.contains(f)),
+        "the server deleted something"
+    );
+    assert!(!srv.repo.join("purges.yaml").exists());
+    let srv_repo = srv.repo.to_str().unwrap().to_owned();
+    local(&a, &["--repo", &srv_repo, "verify"]).ok();
 }
