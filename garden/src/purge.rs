@@ -305,7 +305,8 @@ impl Garden {
     /// and the contents are deleted, unless the head names one (this
     /// machine's current version; reported in [`PurgeReport::kept`]).
     /// `protect` and `grace` are as for [`Garden::prune_with`]: what else
-    /// is swept. `None` when the purge was applied here already.
+    /// is swept. `None` when the purge was applied here already (one cut
+    /// off in the middle is finished first).
     ///
     /// # Errors
     /// [`Error::Conflict`] when a renamed snapshot is not here or is not a
@@ -321,8 +322,10 @@ impl Garden {
         self.require_exclusive("purge")?;
         let log_path = self.repo.root.join(PURGES_FILE);
         let mut log = PurgeLog::load(&log_path)?;
-        let id = p.id();
-        if log.purges.iter().any(|q| q.id() == id) {
+        // One cut off after its log record is finished now (the rewrite
+        // is the same again), and then is no news.
+        let logged = log.purges.iter().any(|q| q.id() == p.id());
+        if logged && self.purge_done(p)? {
             return Ok(None);
         }
         let mut gone = BTreeSet::new();
@@ -332,21 +335,10 @@ impl Garden {
                 continue;
             };
             let n = self.tx().snapshot_doc(new).map_err(|_| {
-                Error::Conflict(format!(
-                    "the purge made on {} names snapshot {}, which is not here; nothing was \
-                     purged",
-                    p.host,
-                    new.short(12)
-                ))
+                Error::Conflict(crate::rules::purge_refusal(&p.host, old, new, false))
             })?;
             let g = crate::rules::purge_of(&o, &n).ok_or_else(|| {
-                Error::Conflict(format!(
-                    "the purge made on {} says snapshot {} became {}, which is not it with \
-                     contents purged; nothing was purged",
-                    p.host,
-                    old.short(12),
-                    new.short(12)
-                ))
+                Error::Conflict(crate::rules::purge_refusal(&p.host, old, new, true))
             })?;
             gone.extend(g);
         }
@@ -377,11 +369,13 @@ impl Garden {
         for path in &p.paths {
             report.paths.insert(path.clone(), 0);
         }
-        let mut record = p.clone();
-        record.snapshots = new_ids(&renamed);
-        log.purges.push(record);
-        log.save(&log_path)?;
-        self.repo.env.crash_point("purge-logged");
+        if !logged {
+            let mut record = p.clone();
+            record.snapshots = new_ids(&renamed);
+            log.purges.push(record);
+            log.save(&log_path)?;
+            self.repo.env.crash_point("purge-logged");
+        }
         self.rename_history(&renamed)?;
         report.kept = self
             .repo
@@ -394,7 +388,31 @@ impl Garden {
         let forced: std::collections::HashSet<Hash> =
             gone.iter().chain(renamed.keys()).copied().collect();
         report.swept = self.prune_forced(protect, grace, &forced)?;
-        Ok(Some(report))
+        Ok((!logged).then_some(report))
+    }
+
+    /// Whether purge `p` is done here: no record of the history names a
+    /// snapshot it renamed, and none of those is stored any more. (Not
+    /// done: it is not applied, or was cut off before its end.)
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    pub fn purge_done(&self, p: &Purge) -> Result<bool> {
+        let old: BTreeSet<Hash> = p.renamed.iter().map(|r| r.0).collect();
+        let named = self.repo.history.records.iter().any(|r| {
+            old.contains(&r.id)
+                || r.parent.is_some_and(|h| old.contains(&h))
+                || r.head_before.is_some_and(|h| old.contains(&h))
+        });
+        if named {
+            return Ok(false);
+        }
+        for h in &old {
+            if self.repo.store.contains(h)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The purge log of the repository (empty when there is none).

@@ -114,6 +114,25 @@ pub fn mark_purged(doc: &mut Manifest, gone: &BTreeSet<Hash>) -> bool {
     changed
 }
 
+/// Why a purge made on `host` is not applied: it says snapshot `old`
+/// became `new`, and `new` is not here (`None`) or not `old` with contents
+/// purged (`Some`). The same words from every place that applies one.
+pub fn purge_refusal(host: &str, old: &Hash, new: &Hash, new_is_here: bool) -> String {
+    if new_is_here {
+        format!(
+            "the purge made on {host} says snapshot {} became {}, which is not it with \
+             contents purged; nothing was purged",
+            old.short(12),
+            new.short(12)
+        )
+    } else {
+        format!(
+            "the purge made on {host} names snapshot {}, which is not here; nothing was purged",
+            new.short(12)
+        )
+    }
+}
+
 /// A snapshot as it was before any purge marked it: what a merge compares
 /// against (the entries say which content they had; nothing is read).
 pub fn unpurged(mut doc: Manifest) -> Manifest {
@@ -162,6 +181,45 @@ pub fn rename_records(records: &[Record], renamed: &HashMap<Hash, Hash>) -> Vec<
             out.push(r);
         }
     }
+    out
+}
+
+/// Records in time order, but never one before its parent: a record whose
+/// parent is in the list (a record of that id other than itself) waits
+/// until one precedes it. Machines' clocks differ, so time alone can put a
+/// pull's record before the snapshot it was made on, when a merge of two
+/// histories (or a purge's renamed records) sorts them anew. Records whose
+/// parents form a cycle (a damaged history) keep their time order.
+pub fn parents_first(mut records: Vec<Record>) -> Vec<Record> {
+    records.sort_by_key(|r| r.time);
+    let mut count: HashMap<Hash, usize> = HashMap::new();
+    for r in &records {
+        *count.entry(r.id).or_default() += 1;
+    }
+    let ready = |r: &Record, placed: &HashSet<Hash>| match r.parent {
+        None => true,
+        Some(p) => {
+            placed.contains(&p) || count.get(&p).copied().unwrap_or(0) <= usize::from(p == r.id)
+        }
+    };
+    let mut placed: HashSet<Hash> = HashSet::new();
+    let mut out = Vec::with_capacity(records.len());
+    let mut held: Vec<Record> = Vec::new();
+    for r in records {
+        if !ready(&r, &placed) {
+            held.push(r);
+            continue;
+        }
+        placed.insert(r.id);
+        out.push(r);
+        // What waited for it (or for what it lets in) follows now.
+        while let Some(i) = held.iter().position(|h| ready(h, &placed)) {
+            let h = held.remove(i);
+            placed.insert(h.id);
+            out.push(h);
+        }
+    }
+    out.extend(held);
     out
 }
 
@@ -416,5 +474,32 @@ mod tests {
             with_purges(Verdict::Accepted, false, true),
             Verdict::Rejected
         );
+    }
+
+    #[test]
+    fn a_record_never_goes_before_its_parent_whatever_the_clocks_say() {
+        let (x, y) = (Hash::of(b"x"), Hash::of(b"y"));
+        let t = |min: u32| {
+            sgard_manifest::Timestamp::parse(&format!("2026-03-23T12:{min:02}:00Z")).unwrap()
+        };
+        // A pull on a machine whose clock is behind: its record (y after
+        // y, the head it took) is older than the checkpoint it follows.
+        let pulled = record(y, Some(y), t(0));
+        let recs = vec![
+            record(x, None, t(1)),
+            record(y, Some(x), t(5)),
+            pulled.clone(),
+        ];
+        let out = parents_first(recs);
+        assert_eq!(
+            out.iter().map(|r| r.time).collect::<Vec<_>>(),
+            [t(1), t(5), t(0)]
+        );
+        assert_eq!(out[2], pulled);
+        // A cycle keeps its time order; a parent not in the list is none.
+        let cyc = parents_first(vec![record(x, Some(y), t(1)), record(y, Some(x), t(2))]);
+        assert_eq!(cyc.len(), 2);
+        let alone = parents_first(vec![record(x, Some(Hash::of(b"gone")), t(1))]);
+        assert_eq!(alone.len(), 1);
     }
 }

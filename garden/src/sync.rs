@@ -329,7 +329,15 @@ impl Garden {
     ) -> Result<PushDecision> {
         let log = self.purges()?;
         let known: HashSet<Hash> = log.purges.iter().map(Purge::id).collect();
-        let unseen = purges.iter().any(|p| !known.contains(&p.id()));
+        // A purge cut off here in the middle counts as unseen: the push
+        // finishes it.
+        let mut unseen = false;
+        for p in purges {
+            if !known.contains(&p.id()) || !self.purge_done(p)? {
+                unseen = true;
+                break;
+            }
+        }
         let verdict = crate::rules::push_verdict(
             &self.repo.manifest,
             !self.repo.repo_history.records.is_empty(),

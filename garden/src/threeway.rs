@@ -215,8 +215,7 @@ pub(crate) fn union_records(local: &[Record], theirs: &[Record]) -> Vec<Record> 
     let have: BTreeSet<_> = local.iter().map(key).collect();
     let mut out: Vec<Record> = local.to_vec();
     out.extend(theirs.iter().filter(|r| !have.contains(&key(r))).cloned());
-    out.sort_by_key(|r| r.time);
-    out
+    crate::rules::parents_first(out)
 }
 
 #[cfg(test)]

@@ -1243,6 +1243,10 @@ pub fn check_purges(
         let mut p = sgard_manifest::purges::Purge::from_statement(&w.statement)
             .map_err(|e| untrusted(format!("{e}")))?;
         if known.contains(&p.id()) {
+            // Taken before; one cut off in the middle is finished.
+            if !g.purge_done(&p)? {
+                out.push(p);
+            }
             continue;
         }
         let strict = match &store {

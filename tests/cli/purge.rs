@@ -398,3 +398,67 @@ fn a_purge_that_is_not_one_is_refused_by_the_server() {
     let srv_repo = srv.repo.to_str().unwrap().to_owned();
     local(&a, &["--repo", &srv_repo, "verify"]).ok();
 }
+
+/// A purge cut off in the middle, on the server (killed after it logged
+/// the purge) or at a machine's pull, is finished by the next push or
+/// pull: nothing of the secret is left and both still verify.
+#[test]
+fn a_purge_cut_off_on_the_server_or_at_a_pull_is_finished_by_the_next_one() {
+    use crate::sync::{World, local, serve, sg, sg_env, try_serve_env, world_or_skip};
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let crash = [("SGARD_TEST_CRASH_AT", "purge-logged")];
+    let mut srv = try_serve_env(
+        &w.srv_home(),
+        &w.srv_repo(),
+        &w.serve_args(0, &[]),
+        &[("SGARD_TEST_CRASH_AT".into(), "purge-logged".into())],
+    )
+    .unwrap();
+    let (port, addr) = (srv.port, srv.addr.clone());
+    let addr = addr.as_str();
+
+    let mut a = TestEnv::init();
+    a.write(".vimrc", "set one\n");
+    a.write(".netrc", LEAK1);
+    local(&a, &["add", "--plaintext", "~/.vimrc", "~/.netrc"]).ok();
+    local(&a, &["checkpoint", "-m", "one"]).ok();
+    a.now = crate::sync::now_plus(5);
+    a.write(".netrc", "password safe-now\n");
+    local(&a, &["checkpoint", "-m", "two"]).ok();
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    let b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    crate::sync::trust(&b, kb);
+    assert!(!holding_in(&b.repo(), b"LEAKED-SECRET-ONE").is_empty());
+
+    a.now = crate::sync::now_plus(10);
+    local(&a, &["purge", "--keep-current", "-y", "~/.netrc"]).ok();
+    // The server dies after it logged the purge.
+    let r = sg(&a, ka, &["push", "-r", addr]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    srv.kill9();
+    let srv = serve(&w.srv_home(), &w.srv_repo(), &w.serve_args(port, &[]));
+    assert!(srv.repo.join("purges.yaml").exists());
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    assert_eq!(
+        holding_in(&srv.repo, b"LEAKED-SECRET-ONE"),
+        Vec::<String>::new()
+    );
+    let srv_repo = srv.repo.to_str().unwrap().to_owned();
+    local(&a, &["--repo", &srv_repo, "verify"]).ok();
+
+    // B dies after it logged the purge; its next pull finishes it.
+    let r = sg_env(&b, Some(kb), &["pull", "-r", addr], &crash);
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert!(b.repo().join("purges.yaml").exists());
+    sg(&b, kb, &["pull", "-r", addr]).ok();
+    assert_eq!(
+        holding_in(&b.repo(), b"LEAKED-SECRET-ONE"),
+        Vec::<String>::new()
+    );
+    local(&b, &["verify"]).ok();
+    assert_eq!(b.read(".netrc"), b"password safe-now\n");
+    // And B's push is taken: its history is the server's.
+    sg(&b, kb, &["push", "-r", addr]).ok();
+}
