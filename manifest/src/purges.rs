@@ -224,7 +224,11 @@ impl PurgeLog {
         Self::parse(&text, path)
     }
 
-    fn parse(text: &str, origin: &Path) -> Result<Self> {
+    /// Reads a log from its text (`origin` names it in errors).
+    ///
+    /// # Errors
+    /// As [`PurgeLog::load`].
+    pub fn parse(text: &str, origin: &Path) -> Result<Self> {
         if text.trim().is_empty() {
             return Ok(PurgeLog::default());
         }

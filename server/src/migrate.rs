@@ -545,6 +545,7 @@ impl Side {
                         manifest: garden.manifest().clone(),
                         history,
                         signed: garden.head_signature(),
+                        purges: garden.purges()?.purges,
                     }))
                 })
                 .await
@@ -587,8 +588,17 @@ impl Side {
                         .signed
                         .as_ref()
                         .map(|(st, sig)| (st.as_str(), sig.as_str()));
-                    let installed =
-                        garden.install_push(head.manifest, head.history, "sgardd migrate", sig)?;
+                    // The purges come applied (the history is renamed):
+                    // applying them here records them.
+                    let (installed, _) = garden.install_push_purging(
+                        head.manifest,
+                        head.history,
+                        "sgardd migrate",
+                        sig,
+                        &head.purges,
+                        &std::collections::HashSet::new(),
+                        None,
+                    )?;
                     Ok(Imported::Installed(installed))
                 })
                 .await

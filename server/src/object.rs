@@ -24,6 +24,7 @@ use sgard_depot::{
 use sgard_garden::rules::{self, Live, Verdict, push_verdict};
 use sgard_garden::{Base, Env, head_id_of};
 use sgard_manifest::history::{History, Reason, Record};
+use sgard_manifest::purges::{Purge, PurgeLog};
 use sgard_manifest::{Manifest, Timestamp};
 use sgard_proto::CHUNK_SIZE;
 use sgard_store::Hash;
@@ -83,6 +84,8 @@ struct HeadDoc {
     sizes: Option<Hash>,
     statement: Option<Hash>,
     signature: Option<Hash>,
+    /// The purge log (`purges.yaml`'s text) of the purges applied.
+    purges: Option<Hash>,
     /// A prune at work: the text listing the objects it is deleting, and
     /// when it listed them (unix seconds). No push may name one of them
     /// while this stands (see [`Object::prune`]).
@@ -98,12 +101,14 @@ impl HeadDoc {
             self.sizes,
             self.statement,
             self.signature,
+            self.purges,
         ) == (
             other.manifest,
             other.history,
             other.sizes,
             other.statement,
             other.signature,
+            other.purges,
         )
     }
 
@@ -124,6 +129,7 @@ impl HeadDoc {
             ("sizes", self.sizes),
             ("statement", self.statement),
             ("signature", self.signature),
+            ("purges", self.purges),
         ] {
             if let Some(h) = v {
                 s.push_str(&format!("{k} {}\n", h.to_hex()));
@@ -157,6 +163,7 @@ impl HeadDoc {
                 "sizes" => d.sizes = h,
                 "statement" => d.statement = h,
                 "signature" => d.signature = h,
+                "purges" => d.purges = h,
                 _ => return Err(bad()),
             }
         }
@@ -172,6 +179,8 @@ pub struct Head {
     pub history: Vec<Record>,
     /// The head statement and its signature.
     pub signed: Option<(String, String)>,
+    /// The purges the garden applied (its history is renamed already).
+    pub purges: Vec<Purge>,
 }
 
 /// What became of a head a migration brought.
@@ -183,6 +192,29 @@ pub enum Imported {
     AlreadyThere(Hash),
     /// The garden has another head (named): left as it is.
     Refused(Hash),
+}
+
+/// What the purges a push carries do to a garden (see
+/// [`Object::plan_purges`]): installed with the push's head.
+#[derive(Clone, Debug, Default)]
+struct PurgeApply {
+    /// Each snapshot a purge renamed: its old id, its new one.
+    renamed: HashMap<Hash, Hash>,
+    /// The contents the purges removed.
+    gone: BTreeSet<Hash>,
+    /// The garden's purge log with the new purges (`None`: unchanged).
+    log: Option<PurgeLog>,
+}
+
+impl PurgeApply {
+    /// What the sweep after the install deletes whatever its age.
+    fn forced(&self) -> HashSet<Hash> {
+        self.gone
+            .iter()
+            .chain(self.renamed.keys())
+            .copied()
+            .collect()
+    }
 }
 
 /// What a prune is about to delete, and the head it judged by.
@@ -221,6 +253,8 @@ struct State {
     sizes: HashMap<Hash, u64>,
     /// The head's statement and signature.
     signed: Option<(String, String)>,
+    /// The purges applied.
+    purges: PurgeLog,
     /// The head document itself.
     doc: HeadDoc,
 }
@@ -342,6 +376,7 @@ impl Object {
             manifest: s.manifest,
             history: s.history,
             signed: s.signed,
+            purges: s.purges.purges,
         }))
     }
 
@@ -360,8 +395,19 @@ impl Object {
         if !empty && !head.history.iter().any(|r| r.id == theirs) {
             return Ok(Imported::Refused(theirs));
         }
+        // The purges come as the log they were: the history is renamed.
+        let mut log = s.purges.clone();
+        for p in head.purges {
+            if !log.purges.iter().any(|q| q.id() == p.id()) {
+                log.purges.push(p);
+            }
+        }
+        let apply = PurgeApply {
+            log: (log != s.purges).then_some(log),
+            ..PurgeApply::default()
+        };
         match self
-            .install(
+            .install_purging(
                 &g,
                 s,
                 head.manifest,
@@ -369,6 +415,7 @@ impl Object {
                 "sgardd migrate",
                 head.signed,
                 &[],
+                &apply,
             )
             .await?
         {
@@ -430,6 +477,7 @@ impl Object {
                 history: Vec::new(),
                 sizes: HashMap::new(),
                 signed: None,
+                purges: PurgeLog::default(),
                 doc: HeadDoc::default(),
             });
         };
@@ -464,12 +512,21 @@ impl Object {
             )),
             _ => None,
         };
+        let purges = match d.purges {
+            Some(h) => PurgeLog::parse(
+                &self.get_text(g, &h, "the purge log").await?,
+                std::path::Path::new("the garden's purge log"),
+            )
+            .map_err(|e| Error::damaged(format!("the garden's purge log: {e}")))?,
+            None => PurgeLog::default(),
+        };
         Ok(State {
             version: Some(version),
             manifest,
             history,
             sizes,
             signed,
+            purges,
             doc: d,
         })
     }
@@ -563,6 +620,34 @@ impl Object {
         signature: Option<(String, String)>,
         extra: &[Hash],
     ) -> Result<Option<Hash>, Error> {
+        self.install_purging(
+            g,
+            s,
+            m,
+            history,
+            who,
+            signature,
+            extra,
+            &PurgeApply::default(),
+        )
+        .await
+    }
+
+    /// As [`Object::install`], the head carrying what `apply` does too
+    /// (the history renamed, the purge log grown).
+    // (the parts of one push, as each caller has them)
+    #[allow(clippy::too_many_arguments)]
+    async fn install_purging(
+        &self,
+        g: &GardenName,
+        s: State,
+        m: Manifest,
+        history: Vec<Record>,
+        who: &str,
+        signature: Option<(String, String)>,
+        extra: &[Hash],
+        apply: &PurgeApply,
+    ) -> Result<Option<Hash>, Error> {
         // The head the caller judged the push by (its base, its time).
         let judged = s.doc.clone();
         let mut s = s;
@@ -576,6 +661,7 @@ impl Object {
                     who,
                     signature.clone(),
                     extra,
+                    apply,
                 )
                 .await?
             {
@@ -701,6 +787,7 @@ impl Object {
         who: &str,
         signature: Option<(String, String)>,
         extra: &[Hash],
+        apply: &PurgeApply,
     ) -> Result<Installed, Error> {
         if signature.is_none() {
             sgard_garden::keep_go_dropped(&mut m, &s.manifest);
@@ -729,7 +816,10 @@ impl Object {
                 .into_iter()
                 .filter(|r| !have.contains(&(r.id, r.reason.as_str().to_owned(), r.time))),
         );
-        records.sort_by_key(|r| r.time);
+        let mut records = rules::parents_first(records);
+        if !apply.renamed.is_empty() {
+            records = rules::rename_records(&records, &apply.renamed);
+        }
         if !records.iter().any(|r| r.id == head) {
             records.push(Record {
                 id: head,
@@ -747,6 +837,12 @@ impl Object {
         }
         // The sizes of everything the head and its history name.
         let mut sizes = s.sizes.clone();
+        // What a purge renamed or removed is no longer named (but for a
+        // content the new head names: it stays).
+        let head_names: HashSet<Hash> = m.referenced_blobs().collect();
+        sizes.retain(|h, _| {
+            !apply.renamed.contains_key(h) && (!apply.gone.contains(h) || head_names.contains(h))
+        });
         let mut want: BTreeSet<Hash> = m.referenced_blobs().collect();
         want.extend(records.iter().map(|r| r.id));
         for h in want {
@@ -775,12 +871,17 @@ impl Object {
             ),
             None => (None, None),
         };
+        let purges = match &apply.log {
+            Some(log) => Some(self.put_text(g, &log.to_yaml()).await?),
+            None => s.doc.purges,
+        };
         let texts: Vec<Hash> = [
             Some(manifest),
             Some(history),
             Some(sizes),
             statement,
             signature,
+            purges,
         ]
         .into_iter()
         .flatten()
@@ -794,6 +895,7 @@ impl Object {
             sizes: Some(sizes),
             statement,
             signature,
+            purges,
             // A prune at work goes on after this push.
             condemned: s.doc.condemning().and(s.doc.condemned),
         };
@@ -831,7 +933,11 @@ impl Object {
     /// What a prune of garden `g` would delete now: every stored object
     /// older than the grace period that nothing names, with the head it
     /// judged by; `None` when there is nothing to delete.
-    async fn prune_plan(&self, g: &GardenName) -> Result<Option<PrunePlan>, Error> {
+    async fn prune_plan(
+        &self,
+        g: &GardenName,
+        forced: &HashSet<Hash>,
+    ) -> Result<Option<PrunePlan>, Error> {
         let g = g.clone();
         let s = self.load(&g).await?;
         let version = s.version.clone();
@@ -846,9 +952,16 @@ impl Object {
         let mut live = Live::of(&s.manifest, &s.history);
         let d = &s.doc;
         live.add(
-            [d.manifest, d.history, d.sizes, d.statement, d.signature]
-                .into_iter()
-                .flatten(),
+            [
+                d.manifest,
+                d.history,
+                d.sizes,
+                d.statement,
+                d.signature,
+                d.purges,
+            ]
+            .into_iter()
+            .flatten(),
         );
         // What a snapshot (or a pending push) names is known only by
         // reading it: one that cannot be read (a damaged object, the store
@@ -921,7 +1034,10 @@ impl Object {
             .await
             .map_err(depot_error)?;
         let lists_young = aged(&lists);
-        let is_young = |ages: &HashMap<Hash, bool>, h: &Hash| ages.get(h).copied().unwrap_or(true);
+        // What a purge removed goes whatever its age.
+        let is_young = |ages: &HashMap<Hash, bool>, h: &Hash| {
+            !forced.contains(h) && ages.get(h).copied().unwrap_or(true)
+        };
         let lists_gone = rules::doomed(&keep, lists.iter().map(|(h, _, _)| *h), |h| {
             is_young(&lists_young, h)
         });
@@ -930,8 +1046,15 @@ impl Object {
         // next; their chunks may be old ones it found already stored).
         let gone: HashSet<Hash> = lists_gone.iter().copied().collect();
         let mut chunks: HashSet<Hash> = HashSet::new();
+        let mut forced_chunks: HashSet<Hash> = HashSet::new();
         for (h, _, _) in &lists {
             if gone.contains(h) {
+                if forced.contains(h)
+                    && let Ok(text) = self.depot.get_list(&g, h).await
+                    && let Ok(l) = ChunkList::parse(&text_of(&text, "a chunk list")?)
+                {
+                    forced_chunks.extend(l.chunks.iter().map(|(c, _)| *c));
+                }
                 continue;
             }
             let text = self.depot.get_list(&g, h).await.map_err(depot_error)?;
@@ -967,7 +1090,7 @@ impl Object {
         objects.extend(lists_gone.into_iter().map(|h| (ObjKind::ChunkList, h)));
         objects.extend(
             rules::doomed(&chunks, stored_chunks.iter().map(|(h, _, _)| *h), |h| {
-                is_young(&chunks_young, h)
+                !forced_chunks.contains(h) && is_young(&chunks_young, h)
             })
             .into_iter()
             .map(|h| (ObjKind::Chunk, h)),
@@ -1100,6 +1223,115 @@ impl Object {
         Ok(false)
     }
 
+    /// Prunes garden `g` (see [`Backend::prune`]), deleting the objects of
+    /// `forced` (and the chunks of those that are chunk lists) whatever
+    /// their age, unless something live names them: what a purge removed.
+    async fn sweep(&self, g: &GardenName, forced: &HashSet<Hash>) -> Result<u64, Error> {
+        let g = g.clone();
+        for _ in 0..FENCE_TRIES {
+            let Some(plan) = self.prune_plan(&g, forced).await? else {
+                return Ok(0);
+            };
+            let Some(marked) = self.prune_mark(&g, plan).await? else {
+                continue;
+            };
+            let removed = self.prune_delete(&g, &marked).await;
+            if self.prune_unmark(&g, &marked).await? {
+                // Nothing reads the list once the mark is gone (a push that
+                // read the marked head fails its compare-and-swap).
+                let _ = self
+                    .depot
+                    .delete_object(&g, ObjKind::Blob, &marked.list)
+                    .await;
+            }
+            return removed;
+        }
+        Err(Error::retry(
+            "pushes kept landing during the prune; nothing was pruned, run it again",
+        ))
+    }
+
+    /// Whether purge `p` is done in garden `g` (read at `s`): in its log,
+    /// no record of its history names a snapshot the purge renamed, and
+    /// none of those is stored any more (a sweep cut off leaves some).
+    async fn purge_done(&self, g: &GardenName, s: &State, p: &Purge) -> Result<bool, Error> {
+        if !s.purges.purges.iter().any(|q| q.id() == p.id()) {
+            return Ok(false);
+        }
+        let old: HashSet<Hash> = p.renamed.iter().map(|r| r.0).collect();
+        if s.history.iter().any(|r| {
+            old.contains(&r.id)
+                || r.parent.is_some_and(|h| old.contains(&h))
+                || r.head_before.is_some_and(|h| old.contains(&h))
+        }) {
+            return Ok(false);
+        }
+        for h in &old {
+            if self.content_size(g, h, false).await?.is_some() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// What `purges` (pushed, their signatures checked) do to garden `g`
+    /// as read at `s`: for each one not done, each snapshot it renamed
+    /// that is stored here must be the new one's original with only
+    /// contents purged ([`rules::purge_of`]), which gives the contents.
+    ///
+    /// # Errors
+    /// [`Error::refused`] for a purge that says otherwise, or names a new
+    /// snapshot the garden does not have; store errors.
+    async fn plan_purges(
+        &self,
+        g: &GardenName,
+        s: &State,
+        purges: &[Purge],
+    ) -> Result<PurgeApply, Error> {
+        let mut a = PurgeApply::default();
+        let mut log = s.purges.clone();
+        for p in purges {
+            if self.purge_done(g, s, p).await? {
+                continue;
+            }
+            let snapshot = |h: Hash| async move {
+                match self
+                    .depot
+                    .get_object_within(g, ObjKind::Blob, &h, MAX_TEXT)
+                    .await
+                {
+                    Ok(b) => Manifest::from_yaml(&text_of(&b, "a snapshot")?)
+                        .map(Some)
+                        .map_err(|e| Error::damaged(format!("snapshot {}: {e}", h.short(12)))),
+                    Err(sgard_depot::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(depot_error(e)),
+                }
+            };
+            for (old, new) in &p.renamed {
+                a.renamed.insert(*old, *new);
+                let Some(o) = snapshot(*old).await? else {
+                    continue;
+                };
+                let n = snapshot(*new).await?.ok_or_else(|| {
+                    Error::refused(rules::purge_refusal(&p.host, old, new, false))
+                })?;
+                a.gone.extend(rules::purge_of(&o, &n).ok_or_else(|| {
+                    Error::refused(rules::purge_refusal(&p.host, old, new, true))
+                })?);
+            }
+            if !log.purges.iter().any(|q| q.id() == p.id()) {
+                let mut record = p.clone();
+                let mut news: Vec<Hash> = p.renamed.iter().map(|r| r.1).collect();
+                news.sort();
+                news.dedup();
+                record.snapshots = news;
+                log.purges.push(record);
+                a.log = Some(log.clone());
+            }
+        }
+        Ok(a)
+    }
+
     /// The garden's head document, if it has one.
     async fn head_doc(&self, g: &GardenName) -> Result<Option<HeadDoc>, Error> {
         match self
@@ -1153,7 +1385,7 @@ impl Backend for Object {
             manifest: s.manifest,
             history: s.history,
             signed: s.signed,
-            purges: Vec::new(),
+            purges: s.purges.purges,
         })
     }
 
@@ -1172,15 +1404,28 @@ impl Backend for Object {
             server_updated: Some(s.manifest.updated),
             head,
         };
-        if !push.purges.is_empty() {
-            return Err(Error::refused(
-                "this server keeps its gardens in an object store, which does not take purges \
-                 yet: the purged snapshots would come back at the next pull; push to a \
-                 folder-backed sgardd, or purge the server's copy there",
-            ));
+        // The rule with purges (see `rules::with_purges`): one not done
+        // here makes the push worth taking; a history naming a snapshot a
+        // purge renamed is refused.
+        let mut unseen = false;
+        for p in &push.purges {
+            if !self.purge_done(&g, &s, p).await? {
+                unseen = true;
+                break;
+            }
         }
-        if let Some(d) = decide(&s, &push.manifest, push.base) {
-            return Ok(resp(d, vec![], Some(head)));
+        let verdict = rules::with_purges(
+            push_verdict(
+                &s.manifest,
+                !s.history.is_empty(),
+                &push.manifest,
+                push.base,
+            ),
+            unseen,
+            rules::names_purged(&push.history, &s.purges),
+        );
+        if verdict != Verdict::Accepted {
+            return Ok(resp(verdict, vec![], Some(head)));
         }
         let missing = self
             .missing(&g, &s, &push.manifest, &push.history, &push.extra)
@@ -1237,8 +1482,9 @@ impl Backend for Object {
             )));
         }
         let updated = s.manifest.updated;
+        let apply = self.plan_purges(&g, &s, &push.purges).await?;
         match self
-            .install(
+            .install_purging(
                 &g,
                 s,
                 push.manifest,
@@ -1246,15 +1492,32 @@ impl Backend for Object {
                 who,
                 push.signature,
                 &push.extra,
+                &apply,
             )
             .await?
         {
-            Some(new) => Ok(PushOutcome {
-                decision: Decision::Accepted,
-                missing: vec![],
-                server_updated: Some(updated),
-                head: Some(new),
-            }),
+            Some(new) => {
+                // The purged contents go now; a sweep cut off is done
+                // again by the next push carrying the purge (it is not
+                // done while an old snapshot is stored).
+                let forced = apply.forced();
+                if !forced.is_empty() {
+                    match self.sweep(&g, &forced).await {
+                        Ok(n) => tracing::info!(who, contents = n, "applied a purge"),
+                        Err(e) => tracing::warn!(
+                            who,
+                            "a purge's contents were not all deleted: {}",
+                            e.message()
+                        ),
+                    }
+                }
+                Ok(PushOutcome {
+                    decision: Decision::Accepted,
+                    missing: vec![],
+                    server_updated: Some(updated),
+                    head: Some(new),
+                })
+            }
             None => Ok(PushOutcome {
                 decision: Decision::Rejected,
                 missing: vec![],
@@ -1449,27 +1712,7 @@ impl Backend for Object {
     /// list. Then the listed objects are deleted and the mark taken away.
     async fn prune(&self, garden: &str) -> Result<u64, Error> {
         let g = garden_name(garden)?;
-        for _ in 0..FENCE_TRIES {
-            let Some(plan) = self.prune_plan(&g).await? else {
-                return Ok(0);
-            };
-            let Some(marked) = self.prune_mark(&g, plan).await? else {
-                continue;
-            };
-            let removed = self.prune_delete(&g, &marked).await;
-            if self.prune_unmark(&g, &marked).await? {
-                // Nothing reads the list once the mark is gone (a push that
-                // read the marked head fails its compare-and-swap).
-                let _ = self
-                    .depot
-                    .delete_object(&g, ObjKind::Blob, &marked.list)
-                    .await;
-            }
-            return removed;
-        }
-        Err(Error::retry(
-            "pushes kept landing during the prune; nothing was pruned, run it again",
-        ))
+        self.sweep(&g, &HashSet::new()).await
     }
 
     async fn report(&self, garden: &str, who: &str, report: Report, now: i64) -> Result<(), Error> {
@@ -1985,6 +2228,7 @@ mod tests {
                 history: Vec::new(),
                 sizes: HashMap::new(),
                 signed: None,
+                purges: PurgeLog::default(),
                 doc: HeadDoc::default(),
             };
             let other = o
@@ -2177,7 +2421,7 @@ mod tests {
         rt().block_on(async {
             let g = garden();
             let (head, x, _) = head_and_an_old_orphan(&o, &dir).await;
-            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let plan = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
             assert!(
                 plan.objects.contains(&(ObjKind::Blob, x)),
                 "{:?}",
@@ -2222,7 +2466,7 @@ mod tests {
             let g = garden();
             let (head, x, y) = head_and_an_old_orphan(&o, &dir).await;
             let before = o.load(&g).await.unwrap();
-            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let plan = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
             let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
             let e = o
                 .install(&g, before, manifest(&x, 2), Vec::new(), "k", None, &[])
@@ -2242,7 +2486,7 @@ mod tests {
                 &file_of(&dir, ObjKind::Blob, &x2),
                 Duration::from_secs(7200),
             );
-            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let plan = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
             let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
             let new = o
                 .install(&g, before, manifest(&z, 3), Vec::new(), "k", None, &[])
@@ -2281,7 +2525,7 @@ mod tests {
                 &file_of(&dir, ObjKind::Chunk, &b),
                 Duration::from_secs(7200),
             );
-            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let plan = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
             assert_eq!(plan.objects, vec![(ObjKind::Chunk, b)]);
             let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
             push(&o, manifest(&b, 3), Base::Id(second)).await;
@@ -2300,7 +2544,7 @@ mod tests {
         rt().block_on(async {
             let g = garden();
             let (head, x, y) = head_and_an_old_orphan(&o, &dir).await;
-            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let plan = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
             push(&o, manifest(&x, 2), Base::Id(head)).await;
             assert!(o.prune_mark(&g, plan).await.unwrap().is_none());
             // Judged again: x is the head's, y its history's.
@@ -2319,7 +2563,7 @@ mod tests {
         rt().block_on(async {
             let g = garden();
             let (head, x, _) = head_and_an_old_orphan(&o, &dir).await;
-            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let plan = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
             let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
             // The prune dies; its mark is rewritten two hours older.
             let (text, v) = o
@@ -2383,7 +2627,7 @@ mod tests {
             let g = garden();
             let (head, _, _) = head_and_an_old_orphan(&o, &dir).await;
             let c = old_chunk(&o, &dir, &[7u8; 20_000]).await;
-            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let plan = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
             assert!(plan.objects.contains(&(ObjKind::Chunk, c)));
             let marked = o.prune_mark(&g, plan).await.unwrap().unwrap();
             // A push finds the old chunk stored, sends only a new one and
@@ -2490,7 +2734,7 @@ mod tests {
             // Another replica's push from the same head, ready to land.
             let q = blob(&o, b"the other push\n").await;
             let theirs = o.put_text(&g, &manifest(&q, 3).to_yaml()).await.unwrap();
-            let plan = o.prune_plan(&g).await.unwrap().unwrap();
+            let plan = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
             o.prune_mark(&g, plan).await.unwrap().unwrap();
             // It lands just after this push finds the swap failing on the
             // mark alone, before it reads the head again.
@@ -2544,8 +2788,8 @@ mod tests {
             let g = garden();
             head_and_an_old_orphan(&o, &dir).await;
             loop {
-                let one = o.prune_plan(&g).await.unwrap().unwrap();
-                let two = o.prune_plan(&g).await.unwrap().unwrap();
+                let one = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
+                let two = o.prune_plan(&g, &HashSet::new()).await.unwrap().unwrap();
                 let t = sgard_proto::wire::unix_now();
                 let won = o.prune_mark(&g, one).await.unwrap().unwrap();
                 let lost = o.prune_mark(&g, two).await.unwrap();

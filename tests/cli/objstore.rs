@@ -1073,3 +1073,142 @@ fn chunked_content_is_served_whole_to_a_peer_that_asks_for_blobs() {
     });
     drop(srv);
 }
+
+/// How many objects of the garden in `m`'s bucket hold `needle`.
+fn bucket_holding(m: &MotoServer, needle: &[u8]) -> usize {
+    let g = Garden::new("default").unwrap();
+    runtime().block_on(async {
+        let d = depot(m);
+        let mut n = 0;
+        for kind in [Kind::Blob, Kind::ChunkList, Kind::Chunk] {
+            for (h, _, _) in d.list_objects_aged(&g, kind).await.unwrap() {
+                let b = d.get_object_within(&g, kind, &h, 1 << 30).await.unwrap();
+                if b.windows(needle.len()).any(|w| w == needle) {
+                    n += 1;
+                }
+            }
+        }
+        n
+    })
+}
+
+/// The purge story on S3: the push carrying the purge leaves no object of
+/// the bucket holding the secret; a machine that has not pulled it cannot
+/// push the old snapshots back, and its pull applies it.
+#[test]
+fn a_purge_reaches_the_bucket_of_a_replica() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let srv = replica(&w, &m, &[]);
+    let addr = srv.addr.clone();
+    let leak = "password LEAKED-TO-S3\n";
+    let mut a = TestEnv::init();
+    a.write(".vimrc", "set one\n");
+    a.write(".netrc", leak);
+    local(&a, &["add", "--plaintext", ".vimrc", ".netrc"]).ok();
+    local(&a, &["checkpoint"]).ok();
+    a.now = now_plus(5);
+    a.write(".netrc", "password safe-now\n");
+    local(&a, &["checkpoint"]).ok();
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    let mut b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", &addr]).ok();
+    trust(&b, kb);
+    assert!(bucket_holding(&m, b"LEAKED-TO-S3") > 0);
+
+    a.now = now_plus(10);
+    local(&a, &["purge", "--keep-current", "-y", "~/.netrc"]).ok();
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    assert_eq!(bucket_holding(&m, b"LEAKED-TO-S3"), 0);
+    sg(&a, ka, &["push", "-r", &addr])
+        .ok()
+        .stdout_has("Already up to date.");
+
+    change(&mut b, ".vimrc", "set two\n", 12);
+    sg(&b, kb, &["push", "-r", &addr])
+        .code(4)
+        .stderr_has("sgard pull");
+    sg(&b, kb, &["pull", "-r", &addr])
+        .ok()
+        .stdout_has("Applied the purge made on");
+    sg(&b, kb, &["push", "-r", &addr]).ok();
+    assert_eq!(bucket_holding(&m, b"LEAKED-TO-S3"), 0);
+    local(&b, &["verify"]).ok();
+    trust(&a, kb);
+    sg(&a, ka, &["pull", "-r", &addr]).ok();
+    assert_eq!(a.read(".vimrc"), b"set two\n");
+    local(&a, &["verify"]).ok();
+    drop(srv);
+}
+
+/// `sgardd migrate` carries the purge log: after a folder server that
+/// applied a purge moves onto S3, a machine that has not pulled the purge
+/// still cannot push the old snapshots back, and its pull applies it; and
+/// back into a folder, the log is there.
+#[test]
+fn migrate_carries_a_gardens_purges() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let dir_store = w.srv_repo();
+    let srv = serve_at(&w, &m, &dir_store, 0);
+    let (port, addr) = (srv.port, srv.addr.clone());
+    let mut a = TestEnv::init();
+    a.write(".netrc", "password LEAKED-BEFORE-MOVE\n");
+    local(&a, &["add", "--plaintext", ".netrc"]).ok();
+    local(&a, &["checkpoint"]).ok();
+    a.now = now_plus(5);
+    a.write(".netrc", "password safe-now\n");
+    local(&a, &["checkpoint"]).ok();
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    let mut b = TestEnv::new();
+    sg(&b, kb, &["pull", "-r", &addr]).ok();
+    trust(&b, kb);
+    a.now = now_plus(10);
+    local(&a, &["purge", "--keep-current", "-y", "~/.netrc"]).ok();
+    sg(&a, ka, &["push", "-r", &addr]).ok();
+    drop(srv);
+
+    sgardd_run(
+        &w,
+        &m,
+        &[
+            "migrate",
+            "--from",
+            dir_store.to_str().unwrap(),
+            "--to",
+            STORE,
+        ],
+    )
+    .ok();
+    assert_eq!(bucket_holding(&m, b"LEAKED-BEFORE-MOVE"), 0);
+    let srv = serve_at(&w, &m, Path::new(STORE), port);
+    change(&mut b, ".netrc", "password newer\n", 12);
+    sg(&b, kb, &["push", "-r", &addr])
+        .code(4)
+        .stderr_has("sgard pull");
+    sg(&b, kb, &["pull", "-r", &addr])
+        .ok()
+        .stdout_has("Applied the purge made on");
+    sg(&b, kb, &["push", "-r", &addr]).ok();
+    assert_eq!(bucket_holding(&m, b"LEAKED-BEFORE-MOVE"), 0);
+    drop(srv);
+
+    let back = w.root().join("back");
+    sgardd_run(
+        &w,
+        &m,
+        &["migrate", "--from", STORE, "--to", back.to_str().unwrap()],
+    )
+    .ok();
+    let log = std::fs::read_to_string(back.join("default").join("purges.yaml"))
+        .or_else(|_| std::fs::read_to_string(back.join("purges.yaml")))
+        .unwrap();
+    assert!(log.contains("~/.netrc"), "{log}");
+    local(
+        &TestEnv::new(),
+        &["verify", "--repo", back.to_str().unwrap()],
+    )
+    .ok();
+}
