@@ -50,7 +50,9 @@ pub struct Env {
     pub interrupt_at: Option<String>,
     /// Test hook (`SGARD_TEST_WAIT_AT=POINT:FILE`): at the named point the
     /// process creates `FILE.reached` and waits (up to a minute) until
-    /// `FILE` exists, so a test can run another command in between.
+    /// `FILE` exists, so a test can run another command in between; a
+    /// `FILE` that says `after-signal` then also waits until the signal the
+    /// test sent is taken.
     pub wait_at: Option<(String, PathBuf)>,
     /// Test hook (`SGARD_TEST_SCAN_WINDOW`): how many entries one window of
     /// a scan or an add's copying covers (`None`: the default, 8192), so
@@ -178,6 +180,13 @@ impl Env {
             let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
             while !file.exists() && std::time::Instant::now() < until {
                 std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            // A gate that says so opens only once the signal the test sent
+            // is taken (the signal thread may not have run yet).
+            if std::fs::read(file).is_ok_and(|b| b == b"after-signal") {
+                while !sgard_store::cancel::requested() && std::time::Instant::now() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
             }
         }
     }

@@ -150,7 +150,7 @@ fn a_real_ctrl_c_before_the_record_leaves_no_record() {
         .status()
         .unwrap();
     assert!(st.success());
-    fs::write(&gate, "go").unwrap();
+    fs::write(&gate, "after-signal").unwrap();
     let r = wait_limited(child, std::time::Duration::from_secs(60)).unwrap();
     r.code(130);
     assert!(!t.path("conf/f0").exists());
