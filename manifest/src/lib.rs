@@ -40,8 +40,42 @@ pub mod codec;
 mod doc;
 mod error;
 pub mod exclude;
+pub mod externals;
 pub mod history;
 pub mod purges;
+
+/// A small file of the repository (the purge log, the externals): its
+/// text, `None` when it is missing, at most `max` bytes.
+pub(crate) fn read_small(path: &Path, max: u64) -> Result<Option<String>> {
+    match sgard_store::durable::read_regular_to_string_max(path, max) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::Read {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+/// Writes a small file of the repository atomically and durably.
+pub(crate) fn write_small(path: &Path, text: &str) -> Result<()> {
+    sgard_store::durable::write_atomic(path, text.as_bytes(), 0o644).map_err(|e| Error::Write {
+        path: path.to_path_buf(),
+        source: e,
+    })
+}
+
+/// Refuses a small file of a version newer than 1.
+pub(crate) fn version_1(version: Option<u64>, origin: &Path) -> Result<()> {
+    match version.unwrap_or(1) {
+        0 | 1 => Ok(()),
+        found => Err(Error::UnsupportedVersion {
+            origin: origin.to_path_buf(),
+            found,
+            supported: 1,
+        }),
+    }
+}
 mod time;
 mod yaml;
 

@@ -30,7 +30,6 @@
 //! signs a head. A machine that applies a purge it was given keeps the
 //! signature it came with (`signature`).
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -211,17 +210,10 @@ impl PurgeLog {
     /// # Errors
     /// [`Error::Read`], [`Error::Syntax`], or a record that is not one.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = match sgard_store::durable::read_regular_to_string_max(path, MAX_BYTES) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PurgeLog::default()),
-            Err(e) => {
-                return Err(Error::Read {
-                    path: path.to_path_buf(),
-                    source: e,
-                });
-            }
-        };
-        Self::parse(&text, path)
+        match crate::read_small(path, MAX_BYTES)? {
+            Some(text) => Self::parse(&text, path),
+            None => Ok(Self::default()),
+        }
     }
 
     /// Reads a log from its text (`origin` names it in errors).
@@ -233,13 +225,7 @@ impl PurgeLog {
             return Ok(PurgeLog::default());
         }
         let raw: RawLog = crate::yaml::from_str(text).map_err(|e| Error::syntax(origin, &e))?;
-        if raw.version.unwrap_or(1) > 1 {
-            return Err(Error::UnsupportedVersion {
-                origin: origin.to_path_buf(),
-                found: raw.version.unwrap_or(1),
-                supported: 1,
-            });
-        }
+        crate::version_1(raw.version, origin)?;
         let mut purges = Vec::new();
         for (i, r) in raw.purges.unwrap_or_default().into_iter().enumerate() {
             let bad = |reason: String| Error::Entry {
@@ -320,12 +306,7 @@ impl PurgeLog {
     /// # Errors
     /// [`Error::Write`] naming the file.
     pub fn save(&self, path: &Path) -> Result<()> {
-        sgard_store::durable::write_atomic(path, self.to_yaml().as_bytes(), 0o644).map_err(|e| {
-            Error::Write {
-                path: path.to_path_buf(),
-                source: e,
-            }
-        })
+        crate::write_small(path, &self.to_yaml())
     }
 
     /// The purges that rewrote snapshot `id`.
