@@ -143,6 +143,8 @@ pub enum Command {
     Encrypt(crate::cmd::encrypt::Args),
     /// Make a folder in the repository match the disk, or the disk match the repository
     Mirror(crate::cmd::mirror::Args),
+    /// Files and archives fetched once, pinned, and stored in the repository
+    External(crate::cmd::external::Args),
     /// The keys this machine trusts to sign this repository's heads (`pull` refuses others)
     Trust(crate::cmd::trust::Args),
     /// Print sgard's version

@@ -9,6 +9,7 @@ pub(crate) mod doctor;
 pub(crate) mod edit;
 pub(crate) mod encrypt;
 pub(crate) mod exclude;
+pub(crate) mod external;
 pub(crate) mod fleet;
 pub(crate) mod git;
 pub(crate) mod identity;
@@ -413,6 +414,7 @@ macro_rules! each {
             Command::Include($a) => $e,
             Command::Encrypt($a) => $e,
             Command::Mirror($a) => $e,
+            Command::External($a) => $e,
             Command::Trust($a) => $e,
             Command::Version | Command::Completion(_) | Command::Man(_) => {
                 return Ok(ExitCode::SUCCESS);

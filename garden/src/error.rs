@@ -159,6 +159,24 @@ pub enum Error {
     /// The home folder changed since the operation being undone.
     #[error("{0}")]
     Conflict(String),
+    /// An external could not be fetched or unpacked.
+    #[error(transparent)]
+    External(#[from] sgard_externals::Error),
+    /// A pinned external whose source now gives other bytes.
+    #[error(
+        "{url} no longer gives what {path} is pinned to: pinned sha256 {pinned}, fetched \
+         {got}; nothing was changed"
+    )]
+    PinMismatch {
+        /// The external's path.
+        path: String,
+        /// Its URL.
+        url: String,
+        /// The pin.
+        pinned: String,
+        /// What was fetched.
+        got: String,
+    },
     /// A pull would take entries that changed on both sides in a way the
     /// disk cannot hold as a conflict: nothing was changed.
     #[error(
@@ -276,7 +294,7 @@ impl Error {
     /// True when stored data failed its hash or is missing (exit code 3).
     pub fn is_integrity(&self) -> bool {
         match self {
-            Error::Integrity { .. } | Error::DamagedHistory(_) => true,
+            Error::Integrity { .. } | Error::DamagedHistory(_) | Error::PinMismatch { .. } => true,
             Error::Store(e) => e.is_integrity(),
             _ => false,
         }

@@ -10,6 +10,7 @@ mod chunks;
 mod doctor;
 mod encryption;
 mod evil;
+mod externals;
 mod gitflow;
 mod gopeer;
 mod history;
