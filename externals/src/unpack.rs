@@ -71,7 +71,7 @@ pub fn unpack(
         )?,
         Format::Zip => zip(file, &mut sink)?,
     }
-    Ok(sink.done)
+    sink.finish()
 }
 
 /// Where entries go, and what was written so far.
@@ -82,6 +82,8 @@ struct Sink<'a> {
     limits: &'a Limits,
     entries: u64,
     done: Unpacked,
+    /// Folders the archive names, with their modes.
+    dirs: Vec<(PathBuf, u32)>,
 }
 
 fn hostile(entry: &str, why: &str) -> Error {
@@ -112,6 +114,7 @@ impl<'a> Sink<'a> {
             limits,
             entries: 0,
             done: Unpacked::default(),
+            dirs: Vec::new(),
         })
     }
 
@@ -167,6 +170,20 @@ impl<'a> Sink<'a> {
     /// returns where `rel` goes; something already there (the same name
     /// twice) is removed if it is a file, refused otherwise.
     fn place(&self, name: &str, rel: &Path) -> Result<PathBuf> {
+        let path = self.parents(name, rel)?;
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => {
+                fs::remove_file(&path).map_err(|e| Error::io("replacing", &path, e))?;
+            }
+            Ok(_) => return Err(hostile(name, "is given twice, once as no file")),
+            Err(_) => {}
+        }
+        Ok(path)
+    }
+
+    /// Makes every folder on the way to `rel` (never through a symlink)
+    /// and returns where `rel` goes.
+    fn parents(&self, name: &str, rel: &Path) -> Result<PathBuf> {
         let mut cur = self.dest.to_path_buf();
         let parts: Vec<_> = rel.components().collect();
         for c in &parts[..parts.len().saturating_sub(1)] {
@@ -180,25 +197,30 @@ impl<'a> Sink<'a> {
                 Err(_) => fs::create_dir(&cur).map_err(|e| Error::io("creating", &cur, e))?,
             }
         }
-        let path = self.dest.join(rel);
-        match fs::symlink_metadata(&path) {
-            Ok(m) if m.is_file() => {
-                fs::remove_file(&path).map_err(|e| Error::io("replacing", &path, e))?;
-            }
-            Ok(_) => return Err(hostile(name, "is given twice, once as no file")),
-            Err(_) => {}
-        }
-        Ok(path)
+        Ok(self.dest.join(rel))
     }
 
-    fn dir(&mut self, name: &str, rel: &Path) -> Result<()> {
-        let path = self.place(name, &rel.join("."))?;
-        let path = path.parent().map_or(path.clone(), Path::to_path_buf);
+    /// A folder: made (empty ones too), its mode applied once everything
+    /// is written (a read-only folder would refuse its own files).
+    fn dir(&mut self, name: &str, rel: &Path, mode: u32) -> Result<()> {
+        let path = self.parents(name, rel)?;
         match fs::symlink_metadata(&path) {
-            Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(hostile(name, "is a folder where something else is")),
-            Err(_) => fs::create_dir(&path).map_err(|e| Error::io("creating", &path, e)),
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(hostile(name, "is a folder where something else is")),
+            Err(_) => fs::create_dir(&path).map_err(|e| Error::io("creating", &path, e))?,
         }
+        self.dirs.push((path, mode));
+        Ok(())
+    }
+
+    /// Applies the folders' modes, deepest first.
+    fn finish(mut self) -> Result<Unpacked> {
+        self.dirs
+            .sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+        for (path, mode) in &self.dirs {
+            set_dir_mode(path, *mode)?;
+        }
+        Ok(self.done)
     }
 
     fn file(&mut self, name: &str, rel: &Path, mode: u32, from: &mut dyn Read) -> Result<()> {
@@ -304,6 +326,20 @@ fn set_mode(_path: &Path, _mode: u32) -> Result<()> {
 }
 
 #[cfg(unix)]
+fn set_dir_mode(path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    // Never setgid or sticky; always open to its owner.
+    let bits = (mode & 0o777) | 0o700;
+    fs::set_permissions(path, fs::Permissions::from_mode(bits))
+        .map_err(|e| Error::io("setting the mode of", path, e))
+}
+
+#[cfg(not(unix))]
+fn set_dir_mode(_path: &Path, _mode: u32) -> Result<()> {
+    Ok(())
+}
+
+#[cfg(unix)]
 fn file_mode(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     fs::metadata(path).map_or(0o644, |m| m.permissions().mode())
@@ -360,7 +396,8 @@ fn tar(from: impl Read, sink: &mut Sink<'_>, format: Format) -> Result<()> {
             let mode = entry.header().mode().unwrap_or(0o644);
             sink.file(&name, &rel, mode, &mut entry)?;
         } else if kind.is_dir() {
-            sink.dir(&name, &rel)?;
+            let mode = entry.header().mode().unwrap_or(0o755);
+            sink.dir(&name, &rel, mode)?;
         } else if kind.is_symlink() {
             let target = entry
                 .link_name_bytes()
@@ -401,7 +438,8 @@ fn zip(file: fs::File, sink: &mut Sink<'_>) -> Result<()> {
             continue;
         };
         if is_dir {
-            sink.dir(&name, &rel)?;
+            let mode = f.unix_mode().unwrap_or(0o755);
+            sink.dir(&name, &rel, mode)?;
         } else if is_link {
             let mut target = Vec::new();
             (&mut f)

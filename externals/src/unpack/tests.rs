@@ -106,6 +106,32 @@ fn a_tar_gz_unpacks_stripped_with_its_modes_and_links() {
 }
 
 #[test]
+fn folders_are_made_even_empty_and_keep_their_modes() {
+    let c = Case::new();
+    let t = tar_of(&[
+        ("pkg/", T::Directory, b"", 0o755),
+        ("pkg/empty/", T::Directory, b"", 0o755),
+        ("pkg/private/", T::Directory, b"", 0o700),
+        ("pkg/private/key", T::Regular, b"k\n", 0o600),
+        ("pkg/readonly/", T::Directory, b"", 0o555),
+        ("pkg/readonly/f", T::Regular, b"f\n", 0o644),
+    ]);
+    c.run(&t, Format::Tar, 1, &Limits::default()).unwrap();
+    let d = c.dest();
+    assert!(d.join("empty").is_dir());
+    assert_eq!(fs::read(d.join("readonly/f")).unwrap(), b"f\n");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &str| fs::metadata(d.join(p)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode("private"), 0o700);
+        assert_eq!(mode("empty"), 0o755);
+        // Open to its owner, so the next refresh can replace it.
+        assert_eq!(mode("readonly"), 0o755);
+    }
+}
+
+#[test]
 fn names_that_leave_the_folder_are_refused() {
     for (name, why) in [
         ("../evil", "climbs out"),
