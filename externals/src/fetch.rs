@@ -32,7 +32,7 @@ pub fn fetch(url: &str, out: &Path, limits: &Limits) -> Result<Fetched> {
     let mut file = std::fs::File::create(out).map_err(|e| Error::io("creating", out, e))?;
     let fetched = if let Some(local) = local_path(url) {
         let f = std::fs::File::open(&local).map_err(|e| fail(e.to_string()))?;
-        copy_bounded(f, &mut file, url, out, limits.max_download)?
+        copy_bounded(f, &mut file, url, out, limits)?
     } else if url.starts_with("http://") || url.starts_with("https://") {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(limits.timeout))
@@ -40,7 +40,7 @@ pub fn fetch(url: &str, out: &Path, limits: &Limits) -> Result<Fetched> {
             .into();
         let resp = agent.get(url).call().map_err(|e| fail(e.to_string()))?;
         let body = resp.into_body().into_reader();
-        copy_bounded(body, &mut file, url, out, limits.max_download)?
+        copy_bounded(body, &mut file, url, out, limits)?
     } else {
         return Err(fail(
             "not an http://, https:// or file:// URL, nor a path".into(),
@@ -48,6 +48,42 @@ pub fn fetch(url: &str, out: &Path, limits: &Limits) -> Result<Fetched> {
     };
     file.sync_all().map_err(|e| Error::io("writing", out, e))?;
     Ok(fetched)
+}
+
+/// Whether `url` still answers, reading none of its content: a file that
+/// exists, an HTTP(S) `HEAD` (a `GET` whose body is left unread where
+/// `HEAD` is not allowed) that succeeds, within `limits.timeout`.
+///
+/// # Errors
+/// [`Error::Fetch`] saying why not.
+pub fn reachable(url: &str, limits: &Limits) -> Result<()> {
+    let fail = |reason: String| Error::Fetch {
+        url: url.to_owned(),
+        reason,
+    };
+    if let Some(local) = local_path(url) {
+        return std::fs::metadata(&local)
+            .map(|_| ())
+            .map_err(|e| fail(e.to_string()));
+    }
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(fail(
+            "not an http://, https:// or file:// URL, nor a path".into(),
+        ));
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(limits.timeout))
+        .build()
+        .into();
+    match agent.head(url).call() {
+        Ok(_) => Ok(()),
+        Err(ureq::Error::StatusCode(405 | 501)) => agent
+            .get(url)
+            .call()
+            .map(|_| ())
+            .map_err(|e| fail(e.to_string())),
+        Err(e) => Err(fail(e.to_string())),
+    }
 }
 
 /// The local file a URL names: `file://PATH`, or an absolute path.
@@ -63,8 +99,9 @@ fn copy_bounded(
     to: &mut std::fs::File,
     url: &str,
     out: &Path,
-    limit: u64,
+    limits: &Limits,
 ) -> Result<Fetched> {
+    let limit = limits.max_download;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 << 10];
     let mut n: u64 = 0;
@@ -76,6 +113,7 @@ fn copy_bounded(
         if k == 0 {
             break;
         }
+        limits.tick(k as u64)?;
         n += k as u64;
         if n > limit {
             return Err(Error::TooLarge {

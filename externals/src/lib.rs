@@ -16,9 +16,11 @@
 use std::path::PathBuf;
 
 mod fetch;
+pub mod git;
 mod unpack;
 
-pub use fetch::{Fetched, fetch};
+pub use fetch::{Fetched, fetch, reachable};
+pub use git::{CheckedOut, RefKind, Resolved};
 pub use unpack::{Unpacked, unpack};
 
 /// What went wrong with an external.
@@ -68,6 +70,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Stopped by `Limits::interrupted` (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
     /// A pattern of `--include` that is not one.
     #[error("the pattern {0:?} is not a glob: {1}")]
     Pattern(String, String),
@@ -173,6 +178,24 @@ pub struct Limits {
     pub max_entries: u64,
     /// How long a fetch may take, all told.
     pub timeout: std::time::Duration,
+    /// Asked between buffers: `true` stops the work with
+    /// [`Error::Interrupted`].
+    pub interrupted: Option<fn() -> bool>,
+    /// Told every buffer of bytes fetched or unpacked (for a progress bar).
+    pub progress: Option<fn(u64)>,
+}
+
+impl Limits {
+    /// Counts `n` bytes of progress, and stops if asked to.
+    pub(crate) fn tick(&self, n: u64) -> Result<()> {
+        if let Some(p) = self.progress {
+            p(n);
+        }
+        if self.interrupted.is_some_and(|f| f()) {
+            return Err(Error::Interrupted);
+        }
+        Ok(())
+    }
 }
 
 impl Default for Limits {
@@ -182,6 +205,8 @@ impl Default for Limits {
             max_unpacked: 4 << 30,
             max_entries: 1_000_000,
             timeout: std::time::Duration::from_secs(300),
+            interrupted: None,
+            progress: None,
         }
     }
 }

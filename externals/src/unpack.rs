@@ -239,6 +239,7 @@ impl<'a> Sink<'a> {
             if k == 0 {
                 break;
             }
+            self.limits.tick(k as u64)?;
             self.done.bytes += k as u64;
             if self.done.bytes > self.limits.max_unpacked {
                 return Err(Error::TooLarge {
@@ -255,27 +256,7 @@ impl<'a> Sink<'a> {
     }
 
     fn symlink(&mut self, name: &str, rel: &Path, target: &str) -> Result<()> {
-        if target.is_empty() {
-            return Err(hostile(name, "is a symlink to nothing"));
-        }
-        if target.starts_with('/') || target.starts_with('\\') {
-            return Err(hostile(name, "is a symlink to an absolute path"));
-        }
-        // From where the link stands: never above the folder.
-        let mut depth = rel.components().count().saturating_sub(1);
-        for c in target.split(['/', '\\']) {
-            match c {
-                "" | "." => {}
-                ".." if depth == 0 => {
-                    return Err(hostile(name, "is a symlink that points outside"));
-                }
-                ".." => depth -= 1,
-                c if c.len() >= 2 && c.as_bytes()[1] == b':' => {
-                    return Err(hostile(name, "is a symlink to an absolute path"));
-                }
-                _ => depth += 1,
-            }
-        }
+        judge_link(name, rel, target)?;
         let path = self.place(name, rel)?;
         make_symlink(target, &path).map_err(|e| match e {
             Some(e) => Error::io("making the symlink", &path, e),
@@ -298,6 +279,32 @@ impl<'a> Sink<'a> {
         let mut from = fs::File::open(&src).map_err(|e| Error::io("opening", &src, e))?;
         self.file(name, rel, mode, &mut from)
     }
+}
+
+/// Refuses a symlink at `rel` (entry `name`) whose `target` is empty,
+/// absolute, or climbs above the folder from where the link stands.
+pub(crate) fn judge_link(name: &str, rel: &Path, target: &str) -> Result<()> {
+    if target.is_empty() {
+        return Err(hostile(name, "is a symlink to nothing"));
+    }
+    if target.starts_with('/') || target.starts_with('\\') {
+        return Err(hostile(name, "is a symlink to an absolute path"));
+    }
+    let mut depth = rel.components().count().saturating_sub(1);
+    for c in target.split(['/', '\\']) {
+        match c {
+            "" | "." => {}
+            ".." if depth == 0 => {
+                return Err(hostile(name, "is a symlink that points outside"));
+            }
+            ".." => depth -= 1,
+            c if c.len() >= 2 && c.as_bytes()[1] == b':' => {
+                return Err(hostile(name, "is a symlink to an absolute path"));
+            }
+            _ => depth += 1,
+        }
+    }
+    Ok(())
 }
 
 /// Whether a folder on the way to `rel` under `dest` is a symlink.
