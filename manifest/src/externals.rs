@@ -36,12 +36,19 @@ pub struct External {
     pub path: String,
     /// Where it comes from.
     pub url: String,
-    /// `file`, `tar`, `tar.gz`, `tar.xz`, `tar.zst` or `zip`.
+    /// `file`, `tar`, `tar.gz`, `tar.xz`, `tar.zst`, `zip` or `git`.
     pub format: String,
-    /// The SHA-256 of what was fetched last (the pin, when pinned).
+    /// The SHA-256 of what was fetched last (the pin, when pinned); empty
+    /// for `git`, whose content is named by `commit`.
     pub sha256: String,
-    /// Whether `sha256` is a pin: a source that changed is refused.
+    /// Whether its content is pinned: a source that changed is refused.
+    /// For `git`: the reference is a tag or a commit.
     pub pinned: bool,
+    /// `git`: the branch, tag or commit asked for (`None`: the default
+    /// branch).
+    pub reference: Option<String>,
+    /// `git`: the commit checked out.
+    pub commit: Option<String>,
     /// Leading name components dropped when unpacking.
     pub strip: u32,
     /// Only the archive's files matching one of these globs.
@@ -74,6 +81,9 @@ struct RawExternal {
     format: Option<String>,
     sha256: Option<String>,
     pinned: Option<bool>,
+    #[serde(rename = "ref")]
+    reference: Option<String>,
+    commit: Option<String>,
     strip: Option<u32>,
     include: Option<Vec<String>>,
     refresh: Option<String>,
@@ -112,8 +122,18 @@ impl ExternalLog {
                 reason,
             };
             crate::validate_path(&path).map_err(bad)?;
+            let format = r.format.unwrap_or_else(|| "file".into());
+            let hex = |s: &str, lens: &[usize]| {
+                lens.contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+            };
             let sha256 = r.sha256.unwrap_or_default();
-            if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let commit = r.commit.filter(|c| !c.is_empty());
+            if format == "git" {
+                match &commit {
+                    Some(c) if hex(c, &[40, 64]) => {}
+                    other => return Err(bad(format!("malformed commit {other:?}"))),
+                }
+            } else if !hex(&sha256, &[64]) {
                 return Err(bad(format!("malformed sha256 {sha256:?}")));
             }
             let url = r
@@ -122,9 +142,11 @@ impl ExternalLog {
                 .ok_or_else(|| bad("no url".into()))?;
             externals.push(External {
                 url,
-                format: r.format.unwrap_or_else(|| "file".into()),
+                format,
                 sha256: sha256.to_ascii_lowercase(),
                 pinned: r.pinned.unwrap_or(false),
+                reference: r.reference.filter(|s| !s.is_empty()),
+                commit: commit.map(|c| c.to_ascii_lowercase()),
                 strip: r.strip.unwrap_or(0),
                 include: r.include.unwrap_or_default(),
                 refresh: r.refresh.filter(|s| !s.is_empty()),
@@ -149,8 +171,16 @@ impl ExternalLog {
             e.item(4, "path", &x.path);
             e.str(6, "url", &x.url);
             e.str(6, "format", &x.format);
-            e.raw(6, "sha256", &x.sha256);
+            if !x.sha256.is_empty() {
+                e.raw(6, "sha256", &x.sha256);
+            }
             e.raw(6, "pinned", if x.pinned { "true" } else { "false" });
+            if let Some(r) = &x.reference {
+                e.str(6, "ref", r);
+            }
+            if let Some(c) = &x.commit {
+                e.raw(6, "commit", c);
+            }
             if x.strip > 0 {
                 e.raw(6, "strip", &x.strip.to_string());
             }
@@ -173,6 +203,11 @@ impl ExternalLog {
         crate::write_small(path, &self.to_yaml())
     }
 
+    /// The external at exactly `path`, to change it.
+    pub fn get_mut(&mut self, path: &str) -> Option<&mut External> {
+        self.externals.iter_mut().find(|x| x.path == path)
+    }
+
     /// The external that owns `path` (`~/…`): the one at it or above it.
     pub fn owner(&self, path: &str) -> Option<&External> {
         self.externals.iter().find(|x| {
@@ -181,6 +216,44 @@ impl ExternalLog {
                     .strip_prefix(x.path.as_str())
                     .is_some_and(|rest| rest.starts_with('/'))
         })
+    }
+}
+
+/// A period (`30s`, `15m`, `12h`, `7d`, `2w`) in seconds; `None` for
+/// anything else (zero included).
+pub fn period_secs(s: &str) -> Option<u64> {
+    let (n, unit) = s.split_at(s.len().checked_sub(1)?);
+    let mult = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return None,
+    };
+    n.parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .and_then(|n| n.checked_mul(mult))
+}
+
+impl External {
+    /// Whether its refresh period has passed at `now` (never, with none).
+    pub fn is_due(&self, now: Timestamp) -> bool {
+        self.refresh
+            .as_deref()
+            .and_then(period_secs)
+            .is_some_and(|p| {
+                now.unix_seconds()
+                    .saturating_sub(self.fetched.unix_seconds())
+                    >= i64::try_from(p).unwrap_or(i64::MAX)
+            })
+    }
+
+    /// What names its content: the commit of a git external, else the
+    /// SHA-256 of what was fetched.
+    pub fn content_id(&self) -> &str {
+        self.commit.as_deref().unwrap_or(&self.sha256)
     }
 }
 
@@ -197,6 +270,8 @@ mod tests {
                 format: "tar.gz".into(),
                 sha256: "ab".repeat(32),
                 pinned: true,
+                reference: None,
+                commit: None,
                 strip: 1,
                 include: vec!["*.ttf".into()],
                 refresh: Some("7d".into()),
@@ -208,7 +283,30 @@ mod tests {
         assert!(log.owner("~/.local/share/fonts/fira/a.ttf").is_some());
         assert!(log.owner("~/.local/share/fonts/fira").is_some());
         assert!(log.owner("~/.local/share/fonts/firacode").is_none());
+        let mut git = log.externals[0].clone();
+        git.format = "git".into();
+        git.sha256 = String::new();
+        git.reference = Some("v1.0".into());
+        git.commit = Some("cd".repeat(20));
+        git.refresh = None;
+        let glog = ExternalLog {
+            externals: vec![git],
+        };
+        assert_eq!(
+            ExternalLog::parse(&glog.to_yaml(), Path::new("x")).unwrap(),
+            glog
+        );
+        assert_eq!(period_secs("7d"), Some(604_800));
+        assert_eq!(period_secs("0d"), None);
+        assert_eq!(period_secs("d"), None);
+        assert_eq!(period_secs(""), None);
+        let x = &log.externals[0];
+        let day =
+            |d: i64| Timestamp::from_datetime(x.fetched.datetime() + chrono::Duration::days(d));
+        assert!(!x.is_due(day(6)));
+        assert!(x.is_due(day(7)));
         for junk in [
+            "externals:\n  - path: ~/x\n    url: u\n    format: git\n",
             "externals:\n  - path: ~/x\n    url: u\n    sha256: nope\n",
             "externals:\n  - path: ../x\n    url: u\n    sha256: ab\n",
             "version: 7\n",
