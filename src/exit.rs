@@ -96,9 +96,11 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         {
             return INTEGRITY;
         }
-        // A pull refused as things stand: nothing was changed.
+        // Refused as things stand (a pull, a conflict): nothing was changed.
         if let Some(
-            sgard_garden::Error::Unsettled { .. } | sgard_garden::Error::OutsideHome { .. },
+            sgard_garden::Error::Unsettled { .. }
+            | sgard_garden::Error::OutsideHome { .. }
+            | sgard_garden::Error::Conflict(_),
         ) = cause.downcast_ref::<sgard_garden::Error>()
         {
             return CONFLICT;

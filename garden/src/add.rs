@@ -113,6 +113,7 @@ impl Garden {
         }
         let mut roots = Vec::new();
         let mut unasked = Vec::new();
+        let externals = self.externals()?;
         for a in args {
             let abs = self.repo.env.resolve(a);
             let Some(md) = fsx::lstat(&abs)? else {
@@ -120,6 +121,23 @@ impl Garden {
             };
             self.refuse_own(&abs)?;
             let tilde = self.repo.env.to_tilde(&abs)?;
+            // An external's files come from its source: a new one inside
+            // it would be lost to the next refresh's replacement.
+            if let Some(x) = externals.owner(&tilde)
+                && x.path != tilde
+                && !self
+                    .repo
+                    .manifest
+                    .files
+                    .iter()
+                    .any(|e| sgard_manifest::path_is_under(&e.path, &tilde))
+            {
+                return Err(Error::Conflict(format!(
+                    "{tilde} is inside the external at {}, whose files come from its source \
+                     (`sgard external list`); track it somewhere else",
+                    x.path
+                )));
+            }
             if let Some(rule) = self.repo.manifest.excluded_by(&tilde) {
                 return Err(Error::Excluded {
                     path: tilde,

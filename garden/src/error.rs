@@ -164,7 +164,7 @@ pub enum Error {
     External(#[from] sgard_externals::Error),
     /// A pinned external whose source now gives other bytes.
     #[error(
-        "{url} no longer gives what {path} is pinned to: pinned sha256 {pinned}, fetched \
+        "{url} no longer gives what {path} is pinned to: pinned {what} {pinned}, fetched \
          {got}; nothing was changed"
     )]
     PinMismatch {
@@ -172,6 +172,8 @@ pub enum Error {
         path: String,
         /// Its URL.
         url: String,
+        /// What the pin is: `sha256` or `commit`.
+        what: &'static str,
         /// The pin.
         pinned: String,
         /// What was fetched.
@@ -267,7 +269,9 @@ impl Error {
     pub fn is_interrupted(&self) -> bool {
         matches!(
             self,
-            Error::Interrupted | Error::Store(sgard_store::Error::Interrupted)
+            Error::Interrupted
+                | Error::Store(sgard_store::Error::Interrupted)
+                | Error::External(sgard_externals::Error::Interrupted)
         ) || matches!(
             self,
             Error::Integrity {

@@ -6,15 +6,58 @@
 //! An external's files are ordinary entries: `status`, `diff`, `restore`
 //! and every other command treat them as such, and restore on a machine
 //! with no network writes them from the repository. Only `external add`
-//! (and, later, `external refresh`) reads the network.
+//! and `external refresh` read the network (and `doctor`, which asks
+//! whether the sources still answer).
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use sgard_externals::git::{self, RefKind, Resolved};
 use sgard_externals::{Format, Limits};
 use sgard_manifest::externals::{EXTERNALS_FILE, External, ExternalLog};
+use sgard_manifest::path_is_under;
 
+use crate::fsx;
+use crate::status::State;
 use crate::{AddOptions, AddReport, Error, Garden, Result};
+
+/// What an external's content is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// One file.
+    File,
+    /// An archive, unpacked into a folder.
+    Archive(Format),
+    /// A git repository at a branch, tag or commit (`None`: the default
+    /// branch), checked out into a folder without `.git`.
+    Git(Option<String>),
+}
+
+impl Source {
+    /// The record's word for it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Source::File => "file",
+            Source::Archive(f) => f.as_str(),
+            Source::Git(_) => "git",
+        }
+    }
+
+    fn of(x: &External) -> Result<Source> {
+        if x.format == "git" {
+            return Ok(Source::Git(x.reference.clone()));
+        }
+        match Format::parse(&x.format) {
+            Some(Format::File) => Ok(Source::File),
+            Some(f) => Ok(Source::Archive(f)),
+            None => Err(Error::Invalid(format!(
+                "{EXTERNALS_FILE}: {} has the unknown format {:?}",
+                x.path, x.format
+            ))),
+        }
+    }
+}
 
 /// What to fetch, and where it goes.
 #[derive(Clone, Debug)]
@@ -23,10 +66,11 @@ pub struct ExternalSpec {
     pub path: OsString,
     /// Where it comes from.
     pub url: String,
-    /// The SHA-256 it must have (hex); `None`: unpinned.
+    /// The SHA-256 it must have (hex); `None`: unpinned. Not for git,
+    /// which a tag or a commit pins.
     pub sha256: Option<String>,
-    /// `None`: a single file; else the archive's format.
-    pub archive: Option<Format>,
+    /// What it is.
+    pub source: Source,
     /// Leading name components dropped when unpacking.
     pub strip: u32,
     /// Only the archive's files matching one of these globs.
@@ -42,14 +86,222 @@ pub struct ExternalSpec {
 pub struct ExternalReport {
     /// Its path (`~/…`).
     pub path: String,
-    /// The SHA-256 of what was fetched.
+    /// The SHA-256 of what was fetched (empty for git).
     pub sha256: String,
-    /// Bytes fetched.
+    /// The commit checked out (git).
+    pub commit: Option<String>,
+    /// Whether its content is pinned.
+    pub pinned: bool,
+    /// Bytes fetched (or checked out).
     pub fetched: u64,
     /// Files written (1 for a single file).
     pub files: u64,
     /// What adding them did.
     pub add: AddReport,
+}
+
+/// What `external refresh` did with one external.
+#[derive(Debug)]
+pub enum Refreshed {
+    /// Not past its refresh period (and no `--force`): not fetched.
+    NotDue,
+    /// Fetched; the source gives what is stored.
+    Unchanged,
+    /// Replaced by the source's new content (`from` and `to` name it: a
+    /// SHA-256 or a commit).
+    Updated {
+        /// What it was.
+        from: String,
+        /// What it is now.
+        to: String,
+        /// Files it has now.
+        files: u64,
+    },
+    /// Refused and left as it was: [`Error::PinMismatch`] for a pinned
+    /// source that changed, [`Error::Conflict`] for files changed here
+    /// since they were stored, or why the fetch failed.
+    Kept(Error),
+}
+
+/// A fetched, checked, unpacked external, waiting beside its path.
+struct Staged {
+    /// The scratch folder beside the path (dropped with it).
+    work: tempfile::TempDir,
+    /// The file or folder to move to the path.
+    content: PathBuf,
+    sha256: String,
+    commit: Option<String>,
+    kind: Option<RefKind>,
+    bytes: u64,
+    files: u64,
+}
+
+/// What fetching found, before anything of the home is touched.
+enum Fetch {
+    /// The source gives what is stored: nothing staged.
+    Same,
+    /// New content, staged.
+    New(Staged),
+}
+
+const SCRATCH: &str = ".sgard-tmp-ext-";
+
+/// A scratch folder in `parent` (`.sgard-tmp-ext-<pid>-…`), after removing
+/// those of sgard processes that were killed before they could.
+fn scratch(parent: &Path) -> Result<tempfile::TempDir> {
+    std::fs::create_dir_all(parent).map_err(|e| Error::io("creating", parent, e))?;
+    if let Ok(rd) = std::fs::read_dir(parent) {
+        for ent in rd.flatten() {
+            let name = ent.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(SCRATCH))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let path = ent.path();
+            if crate::home::pid_is_gone(pid, &path) {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+    }
+    tempfile::Builder::new()
+        .prefix(&format!("{SCRATCH}{}-", std::process::id()))
+        .tempdir_in(parent)
+        .map_err(|e| Error::io("creating a temp folder in", parent, e))
+}
+
+/// Fetches `url` as `source` into a scratch folder in `parent`. With
+/// `known` (what is stored now), a source that still gives it is
+/// [`Fetch::Same`] and nothing is unpacked; `pin` is checked before any
+/// unpacking. Touches nothing outside the scratch folder.
+#[allow(clippy::too_many_arguments)]
+fn stage(
+    tilde: &str,
+    url: &str,
+    source: &Source,
+    strip: u32,
+    include: &[String],
+    parent: &Path,
+    known: Option<&str>,
+    pin: Option<&str>,
+    limits: &Limits,
+) -> Result<Fetch> {
+    let mismatch = |pinned: &str, got: &str, what: &'static str| Error::PinMismatch {
+        path: tilde.to_owned(),
+        url: url.to_owned(),
+        what,
+        pinned: pinned.to_ascii_lowercase(),
+        got: got.to_owned(),
+    };
+    if let Source::Git(reference) = source {
+        let at: Resolved = git::resolve(url, reference.as_deref(), limits)?;
+        if known == Some(at.commit.as_str()) {
+            return Ok(Fetch::Same);
+        }
+        if let Some(p) = pin {
+            return Err(mismatch(p, &at.commit, "commit"));
+        }
+        let work = scratch(parent)?;
+        let dest = work.path().join("stage");
+        let s = work.path().join("git");
+        std::fs::create_dir(&s).map_err(|e| Error::io("creating", &s, e))?;
+        let done = git::checkout(url, &at, &s, &dest, limits)?;
+        return Ok(Fetch::New(Staged {
+            work,
+            content: dest,
+            sha256: String::new(),
+            commit: Some(at.commit),
+            kind: Some(at.kind),
+            bytes: done.bytes,
+            files: done.files,
+        }));
+    }
+    let work = scratch(parent)?;
+    let download = work.path().join("download");
+    let got = sgard_externals::fetch(url, &download, limits)?;
+    if known == Some(got.sha256.as_str()) {
+        return Ok(Fetch::Same);
+    }
+    if let Some(p) = pin
+        && !p.eq_ignore_ascii_case(&got.sha256)
+    {
+        return Err(mismatch(p, &got.sha256, "sha256"));
+    }
+    let (content, files) = match source {
+        Source::Archive(format) => {
+            let dest = work.path().join("stage");
+            std::fs::create_dir(&dest).map_err(|e| Error::io("creating", &dest, e))?;
+            let u = sgard_externals::unpack(
+                &download,
+                *format,
+                &dest,
+                strip as usize,
+                include,
+                limits,
+            )?;
+            (dest, u.files)
+        }
+        _ => (download, 1),
+    };
+    Ok(Fetch::New(Staged {
+        work,
+        content,
+        sha256: got.sha256,
+        commit: None,
+        kind: None,
+        bytes: got.bytes,
+        files,
+    }))
+}
+
+/// Moves what is under `old` (the external at `tilde`) that is not in
+/// `tracked` and not in `new` to the same place under `new`: a refresh
+/// replaces the external's files, never what else is in its folder.
+fn carry_untracked(
+    old: &Path,
+    new: &Path,
+    tilde: &str,
+    tracked: &std::collections::HashSet<&str>,
+) -> Result<()> {
+    let rd = std::fs::read_dir(old).map_err(|e| Error::io("reading", old, e))?;
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io("reading", old, e))?;
+        let name = ent.file_name();
+        let Some(n) = name.to_str() else { continue };
+        let (from, to, t) = (old.join(n), new.join(n), format!("{tilde}/{n}"));
+        let Some(md) = fsx::lstat(&from)? else {
+            continue;
+        };
+        let there = fsx::lstat(&to)?;
+        if md.is_dir() {
+            match there {
+                Some(m) if m.is_dir() => carry_untracked(&from, &to, &t, tracked)?,
+                Some(_) => {}
+                None if tracked.iter().any(|p| path_is_under(p, &t)) => {
+                    // Folders the source dropped: only what is no entry.
+                    std::fs::create_dir(&to).map_err(|e| Error::io("creating", &to, e))?;
+                    carry_untracked(&from, &to, &t, tracked)?;
+                    let _ = std::fs::remove_dir(&to);
+                }
+                None => std::fs::rename(&from, &to).map_err(|e| Error::io("moving", &from, e))?,
+            }
+        } else if there.is_none() && !tracked.contains(t.as_str()) {
+            std::fs::rename(&from, &to).map_err(|e| Error::io("moving", &from, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The limits with this process's Ctrl-C and progress counters.
+fn watched(limits: &Limits) -> Limits {
+    Limits {
+        interrupted: Some(sgard_store::cancel::requested),
+        progress: Some(sgard_store::progress::bytes),
+        ..*limits
+    }
 }
 
 impl Garden {
@@ -61,11 +313,18 @@ impl Garden {
         Ok(ExternalLog::load(&self.repo.root.join(EXTERNALS_FILE))?)
     }
 
+    pub(crate) fn save_externals(&self, log: &ExternalLog) -> Result<()> {
+        if self.repo.dry_run {
+            return Ok(());
+        }
+        Ok(log.save(&self.repo.root.join(EXTERNALS_FILE))?)
+    }
+
     /// Fetches `spec`'s source, checks it against its pin, writes it (a
-    /// file, or the archive unpacked into a new folder) at its path, adds
-    /// what it wrote (in plaintext: an external is public content) and
-    /// records the external. The path must not exist: nothing of the home
-    /// is ever replaced by a download. The download and the unpacking
+    /// file, or a folder for an archive or a git repository) at its path,
+    /// adds what it wrote (in plaintext: an external is public content)
+    /// and records the external. The path must not exist: nothing of the
+    /// home is ever replaced by a download. The download and the unpacking
     /// happen in a temp folder beside the path, renamed into place only
     /// when whole.
     ///
@@ -78,24 +337,19 @@ impl Garden {
         self.require_exclusive("external add")?;
         let abs = self.repo.env.resolve(&spec.path);
         let tilde = self.repo.env.to_tilde(&abs)?;
-        let log_path = self.repo.root.join(EXTERNALS_FILE);
-        let mut log = ExternalLog::load(&log_path)?;
+        let mut log = self.externals()?;
         if let Some(x) = log.owner(&tilde) {
             return Err(Error::Conflict(format!(
                 "{tilde} is inside the external at {} already",
                 x.path
             )));
         }
-        if log.externals.iter().any(|x| {
-            x.path
-                .strip_prefix(tilde.as_str())
-                .is_some_and(|rest| rest.starts_with('/'))
-        }) {
+        if log.externals.iter().any(|x| path_is_under(&x.path, &tilde)) {
             return Err(Error::Conflict(format!(
                 "{tilde} holds an external already"
             )));
         }
-        if std::fs::symlink_metadata(&abs).is_ok() {
+        if fsx::lstat(&abs)?.is_some() {
             return Err(Error::Conflict(format!(
                 "{} exists; an external is written to a new path (move that one away first)",
                 abs.display()
@@ -105,42 +359,26 @@ impl Garden {
             .parent()
             .map(PathBuf::from)
             .ok_or_else(|| Error::Invalid(format!("{}: no folder to put it in", abs.display())))?;
-        std::fs::create_dir_all(&parent).map_err(|e| Error::io("creating", &parent, e))?;
-        let work = tempfile::Builder::new()
-            .prefix(".sgard-tmp-ext-")
-            .tempdir_in(&parent)
-            .map_err(|e| Error::io("creating a temp folder in", &parent, e))?;
-        let download = work.path().join("download");
-        let got = sgard_externals::fetch(&spec.url, &download, &spec.limits)?;
-        if let Some(pin) = &spec.sha256
-            && !pin.eq_ignore_ascii_case(&got.sha256)
-        {
-            return Err(Error::PinMismatch {
-                path: tilde,
-                url: spec.url.clone(),
-                pinned: pin.to_ascii_lowercase(),
-                got: got.sha256,
-            });
-        }
-        let (staged, files) = match spec.archive {
-            None | Some(Format::File) => (download, 1),
-            Some(format) => {
-                let stage = work.path().join("stage");
-                std::fs::create_dir(&stage).map_err(|e| Error::io("creating", &stage, e))?;
-                let u = sgard_externals::unpack(
-                    &download,
-                    format,
-                    &stage,
-                    spec.strip as usize,
-                    &spec.include,
-                    &spec.limits,
-                )?;
-                (stage, u.files)
-            }
+        sgard_store::progress::begin("fetching", 1, 0);
+        let staged = match stage(
+            &tilde,
+            &spec.url,
+            &spec.source,
+            spec.strip,
+            &spec.include,
+            &parent,
+            None,
+            spec.sha256.as_deref(),
+            &watched(&spec.limits),
+        )? {
+            Fetch::New(s) => s,
+            // Nothing is known, so nothing is the same.
+            Fetch::Same => return Err(Error::Invalid("nothing was fetched".into())),
         };
-        std::fs::rename(&staged, &abs).map_err(|e| Error::io("moving into place", &abs, e))?;
+        std::fs::rename(&staged.content, &abs)
+            .map_err(|e| Error::io("moving into place", &abs, e))?;
         sgard_store::durable::fsync_dir(&parent)?;
-        drop(work);
+        sgard_store::progress::done(&tilde, "fetched");
         let opts = AddOptions {
             no_encrypt: true,
             ..AddOptions::default()
@@ -157,24 +395,237 @@ impl Garden {
                 return Err(e);
             }
         };
+        drop(staged.work);
+        let pinned = match &spec.source {
+            Source::Git(_) => staged.kind.is_some_and(RefKind::pins),
+            _ => spec.sha256.is_some(),
+        };
         log.externals.push(External {
             path: tilde.clone(),
             url: spec.url.clone(),
-            format: spec.archive.unwrap_or(Format::File).as_str().to_owned(),
-            sha256: got.sha256.clone(),
-            pinned: spec.sha256.is_some(),
+            format: spec.source.as_str().to_owned(),
+            sha256: staged.sha256.clone(),
+            pinned,
+            reference: match &spec.source {
+                Source::Git(r) => r.clone(),
+                _ => None,
+            },
+            commit: staged.commit.clone(),
             strip: spec.strip,
             include: spec.include.clone(),
             refresh: spec.refresh.clone(),
             fetched: self.repo.env.now,
         });
-        log.save(&log_path)?;
+        self.save_externals(&log)?;
         Ok(ExternalReport {
             path: tilde,
-            sha256: got.sha256,
-            fetched: got.bytes,
-            files,
+            sha256: staged.sha256,
+            commit: staged.commit,
+            pinned,
+            fetched: staged.bytes,
+            files: staged.files,
             add,
         })
+    }
+
+    /// Fetches the externals `paths` name (all when empty; a path inside
+    /// one names it) that are past their refresh period, or all of them
+    /// with `force`, several at once. A source that gives what is stored
+    /// only has its time renewed. A pinned external whose source changed
+    /// is kept as it is; so is one whose files changed here since they
+    /// were stored. Any other takes the new content: its path is replaced
+    /// whole (files the source dropped are untracked), and the record
+    /// names the new content.
+    ///
+    /// # Errors
+    /// A path that is no external ([`Error::NotTracked`]); reading or
+    /// saving the repository. Per-external failures are in the report.
+    pub fn refresh_externals(
+        &mut self,
+        paths: &[OsString],
+        force: bool,
+        limits: &Limits,
+    ) -> Result<Vec<(String, Refreshed)>> {
+        self.require_exclusive("external refresh")?;
+        let mut log = self.externals()?;
+        let mut chosen: Vec<String> = Vec::new();
+        for p in self.repo.tilde_args(paths)? {
+            match log.owner(&p) {
+                Some(x) if !chosen.contains(&x.path) => chosen.push(x.path.clone()),
+                Some(_) => {}
+                None => return Err(Error::NotTracked(format!("{p} (as an external)"))),
+            }
+        }
+        if paths.is_empty() {
+            chosen = log.externals.iter().map(|x| x.path.clone()).collect();
+        }
+        let now = self.repo.env.now;
+        let mut jobs: Vec<(External, PathBuf, Source)> = Vec::new();
+        let mut out: Vec<(String, Refreshed)> = Vec::new();
+        for x in log.externals.iter().filter(|x| chosen.contains(&x.path)) {
+            if !force && !x.is_due(now) {
+                out.push((x.path.clone(), Refreshed::NotDue));
+                continue;
+            }
+            let abs = self.repo.env.expand(&x.path);
+            let parent = abs.parent().map(PathBuf::from).unwrap_or_default();
+            jobs.push((x.clone(), parent, Source::of(x)?));
+        }
+        sgard_store::progress::begin("fetching", jobs.len() as u64, 0);
+        let limits = watched(limits);
+        let next = AtomicUsize::new(0);
+        let results: Vec<std::sync::Mutex<Option<Result<Fetch>>>> =
+            jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..jobs.len().min(8) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some((x, parent, source)) = jobs.get(i) else {
+                            break;
+                        };
+                        let pin = x.pinned.then(|| x.content_id());
+                        let r = stage(
+                            &x.path,
+                            &x.url,
+                            source,
+                            x.strip,
+                            &x.include,
+                            parent,
+                            Some(x.content_id()),
+                            pin,
+                            &limits,
+                        );
+                        sgard_store::progress::done(&x.path, "fetched");
+                        if let Ok(mut slot) = results[i].lock() {
+                            *slot = Some(r);
+                        }
+                    }
+                });
+            }
+        });
+        for ((x, _, _), r) in jobs.into_iter().zip(results) {
+            let r = r
+                .into_inner()
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| Err(Error::Invalid("the fetch stopped".into())));
+            let outcome = match r {
+                Ok(Fetch::Same) => {
+                    if let Some(rec) = log.get_mut(&x.path) {
+                        rec.fetched = now;
+                    }
+                    Refreshed::Unchanged
+                }
+                Ok(Fetch::New(staged)) => match self.replace_external(&x, staged)? {
+                    Ok((rec, files)) => {
+                        let from = x.content_id().to_owned();
+                        let to = rec.content_id().to_owned();
+                        if let Some(slot) = log.get_mut(&x.path) {
+                            *slot = rec;
+                        }
+                        Refreshed::Updated { from, to, files }
+                    }
+                    Err(e) => Refreshed::Kept(e),
+                },
+                Err(e) if e.is_interrupted() => return Err(e),
+                Err(e) => Refreshed::Kept(e),
+            };
+            out.push((x.path.clone(), outcome));
+        }
+        self.save_externals(&log)?;
+        let order: Vec<&String> = log.externals.iter().map(|x| &x.path).collect();
+        out.sort_by_key(|(p, _)| order.iter().position(|o| *o == p));
+        Ok(out)
+    }
+
+    /// Puts `staged` at `x`'s path and stores it, unless its files changed
+    /// here since they were stored (then `Ok(Err(conflict))`, nothing
+    /// touched). The new record and the number of files on success.
+    fn replace_external(
+        &mut self,
+        x: &External,
+        staged: Staged,
+    ) -> Result<std::result::Result<(External, u64), Error>> {
+        let abs = self.repo.env.expand(&x.path);
+        let tilde: OsString = x.path.clone().into();
+        let changed: Vec<String> = match self.status_of_args(std::slice::from_ref(&tilde)) {
+            Ok(lines) => lines
+                .into_iter()
+                .filter(|l| {
+                    matches!(
+                        l.state,
+                        State::Modified | State::Conflict | State::TypeChange | State::Drifted
+                    )
+                })
+                .map(|l| l.path)
+                .collect(),
+            Err(Error::NoMatch) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        if !changed.is_empty() {
+            let n = changed.len();
+            return Ok(Err(Error::Conflict(format!(
+                "{} changed here since it was stored ({}{}); checkpoint or restore {} first",
+                x.path,
+                changed[..n.min(3)].join(", "),
+                if n > 3 { ", …" } else { "" },
+                if n == 1 { "it" } else { "them" },
+            ))));
+        }
+        let parent = abs.parent().map(PathBuf::from).unwrap_or_default();
+        if staged.content.is_dir() {
+            // What is there and is no entry (a plugin's cache, say) and
+            // that the new content does not have goes over with it.
+            if fsx::lstat(&abs)?.is_some_and(|m| m.is_dir()) {
+                let tracked: std::collections::HashSet<&str> = self
+                    .repo
+                    .manifest
+                    .files
+                    .iter()
+                    .filter(|e| path_is_under(&e.path, &x.path))
+                    .map(|e| e.path.as_str())
+                    .collect();
+                carry_untracked(&abs, &staged.content, &x.path, &tracked)?;
+            }
+            // The old folder goes into the scratch folder (dropped with
+            // it): a crash between the renames leaves the path missing,
+            // which `restore` brings back from the repository.
+            if fsx::lstat(&abs)?.is_some() {
+                let old = staged.work.path().join("old");
+                std::fs::rename(&abs, &old).map_err(|e| Error::io("moving aside", &abs, e))?;
+            }
+        } else if fsx::lstat(&abs)?.is_some_and(|m| m.is_dir()) {
+            let old = staged.work.path().join("old");
+            std::fs::rename(&abs, &old).map_err(|e| Error::io("moving aside", &abs, e))?;
+        }
+        std::fs::rename(&staged.content, &abs)
+            .map_err(|e| Error::io("moving into place", &abs, e))?;
+        sgard_store::durable::fsync_dir(&parent)?;
+        // Entries of files the source no longer has.
+        let gone: Vec<String> = self
+            .repo
+            .manifest
+            .files
+            .iter()
+            .filter(|e| path_is_under(&e.path, &x.path))
+            .filter(|e| !matches!(fsx::lstat(&self.repo.env.expand(&e.path)), Ok(Some(_))))
+            .map(|e| e.path.clone())
+            .collect();
+        self.repo.manifest.files.retain(|e| !gone.contains(&e.path));
+        for p in &gone {
+            self.work.base.put(p, None);
+        }
+        let opts = AddOptions {
+            no_encrypt: true,
+            ..AddOptions::default()
+        };
+        self.add(&[abs.into_os_string()], &opts)?;
+        drop(staged.work);
+        let mut rec = x.clone();
+        rec.sha256 = staged.sha256;
+        rec.commit = staged.commit;
+        rec.fetched = self.repo.env.now;
+        Ok(Ok((rec, staged.files)))
     }
 }

@@ -706,7 +706,7 @@ pub(crate) fn is_debris(name: &str, dir: &Path) -> bool {
 
 /// Whether the process `pid` that made `file` is gone (never this one;
 /// without `/proc`, when the file is over an hour old).
-fn pid_is_gone(pid: u32, file: &Path) -> bool {
+pub(crate) fn pid_is_gone(pid: u32, file: &Path) -> bool {
     if pid == std::process::id() {
         return false;
     }

@@ -99,7 +99,7 @@ pub use encrypt::{AddedRecipient, RotateReport};
 pub use encrypted::PassphraseSource;
 pub use env::{Env, PASSPHRASE_VARS};
 pub use error::{Error, Result};
-pub use externals::{ExternalReport, ExternalSpec};
+pub use externals::{ExternalReport, ExternalSpec, Refreshed, Source};
 pub use flags::Targeting;
 pub use gitmerge::{GitMerge, git_merge_history, git_merge_manifest_alone};
 pub use history::{ForgetPolicy, ShowChange, SnapshotCheck};

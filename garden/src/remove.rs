@@ -15,13 +15,28 @@ pub struct RemoveReport {
 
 impl Garden {
     /// Untracks each argument: its own entry and every entry under it. Blobs
-    /// stay until `prune`. Files on disk are not touched.
+    /// stay until `prune`. Files on disk are not touched. An external goes
+    /// whole: removing its path drops its record too, and a path inside one
+    /// is refused.
     ///
     /// # Errors
-    /// [`Error::NotTracked`] for an argument that matches nothing (then
-    /// nothing is removed).
+    /// [`Error::NotTracked`] for an argument that matches nothing,
+    /// [`Error::Conflict`] for a part of an external (then nothing is
+    /// removed).
     pub fn remove(&mut self, args: &[OsString]) -> Result<RemoveReport> {
         let wanted = self.repo.tilde_args(args)?;
+        let mut externals = self.externals()?;
+        for w in &wanted {
+            if let Some(x) = externals.owner(w)
+                && x.path != *w
+            {
+                return Err(Error::Conflict(format!(
+                    "{w} is part of the external at {}; an external is removed whole \
+                     (`sgard remove {}`)",
+                    x.path, x.path
+                )));
+            }
+        }
         for w in &wanted {
             if !self
                 .repo
@@ -51,6 +66,13 @@ impl Garden {
         }
         self.repo.manifest.updated = self.repo.env.now;
         self.save()?;
+        let before = externals.externals.len();
+        externals
+            .externals
+            .retain(|x| !wanted.iter().any(|w| path_is_under(&x.path, w)));
+        if externals.externals.len() != before {
+            self.save_externals(&externals)?;
+        }
         Ok(report)
     }
 }
