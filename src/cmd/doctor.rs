@@ -23,6 +23,9 @@ fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut checks = Vec::new();
     let found = repo::checks(ctx, &mut checks);
     remote(ctx, found.is_some(), &mut checks);
+    if found.is_some() {
+        externals(ctx, &mut checks);
+    }
     // Git is looked at whenever there is a repository, even one whose
     // manifest does not load (a merge's conflict markers).
     let is_repo = sgard_store::durable::lstat_exists(&ctx.repo.join(sgard_manifest::MANIFEST_FILE));
@@ -163,6 +166,84 @@ impl Parts {
             hint: (!self.hints.is_empty()).then(|| self.hints.join("; ")),
         }
     }
+}
+
+/// The externals: past their refresh period, or their source gone (asked
+/// of every source at once, 10 seconds each at most; nothing is fetched).
+fn externals(ctx: &Ctx, out: &mut Vec<Finding>) {
+    use sgard_manifest::externals::{EXTERNALS_FILE, ExternalLog};
+    let file = ctx.repo.join(EXTERNALS_FILE);
+    let log = match ExternalLog::load(&file) {
+        Ok(l) => l,
+        Err(e) => {
+            out.push(Finding::error(
+                "externals",
+                format!("{e}"),
+                format!("fix or remove {}", show(ctx, &file)),
+            ));
+            return;
+        }
+    };
+    if log.externals.is_empty() {
+        out.push(Finding::ok("externals", "none"));
+        return;
+    }
+    let limits = sgard_externals::Limits {
+        timeout: std::time::Duration::from_secs(10),
+        ..sgard_externals::Limits::default()
+    };
+    let answers: Vec<Option<String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = log
+            .externals
+            .iter()
+            .map(|x| {
+                s.spawn(move || {
+                    let r = if x.format == "git" {
+                        sgard_externals::git::resolve(&x.url, x.reference.as_deref(), &limits)
+                            .map(|_| ())
+                    } else {
+                        sgard_externals::reachable(&x.url, &limits)
+                    };
+                    r.err().map(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Some("the check failed".into())))
+            .collect()
+    });
+    let mut p = Parts::new("externals");
+    let due: Vec<String> = log
+        .externals
+        .iter()
+        .filter(|x| x.is_due(ctx.env.now))
+        .map(|x| x.path.clone())
+        .collect();
+    let gone: Vec<&String> = answers.iter().flatten().collect();
+    let n = log.externals.len();
+    if due.is_empty() && gone.is_empty() {
+        p.ok(format!(
+            "{}, every source answers",
+            count(n, "external", "externals")
+        ));
+    }
+    if !due.is_empty() {
+        p.raise(
+            Level::Warning,
+            format!("past the refresh period: {}", some_of(&due, 5)),
+            "`sgard external refresh` fetches them",
+        );
+    }
+    for g in gone {
+        p.raise(
+            Level::Warning,
+            g.clone(),
+            "the repository still has its files (restore needs no network); \
+             find where it moved, then `sgard remove` it and `sgard external add` it again",
+        );
+    }
+    out.push(p.finish());
 }
 
 /// The sync server: which one, then what the probe finds.

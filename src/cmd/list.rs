@@ -12,13 +12,18 @@ use super::Ctx;
 fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let remote_manifest;
     let g;
+    // Which external owns an entry (the record is the repository's own:
+    // a server's list has none).
+    let mut externals = sgard_manifest::externals::ExternalLog::default();
     let manifest = if remote {
         remote_manifest = sgard::remote::client::remote_manifest(&ctx.remote_opts()?)?;
         &remote_manifest
     } else {
         g = ctx.open_repository_only()?;
+        externals = g.externals()?;
         g.manifest()
     };
+    let owner = |path: &str| externals.owner(path).map(|x| x.path.as_str());
     if json {
         // Streamed entry by entry: memory stays flat on huge manifests.
         writeln!(out, "{{\n  \"schema\": 1,\n  \"entries\": [")?;
@@ -28,12 +33,17 @@ fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<ExitC
             } else {
                 ","
             };
-            writeln!(out, "    {}{sep}", serde_json::to_string(&entry_json(e))?)?;
+            let mut v = entry_json(e);
+            v["external"] = json!(owner(&e.path));
+            writeln!(out, "    {}{sep}", serde_json::to_string(&v)?)?;
         }
         writeln!(out, "  ]\n}}")?;
         return Ok(ExitCode::SUCCESS);
     }
     for e in &manifest.files {
+        let ext = owner(&e.path)
+            .map(|x| format!("\texternal {}", crate::ui::clean(x)))
+            .unwrap_or_default();
         match e.kind {
             EntryKind::File => {
                 let short = e.hash.map(|h| h.short(8)).unwrap_or_default();
@@ -42,18 +52,20 @@ fn run(ctx: &Ctx, json: bool, remote: bool, out: &mut dyn Write) -> Result<ExitC
                 let run = e.run.map(|r| format!("\trun {r}")).unwrap_or_default();
                 writeln!(
                     out,
-                    "{kind:<6} {}\t{short}{secret}{run}",
+                    "{kind:<6} {}\t{short}{secret}{run}{ext}",
                     crate::ui::clean(&e.path)
                 )?;
             }
             EntryKind::Link => writeln!(
                 out,
-                "{:<6} {}\t-> {}",
+                "{:<6} {}\t-> {}{ext}",
                 "link",
                 crate::ui::clean(&e.path),
                 crate::ui::clean(e.target.as_deref().unwrap_or(""))
             )?,
-            EntryKind::Directory => writeln!(out, "{:<6} {}", "dir", crate::ui::clean(&e.path))?,
+            EntryKind::Directory => {
+                writeln!(out, "{:<6} {}{ext}", "dir", crate::ui::clean(&e.path))?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

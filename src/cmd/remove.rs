@@ -11,7 +11,10 @@ use crate::ui;
 
 fn run(ctx: &Ctx, paths: &[OsString], dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_to_change(dry_run)?;
-    let report = g.remove(paths)?;
+    let report = match g.remove(paths) {
+        Err(sgard_garden::Error::Conflict(msg)) => return Err(crate::exit::Fail::conflict(msg)),
+        other => other?,
+    };
     let n = ui::counts(report.removed.len() as u64, "path");
     if dry_run {
         for p in &report.removed {

@@ -199,6 +199,7 @@ fn a_healthy_setup_passes_every_check_and_nothing_changes() {
             "base",
             "encryption",
             "remote",
+            "externals",
             "git",
             "editor",
             "completion"

@@ -202,6 +202,22 @@ fn a_pinned_archive_restores_on_another_machine_with_the_server_gone() {
     assert_eq!(j[0]["strip"], 1);
     assert_eq!(j[0]["refresh"], "7d");
     assert_eq!(j[0]["files"], 3);
+    // Its files are entries that say whose they are, and go only whole.
+    a.sgard(["list"])
+        .ok()
+        .stdout_has("~/.local/pkg/bin/tool\t")
+        .stdout_has("external ~/.local/pkg");
+    let l: serde_json::Value = serde_json::from_str(&a.sgard(["list", "--json"]).stdout).unwrap();
+    assert!(
+        l["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["external"] == "~/.local/pkg")
+    );
+    a.sgard(["remove", "~/.local/pkg/bin/tool"])
+        .code(4)
+        .stderr_has("part of the external at ~/.local/pkg");
     // A second home on the same repository folder, the server gone.
     drop(http);
     let b = TestEnv::new();
@@ -337,4 +353,231 @@ fn hostile_archives_write_nothing_outside() {
             .stdout
             .contains("No externals")
     );
+}
+
+/// `sgard` at a later time: `days` after the test's pinned now.
+fn later(t: &TestEnv, days: i64, args: &[&str]) -> Run {
+    let now = chrono::DateTime::parse_from_rfc3339(&t.now).unwrap() + chrono::Duration::days(days);
+    t.command(args)
+        .env("SGARD_NOW", now.to_rfc3339())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+        .into()
+}
+
+/// `external refresh`: only what is due (all with --force); an unpinned
+/// file and an unpinned archive take the new content (files the source
+/// dropped are untracked and gone); a pinned archive whose source changed
+/// is refused with exit 3 naming the URL and both hashes, and left as it
+/// was; local edits are never overwritten; `remove` drops an external
+/// whole.
+#[test]
+fn refresh_follows_unpinned_sources_and_refuses_changed_pins() {
+    let http = Http::start();
+    let t = TestEnv::init();
+    let tool = http.serve("/tool", b"v1\n".to_vec());
+    let theme_v1 = targz(&[("colors", b"dark\n", 0o644)]);
+    let theme = http.serve("/theme.tar.gz", theme_v1.clone());
+    let plug = http.serve(
+        "/plug.tar.gz",
+        targz(&[("a", b"a1\n", 0o644), ("b", b"b1\n", 0o644)]),
+    );
+    t.sgard([
+        "external",
+        "add",
+        &tool,
+        "~/.local/bin/tool",
+        "--refresh",
+        "1d",
+    ])
+    .ok();
+    t.sgard([
+        "external",
+        "add",
+        &theme,
+        "~/.theme",
+        "--archive",
+        "--sha256",
+        &sha(&theme_v1),
+        "--refresh",
+        "1d",
+    ])
+    .ok();
+    t.sgard(["external", "add", &plug, "~/.plug", "--archive"])
+        .ok();
+    t.sgard(["checkpoint", "-m", "externals"]).ok();
+
+    // Nothing is due yet; the sources change.
+    t.sgard(["external", "refresh"])
+        .ok()
+        .stdout_has("Nothing to refresh: 3 externals");
+    http.serve("/tool", b"v2\n".to_vec());
+    let theme_v2 = targz(&[("colors", b"light\n", 0o644)]);
+    http.serve("/theme.tar.gz", theme_v2.clone());
+    http.serve(
+        "/plug.tar.gz",
+        targz(&[("a", b"a2\n", 0o644), ("c", b"c2\n", 0o644)]),
+    );
+
+    // Two days on: the tool and the theme are due, the plugin has no period.
+    let r = later(&t, 2, &["external", "refresh"]);
+    r.code(3)
+        .stdout_has("updated    ~/.local/bin/tool")
+        .stdout_has("refused    ~/.theme")
+        .stdout_has("1 other external not due")
+        .stderr_has(&theme)
+        .stderr_has(&sha(&theme_v1))
+        .stderr_has(&sha(&theme_v2));
+    assert_eq!(t.read(".local/bin/tool"), b"v2\n");
+    assert_eq!(t.read(".theme/colors"), b"dark\n");
+    assert_eq!(t.read(".plug/b"), b"b1\n");
+    let j: serde_json::Value =
+        serde_json::from_str(&t.sgard(["external", "list", "--json"]).stdout).unwrap();
+    assert_eq!(j[0]["sha256"], sha(b"v2\n").as_str());
+    assert_eq!(j[1]["sha256"], sha(&theme_v1).as_str());
+    // The new content is stored like any change: status agrees with disk.
+    t.sgard(["status"]).ok();
+    assert!(!t.sgard(["status"]).stdout.contains("modified"));
+
+    // What is in its folder and is no entry of it stays there; a new file
+    // is not tracked inside it.
+    t.write(".plug/cache/index.zwc", "cache\n");
+    t.sgard(["add", "~/.plug/cache"])
+        .code(4)
+        .stderr_has("inside the external at ~/.plug");
+    // The plugin, forced: b is gone from disk and from the manifest.
+    t.sgard(["external", "refresh", "--force", "~/.plug"])
+        .ok()
+        .stdout_has("updated    ~/.plug");
+    assert_eq!(t.read(".plug/a"), b"a2\n");
+    assert_eq!(t.read(".plug/c"), b"c2\n");
+    assert!(!t.path(".plug/b").exists());
+    assert_eq!(t.read(".plug/cache/index.zwc"), b"cache\n");
+    assert!(!t.sgard(["list"]).stdout.contains("~/.plug/b"));
+    t.sgard(["checkpoint", "-m", "refreshed"]).ok();
+    t.sgard(["verify"]).ok();
+
+    // A file changed here is never overwritten by a refresh.
+    http.serve("/plug.tar.gz", targz(&[("a", b"a3\n", 0o644)]));
+    t.write(".plug/a", "mine\n");
+    t.sgard(["external", "refresh", "--force", "~/.plug/a"])
+        .code(4)
+        .stderr_has("changed here");
+    assert_eq!(t.read(".plug/a"), b"mine\n");
+    assert!(debris(&t.home).is_empty(), "{:?}", debris(&t.home));
+
+    t.sgard(["external", "refresh", "~/.bashrc"])
+        .code(2)
+        .stderr_has("no external");
+    // Removed whole: its entries and its record; its files stay on disk.
+    t.sgard(["remove", "~/.plug"]).ok();
+    assert!(!t.sgard(["external", "list"]).stdout.contains("~/.plug"));
+    assert!(!t.sgard(["list"]).stdout.contains("~/.plug"));
+    assert!(t.path(".plug/a").exists());
+}
+
+/// Runs git in `dir` with a fixed identity.
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// A git external at a tag is pinned to its commit, keeps executable
+/// bits, restores on another machine after its source is gone, and a tag
+/// moved at the source is refused (exit 3, naming both commits); one that
+/// follows a branch takes the new commit. `doctor` says when a source is
+/// gone.
+#[test]
+fn a_git_external_at_a_tag_restores_after_its_source_is_gone() {
+    if !on_path("git") {
+        eprintln!("git is not installed: skipped");
+        return;
+    }
+    let a = TestEnv::init();
+    let src = a.outside().join("zsh-plugin");
+    fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q", "-b", "main"]);
+    fs::write(src.join("plugin.zsh"), "echo v1\n").unwrap();
+    fs::create_dir_all(src.join("bin")).unwrap();
+    fs::write(src.join("bin/helper"), "#!/bin/sh\necho help\n").unwrap();
+    fs::set_permissions(
+        src.join("bin/helper"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-q", "-m", "v1"]);
+    git(&src, &["tag", "v1"]);
+    fs::write(src.join("plugin.zsh"), "echo v2\n").unwrap();
+    git(&src, &["commit", "-q", "-am", "v2"]);
+    let url = format!("file://{}", src.display());
+
+    a.sgard([
+        "external",
+        "add",
+        "--git",
+        &url,
+        "~/.zsh/plugin",
+        "--ref",
+        "v1",
+    ])
+    .ok()
+    .stdout_has("commit ")
+    .stdout_has("2 files stored");
+    a.sgard(["external", "add", "--git", &url, "~/.zsh/edge"])
+        .ok()
+        .stderr_has("follows a branch");
+    assert_eq!(a.read(".zsh/plugin/plugin.zsh"), b"echo v1\n");
+    assert_eq!(a.read(".zsh/edge/plugin.zsh"), b"echo v2\n");
+    assert!(!a.path(".zsh/plugin/.git").exists());
+    assert_eq!(mode_of(&a.path(".zsh/plugin/bin/helper")), 0o755);
+    let j: serde_json::Value =
+        serde_json::from_str(&a.sgard(["external", "list", "--json"]).stdout).unwrap();
+    assert_eq!(j[0]["format"], "git");
+    assert_eq!(j[0]["ref"], "v1");
+    assert_eq!(j[0]["pinned"], true);
+    assert_eq!(j[1]["pinned"], false);
+    let v1 = j[0]["commit"].as_str().unwrap().to_owned();
+    a.sgard(["checkpoint", "-m", "plugins"]).ok();
+    a.sgard(["doctor"])
+        .ok()
+        .stdout_has("2 externals, every source answers");
+
+    // The tag moves and the branch goes on.
+    fs::write(src.join("plugin.zsh"), "echo v3\n").unwrap();
+    git(&src, &["commit", "-q", "-am", "v3"]);
+    git(&src, &["tag", "-f", "v1"]);
+    let r = a.sgard(["external", "refresh", "--force"]);
+    r.code(3)
+        .stdout_has("refused    ~/.zsh/plugin")
+        .stdout_has("updated    ~/.zsh/edge")
+        .stderr_has(&url)
+        .stderr_has(&v1)
+        .stderr_has("pinned commit");
+    assert_eq!(a.read(".zsh/plugin/plugin.zsh"), b"echo v1\n");
+    assert_eq!(a.read(".zsh/edge/plugin.zsh"), b"echo v3\n");
+    a.sgard(["checkpoint", "-m", "edge"]).ok();
+
+    // The source is gone: another machine restores from the repository.
+    fs::remove_dir_all(&src).unwrap();
+    let b = TestEnv::new();
+    let repo = a.repo();
+    let repo = repo.to_str().unwrap();
+    b.sgard(["--repo", repo, "restore", "-f"]).ok();
+    assert_eq!(b.read(".zsh/plugin/plugin.zsh"), b"echo v1\n");
+    assert_eq!(b.read(".zsh/edge/plugin.zsh"), b"echo v3\n");
+    assert_eq!(mode_of(&b.path(".zsh/plugin/bin/helper")), 0o755);
+    b.sgard(["--repo", repo, "doctor"])
+        .ok()
+        .stdout_has("externals")
+        .stdout_has(&url);
 }
