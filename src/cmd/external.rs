@@ -229,9 +229,9 @@ fn refresh(ctx: &Ctx, a: RefreshArgs, out: &mut dyn Write) -> Result<ExitCode> {
     if due == 0 {
         writeln!(
             out,
-            "Nothing to refresh: {} within {} refresh period (--force fetches {}).",
-            ui::counts(skipped as u64, "external"),
-            if skipped == 1 { "its" } else { "their" },
+            "Nothing to refresh: no external is past its refresh period ({} looked at; \
+             --force fetches {}).",
+            skipped,
             if skipped == 1 { "it" } else { "them" }
         )?;
     } else if skipped > 0 {

@@ -411,7 +411,7 @@ fn refresh_follows_unpinned_sources_and_refuses_changed_pins() {
     // Nothing is due yet; the sources change.
     t.sgard(["external", "refresh"])
         .ok()
-        .stdout_has("Nothing to refresh: 3 externals");
+        .stdout_has("Nothing to refresh: no external is past its refresh period (3 looked at");
     http.serve("/tool", b"v2\n".to_vec());
     let theme_v2 = targz(&[("colors", b"light\n", 0o644)]);
     http.serve("/theme.tar.gz", theme_v2.clone());
