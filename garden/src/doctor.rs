@@ -111,7 +111,10 @@ pub fn lock_holders(path: &Path) -> Vec<Holder> {
 /// The (pid, exclusive) of each `FLOCK` held on (`dev`, `ino`) in the text
 /// of `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 1234 08:02:131074 0 EOF`);
 /// waiters (`1: -> FLOCK …`) are not holders.
+#[allow(clippy::unnecessary_cast, clippy::cast_possible_truncation)]
 fn parse_locks(text: &str, dev: u64, ino: u64) -> Vec<(u32, bool)> {
+    // `dev_t` is an `i32` on macOS (which has no `/proc/locks` anyway).
+    let dev = dev as rustix::fs::Dev;
     let want = format!(
         "{:02x}:{:02x}:{ino}",
         rustix::fs::major(dev),
@@ -542,7 +545,8 @@ mod tests {
                     3: POSIX  ADVISORY  WRITE 88 08:02:131074 0 EOF\n\
                     4: FLOCK  ADVISORY  WRITE 99 08:02:5 0 EOF\n\
                     garbage\n";
-        let dev = rustix::fs::makedev(8, 2);
+        #[allow(clippy::unnecessary_cast)]
+        let dev = rustix::fs::makedev(8, 2) as u64;
         assert_eq!(
             parse_locks(text, dev, 131_074),
             vec![(77, false), (4242, true)]

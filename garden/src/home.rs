@@ -154,7 +154,10 @@ fn kind_at<P: rustix::path::Arg>(fd: &OwnedFd, name: P) -> Option<bool> {
 
 fn dev_ino(st: &rustix::fs::Stat) -> (u64, u64) {
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-    (u64::from(st.st_dev as u64), u64::from(st.st_ino as u64))
+    (
+        sgard_store::durable::dev_of(st),
+        u64::from(st.st_ino as u64),
+    )
 }
 
 /// A temp-name prefix no other process or run uses: `KIND` (one of
@@ -411,7 +414,8 @@ impl Confine {
                         Ok(()) | Err(Errno::EXIST) => {}
                         Err(e) => return Err(io_err("creating folder", &at, e)),
                     }
-                    rustix::fs::fsync(&cur).map_err(|e| io_err("syncing", &at, e))?;
+                    sgard_store::durable::full_fsync(&cur)
+                        .map_err(|e| io_err("syncing", &at, e))?;
                     rustix::fs::openat(&cur, part, flags, RMode::empty())
                         .map_err(|e| self.why(abs, &cur, part, &at, e))?
                 }
@@ -481,7 +485,7 @@ impl Confine {
         staged.done = false;
         let mut f = File::from(fd);
         fill(&mut f)?;
-        rustix::fs::fchmod(&f, RMode::from_raw_mode(mode.bits()))
+        rustix::fs::fchmod(&f, sgard_store::durable::rmode(mode.bits()))
             .map_err(|e| io_err("setting mode of", abs, e))?;
         Ok(staged)
     }
@@ -500,8 +504,12 @@ impl Confine {
                     .or_insert_with(|| s.parent.fd.clone());
             }
         }
-        let sync_all =
-            || !per_dev.is_empty() && per_dev.values().all(|fd| rustix::fs::syncfs(&**fd).is_ok());
+        let sync_all = || {
+            !per_dev.is_empty()
+                && per_dev
+                    .values()
+                    .all(|fd| sgard_store::durable::syncfs_fd(&**fd))
+        };
         let flushed = sync_all();
         let mut failed = Vec::new();
         let mut dirs: Vec<(Arc<OwnedFd>, Arc<Path>)> = Vec::new();
@@ -519,7 +527,8 @@ impl Confine {
                         RMode::empty(),
                     )
                     .map_err(|e| io_err("syncing", &s.dest(), e))?;
-                    rustix::fs::fsync(&f).map_err(|e| io_err("syncing", &s.dest(), e))?;
+                    sgard_store::durable::full_fsync(&f)
+                        .map_err(|e| io_err("syncing", &s.dest(), e))?;
                 }
                 rustix::fs::renameat(&*s.parent.fd, s.tmp(), &*s.parent.fd, &s.parent.name)
                     .map_err(|e| io_err("renaming into place", &s.dest(), e))?;
@@ -547,7 +556,7 @@ impl Confine {
                 // A folder whose new names may not survive a crash: every
                 // file put in place there failed (the base must not record
                 // any of them as agreed).
-                if let Err(e) = rustix::fs::fsync(&**fd) {
+                if let Err(e) = sgard_store::durable::full_fsync(&**fd) {
                     let d = u32::try_from(d).unwrap_or(u32::MAX);
                     for (k, _) in placed.iter().enumerate().filter(|(_, p)| **p == d) {
                         failed.push((k, io_err("syncing folder", dir, e)));
@@ -592,7 +601,7 @@ impl Confine {
             let _ = rustix::fs::unlinkat(&*p.fd, &tmp, AtFlags::empty());
             return Err(io_err("renaming into place", abs, e));
         }
-        rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))
+        sgard_store::durable::full_fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))
     }
 
     /// Sets the mode of the file or folder at `abs` (never a symlink's
@@ -609,7 +618,7 @@ impl Confine {
             RMode::empty(),
         )
         .map_err(|e| io_err("opening", abs, e))?;
-        rustix::fs::fchmod(&fd, RMode::from_raw_mode(mode.bits()))
+        rustix::fs::fchmod(&fd, sgard_store::durable::rmode(mode.bits()))
             .map_err(|e| io_err("setting mode of", abs, e))
     }
 
@@ -655,11 +664,12 @@ impl Confine {
                 RMode::empty(),
             )
             .map_err(|e| io_err("opening folder", abs, e))?;
-            rustix::fs::fchmod(&fd, RMode::from_raw_mode(m.bits()))
+            rustix::fs::fchmod(&fd, sgard_store::durable::rmode(m.bits()))
                 .map_err(|e| io_err("setting mode of", abs, e))?;
         }
         if created {
-            rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))?;
+            sgard_store::durable::full_fsync(&*p.fd)
+                .map_err(|e| io_err("syncing folder", &p.dir, e))?;
         }
         Ok(created)
     }
@@ -685,7 +695,7 @@ impl Confine {
         };
         rustix::fs::unlinkat(&*p.fd, &p.name, flags)
             .map_err(|e| io_err(if dir { "removing folder" } else { "deleting" }, abs, e))?;
-        rustix::fs::fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))
+        sgard_store::durable::full_fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))
     }
 }
 

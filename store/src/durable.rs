@@ -271,6 +271,61 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<bool> {
 }
 
 /// Flushes everything written on the filesystem holding `path` (Linux
+/// The device of a `stat`, as `std`'s `MetadataExt::dev` gives it (`dev_t`
+/// is an `i32` on macOS, a `u64` on Linux).
+#[cfg(unix)]
+#[allow(clippy::unnecessary_cast)]
+pub fn dev_of(st: &rustix::fs::Stat) -> u64 {
+    st.st_dev as u64
+}
+
+/// The mode of a `stat` (`mode_t` is a `u16` on macOS, a `u32` on Linux).
+#[cfg(unix)]
+#[allow(clippy::useless_conversion)]
+pub fn mode_of(st: &rustix::fs::Stat) -> u32 {
+    u32::from(st.st_mode)
+}
+
+/// `syncfs` of the file system holding `fd` (Linux); `false` elsewhere or
+/// when it fails, and the caller fsyncs one by one.
+#[cfg(unix)]
+pub fn syncfs_fd<Fd: std::os::fd::AsFd>(fd: Fd) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        rustix::fs::syncfs(fd).is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = fd;
+        false
+    }
+}
+
+/// Flushes a file to the disk itself: `F_FULLFSYNC` on macOS (a plain
+/// `fsync` there only reaches the drive's cache; where the file system
+/// does not support it, a plain `fsync`), `fsync` elsewhere. `File::sync_all`
+/// does the same for a `File`.
+///
+/// # Errors
+/// The `fsync`'s error.
+#[cfg(unix)]
+pub fn full_fsync<Fd: std::os::fd::AsFd>(fd: Fd) -> rustix::io::Result<()> {
+    #[cfg(target_vendor = "apple")]
+    {
+        if rustix::fs::fcntl_fullfsync(&fd).is_ok() {
+            return Ok(());
+        }
+    }
+    rustix::fs::fsync(fd)
+}
+
+/// A permission mode as `rustix` takes it (`mode_t` is a `u16` on macOS).
+#[cfg(unix)]
+#[allow(clippy::unnecessary_cast, clippy::cast_possible_truncation)]
+pub fn rmode(bits: u32) -> rustix::fs::Mode {
+    rustix::fs::Mode::from_raw_mode((bits & 0o7777) as rustix::fs::RawMode)
+}
+
 /// `syncfs`: one flush for a whole batch instead of one fsync per file).
 /// Elsewhere, or if `syncfs` fails, returns false and the caller must fsync
 /// what it wrote one by one.

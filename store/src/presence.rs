@@ -202,7 +202,7 @@ impl<'a> Presence<'a> {
         Ok(st
             .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
             .map(|st| LeafStat {
-                dev: st.st_dev,
+                dev: crate::durable::dev_of(&st),
                 ino: st.st_ino,
                 mtime_ns: st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec as i64,
                 ctime_ns: st.st_ctime.saturating_mul(1_000_000_000) + st.st_ctime_nsec as i64,
