@@ -190,6 +190,20 @@ impl Garden {
         // `folders.rs`), so a restore elsewhere makes them alike.
         let added: Vec<String> = report.entries.iter().map(|(p, _)| p.clone()).collect();
         self.refresh_folders(&added);
+        // Two entries that are one file here would overwrite each other.
+        let folding = self.folding();
+        if folding.folds() {
+            let new: std::collections::HashSet<&str> = added.iter().map(String::as_str).collect();
+            let is_new = |p: &str| new.contains(p);
+            let pairs = crate::folding::collisions(
+                folding,
+                self.repo.manifest.files.iter().map(|e| e.path.as_str()),
+                Some(&is_new),
+            );
+            if !pairs.is_empty() {
+                return Err(Error::Conflict(crate::folding::refusal(folding, &pairs)));
+            }
+        }
         // A manifest with an entry below a file or a symlink does not load
         // again: refused before it is saved.
         if let Some((below, above)) = self.repo.manifest.below_file_or_link() {

@@ -62,6 +62,10 @@ pub struct Env {
     /// (sleeps until killed) after this many commits, so a test can kill -9
     /// it at a known point.
     pub chunk_stall: Option<u32>,
+    /// Test hook (`SGARD_TEST_FOLDING`: `case`, `unicode`, `both`,
+    /// `none`): how the home's file system compares names, instead of
+    /// asking it (see `folding`).
+    pub folding: Option<crate::folding::Folding>,
     /// How long a SQLite database locked by another process is waited for
     /// (`SGARD_SQLITE_TIMEOUT_MS`; `None`: 10 s).
     pub sqlite_timeout: Option<std::time::Duration>,
@@ -129,6 +133,7 @@ impl Env {
         });
         let scan_window = hook("SGARD_TEST_SCAN_WINDOW").and_then(|s| s.parse().ok());
         let chunk_stall = hook("SGARD_TEST_CHUNK_STALL").and_then(|s| s.parse().ok());
+        let folding = hook("SGARD_TEST_FOLDING").and_then(|s| crate::folding::Folding::parse(&s));
         let sqlite_timeout = hook("SGARD_SQLITE_TIMEOUT_MS")
             .and_then(|s| s.parse().ok())
             .map(std::time::Duration::from_millis);
@@ -145,6 +150,7 @@ impl Env {
             wait_at,
             scan_window,
             chunk_stall,
+            folding,
             sqlite_timeout,
             config_dir,
             username,

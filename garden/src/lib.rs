@@ -35,6 +35,7 @@ mod externals;
 mod fingerprints;
 mod flags;
 mod folders;
+pub mod folding;
 pub mod fsx;
 mod gitmerge;
 mod history;
@@ -891,6 +892,15 @@ impl Garden {
     /// The blob store.
     pub fn store(&self) -> &Store {
         &self.repo.store
+    }
+
+    /// How the home's file system compares names (asked of it; the test
+    /// hook decides in tests).
+    pub fn folding(&self) -> folding::Folding {
+        self.repo
+            .env
+            .folding
+            .unwrap_or_else(|| folding::Folding::probe(&self.repo.env.home))
     }
 
     /// The environment this Garden works in.

@@ -129,6 +129,7 @@ mod tests {
     fn env() -> Env {
         Env {
             chunk_stall: None,
+            folding: None,
             sqlite_timeout: None,
             config_dir: None,
             username: "u".into(),

@@ -414,6 +414,27 @@ impl Garden {
             return Ok(());
         }
         self.require_home_writer("restore")?;
+        // Where names fold, an entry written over another that is one file
+        // with it would replace it silently: refused before anything.
+        let folding = self.folding();
+        if folding.folds() {
+            let written: std::collections::HashSet<&str> =
+                steps.iter().map(|s| s.path.as_str()).collect();
+            let is_written = |p: &str| written.contains(p);
+            let pairs = crate::folding::collisions(
+                folding,
+                self.repo
+                    .manifest
+                    .files
+                    .iter()
+                    .map(|e| e.path.as_str())
+                    .chain(steps.iter().map(|s| s.path.as_str())),
+                Some(&is_written),
+            );
+            if !pairs.is_empty() {
+                return Err(Error::Conflict(crate::folding::refusal(folding, &pairs)));
+            }
+        }
         // Unlock the key before recording anything: a wrong passphrase must
         // leave neither the disk nor the history changed.
         let head = self.repo.manifest.files.as_slice();

@@ -41,10 +41,10 @@ impl Stat {
     /// [`Stat::of`] the metadata of the same file).
     pub fn of_stat(st: &rustix::fs::Stat) -> Self {
         Stat {
-            dev: st.st_dev,
+            dev: sgard_store::durable::dev_of(st),
             ino: st.st_ino,
             size: u64::try_from(st.st_size).unwrap_or(0),
-            mode: st.st_mode,
+            mode: sgard_store::durable::mode_of(st),
             mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
             ctime_ns: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
         }

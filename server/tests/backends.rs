@@ -34,6 +34,7 @@ fn env(home: &Path) -> Env {
         wait_at: None,
         scan_window: None,
         chunk_stall: None,
+        folding: None,
         sqlite_timeout: None,
         config_dir: None,
         username: "sgard".into(),

@@ -11,6 +11,7 @@ mod doctor;
 mod encryption;
 mod evil;
 mod externals;
+mod folding;
 mod gitflow;
 mod gopeer;
 mod history;
