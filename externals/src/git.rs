@@ -72,13 +72,35 @@ fn is_commit_id(s: &str) -> bool {
 fn git(url: &str, dir: Option<&Path>, args: &[&str], limits: &Limits) -> Result<String> {
     let mut cmd = Command::new("git");
     cmd.args([
+        // Only the transports a source is fetched with.
         "-c",
-        "protocol.ext.allow=never",
+        "protocol.allow=never",
+        "-c",
+        "protocol.https.allow=always",
+        "-c",
+        "protocol.http.allow=always",
+        "-c",
+        "protocol.ssh.allow=always",
+        "-c",
+        "protocol.git.allow=always",
+        "-c",
+        "protocol.file.allow=always",
         "-c",
         "core.autocrlf=false",
+        // No hook of the user's runs on a stranger's checkout.
+        "-c",
+        "core.hooksPath=/dev/null",
+        // No LFS download the repository's attributes would ask for.
+        "-c",
+        "filter.lfs.process=",
+        "-c",
+        "filter.lfs.smudge=",
+        "-c",
+        "filter.lfs.required=false",
     ])
     .args(args)
     .env("GIT_TERMINAL_PROMPT", "0")
+    .env("GIT_LFS_SKIP_SMUDGE", "1")
     .env("LC_ALL", "C")
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
@@ -166,6 +188,21 @@ fn git(url: &str, dir: Option<&Path>, args: &[&str], limits: &Limits) -> Result<
     String::from_utf8(stdout).map_err(|_| fail(url, "git printed something that is not UTF-8"))
 }
 
+/// Refuses a relative path as a URL: git would read it from wherever it
+/// runs, which is not where it was given.
+fn absolute(url: &str) -> Result<()> {
+    let scp_like = url
+        .split_once(':')
+        .is_some_and(|(host, _)| !host.is_empty() && !host.contains('/'));
+    if url.contains("://") || url.starts_with('/') || scp_like {
+        return Ok(());
+    }
+    Err(fail(
+        url,
+        "a path to a repository must be absolute (or a file:// URL)",
+    ))
+}
+
 /// Refuses what git would read as an option rather than a URL or a name.
 fn plain(url: &str, what: &str, s: &str) -> Result<()> {
     if s.is_empty() || s.starts_with('-') || s.contains(['\n', '\0']) {
@@ -182,6 +219,7 @@ fn plain(url: &str, what: &str, s: &str) -> Result<()> {
 /// missing or too slow.
 pub fn resolve(url: &str, reference: Option<&str>, limits: &Limits) -> Result<Resolved> {
     plain(url, "the URL", url)?;
+    absolute(url)?;
     if let Some(r) = reference {
         plain(url, "the reference", r)?;
     }
@@ -244,6 +282,7 @@ pub fn checkout(
     limits: &Limits,
 ) -> Result<CheckedOut> {
     plain(url, "the URL", url)?;
+    absolute(url)?;
     plain(url, "the reference", &at.fetch)?;
     let repo = scratch.join("repo");
     let repo_s = repo.to_str().ok_or_else(|| {
@@ -252,7 +291,12 @@ pub fn checkout(
             format!("the scratch folder {} is not UTF-8", scratch.display()),
         )
     })?;
-    git(url, Some(scratch), &["init", "-q", repo_s], limits)?;
+    git(
+        url,
+        Some(scratch),
+        &["init", "-q", "--template=", repo_s],
+        limits,
+    )?;
     let shallow = git(
         url,
         Some(&repo),

@@ -291,9 +291,16 @@ pub(crate) fn judge_link(name: &str, rel: &Path, target: &str) -> Result<()> {
         return Err(hostile(name, "is a symlink to an absolute path"));
     }
     let mut depth = rel.components().count().saturating_sub(1);
+    // `..` only before any name: after one, it would climb from wherever
+    // that name leads (another symlink's target), which its text cannot
+    // tell.
+    let mut named = false;
     for c in target.split(['/', '\\']) {
         match c {
             "" | "." => {}
+            ".." if named => {
+                return Err(hostile(name, "is a symlink that climbs back after a name"));
+            }
             ".." if depth == 0 => {
                 return Err(hostile(name, "is a symlink that points outside"));
             }
@@ -301,7 +308,10 @@ pub(crate) fn judge_link(name: &str, rel: &Path, target: &str) -> Result<()> {
             c if c.len() >= 2 && c.as_bytes()[1] == b':' => {
                 return Err(hostile(name, "is a symlink to an absolute path"));
             }
-            _ => depth += 1,
+            _ => {
+                named = true;
+                depth += 1;
+            }
         }
     }
     Ok(())

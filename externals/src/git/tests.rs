@@ -72,6 +72,8 @@ fn a_tag_a_branch_and_a_commit_resolve_and_check_out_without_dot_git() {
     assert!(e.contains("no branch or tag \"nope\""), "{e}");
     assert!(resolve("--upload-pack=evil", None, &l).is_err());
     assert!(resolve(&u, Some("--evil"), &l).is_err());
+    assert!(resolve("relative/repo", None, &l).is_err());
+    assert!(resolve("ext::sh -c evil", None, &l).is_err());
     let gone = resolve(&url(&t.path().join("none")), None, &l).unwrap_err();
     assert!(matches!(gone, Error::Fetch { .. }));
 }

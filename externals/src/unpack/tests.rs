@@ -161,6 +161,18 @@ fn symlinks_out_and_writes_through_symlinks_are_refused() {
         ],
         vec![("f", T::Fifo, &b""[..], 0o644)],
         vec![("h", T::Link, &b"nothing"[..], 0o644)],
+        // Each inside by its text, out together: l1 leads to the folder
+        // itself, and l2 climbs from there.
+        vec![
+            ("s/a/b/c/", T::Directory, &b""[..], 0o755),
+            ("s/a/b/c/l1", T::Symlink, &b"../../../.."[..], 0o777),
+            (
+                "l2",
+                T::Symlink,
+                &b"s/a/b/c/l1/../../../../.ssh/id"[..],
+                0o777,
+            ),
+        ],
     ] {
         let c = Case::new();
         let t = tar_of(&entries);
