@@ -121,13 +121,23 @@ impl ExternalLog {
                 path: path.clone(),
                 reason,
             };
-            crate::validate_path(&path).map_err(bad)?;
+            crate::validate_path(&path).map_err(&bad)?;
+            if path == "~" || path == "/" || path.trim_end_matches('/').is_empty() {
+                return Err(bad(
+                    "an external is never the home folder or the root".into()
+                ));
+            }
+            if let Some(x) = externals.iter().find(|x: &&External| {
+                crate::path_is_under(&path, &x.path) || crate::path_is_under(&x.path, &path)
+            }) {
+                return Err(bad(format!("overlaps the external at {}", x.path)));
+            }
             let format = r.format.unwrap_or_else(|| "file".into());
             let hex = |s: &str, lens: &[usize]| {
                 lens.contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
             };
             let sha256 = r.sha256.unwrap_or_default();
-            let commit = r.commit.filter(|c| !c.is_empty());
+            let commit = r.commit.filter(|c| !c.is_empty() && format == "git");
             if format == "git" {
                 match &commit {
                     Some(c) if hex(c, &[40, 64]) => {}
@@ -222,7 +232,8 @@ impl ExternalLog {
 /// A period (`30s`, `15m`, `12h`, `7d`, `2w`) in seconds; `None` for
 /// anything else (zero included).
 pub fn period_secs(s: &str) -> Option<u64> {
-    let (n, unit) = s.split_at(s.len().checked_sub(1)?);
+    let (i, _) = s.char_indices().last()?;
+    let (n, unit) = s.split_at(i);
     let mult = match unit {
         "s" => 1,
         "m" => 60,
@@ -300,18 +311,26 @@ mod tests {
         assert_eq!(period_secs("0d"), None);
         assert_eq!(period_secs("d"), None);
         assert_eq!(period_secs(""), None);
+        assert_eq!(period_secs("7é"), None);
+        assert_eq!(period_secs("é"), None);
         let x = &log.externals[0];
         let day =
             |d: i64| Timestamp::from_datetime(x.fetched.datetime() + chrono::Duration::days(d));
         assert!(!x.is_due(day(6)));
         assert!(x.is_due(day(7)));
+        let h = "ab".repeat(32);
         for junk in [
-            "externals:\n  - path: ~/x\n    url: u\n    format: git\n",
-            "externals:\n  - path: ~/x\n    url: u\n    sha256: nope\n",
-            "externals:\n  - path: ../x\n    url: u\n    sha256: ab\n",
-            "version: 7\n",
+            "externals:\n  - path: ~/x\n    url: u\n    format: git\n".to_owned(),
+            format!("externals:\n  - path: ~\n    url: u\n    sha256: {h}\n"),
+            format!(
+                "externals:\n  - path: ~/x\n    url: u\n    sha256: {h}\n  - path: ~/x/y\n    \
+                 url: u\n    sha256: {h}\n"
+            ),
+            "externals:\n  - path: ~/x\n    url: u\n    sha256: nope\n".to_owned(),
+            "externals:\n  - path: ../x\n    url: u\n    sha256: ab\n".to_owned(),
+            "version: 7\n".to_owned(),
         ] {
-            assert!(ExternalLog::parse(junk, Path::new("x")).is_err(), "{junk}");
+            assert!(ExternalLog::parse(&junk, Path::new("x")).is_err(), "{junk}");
         }
     }
 }
