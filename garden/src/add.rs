@@ -35,6 +35,10 @@ pub struct AddOptions {
     /// tracked under the link's path); one to a file is tracked as a link
     /// and the file it points to is tracked too.
     pub follow: bool,
+    /// Set by `external add` and `external refresh`: new paths inside an
+    /// external are its own files. Otherwise they are refused (given) or
+    /// skipped (met in a folder): the next refresh replaces what is there.
+    pub within_external: bool,
 }
 
 /// What happened to one path.
@@ -124,6 +128,7 @@ impl Garden {
             // An external's files come from its source: a new one inside
             // it would be lost to the next refresh's replacement.
             if let Some(x) = externals.owner(&tilde)
+                && !opts.within_external
                 && x.path != tilde
                 && !self
                     .repo
@@ -185,6 +190,36 @@ impl Garden {
             secrets.sort_by(|a, b| a.0.cmp(&b.0));
             secrets.dedup_by(|a, b| a.0 == b.0);
             return Err(Error::LooksSecret { found: secrets });
+        }
+        // New files met inside an external are not its own: skipped.
+        if !opts.within_external && !externals.externals.is_empty() {
+            let inside: Vec<(String, String)> = report
+                .entries
+                .iter()
+                .filter(|(_, o)| *o == AddOutcome::Added)
+                .filter_map(|(p, _)| externals.owner(p).map(|x| (p.clone(), x.path.clone())))
+                .collect();
+            if !inside.is_empty() {
+                let drop: std::collections::HashSet<&str> =
+                    inside.iter().map(|(p, _)| p.as_str()).collect();
+                self.repo
+                    .manifest
+                    .files
+                    .retain(|e| !drop.contains(e.path.as_str()));
+                report.entries.retain(|(p, _)| !drop.contains(p.as_str()));
+                for (p, owner) in &inside {
+                    self.work.base.put(p, None);
+                    report.skipped.push((
+                        p.clone(),
+                        Why {
+                            what: format!(
+                                "inside the external at {owner}, whose files come from its source"
+                            ),
+                            remedy: None,
+                        },
+                    ));
+                }
+            }
         }
         // The folders above what was added, as they are here (see
         // `folders.rs`), so a restore elsewhere makes them alike.

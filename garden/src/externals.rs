@@ -257,42 +257,30 @@ fn stage(
     }))
 }
 
-/// Moves what is under `old` (the external at `tilde`) that is not in
-/// `tracked` and not in `new` to the same place under `new`: a refresh
-/// replaces the external's files, never what else is in its folder.
-fn carry_untracked(
-    old: &Path,
-    new: &Path,
-    tilde: &str,
-    tracked: &std::collections::HashSet<&str>,
-) -> Result<()> {
-    let rd = std::fs::read_dir(old).map_err(|e| Error::io("reading", old, e))?;
-    for ent in rd {
-        let ent = ent.map_err(|e| Error::io("reading", old, e))?;
-        let name = ent.file_name();
-        let Some(n) = name.to_str() else { continue };
-        let (from, to, t) = (old.join(n), new.join(n), format!("{tilde}/{n}"));
-        let Some(md) = fsx::lstat(&from)? else {
-            continue;
-        };
-        let there = fsx::lstat(&to)?;
-        if md.is_dir() {
-            match there {
-                Some(m) if m.is_dir() => carry_untracked(&from, &to, &t, tracked)?,
-                Some(_) => {}
-                None if tracked.iter().any(|p| path_is_under(p, &t)) => {
-                    // Folders the source dropped: only what is no entry.
-                    std::fs::create_dir(&to).map_err(|e| Error::io("creating", &to, e))?;
-                    carry_untracked(&from, &to, &t, tracked)?;
-                    let _ = std::fs::remove_dir(&to);
-                }
-                None => std::fs::rename(&from, &to).map_err(|e| Error::io("moving", &from, e))?,
+/// The files, symlinks and folders under `root`, parents first, by their
+/// path relative to it (`true`: a folder).
+fn walk(root: &Path) -> Result<Vec<(PathBuf, bool)>> {
+    let mut out = Vec::new();
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        let dir = root.join(&rel);
+        let mut names: Vec<OsString> = std::fs::read_dir(&dir)
+            .map_err(|e| Error::io("reading", &dir, e))?
+            .map(|d| d.map(|d| d.file_name()))
+            .collect::<std::io::Result<_>>()
+            .map_err(|e| Error::io("reading", &dir, e))?;
+        names.sort();
+        for n in names {
+            let r = rel.join(&n);
+            let is_dir = fsx::lstat(&root.join(&r))?.is_some_and(|m| m.is_dir());
+            out.push((r.clone(), is_dir));
+            if is_dir {
+                todo.push(r);
             }
-        } else if there.is_none() && !tracked.contains(t.as_str()) {
-            std::fs::rename(&from, &to).map_err(|e| Error::io("moving", &from, e))?;
         }
     }
-    Ok(())
+    out.sort_by_key(|(r, _)| r.components().count());
+    Ok(out)
 }
 
 /// The limits with this process's Ctrl-C and progress counters.
@@ -355,6 +343,20 @@ impl Garden {
                 abs.display()
             )));
         }
+        // Entries there (missing here, or for other machines) would become
+        // its own, and a refresh would drop them.
+        if let Some(e) = self
+            .repo
+            .manifest
+            .files
+            .iter()
+            .find(|e| path_is_under(&e.path, &tilde))
+        {
+            return Err(Error::Conflict(format!(
+                "{} is tracked already; an external goes to a path nothing is tracked at",
+                e.path
+            )));
+        }
         let parent = abs
             .parent()
             .map(PathBuf::from)
@@ -381,6 +383,7 @@ impl Garden {
         sgard_store::progress::done(&tilde, "fetched");
         let opts = AddOptions {
             no_encrypt: true,
+            within_external: true,
             ..AddOptions::default()
         };
         let add = match self.add(&[abs.clone().into_os_string()], &opts) {
@@ -504,7 +507,13 @@ impl Garden {
                 });
             }
         });
+        let mut interrupted = false;
         for ((x, _, _), r) in jobs.into_iter().zip(results) {
+            // Ctrl-C: what is installed so far is recorded, nothing more.
+            if sgard_store::cancel::requested() {
+                interrupted = true;
+                break;
+            }
             let r = r
                 .into_inner()
                 .ok()
@@ -517,8 +526,13 @@ impl Garden {
                     }
                     Refreshed::Unchanged
                 }
-                Ok(Fetch::New(staged)) => match self.replace_external(&x, staged)? {
-                    Ok((rec, files)) => {
+                Ok(Fetch::New(staged)) => match self.replace_external(&x, staged) {
+                    Err(e) if e.is_interrupted() => {
+                        interrupted = true;
+                        break;
+                    }
+                    Err(e) => Refreshed::Kept(e),
+                    Ok(Ok((rec, files))) => {
                         let from = x.content_id().to_owned();
                         let to = rec.content_id().to_owned();
                         if let Some(slot) = log.get_mut(&x.path) {
@@ -526,22 +540,32 @@ impl Garden {
                         }
                         Refreshed::Updated { from, to, files }
                     }
-                    Err(e) => Refreshed::Kept(e),
+                    Ok(Err(e)) => Refreshed::Kept(e),
                 },
-                Err(e) if e.is_interrupted() => return Err(e),
+                Err(e) if e.is_interrupted() => {
+                    interrupted = true;
+                    break;
+                }
                 Err(e) => Refreshed::Kept(e),
             };
             out.push((x.path.clone(), outcome));
         }
         self.save_externals(&log)?;
+        if interrupted {
+            return Err(Error::Interrupted);
+        }
         let order: Vec<&String> = log.externals.iter().map(|x| &x.path).collect();
         out.sort_by_key(|(p, _)| order.iter().position(|o| *o == p));
         Ok(out)
     }
 
     /// Puts `staged` at `x`'s path and stores it, unless its files changed
-    /// here since they were stored (then `Ok(Err(conflict))`, nothing
-    /// touched). The new record and the number of files on success.
+    /// here since they were stored or something that is not its own is in
+    /// the way (then `Ok(Err(conflict))`, nothing touched). A folder is
+    /// updated in place: files the source dropped are removed, the new ones
+    /// renamed over the old one by one, and nothing that is not an entry of
+    /// it is ever moved or removed. The new record and the number of files
+    /// on success.
     fn replace_external(
         &mut self,
         x: &External,
@@ -555,7 +579,11 @@ impl Garden {
                 .filter(|l| {
                     matches!(
                         l.state,
-                        State::Modified | State::Conflict | State::TypeChange | State::Drifted
+                        State::Modified
+                            | State::Conflict
+                            | State::TypeChange
+                            | State::Drifted
+                            | State::Error
                     )
                 })
                 .map(|l| l.path)
@@ -573,59 +601,159 @@ impl Garden {
                 if n == 1 { "it" } else { "them" },
             ))));
         }
-        let parent = abs.parent().map(PathBuf::from).unwrap_or_default();
-        if staged.content.is_dir() {
-            // What is there and is no entry (a plugin's cache, say) and
-            // that the new content does not have goes over with it.
-            if fsx::lstat(&abs)?.is_some_and(|m| m.is_dir()) {
-                let tracked: std::collections::HashSet<&str> = self
-                    .repo
-                    .manifest
-                    .files
-                    .iter()
-                    .filter(|e| path_is_under(&e.path, &x.path))
-                    .map(|e| e.path.as_str())
-                    .collect();
-                carry_untracked(&abs, &staged.content, &x.path, &tracked)?;
-            }
-            // The old folder goes into the scratch folder (dropped with
-            // it): a crash between the renames leaves the path missing,
-            // which `restore` brings back from the repository.
-            if fsx::lstat(&abs)?.is_some() {
-                let old = staged.work.path().join("old");
-                std::fs::rename(&abs, &old).map_err(|e| Error::io("moving aside", &abs, e))?;
-            }
-        } else if fsx::lstat(&abs)?.is_some_and(|m| m.is_dir()) {
-            let old = staged.work.path().join("old");
-            std::fs::rename(&abs, &old).map_err(|e| Error::io("moving aside", &abs, e))?;
-        }
-        std::fs::rename(&staged.content, &abs)
-            .map_err(|e| Error::io("moving into place", &abs, e))?;
-        sgard_store::durable::fsync_dir(&parent)?;
-        // Entries of files the source no longer has.
-        let gone: Vec<String> = self
+        // Its entries, by their path below it ("" for a file external).
+        let tracked: std::collections::HashMap<PathBuf, Option<sgard_manifest::Mode>> = self
             .repo
             .manifest
             .files
             .iter()
             .filter(|e| path_is_under(&e.path, &x.path))
-            .filter(|e| !matches!(fsx::lstat(&self.repo.env.expand(&e.path)), Ok(Some(_))))
-            .map(|e| e.path.clone())
+            .map(|e| {
+                let rel = e.path.strip_prefix(x.path.as_str()).unwrap_or("");
+                (PathBuf::from(rel.trim_start_matches('/')), e.mode)
+            })
             .collect();
+        let in_the_way = |what: String| {
+            Error::Conflict(format!(
+                "{what} is in the way of the external at {} and is none of its files; \
+                 move it away, then refresh again",
+                x.path
+            ))
+        };
+        let parent = abs.parent().map(PathBuf::from).unwrap_or_default();
+        let here = fsx::lstat(&abs)?;
+        let mut gone: Vec<String> = Vec::new();
+        let files: Vec<PathBuf>;
+        if !staged.content.is_dir() {
+            // One file: it replaces the stored one, keeping its mode (an
+            // executable made so by hand stays executable).
+            match (&here, tracked.get(Path::new(""))) {
+                (None, _) => {}
+                (Some(m), Some(_)) if !m.is_dir() => {}
+                _ => return Ok(Err(in_the_way(abs.display().to_string()))),
+            }
+            #[cfg(unix)]
+            if let Some(Some(mode)) = tracked.get(Path::new("")) {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(
+                    &staged.content,
+                    std::fs::Permissions::from_mode(mode.bits() & 0o777),
+                )
+                .map_err(|e| Error::io("setting the mode of", &staged.content, e))?;
+            }
+            std::fs::rename(&staged.content, &abs)
+                .map_err(|e| Error::io("moving into place", &abs, e))?;
+            sgard_store::durable::fsync_dir(&parent)?;
+            files = vec![abs.clone()];
+        } else if here.is_none() {
+            let items = walk(&staged.content)?;
+            gone = tracked
+                .keys()
+                .filter(|r| !items.iter().any(|(i, d)| i == *r && !d))
+                .map(|r| join_tilde(&x.path, r))
+                .collect();
+            std::fs::rename(&staged.content, &abs)
+                .map_err(|e| Error::io("moving into place", &abs, e))?;
+            sgard_store::durable::fsync_dir(&parent)?;
+            files = items
+                .into_iter()
+                .filter(|(_, d)| !d)
+                .map(|(r, _)| abs.join(r))
+                .collect();
+        } else if !here.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+            return Ok(Err(in_the_way(abs.display().to_string())));
+        } else {
+            let items = walk(&staged.content)?;
+            let new: std::collections::HashMap<&Path, bool> =
+                items.iter().map(|(r, d)| (r.as_path(), *d)).collect();
+            // Refused before anything moves: a path of the new content
+            // where something that is not an entry of it is.
+            let mut blocked = Vec::new();
+            for (rel, is_dir) in &items {
+                let Some(m) = fsx::lstat(&abs.join(rel))? else {
+                    continue;
+                };
+                if (m.is_dir() && *is_dir) || tracked.contains_key(rel) {
+                    continue;
+                }
+                blocked.push(join_tilde(&x.path, rel));
+            }
+            if !blocked.is_empty() {
+                let n = blocked.len();
+                return Ok(Err(in_the_way(format!(
+                    "{}{}",
+                    blocked[..n.min(3)].join(", "),
+                    if n > 3 { ", …" } else { "" }
+                ))));
+            }
+            // Its files the source dropped, or that become folders.
+            let mut old: Vec<&PathBuf> = tracked
+                .keys()
+                .filter(|r| new.get(r.as_path()).is_none_or(|d| *d))
+                .collect();
+            old.sort_by_key(|r| std::cmp::Reverse(r.components().count()));
+            let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+            for rel in old {
+                let p = abs.join(rel);
+                if let Some(m) = fsx::lstat(&p)?
+                    && !m.is_dir()
+                {
+                    std::fs::remove_file(&p).map_err(|e| Error::io("removing", &p, e))?;
+                    dirs.insert(p.parent().map(PathBuf::from).unwrap_or_default());
+                }
+                gone.push(join_tilde(&x.path, rel));
+            }
+            let mut put = Vec::new();
+            for (rel, is_dir) in &items {
+                let (from, to) = (staged.content.join(rel), abs.join(rel));
+                if *is_dir {
+                    if fsx::lstat(&to)?.is_none() {
+                        std::fs::create_dir(&to).map_err(|e| Error::io("creating", &to, e))?;
+                    }
+                    if let Ok(m) = std::fs::metadata(&from) {
+                        let _ = std::fs::set_permissions(&to, m.permissions());
+                    }
+                } else {
+                    std::fs::rename(&from, &to)
+                        .map_err(|e| Error::io("moving into place", &to, e))?;
+                    put.push(to.clone());
+                }
+                dirs.insert(to.parent().map(PathBuf::from).unwrap_or_default());
+            }
+            for d in &dirs {
+                sgard_store::durable::fsync_dir(d)?;
+            }
+            files = put;
+        }
         self.repo.manifest.files.retain(|e| !gone.contains(&e.path));
         for p in &gone {
             self.work.base.put(p, None);
         }
         let opts = AddOptions {
             no_encrypt: true,
+            within_external: true,
             ..AddOptions::default()
         };
-        self.add(&[abs.into_os_string()], &opts)?;
+        let args: Vec<OsString> = files.into_iter().map(PathBuf::into_os_string).collect();
+        if !args.is_empty() {
+            self.add(&args, &opts)?;
+        } else {
+            self.save()?;
+        }
         drop(staged.work);
         let mut rec = x.clone();
         rec.sha256 = staged.sha256;
         rec.commit = staged.commit;
         rec.fetched = self.repo.env.now;
         Ok(Ok((rec, staged.files)))
+    }
+}
+
+/// `tilde/rel` (`tilde` for an empty `rel`).
+fn join_tilde(tilde: &str, rel: &Path) -> String {
+    if rel.as_os_str().is_empty() {
+        tilde.to_owned()
+    } else {
+        format!("{tilde}/{}", rel.to_string_lossy())
     }
 }

@@ -38,12 +38,18 @@ impl Garden {
             }
         }
         for w in &wanted {
+            // An external whose entries are gone (another machine removed
+            // them) is still removed: its record goes.
             if !self
                 .repo
                 .manifest
                 .files
                 .iter()
                 .any(|e| path_is_under(&e.path, w))
+                && !externals
+                    .externals
+                    .iter()
+                    .any(|x| path_is_under(&x.path, w))
             {
                 return Err(Error::NotTracked(w.clone()));
             }
@@ -64,8 +70,9 @@ impl Garden {
                 base.put(p, None);
             }
         }
-        self.repo.manifest.updated = self.repo.env.now;
-        self.save()?;
+        // The record goes first: cut off between the two, the entries stay
+        // as ordinary ones (a record left without its entries would have a
+        // refresh bring back what was removed).
         let before = externals.externals.len();
         externals
             .externals
@@ -73,6 +80,8 @@ impl Garden {
         if externals.externals.len() != before {
             self.save_externals(&externals)?;
         }
+        self.repo.manifest.updated = self.repo.env.now;
+        self.save()?;
         Ok(report)
     }
 }

@@ -22,6 +22,7 @@ fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<ExitCode> {
         template: args.template,
         run: args.run.as_deref().and_then(Run::parse),
         follow: args.follow,
+        within_external: false,
     };
     let report = g.add(&args.paths, &opts).map_err(refused_secrets)?;
     for (path, why) in &report.skipped {

@@ -270,7 +270,6 @@ pub fn create_dir_all_durable(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// Flushes everything written on the filesystem holding `path` (Linux
 /// The device of a `stat`, as `std`'s `MetadataExt::dev` gives it (`dev_t`
 /// is an `i32` on macOS, a `u64` on Linux).
 #[cfg(unix)]
@@ -326,6 +325,7 @@ pub fn rmode(bits: u32) -> rustix::fs::Mode {
     rustix::fs::Mode::from_raw_mode((bits & 0o7777) as rustix::fs::RawMode)
 }
 
+/// Flushes everything written on the filesystem holding `path` (Linux
 /// `syncfs`: one flush for a whole batch instead of one fsync per file).
 /// Elsewhere, or if `syncfs` fails, returns false and the caller must fsync
 /// what it wrote one by one.

@@ -269,6 +269,14 @@ fn a_changed_source_and_an_existing_path_are_refused() {
         .code(4)
         .stderr_has("exists");
     assert_eq!(t.read("font.ttf"), b"mine\n");
+    // Nor is a path that is tracked, though missing here.
+    t.write("gone.ttf", "tracked\n");
+    t.sgard(["add", "gone.ttf"]).ok();
+    fs::remove_file(t.path("gone.ttf")).unwrap();
+    t.sgard(["external", "add", &furl, "~/gone.ttf"])
+        .code(4)
+        .stderr_has("~/gone.ttf is tracked already");
+    assert!(!t.path("gone.ttf").exists());
     t.sgard(["external", "add", &furl, "~/.fonts/font.ttf"])
         .ok()
         .stdout_has("1 file stored")
@@ -408,6 +416,10 @@ fn refresh_follows_unpinned_sources_and_refuses_changed_pins() {
         .ok();
     t.sgard(["checkpoint", "-m", "externals"]).ok();
 
+    // A file external made executable by hand (and checkpointed) stays so.
+    t.chmod(".local/bin/tool", 0o755);
+    t.sgard(["checkpoint", "-m", "executable"]).ok();
+
     // Nothing is due yet; the sources change.
     t.sgard(["external", "refresh"])
         .ok()
@@ -430,6 +442,7 @@ fn refresh_follows_unpinned_sources_and_refuses_changed_pins() {
         .stderr_has(&sha(&theme_v1))
         .stderr_has(&sha(&theme_v2));
     assert_eq!(t.read(".local/bin/tool"), b"v2\n");
+    assert_eq!(mode_of(&t.path(".local/bin/tool")), 0o755);
     assert_eq!(t.read(".theme/colors"), b"dark\n");
     assert_eq!(t.read(".plug/b"), b"b1\n");
     let j: serde_json::Value =
@@ -446,6 +459,11 @@ fn refresh_follows_unpinned_sources_and_refuses_changed_pins() {
     t.sgard(["add", "~/.plug/cache"])
         .code(4)
         .stderr_has("inside the external at ~/.plug");
+    // Met in a folder, it is skipped, and said so.
+    t.sgard(["add", "~/.plug"])
+        .ok()
+        .stderr_has("inside the external at ~/.plug");
+    assert!(!t.sgard(["list"]).stdout.contains("index.zwc"));
     // The plugin, forced: b is gone from disk and from the manifest.
     t.sgard(["external", "refresh", "--force", "~/.plug"])
         .ok()
@@ -455,8 +473,35 @@ fn refresh_follows_unpinned_sources_and_refuses_changed_pins() {
     assert!(!t.path(".plug/b").exists());
     assert_eq!(t.read(".plug/cache/index.zwc"), b"cache\n");
     assert!(!t.sgard(["list"]).stdout.contains("~/.plug/b"));
+    assert!(!t.sgard(["list"]).stdout.contains("index.zwc"));
     t.sgard(["checkpoint", "-m", "refreshed"]).ok();
     t.sgard(["verify"]).ok();
+    // Again: the cache is still not its own, and still there.
+    // And a file of it that becomes a folder.
+    http.serve(
+        "/plug.tar.gz",
+        targz(&[("a", b"a4\n", 0o644), ("c/inner", b"in\n", 0o644)]),
+    );
+    t.sgard(["external", "refresh", "--force", "~/.plug"]).ok();
+    assert_eq!(t.read(".plug/a"), b"a4\n");
+    assert_eq!(t.read(".plug/c/inner"), b"in\n");
+    t.sgard(["list"]).ok().stdout_has("~/.plug/c/inner");
+    t.sgard(["verify"]).ok();
+    assert_eq!(t.read(".plug/cache/index.zwc"), b"cache\n");
+    // The source now ships a file where one of yours is: refused, nothing
+    // moved.
+    t.write(".plug/local.zsh", "mine\n");
+    http.serve(
+        "/plug.tar.gz",
+        targz(&[("a", b"a5\n", 0o644), ("local.zsh", b"theirs\n", 0o644)]),
+    );
+    t.sgard(["external", "refresh", "--force", "~/.plug"])
+        .code(4)
+        .stderr_has("~/.plug/local.zsh is in the way");
+    assert_eq!(t.read(".plug/local.zsh"), b"mine\n");
+    assert_eq!(t.read(".plug/a"), b"a4\n");
+    std::fs::remove_file(t.path(".plug/local.zsh")).unwrap();
+    t.sgard(["checkpoint", "-m", "refreshed again"]).ok();
 
     // A file changed here is never overwritten by a refresh.
     http.serve("/plug.tar.gz", targz(&[("a", b"a3\n", 0o644)]));
@@ -521,18 +566,43 @@ fn a_git_external_at_a_tag_restores_after_its_source_is_gone() {
     git(&src, &["commit", "-q", "-am", "v2"]);
     let url = format!("file://{}", src.display());
 
-    a.sgard([
-        "external",
-        "add",
-        "--git",
-        &url,
-        "~/.zsh/plugin",
-        "--ref",
-        "v1",
-    ])
-    .ok()
-    .stdout_has("commit ")
-    .stdout_has("2 files stored");
+    // A hook of the user's never runs on the checkout.
+    let hooks = a.outside().join("hooks");
+    fs::create_dir_all(&hooks).unwrap();
+    let marker = a.outside().join("hook-ran");
+    fs::write(
+        hooks.join("post-checkout"),
+        format!("#!/bin/sh\ntouch {}\n", marker.display()),
+    )
+    .unwrap();
+    fs::set_permissions(
+        hooks.join("post-checkout"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let global = a.outside().join("gitconfig");
+    fs::write(
+        &global,
+        format!("[core]\n\thooksPath = {}\n", hooks.display()),
+    )
+    .unwrap();
+    let r: Run = a
+        .command([
+            "external",
+            "add",
+            "--git",
+            &url,
+            "~/.zsh/plugin",
+            "--ref",
+            "v1",
+        ])
+        .env("GIT_CONFIG_GLOBAL", &global)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    r.ok().stdout_has("commit ").stdout_has("2 files stored");
+    assert!(!marker.exists(), "the user's post-checkout hook ran");
     a.sgard(["external", "add", "--git", &url, "~/.zsh/edge"])
         .ok()
         .stderr_has("follows a branch");
