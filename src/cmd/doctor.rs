@@ -29,6 +29,7 @@ fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     // Git is looked at whenever there is a repository, even one whose
     // manifest does not load (a merge's conflict markers).
     let is_repo = sgard_store::durable::lstat_exists(&ctx.repo.join(sgard_manifest::MANIFEST_FILE));
+    machine::platform(ctx, &mut checks);
     machine::git(ctx, is_repo, &mut checks);
     machine::editor(&mut checks);
     machine::completion(ctx, &mut checks);

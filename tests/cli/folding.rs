@@ -67,3 +67,17 @@ fn restore_refuses_entries_that_are_one_file_here_and_writes_nothing() {
     .code(4)
     .stderr_has("~/.Xresources and ~/.xresources");
 }
+
+#[test]
+fn doctor_names_the_platform_and_how_names_compare() {
+    let t = TestEnv::tracking(".bashrc", "x\n");
+    t.sgard(["doctor"])
+        .ok()
+        .stdout_has("platform")
+        .stdout_has(std::env::consts::OS)
+        .stdout_has("keeps case");
+    folded(&t, "both", &["doctor"])
+        .ok()
+        .stdout_has("ignores case and Unicode normalisation")
+        .stdout_has("refused at add and restore");
+}

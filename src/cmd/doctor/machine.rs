@@ -1,5 +1,6 @@
-//! The tools around sgard on this machine: git (and the repository's git
-//! state), the editor `sgard edit` runs, and the shell completion.
+//! The machine around sgard: its platform (what sgard does differently
+//! there), git (and the repository's git state), the editor `sgard edit`
+//! runs, and the shell completion.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,45 @@ fn output(cmd: &mut Command) -> Option<String> {
     o.status
         .success()
         .then(|| String::from_utf8_lossy(&o.stdout).trim_end().to_owned())
+}
+
+/// The system, and what sgard does on it that differs from elsewhere: how
+/// the home's file system compares names, how writes are flushed, where
+/// machine-local state lives.
+pub(super) fn platform(ctx: &Ctx, out: &mut Vec<Finding>) {
+    let folding = ctx
+        .env
+        .folding
+        .unwrap_or_else(|| sgard_garden::folding::Folding::probe(&ctx.env.home));
+    let names = if folding.folds() {
+        format!(
+            "the home's file system {}: two entries that differ only so are refused at add and \
+             restore",
+            folding.says()
+        )
+    } else {
+        "the home's file system keeps case and Unicode forms apart".to_owned()
+    };
+    let flush = if cfg!(target_vendor = "apple") {
+        "flushes with F_FULLFSYNC"
+    } else if cfg!(target_os = "linux") {
+        "flushes a batch with one syncfs, else fsync per file"
+    } else {
+        "flushes with fsync per file"
+    };
+    let state = ctx
+        .env
+        .state_dir
+        .as_deref()
+        .map_or_else(|| "none".to_owned(), |d| show(ctx, d));
+    out.push(Finding::ok(
+        "platform",
+        format!(
+            "{} {}; {names}; {flush}; machine-local state in {state} (XDG)",
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        ),
+    ));
 }
 
 /// `git` on PATH; the repository's branch, uncommitted changes and
