@@ -273,7 +273,7 @@ fn list(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
                 })
             })
             .collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        super::print_json(out, &serde_json::Value::Array(v))?;
         return Ok(ExitCode::SUCCESS);
     }
     if log.externals.is_empty() {

@@ -449,6 +449,14 @@ fn refresh_follows_unpinned_sources_and_refuses_changed_pins() {
         serde_json::from_str(&t.sgard(["external", "list", "--json"]).stdout).unwrap();
     assert_eq!(j[0]["sha256"], sha(b"v2\n").as_str());
     assert_eq!(j[1]["sha256"], sha(&theme_v1).as_str());
+    // The refused one is still due: list and doctor say so.
+    later(&t, 2, &["external", "list"])
+        .ok()
+        .stdout_has("~/.theme")
+        .stdout_has("due for refresh");
+    later(&t, 2, &["doctor"])
+        .ok()
+        .stdout_has("past the refresh period: ~/.theme");
     // The new content is stored like any change: status agrees with disk.
     t.sgard(["status"]).ok();
     assert!(!t.sgard(["status"]).stdout.contains("modified"));
