@@ -145,6 +145,13 @@ pub enum Command {
     Mirror(crate::cmd::mirror::Args),
     /// Files and archives fetched once, pinned, and stored in the repository
     External(crate::cmd::external::Args),
+    /// Watch the tracked paths so status looks only at what changed
+    ///
+    /// Runs until stopped (Ctrl-C, SIGTERM). While it runs, a `status` of
+    /// every entry asks it which tracked files changed since the last one
+    /// and looks only at those; a watcher restarted, overflowed or not
+    /// running means status looks at everything, as without it.
+    Watch(crate::cmd::watch::Args),
     /// The keys this machine trusts to sign this repository's heads (`pull` refuses others)
     Trust(crate::cmd::trust::Args),
     /// Print sgard's version

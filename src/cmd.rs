@@ -38,6 +38,7 @@ pub(crate) mod target;
 pub(crate) mod trust;
 pub(crate) mod undo;
 pub(crate) mod verify;
+pub(crate) mod watch;
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -415,6 +416,7 @@ macro_rules! each {
             Command::Encrypt($a) => $e,
             Command::Mirror($a) => $e,
             Command::External($a) => $e,
+            Command::Watch($a) => $e,
             Command::Trust($a) => $e,
             Command::Version | Command::Completion(_) | Command::Man(_) => {
                 return Ok(ExitCode::SUCCESS);

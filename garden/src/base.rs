@@ -596,6 +596,12 @@ impl Base {
         self.file.is_some() && self.index.as_deref().and_then(index::fingerprint_of) == self.file
     }
 
+    /// The index file as this run last read or wrote it (`None`: unknown,
+    /// or another command's).
+    pub fn file(&self) -> Option<index::Fingerprint> {
+        self.file
+    }
+
     /// The index now on disk holds this base (it was just written with it).
     pub fn written(&mut self) {
         self.file = self.index.as_deref().and_then(index::fingerprint_of);

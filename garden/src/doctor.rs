@@ -451,6 +451,12 @@ pub enum IndexProbe {
     },
 }
 
+/// This machine's state folder for the repository at `root`, found as
+/// every command finds it (without creating a `repo-id`).
+pub fn state_folder(root: &Path, env: &Env) -> Option<PathBuf> {
+    base::state_dir(env.state_dir.as_deref(), &base::repo_key(root, false))
+}
+
 /// Looks at this machine's state for the repository at `root` (keyed as
 /// every command keys it, without creating a `repo-id`): the index with its
 /// base and stat cache, the journals beside it, this home's log.

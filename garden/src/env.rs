@@ -74,6 +74,11 @@ pub struct Env {
     pub config_dir: Option<PathBuf>,
     /// The user's login name (`USER`, else `LOGNAME`), for templates.
     pub username: String,
+    /// `SGARD_NO_WATCH`: never ask `sgard watch`, look at every file.
+    pub no_watch: bool,
+    /// Test hook (`SGARD_TEST_WATCH_STALL`): while this file exists, `sgard
+    /// watch` takes no event, so the kernel's queue can overflow.
+    pub watch_stall: Option<PathBuf>,
 }
 
 impl Env {
@@ -154,6 +159,8 @@ impl Env {
             sqlite_timeout,
             config_dir,
             username,
+            no_watch: hook("SGARD_NO_WATCH").is_some(),
+            watch_stall: hook("SGARD_TEST_WATCH_STALL").map(PathBuf::from),
         })
     }
 

@@ -95,6 +95,16 @@ pub(crate) struct Fingerprint {
     ctime_ns: i64,
 }
 
+impl std::fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}:{}:{}",
+            self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns
+        )
+    }
+}
+
 impl Fingerprint {
     pub fn of(md: &Metadata) -> Self {
         Fingerprint {

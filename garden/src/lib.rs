@@ -80,6 +80,7 @@ mod threeway;
 mod undo;
 mod unresolved;
 mod verify;
+pub mod watch;
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -428,6 +429,11 @@ pub(crate) struct Work {
     /// Snapshot documents this run parsed, encoded for this machine's cache
     /// of them ([`docs`]), written by [`Garden::finish`].
     pub(crate) docs: Vec<(sgard_store::Hash, Vec<u8>)>,
+    /// What this run's status asked the watcher, kept by
+    /// [`Garden::finish`] for the next one ([`watch`]).
+    pub(crate) watch: Option<watch::WatchRun>,
+    /// How that status used it.
+    pub(crate) watch_used: Option<watch::Used>,
 }
 
 /// One run's work over the repository as read: the judging of the disk
@@ -1078,6 +1084,9 @@ impl Garden {
         }
         self.work.fingerprints.flush();
         let saved = self.tx().save_index();
+        if saved.is_ok() {
+            self.keep_watch_token();
+        }
         // The parsed snapshot documents: a cache of what the repository
         // holds, so a failure to keep them costs the next command a parse
         // and is said, never this command's error.

@@ -133,6 +133,8 @@ mod tests {
             sqlite_timeout: None,
             config_dir: None,
             username: "u".into(),
+            no_watch: false,
+            watch_stall: None,
             home: "/home/u".into(),
             cwd: "/home/u/.config".into(),
             now: Timestamp::zero(),

@@ -68,6 +68,9 @@ pub(crate) struct Scan {
     /// The selected manifest indices, ascending.
     picked: Vec<usize>,
     spool: bool,
+    /// Per manifest index, whether the stat cache's record stands for the
+    /// disk (the watcher vouched for it: see `watch`); empty: none.
+    trusted: Vec<bool>,
     /// `picked[lo..lo + found.len()]` is the window scanned.
     lo: usize,
     /// How far into the window the last entry taken was (plus one).
@@ -98,7 +101,11 @@ impl Scan {
                 .min(self.picked.len());
             // The old window goes before the new one is made, not after.
             self.found = Vec::new();
-            self.found = g.scan_window(self.picked.get(at..end).unwrap_or(&[]), self.spool);
+            self.found = g.scan_window(
+                self.picked.get(at..end).unwrap_or(&[]),
+                self.spool,
+                &self.trusted,
+            );
             self.lo = at;
             self.taken = 0;
         }
@@ -166,8 +173,15 @@ impl Tx<'_> {
     /// is left [`Found::Unknown`]: the pass looks again and reports its
     /// error where it belongs.
     pub(crate) fn scan(&self, picked: &[usize], spool: bool) -> Scan {
+        self.scan_trusting(picked, spool, Vec::new())
+    }
+
+    /// As [`Tx::scan`], taking the stat cache's record for what is on disk
+    /// for the entries `trusted` names (see `watch`).
+    pub(crate) fn scan_trusting(&self, picked: &[usize], spool: bool, trusted: Vec<bool>) -> Scan {
         Scan {
             picked: picked.to_vec(),
+            trusted,
             spool: spool && self.work.batch_open(),
             lo: 0,
             taken: 0,
@@ -177,7 +191,12 @@ impl Tx<'_> {
 
     /// Looks at the entries `window` names (manifest indices): one
     /// [`Found`] per index, in the same order.
-    fn scan_window(&mut self, window: &[usize], spool: bool) -> Vec<Option<Found>> {
+    fn scan_window(
+        &mut self,
+        window: &[usize],
+        spool: bool,
+        trusted: &[bool],
+    ) -> Vec<Option<Found>> {
         let files = &self.repo.manifest.files;
         let wanted: Vec<bool> = window
             .iter()
@@ -196,6 +215,16 @@ impl Tx<'_> {
                 return Found::Unknown;
             }
             let e = &files[window[k]];
+            if trusted.get(window[k]) == Some(&true)
+                && let Some((md, hash)) = cache.record_near(&e.path, &mut folder.hint)
+            {
+                return Found::Present(Present {
+                    md,
+                    cached: Some(hash),
+                    hashed: None,
+                    spooled: None,
+                });
+            }
             match folder.lstat(&env.expand(&e.path)) {
                 Err(_) => Found::Unknown,
                 Ok(None) => Found::Missing,

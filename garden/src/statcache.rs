@@ -156,6 +156,15 @@ impl StatCache {
         (st == now).then_some(*h)
     }
 
+    /// The record of `path` itself, looking near `hint` first: what a
+    /// watcher's "unchanged since" vouches for without a `stat`.
+    pub fn record_near(&self, path: &str, hint: &mut usize) -> Option<(Stat, Hash)> {
+        if !self.enabled {
+            return None;
+        }
+        self.table.get_near(path, hint).copied()
+    }
+
     /// Records a hash computed from a file whose metadata was `before` when
     /// opened and `after` once read; stores it only when both agree and the
     /// file is older than the racy window.

@@ -189,7 +189,14 @@ impl Tx<'_> {
             .filter_map(|e| e.hash)
             .collect();
         let lacking = self.repo.lacking(contents, args.is_empty());
-        let mut scan = self.scan(&picked, false);
+        // Only a status of everything asks the watcher: the token it keeps
+        // speaks for every entry.
+        let trusted = if args.is_empty() {
+            self.ask_watcher(&picked)
+        } else {
+            None
+        };
+        let mut scan = self.scan_trusting(&picked, false, trusted.unwrap_or_default());
         let mut out = Vec::with_capacity(picked.len());
         for i in picked {
             let e = &repo.manifest.files[i];
@@ -219,6 +226,18 @@ impl Tx<'_> {
             return Ok(line(State::Skipped, None));
         }
         let judged = self.judge(e, false, found);
+        // What the stat cache now holds for the file stands for the disk
+        // as this run saw it: its record vouched, or this run read the file
+        // and recorded it (see `watch`).
+        if e.kind == EntryKind::File
+            && !judged.as_ref().is_ok_and(|j| {
+                j.vouched
+                    || j.md
+                        .is_some_and(|md| self.work.statcache.lookup_stat(&e.path, &md).is_some())
+            })
+        {
+            self.unvouched(&e.path);
+        }
         let (Some(lack), Some(h)) = (lack, e.hash) else {
             return Ok(match judged {
                 Ok(j) => line(j.state, j.detail),

@@ -2036,6 +2036,8 @@ mod tests {
             sqlite_timeout: None,
             config_dir: None,
             username: "u".into(),
+            no_watch: false,
+            watch_stall: None,
             home: "/home/u".into(),
             cwd: "/home/u".into(),
             now: Timestamp::parse("2026-03-23T12:00:00Z").unwrap(),

@@ -38,6 +38,8 @@ fn env(home: &Path) -> Env {
         sqlite_timeout: None,
         config_dir: None,
         username: "sgard".into(),
+        no_watch: false,
+        watch_stall: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     remote(ctx, found.is_some(), &mut checks);
     if found.is_some() {
         externals(ctx, &mut checks);
+        watcher(ctx, &mut checks);
     }
     // Git is looked at whenever there is a repository, even one whose
     // manifest does not load (a merge's conflict markers).
@@ -171,6 +172,58 @@ impl Parts {
 
 /// The externals: past their refresh period, or their source gone (asked
 /// of every source at once, 10 seconds each at most; nothing is fetched).
+/// Whether `sgard watch` runs for this repository, and can vouch for what
+/// did not change.
+fn watcher(ctx: &Ctx, out: &mut Vec<Finding>) {
+    let Some(dir) = sgard_garden::doctor::state_folder(&ctx.repo, &ctx.env) else {
+        return;
+    };
+    let socket = dir.join(sgard_garden::watch::SOCKET);
+    let finding = match sgard_watch::probe(&socket, std::time::Duration::from_secs(3)) {
+        Ok(info) => match info.broken {
+            None if !info.blind.is_empty() => Finding::warning(
+                "watcher",
+                format!(
+                    "runs (process {}), but cannot vouch for {} folder{} (a network file \
+                     system, or one it cannot watch), first {}",
+                    info.pid,
+                    info.blind.len(),
+                    if info.blind.len() == 1 { "" } else { "s" },
+                    show(ctx, &info.blind[0])
+                ),
+                "status always looks at what is under them; nothing to do unless that is slow",
+            ),
+            None => Finding::ok(
+                "watcher",
+                format!(
+                    "runs (process {}): {} tracked paths in {} folders; status looks only at what changed",
+                    info.pid, info.paths, info.folders
+                ),
+            ),
+            Some(why) => Finding::warning(
+                "watcher",
+                format!(
+                    "runs (process {}) but cannot vouch for anything: {why}",
+                    info.pid
+                ),
+                "status looks at every file until that is fixed; restart the watcher after",
+            ),
+        },
+        Err(sgard_watch::Error::NotRunning(_)) => Finding::ok(
+            "watcher",
+            "not running: status looks at every tracked file (`sgard watch --install` \
+             starts one at login)",
+        ),
+        Err(e) => Finding::warning(
+            "watcher",
+            format!("does not answer: {e}"),
+            "status looks at every file; restart it (`systemctl --user restart \
+             sgard-watch-…`, or stop and start `sgard watch`)",
+        ),
+    };
+    out.push(finding);
+}
+
 fn externals(ctx: &Ctx, out: &mut Vec<Finding>) {
     use sgard_manifest::externals::{EXTERNALS_FILE, ExternalLog};
     let file = ctx.repo.join(EXTERNALS_FILE);

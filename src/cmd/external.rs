@@ -16,7 +16,7 @@ use crate::exit::Fail;
 use crate::ui;
 
 /// A period: a number and `s`, `m`, `h`, `d` or `w`.
-fn period(flag: &str, s: &str) -> Result<u64> {
+pub(crate) fn period(flag: &str, s: &str) -> Result<u64> {
     period_secs(s).ok_or_else(|| {
         Fail::usage(format!(
             "{flag} {s:?}: give a number and s, m, h, d or w (e.g. 7d)"

@@ -30,9 +30,15 @@ fn run(
             .iter()
             .map(|l| json!({"path": l.path, "state": l.state.as_str(), "detail": l.detail}))
             .collect();
+        use sgard_garden::watch::Used;
+        let watch = g.watch_used().map(|u| match u {
+            Used::NotRunning => json!({"state": "not-running"}),
+            Used::Full(why) => json!({"state": "full", "why": why}),
+            Used::Narrowed { skipped } => json!({"state": "narrowed", "skipped": skipped}),
+        });
         print_json(
             out,
-            &json!({"schema": 1, "clean": !changed, "entries": entries}),
+            &json!({"schema": 1, "clean": !changed, "entries": entries, "watch": watch}),
         )?;
         // What made an entry an error goes to stderr too, as without
         // --json: a script that reads only the exit code still sees why.

@@ -200,6 +200,7 @@ fn a_healthy_setup_passes_every_check_and_nothing_changes() {
             "encryption",
             "remote",
             "externals",
+            "watcher",
             "platform",
             "git",
             "editor",

@@ -34,3 +34,4 @@ mod sync;
 mod templates;
 mod trust;
 mod ux;
+mod watch;

@@ -1,0 +1,400 @@
+//! `sgard watch`: a status that asks the watcher looks only at what
+//! changed, and never misses a change (the watcher down, restarted or
+//! overflowed, a change in the same second as the index, a rename across
+//! folders, a folder replaced by a symlink).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::TestEnv;
+
+/// A running `sgard watch`, killed when dropped.
+struct Watcher {
+    child: Child,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn socket(t: &TestEnv) -> PathBuf {
+    t.state().join("watch.sock")
+}
+
+fn start(t: &TestEnv, stall: Option<&Path>) -> Watcher {
+    start_with(t, &[], stall, Stdio::null())
+}
+
+/// `sgard watch ARGS`, its stderr to `stderr`, once it answers.
+fn start_with(t: &TestEnv, args: &[&str], stall: Option<&Path>, stderr: Stdio) -> Watcher {
+    let mut c = t.command([&["watch"][..], args].concat());
+    if let Some(s) = stall {
+        c.env("SGARD_TEST_WATCH_STALL", s);
+    }
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let w = Watcher { child };
+    let until = Instant::now() + Duration::from_secs(20);
+    while t.sgard(["watch", "--check"]).code != 0 {
+        assert!(Instant::now() < until, "the watcher did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    w
+}
+
+/// `status --json`: how it used the watcher, and each entry's state.
+fn status(t: &TestEnv) -> (Value, Vec<(String, String)>) {
+    let r = t.sgard(["status", "--json"]);
+    assert!(r.code == 0 || r.code == 3, "{r:#?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    (v["watch"].clone(), entries(&v))
+}
+
+/// Each entry's path and state in a `status --json` document.
+fn entries(v: &Value) -> Vec<(String, String)> {
+    v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_owned(),
+                e["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The states a status without the watcher gives (it changes nothing a
+/// status with it relies on, but may rewrite the index: the next status
+/// with the watcher then looks at everything).
+fn truth(t: &TestEnv) -> Vec<(String, String)> {
+    let r = t
+        .command(["status", "--json"])
+        .env("SGARD_NO_WATCH", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(v["watch"].is_null(), "{v}");
+    entries(&v)
+}
+
+fn state_of<'a>(entries: &'a [(String, String)], path: &str) -> &'a str {
+    &entries.iter().find(|(p, _)| p == path).unwrap().1
+}
+
+fn not_ok(entries: &[(String, String)]) -> Vec<(String, String)> {
+    entries.iter().filter(|(_, s)| s != "ok").cloned().collect()
+}
+
+fn pair(p: &str, s: &str) -> (String, String) {
+    (p.to_owned(), s.to_owned())
+}
+
+const FILES: [(&str, &str); 5] = [
+    (".zshrc", "zsh one\n"),
+    (".config/a/x", "ax\n"),
+    (".config/b/x", "bx-longer\n"),
+    (".config/nvim/init.lua", "init\n"),
+    (".config/nvim/lua/plug.lua", "plug\n"),
+];
+
+/// A repository tracking [`FILES`], settled: older than the stat cache's
+/// racy window, so a status records them all.
+fn settled() -> TestEnv {
+    let t = TestEnv::init();
+    for (p, c) in FILES {
+        t.write(p, c);
+    }
+    let paths: Vec<&str> = FILES.iter().map(|(p, _)| *p).collect();
+    t.sgard([&["add"][..], &paths].concat()).ok();
+    std::thread::sleep(Duration::from_millis(2200));
+    t
+}
+
+/// Two statuses: the first starts from no token, the second looks at
+/// nothing.
+fn warm(t: &TestEnv) {
+    let (w, e) = status(t);
+    assert_eq!(w["state"], "full", "{w}");
+    assert_eq!(not_ok(&e), vec![]);
+    let (w, e) = status(t);
+    assert_eq!(w["state"], "narrowed", "{w}");
+    assert_eq!(w["skipped"], 5, "every file was vouched for: {w}");
+    assert_eq!(not_ok(&e), vec![]);
+}
+
+#[test]
+fn status_with_the_watcher_sees_every_change_and_looks_at_no_other_file() {
+    let t = settled();
+    let _w = start(&t, None);
+    warm(&t);
+
+    // Rewritten at the same size with its old mtime: only the ctime and
+    // the watcher tell.
+    let zshrc = t.path(".zshrc");
+    let mtime = std::fs::metadata(&zshrc).unwrap().modified().unwrap();
+    t.write(".zshrc", "zsh two\n");
+    std::fs::File::options()
+        .write(true)
+        .open(&zshrc)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let (w, e) = status(&t);
+    assert_eq!(w["state"], "narrowed", "{w}");
+    assert_eq!(not_ok(&e), vec![pair("~/.zshrc", "modified")]);
+    // Still modified next time, though nothing changed since.
+    let (w, e) = status(&t);
+    assert_eq!(w["state"], "narrowed", "{w}");
+    assert_eq!(not_ok(&e), vec![pair("~/.zshrc", "modified")]);
+
+    // Renamed across folders, over another tracked file.
+    std::fs::rename(t.path(".config/a/x"), t.path(".config/b/x")).unwrap();
+    let (w, e) = status(&t);
+    assert_eq!(w["state"], "narrowed", "{w}");
+    assert_eq!(state_of(&e, "~/.config/a/x"), "missing");
+    assert_eq!(state_of(&e, "~/.config/b/x"), "modified");
+
+    // A folder replaced by a symlink to a folder with other contents.
+    std::fs::rename(t.path(".config/nvim"), t.path("nvim-old")).unwrap();
+    t.write("nvim-new/init.lua", "other\n");
+    t.write("nvim-new/lua/plug.lua", "plug\n");
+    std::os::unix::fs::symlink(t.path("nvim-new"), t.path(".config/nvim")).unwrap();
+    let (w, e) = status(&t);
+    assert_eq!(w["state"], "narrowed", "{w}");
+    assert_ne!(state_of(&e, "~/.config/nvim/init.lua"), "ok", "{e:?}");
+    assert_eq!(e, truth(&t), "with and without the watcher alike");
+}
+
+#[test]
+fn a_watcher_down_restarted_or_overflowed_means_looking_at_everything() {
+    let t = settled();
+    let w = start(&t, None);
+    warm(&t);
+
+    // Killed: its socket is left behind, and answers nothing.
+    drop(w);
+    assert!(socket(&t).exists(), "kill -9 leaves the socket");
+    t.write(".config/b/x", "changed while down\n");
+    let (w, e) = status(&t);
+    assert_eq!(w["state"], "not-running", "{w}");
+    assert_eq!(not_ok(&e), vec![pair("~/.config/b/x", "modified")]);
+    t.sgard(["watch", "--check"])
+        .code(1)
+        .stdout_has("No watcher runs");
+
+    // Changed again while down, then a new watcher: its tokens are not the
+    // old one's.
+    t.write(".config/a/x", "also while down\n");
+    let _w = start(&t, None);
+    let (w, e) = status(&t);
+    assert_eq!(w["state"], "full", "{w}");
+    assert!(w["why"].as_str().unwrap().contains("restarted"), "{w}");
+    assert_eq!(
+        not_ok(&e),
+        vec![
+            pair("~/.config/a/x", "modified"),
+            pair("~/.config/b/x", "modified")
+        ]
+    );
+    let (w, _) = status(&t);
+    assert_eq!(w["state"], "narrowed", "{w}");
+    t.sgard(["doctor"])
+        .stdout_has("watcher")
+        .stdout_has("runs (process");
+}
+
+#[test]
+fn an_overflow_of_the_kernels_queue_is_never_a_missed_change() {
+    let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(16384);
+    if limit > 200_000 {
+        eprintln!("skipped: max_queued_events is {limit}, too many files to make");
+        return;
+    }
+    let t = settled();
+    let stall = t.outside().join("stall");
+    let _w = start(&t, Some(&stall));
+    warm(&t);
+
+    // The watcher stops taking events; more happen than the kernel keeps,
+    // the tracked file's change last (so it is one of those lost).
+    std::fs::write(&stall, "").unwrap();
+    let junk = t.path("junk");
+    std::fs::create_dir(&junk).unwrap();
+    for i in 0..limit + 64 {
+        std::fs::write(t.home.join(format!(".junk{i}")), "").unwrap();
+    }
+    t.write(".config/nvim/init.lua", "lost event\n");
+    std::fs::remove_file(&stall).unwrap();
+    // Once it answers about itself, it has taken every event queued.
+    let until = Instant::now() + Duration::from_secs(60);
+    while t.sgard(["watch", "--check"]).code != 0 {
+        assert!(Instant::now() < until);
+    }
+    let (w, e) = status(&t);
+    assert_eq!(w["state"], "full", "{w}");
+    assert_eq!(
+        not_ok(&e),
+        vec![pair("~/.config/nvim/init.lua", "modified")]
+    );
+    let (w, e) = status(&t);
+    assert_eq!(w["state"], "narrowed", "{w}");
+    assert_eq!(
+        not_ok(&e),
+        vec![pair("~/.config/nvim/init.lua", "modified")]
+    );
+}
+
+#[test]
+fn status_of_some_paths_and_no_cache_do_not_ask_the_watcher() {
+    let t = settled();
+    let _w = start(&t, None);
+    let r = t.sgard(["status", "--json", ".zshrc"]);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(v["watch"].is_null(), "{v}");
+    let r = t.sgard(["--no-cache", "status", "--json"]);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(v["watch"].is_null(), "{v}");
+}
+
+#[test]
+fn install_writes_a_user_unit_and_enables_it_and_uninstall_removes_it() {
+    let t = TestEnv::tracking(".zshrc", "x");
+    let bin = t.outside().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = t.outside().join("systemctl.log");
+    let fake = bin.join("systemctl");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\n", log.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| -> crate::common::Run {
+        t.command(args)
+            .env("PATH", &path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    };
+    run(&["watch", "--install"])
+        .ok()
+        .stdout_has("Started sgard-watch-");
+    let units = t.path(".config/systemd/user");
+    let unit: Vec<_> = std::fs::read_dir(&units).unwrap().flatten().collect();
+    assert_eq!(unit.len(), 1);
+    let name = unit[0].file_name().into_string().unwrap();
+    let text = std::fs::read_to_string(unit[0].path()).unwrap();
+    assert!(
+        text.contains(&format!(
+            "ExecStart=\"{}\" --repo \"{}\" watch",
+            TestEnv::bin().display(),
+            t.repo().display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("WantedBy=default.target"), "{text}");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        said,
+        format!("--user daemon-reload\n--user enable --now {name}\n")
+    );
+    run(&["watch", "--uninstall"]).ok().stdout_has("Removed");
+    assert!(!unit[0].path().exists());
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.ends_with(&format!(
+            "--user disable --now {name}\n--user daemon-reload\n"
+        )),
+        "{said}"
+    );
+}
+
+#[test]
+fn checkpoint_after_records_changed_files_once_quiet_and_never_a_conflict() {
+    let t = settled();
+    let log = t.outside().join("watch.log");
+    let _w = start_with(
+        &t,
+        &["--checkpoint-after", "1s"],
+        None,
+        std::fs::File::create(&log).unwrap().into(),
+    );
+    let snapshots = |t: &TestEnv| t.sgard(["log"]).stdout.matches("sgard watch:").count();
+    assert_eq!(snapshots(&t), 0);
+
+    t.write(".config/nvim/init.lua", "edited\n");
+    let until = Instant::now() + Duration::from_secs(30);
+    while snapshots(&t) == 0 {
+        assert!(
+            Instant::now() < until,
+            "no checkpoint; the watcher said: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.sgard(["log"])
+        .stdout_has("sgard watch: changed files quiet for 1s");
+    let (_, e) = status(&t);
+    assert_eq!(not_ok(&e), vec![], "the edit is recorded");
+
+    // Another home on the same repository changes two files: here one is
+    // `behind`, and the other is edited here too (a conflict).
+    let other = TestEnv::new();
+    let repo = t.repo();
+    let repo = repo.to_str().unwrap();
+    other.sgard(["--repo", repo, "restore"]).ok();
+    other.write(".zshrc", "theirs\n");
+    other.write(".config/a/x", "theirs too\n");
+    other.sgard(["--repo", repo, "checkpoint"]).ok();
+    t.write(".zshrc", "mine\n");
+    t.write(".config/nvim/lua/plug.lua", "mine too\n");
+    let until = Instant::now() + Duration::from_secs(30);
+    while snapshots(&t) < 2 {
+        assert!(
+            Instant::now() < until,
+            "no second checkpoint; the watcher said: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, e) = status(&t);
+    assert_eq!(
+        not_ok(&e),
+        vec![
+            pair("~/.config/a/x", "behind"),
+            pair("~/.zshrc", "conflict")
+        ],
+        "only the plain edit was recorded"
+    );
+    assert_eq!(t.read(".zshrc"), b"mine\n", "nothing here was overwritten");
+    let r = other.sgard(["--repo", repo, "status", "--json"]);
+    let theirs = entries(&serde_json::from_str(&r.stdout).unwrap());
+    assert_eq!(
+        not_ok(&theirs),
+        vec![pair("~/.config/nvim/lua/plug.lua", "behind")],
+        "the repository holds their .zshrc and the watcher's plug.lua"
+    );
+}

@@ -1,0 +1,605 @@
+//! The watcher itself: one thread numbers the events and answers the
+//! questions, in the order they happen (see the crate documentation).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use notify::{Event, RecursiveMode, Watcher};
+
+use crate::{Error, Log, Request, Response, Result, Token, WirePath, io};
+
+/// What to watch: the tracked paths (absolute) and the folder the
+/// watching stops at going up (the home).
+#[derive(Clone, Debug, Default)]
+pub struct Set {
+    /// The id askers compare (see [`crate::ask`]).
+    pub id: String,
+    /// The tracked paths.
+    pub paths: Vec<PathBuf>,
+    /// The highest folder watched above them (paths outside it are watched
+    /// up to `/`).
+    pub home: PathBuf,
+}
+
+/// How the watcher runs.
+pub struct Config<'a> {
+    /// The socket it answers at (created; a dead one is replaced).
+    pub socket: PathBuf,
+    /// Its lock: one watcher per socket.
+    pub lock: PathBuf,
+    /// A folder of its own for its cookies (created, emptied).
+    pub cookies: PathBuf,
+    /// The set to watch; called at the start and whenever an asker
+    /// expects another set.
+    pub load: &'a mut dyn FnMut() -> std::result::Result<Set, String>,
+    /// Whether to stop now (checked every 100 ms).
+    pub stop: &'a dyn Fn() -> bool,
+    /// Where to say what happens (start, reloads, losses).
+    pub say: &'a dyn Fn(&str),
+    /// Test hooks: questions may ask for an overflow; while `stall` exists
+    /// the watcher takes no event (so the kernel's queue can overflow).
+    pub test_hooks: bool,
+    /// See `test_hooks`.
+    pub stall: Option<PathBuf>,
+    /// Once the tracked paths changed and then nothing changed for them
+    /// for this long, `on_quiet` is called with the tracked paths those
+    /// changes may have touched.
+    pub quiet: Option<Duration>,
+    /// See `quiet`.
+    pub on_quiet: &'a mut dyn FnMut(Vec<PathBuf>),
+}
+
+/// How long an answer waits for its cookie before it says "look at
+/// everything".
+const COOKIE_WAIT: Duration = Duration::from_secs(2);
+
+enum Msg {
+    Event(notify::Result<Event>),
+    Ask(Request, mpsc::Sender<Response>),
+}
+
+struct Pending {
+    cookie: PathBuf,
+    since: Option<String>,
+    reply: mpsc::Sender<Response>,
+    at: Instant,
+}
+
+struct State<W: Watcher> {
+    watcher: W,
+    log: Log,
+    set: Set,
+    /// Every folder from a tracked path's up to the home.
+    wanted: BTreeSet<PathBuf>,
+    watched: BTreeSet<PathBuf>,
+    /// Wanted folders whose changes the kernel may not report (a network
+    /// file system: another machine's writes make no event here) or that
+    /// could not be watched: every answer names them, so what is under them
+    /// is always looked at.
+    blind: BTreeSet<PathBuf>,
+    /// Why no answer can be trusted (a watch that could not be set).
+    broken: Option<String>,
+    /// The set's paths, sorted (for `touched`).
+    sorted: Vec<PathBuf>,
+    /// Changes to tracked paths or the folders above them since the last
+    /// call of `on_quiet`, and when the last one came.
+    touched: Vec<PathBuf>,
+    last_touch: Option<Instant>,
+    cookies: PathBuf,
+    next_cookie: u64,
+    pending: Vec<Pending>,
+}
+
+/// Runs the watcher until `stop` says so.
+///
+/// # Errors
+/// [`Error::AlreadyRunning`], [`Error::SocketPath`], [`Error::Io`] for the
+/// socket, lock and cookie folder, [`Error::Notify`] when the kernel's
+/// watching cannot start; a first set that cannot be loaded is an
+/// [`Error::Protocol`] naming the socket.
+#[cfg(unix)]
+pub fn serve(cfg: Config<'_>) -> Result<()> {
+    use std::os::unix::net::UnixListener;
+
+    if cfg.socket.as_os_str().len() > 100 {
+        return Err(Error::SocketPath(cfg.socket.clone()));
+    }
+    let _lock = take_lock(&cfg.lock)?;
+    // Ours now: whatever is at the socket is a dead watcher's.
+    match std::fs::remove_file(&cfg.socket) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&cfg.socket)(e)),
+        _ => {}
+    }
+    let _ = std::fs::remove_dir_all(&cfg.cookies);
+    std::fs::create_dir_all(&cfg.cookies).map_err(io(&cfg.cookies))?;
+    let cookies = std::fs::canonicalize(&cfg.cookies).map_err(io(&cfg.cookies))?;
+
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let events = tx.clone();
+    let stall = cfg.stall.clone();
+    let watcher = notify::recommended_watcher(move |ev| {
+        if let Some(s) = &stall {
+            while s.exists() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let _ = events.send(Msg::Event(ev));
+    })?;
+    let set = (cfg.load)().map_err(|why| Error::Protocol {
+        path: cfg.socket.clone(),
+        why,
+    })?;
+    let mut st = State {
+        watcher,
+        log: Log::new(instance_id()),
+        set: Set::default(),
+        wanted: BTreeSet::new(),
+        watched: BTreeSet::new(),
+        blind: BTreeSet::new(),
+        broken: None,
+        sorted: Vec::new(),
+        touched: Vec::new(),
+        last_touch: None,
+        cookies: cookies.clone(),
+        next_cookie: 0,
+        pending: Vec::new(),
+    };
+    st.watch_path(&cookies);
+    st.replace_set(set);
+
+    let listener = UnixListener::bind(&cfg.socket).map_err(io(&cfg.socket))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o600))
+            .map_err(io(&cfg.socket))?;
+    }
+    let asks = tx;
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let asks = asks.clone();
+            std::thread::spawn(move || converse(conn, &asks));
+        }
+    });
+    (cfg.say)(&format!(
+        "watching {} folders above {} tracked paths; answering at {}",
+        st.folders(),
+        st.set.paths.len(),
+        cfg.socket.display()
+    ));
+    if let Some(why) = &st.broken {
+        (cfg.say)(&format!(
+            "every answer will say to look at everything: {why}"
+        ));
+    }
+    while !(cfg.stop)() {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Msg::Event(ev)) => st.on_event(ev, cfg.say),
+            Ok(Msg::Ask(req, reply)) if req.info => {
+                let mut resp = st.full("a description, not an answer".into());
+                resp.info = Some(crate::Info {
+                    set: st.set.id.clone(),
+                    paths: st.set.paths.len(),
+                    folders: st.folders(),
+                    broken: st.broken.clone(),
+                    blind: st.blind.iter().cloned().collect(),
+                    pid: std::process::id(),
+                });
+                let _ = reply.send(resp);
+            }
+            Ok(Msg::Ask(req, reply)) => {
+                if req.overflow && cfg.test_hooks {
+                    st.log.forget("the kernel's event queue overflowed");
+                }
+                if req.set != st.set.id {
+                    match (cfg.load)() {
+                        Ok(set) => {
+                            (cfg.say)(&format!(
+                                "the tracked paths changed: now watching {} paths",
+                                set.paths.len()
+                            ));
+                            st.replace_set(set);
+                        }
+                        Err(why) => {
+                            (cfg.say)(&format!("cannot read the tracked paths: {why}"));
+                            let _ =
+                                reply.send(st.full(format!(
+                                    "the watcher cannot read the tracked paths: {why}"
+                                )));
+                            continue;
+                        }
+                    }
+                }
+                st.ask(req, reply);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        st.expire();
+        if let (Some(quiet), Some(at)) = (cfg.quiet, st.last_touch)
+            && at.elapsed() >= quiet
+        {
+            let paths = st.settle();
+            if !paths.is_empty() {
+                (cfg.on_quiet)(paths);
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&cfg.socket);
+    let _ = std::fs::remove_dir_all(&cfg.cookies);
+    Ok(())
+}
+
+/// Not on this platform.
+///
+/// # Errors
+/// Always [`Error::Unsupported`].
+#[cfg(not(unix))]
+pub fn serve(_cfg: Config<'_>) -> Result<()> {
+    Err(Error::Unsupported)
+}
+
+/// The lock that makes this the only watcher at its socket.
+#[cfg(unix)]
+fn take_lock(path: &Path) -> Result<std::fs::File> {
+    use rustix::fs::{FlockOperation, flock};
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io(path))?;
+    match flock(&f, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(f),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::AlreadyRunning(path.to_path_buf())),
+        Err(e) => Err(io(path)(e.into())),
+    }
+}
+
+/// Whether `p` is on a file system whose changes may come from elsewhere
+/// without an event here (NFS, SMB, FUSE such as sshfs, 9p, AFS, Ceph,
+/// Lustre).
+#[cfg(target_os = "linux")]
+fn remote(p: &Path) -> bool {
+    const REMOTE: [u64; 11] = [
+        0x6969,      // NFS
+        0x517b,      // SMB
+        0xff53_4d42, // CIFS
+        0xfe53_4d42, // SMB2
+        0x6573_5546, // FUSE
+        0x0102_1997, // 9p (also WSL's Windows drives)
+        0x5346_414f, // AFS
+        0x6b41_4653, // kAFS
+        0x00c3_6400, // Ceph
+        0x0bd0_0bd0, // Lustre
+        0x7375_7245, // Coda
+    ];
+    rustix::fs::statfs(p).is_ok_and(|s| {
+        #[allow(
+            clippy::useless_conversion,
+            reason = "f_type's width differs per target"
+        )]
+        let t = u64::try_from(s.f_type).unwrap_or(0);
+        REMOTE.contains(&t)
+    })
+}
+
+/// Other systems: no such check (FSEvents and ReadDirectoryChangesW come
+/// with the platforms work).
+#[cfg(not(target_os = "linux"))]
+fn remote(_p: &Path) -> bool {
+    false
+}
+
+/// A number no earlier run of the watcher used (time and process id).
+fn instance_id() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ (u64::from(std::process::id()) << 40)
+}
+
+/// One asker: a line in, a line out.
+#[cfg(unix)]
+fn converse(conn: std::os::unix::net::UnixStream, asks: &mpsc::Sender<Msg>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(5)));
+    let mut line = Vec::new();
+    let Ok(read) = conn.try_clone() else {
+        return;
+    };
+    if BufReader::new(read.take(1 << 20))
+        .read_until(b'\n', &mut line)
+        .is_err()
+    {
+        return;
+    }
+    let Ok(req) = serde_json::from_slice::<Request>(&line) else {
+        return;
+    };
+    if req.v != 1 {
+        return;
+    }
+    let (tx, rx) = mpsc::channel();
+    if asks.send(Msg::Ask(req, tx)).is_err() {
+        return;
+    }
+    let Ok(resp) = rx.recv_timeout(COOKIE_WAIT * 3) else {
+        return;
+    };
+    let Ok(mut out) = serde_json::to_vec(&resp) else {
+        return;
+    };
+    out.push(b'\n');
+    let mut conn = conn;
+    let _ = conn.write_all(&out);
+}
+
+impl<W: Watcher> State<W> {
+    /// Watches `set` from now on; no earlier token can be answered.
+    fn replace_set(&mut self, set: Set) {
+        let mut wanted = BTreeSet::new();
+        for p in &set.paths {
+            for a in p.ancestors().skip(1) {
+                if !wanted.insert(a.to_path_buf()) || a == set.home {
+                    break;
+                }
+            }
+        }
+        let gone: Vec<PathBuf> = self.watched.difference(&wanted).cloned().collect();
+        for p in gone {
+            if p != self.cookies {
+                let _ = self.watcher.unwatch(&p);
+                self.watched.remove(&p);
+            }
+        }
+        self.wanted = wanted;
+        self.sorted = set.paths.clone();
+        self.sorted.sort();
+        self.set = set;
+        self.broken = None;
+        self.blind.clear();
+        self.sync_under(Path::new("/"));
+        self.log.forget("the tracked paths changed");
+    }
+
+    /// Watches every wanted folder at or under `top` that exists and is
+    /// not watched yet.
+    fn sync_under(&mut self, top: &Path) {
+        let todo: Vec<PathBuf> = self
+            .wanted
+            .range(top.to_path_buf()..)
+            .take_while(|p| p.starts_with(top))
+            .filter(|p| !self.watched.contains(*p))
+            .cloned()
+            .collect();
+        for p in todo {
+            self.watch_path(&p);
+        }
+    }
+
+    fn watch_path(&mut self, p: &Path) {
+        match std::fs::metadata(p) {
+            Ok(md) if md.is_dir() => {}
+            // Not there (yet), or not a folder: the folder above reports
+            // when that changes.
+            _ => return,
+        }
+        if remote(p) && p != self.cookies {
+            self.blind.insert(p.to_path_buf());
+            return;
+        }
+        self.blind.remove(p);
+        match self.watcher.watch(p, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                self.watched.insert(p.to_path_buf());
+            }
+            Err(e) => match &e.kind {
+                notify::ErrorKind::PathNotFound => {}
+                notify::ErrorKind::Io(io)
+                    if matches!(
+                        io.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) => {}
+                notify::ErrorKind::MaxFilesWatch => {
+                    self.broken = Some(
+                        "the system's limit of watched folders is reached (raise \
+                         fs.inotify.max_user_watches)"
+                            .into(),
+                    );
+                }
+                _ if p == self.cookies => {
+                    self.broken = Some(format!("cannot watch its own folder {}: {e}", p.display()));
+                }
+                _ => {
+                    self.blind.insert(p.to_path_buf());
+                }
+            },
+        }
+    }
+
+    /// Forgets the watches on `p` and every folder under it (a folder
+    /// renamed away is still watched under its old name), then watches
+    /// again what is there now.
+    fn rewatch(&mut self, p: &Path) {
+        let stale: Vec<PathBuf> = self
+            .watched
+            .range(p.to_path_buf()..)
+            .take_while(|w| w.starts_with(p))
+            .filter(|w| **w != self.cookies)
+            .cloned()
+            .collect();
+        for w in stale {
+            let _ = self.watcher.unwatch(&w);
+            self.watched.remove(&w);
+        }
+        self.sync_under(p);
+    }
+
+    /// How many folders are watched for the set (the cookie folder aside).
+    fn folders(&self) -> usize {
+        self.watched.iter().filter(|w| **w != self.cookies).count()
+    }
+
+    /// The tracked paths the changes since the last call may have touched
+    /// (forgetting those changes).
+    fn settle(&mut self) -> Vec<PathBuf> {
+        self.last_touch = None;
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort();
+        touched.dedup();
+        self.sorted
+            .iter()
+            .filter(|p| crate::affects(&touched, p))
+            .cloned()
+            .collect()
+    }
+
+    /// Watches the cookie folder afresh.
+    fn rewatch_cookies(&mut self) {
+        let c = self.cookies.clone();
+        let _ = self.watcher.unwatch(&c);
+        self.watched.remove(&c);
+        self.watch_path(&c);
+    }
+
+    fn on_event(&mut self, ev: notify::Result<Event>, say: &dyn Fn(&str)) {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                say(&format!("watching failed: {e}"));
+                self.log.forget("the watching failed");
+                self.rewatch(Path::new("/"));
+                self.rewatch_cookies();
+                return;
+            }
+        };
+        if ev.need_rescan() || ev.paths.is_empty() {
+            say("the kernel's event queue overflowed: the next answers say to look at everything");
+            self.log.forget("the kernel's event queue overflowed");
+            self.rewatch(Path::new("/"));
+            self.rewatch_cookies();
+            // Anything may have changed.
+            self.touched.push(PathBuf::from("/"));
+            self.last_touch = Some(Instant::now());
+            return;
+        }
+        // Opening and reading change nothing (and a status opens and reads
+        // what it looks at: counting that would make every answer name it).
+        if matches!(ev.kind, notify::EventKind::Access(_)) {
+            return;
+        }
+        for p in &ev.paths {
+            if p.starts_with(&self.cookies) {
+                if matches!(ev.kind, notify::EventKind::Create(_)) {
+                    self.cookie_seen(p);
+                }
+                continue;
+            }
+            self.log.record(p);
+            if self.wanted.contains(p) || self.sorted.binary_search(p).is_ok() {
+                self.touched.push(p.clone());
+                self.last_touch = Some(Instant::now());
+            }
+            // A wanted folder made, removed or renamed: its watch (and those
+            // under it) must follow. Its own metadata changing is not that.
+            let moved = !matches!(
+                ev.kind,
+                notify::EventKind::Access(_)
+                    | notify::EventKind::Modify(
+                        notify::event::ModifyKind::Data(_) | notify::event::ModifyKind::Metadata(_)
+                    )
+            );
+            if moved && self.wanted.contains(p) {
+                self.rewatch(p);
+            }
+        }
+    }
+
+    fn ask(&mut self, req: Request, reply: mpsc::Sender<Response>) {
+        self.next_cookie += 1;
+        let cookie = self.cookies.join(format!("{}", self.next_cookie));
+        if let Err(e) = std::fs::File::create(&cookie) {
+            let _ = reply.send(self.full(format!("the watcher cannot write its cookie: {e}")));
+            return;
+        }
+        self.pending.push(Pending {
+            cookie,
+            since: req.since,
+            reply,
+            at: Instant::now(),
+        });
+    }
+
+    /// The cookie `p` arrived: every change before the questions up to it
+    /// has been counted.
+    fn cookie_seen(&mut self, p: &Path) {
+        let Some(at) = self.pending.iter().position(|q| q.cookie == p) else {
+            return;
+        };
+        let done: Vec<Pending> = self.pending.drain(..=at).collect();
+        for q in done {
+            let _ = std::fs::remove_file(&q.cookie);
+            let resp = self.answer(q.since.as_deref());
+            let _ = q.reply.send(resp);
+        }
+    }
+
+    /// Questions whose cookie never came.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        while self
+            .pending
+            .first()
+            .is_some_and(|q| now.duration_since(q.at) > COOKIE_WAIT)
+        {
+            let q = self.pending.remove(0);
+            let _ = std::fs::remove_file(&q.cookie);
+            let _ = q.reply.send(
+                self.full("the watcher did not see its own write in time (it is too busy)".into()),
+            );
+        }
+    }
+
+    fn answer(&self, since: Option<&str>) -> Response {
+        if let Some(why) = &self.broken {
+            return self.full(why.clone());
+        }
+        let Some(since) = since else {
+            return self.full("there was no token to answer from".into());
+        };
+        let token: Token = match since.parse() {
+            Ok(t) => t,
+            Err(why) => return self.full(why),
+        };
+        match self.log.since(token) {
+            Ok(paths) => Response {
+                v: 1,
+                token: self.log.token().to_string(),
+                changed: Some(
+                    paths
+                        .iter()
+                        .chain(&self.blind)
+                        .map(|p| WirePath::of(p))
+                        .collect(),
+                ),
+                why: None,
+                info: None,
+            },
+            Err(why) => self.full(why),
+        }
+    }
+
+    fn full(&self, why: String) -> Response {
+        Response {
+            v: 1,
+            token: self.log.token().to_string(),
+            changed: None,
+            why: Some(why),
+            info: None,
+        }
+    }
+}
