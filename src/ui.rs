@@ -242,7 +242,12 @@ impl Prompt for StdinPrompt {
 /// messages.
 pub fn clean_text(s: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
     let bad = |c: char| c.is_control() && !(keep_newlines && c == '\n');
-    if !s.chars().any(bad) {
+    // Control characters are ASCII's (below 0x20, 0x7f) and U+0080 to
+    // U+009F (0xc2 then 0x80..=0x9f in UTF-8): a look at the bytes rules
+    // them out for nearly every path (100,000 lines of status) before any
+    // character is decoded.
+    let maybe = |b: u8| b < 0x20 || b == 0x7f || b == 0xc2;
+    if !s.bytes().any(maybe) || !s.chars().any(bad) {
         return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);

@@ -434,6 +434,9 @@ pub(crate) struct Work {
     pub(crate) watch: Option<watch::WatchRun>,
     /// How that status used it.
     pub(crate) watch_used: Option<watch::Used>,
+    /// A status's lines to keep for the next one (see `watch::cache`):
+    /// the head of the file and its lines, encoded.
+    pub(crate) status_cache: Option<watch::Keep>,
 }
 
 /// One run's work over the repository as read: the judging of the disk
@@ -1110,6 +1113,9 @@ impl Garden {
                 key,
                 self.repo.repo_history.records.last().map(|r| r.id),
             );
+        }
+        if saved.is_ok() {
+            self.write_status_cache();
         }
         saved
     }

@@ -223,6 +223,11 @@ impl Tx<'_> {
             remedy: None,
         };
         if !self.repo.applies(e)? {
+            // Not looked at: its stat cache record may be old by the time
+            // it applies here again (a tag added back).
+            if e.kind == EntryKind::File {
+                self.unvouched(&e.path);
+            }
             return Ok(line(State::Skipped, None));
         }
         let judged = self.judge(e, false, found);

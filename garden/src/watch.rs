@@ -39,6 +39,10 @@ use sgard_watch::Token;
 
 use crate::{Garden, Tx};
 
+mod cache;
+pub(crate) use cache::Keep;
+pub use cache::{Cached, Form, cached_status};
+
 /// The token file's name in the repository's state folder.
 pub const TOKEN_FILE: &str = "watch-token";
 /// The watcher's socket's name there.
@@ -102,6 +106,11 @@ impl Garden {
                 .map(|e| env.expand(&e.path))
                 .collect(),
             home: env.home.clone(),
+            repo: Some(self.repo.root.clone()),
+            ignored: [crate::lock::LOCK_FILE, crate::lock::TURN_FILE]
+                .iter()
+                .map(|f| self.repo.root.join(f))
+                .collect(),
         }
     }
 
@@ -141,8 +150,10 @@ impl Garden {
         let Ok(text) = serde_json::to_vec(&doc) else {
             return;
         };
-        // A cache: failing to keep it costs the next status a full look.
-        if durable::write_atomic(&file, &text, 0o600).is_err() {
+        // A cache: failing to keep it (or losing it in a crash: it goes
+        // with the index file it names, written durably before it) costs
+        // the next status a full look.
+        if durable::write_replace(&file, &text, 0o600).is_err() {
             let _ = std::fs::remove_file(&file);
         }
     }

@@ -170,8 +170,6 @@ impl Parts {
     }
 }
 
-/// The externals: past their refresh period, or their source gone (asked
-/// of every source at once, 10 seconds each at most; nothing is fetched).
 /// Whether `sgard watch` runs for this repository, and can vouch for what
 /// did not change.
 fn watcher(ctx: &Ctx, out: &mut Vec<Finding>) {
@@ -224,6 +222,8 @@ fn watcher(ctx: &Ctx, out: &mut Vec<Finding>) {
     out.push(finding);
 }
 
+/// The externals: past their refresh period, or their source gone (asked
+/// of every source at once, 10 seconds each at most; nothing is fetched).
 fn externals(ctx: &Ctx, out: &mut Vec<Finding>) {
     use sgard_manifest::externals::{EXTERNALS_FILE, ExternalLog};
     let file = ctx.repo.join(EXTERNALS_FILE);

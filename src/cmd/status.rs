@@ -19,23 +19,100 @@ fn run(
     refresh: bool,
     out: &mut dyn Write,
 ) -> Result<ExitCode> {
+    use sgard_garden::watch::{Form, Used};
+    let form = (!json).then_some(Form { colour: ctx.colour });
+    // Nothing changed since the last status (the watcher says so): its
+    // lines stand, and the repository is not even opened.
+    if paths.is_empty()
+        && !refresh
+        && let Some(kept) = sgard_garden::watch::cached_status(&ctx.repo, &ctx.env, form, &ui::note)
+    {
+        if let Some((text, changed)) = kept.text {
+            // What the last status printed, printed as it was.
+            out.write_all(&text)?;
+            return Ok(if exit_code && changed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
+        let watch = json!({"state": "unchanged"});
+        return show(ctx, &kept.lines, &kept.secrets, watch, exit_code, json, out);
+    }
     let mut g = ctx.open(LockMode::Shared)?;
     if refresh {
         g.refresh_secrets();
     }
     let lines = g.status_of_args(paths)?;
+    let secrets: Vec<(String, String)> = g
+        .plaintext_secrets(lines.iter().map(|l| l.path.as_str()))
+        .into_iter()
+        .map(|(p, s)| (p, s.describe().to_owned()))
+        .collect();
+    let watch = g.watch_used().map(|u| match u {
+        Used::NotRunning => json!({"state": "not-running"}),
+        Used::Full(why) => json!({"state": "full", "why": why}),
+        Used::Narrowed { skipped } => json!({"state": "narrowed", "skipped": skipped}),
+    });
+    let whole = paths.is_empty() && !refresh;
+    // Printed only on stdout (no error, no warning): what was printed can
+    // be printed again as it is.
+    let silent = secrets.is_empty()
+        && !lines
+            .iter()
+            .any(|l| l.state == State::Error || l.blob_missing);
+    let code = match form {
+        Some(form) if whole && silent => {
+            let mut text = Vec::new();
+            let code = show(
+                ctx,
+                &lines,
+                &secrets,
+                serde_json::Value::Null,
+                exit_code,
+                json,
+                &mut text,
+            );
+            g.keep_status(&lines, &secrets, Some((form, &text)));
+            out.write_all(&text)?;
+            code
+        }
+        _ => {
+            if whole {
+                g.keep_status(&lines, &secrets, None);
+            }
+            show(
+                ctx,
+                &lines,
+                &secrets,
+                watch.unwrap_or_default(),
+                exit_code,
+                json,
+                out,
+            )
+        }
+    };
+    ctx.finish_query(g);
+    code
+}
+
+/// Prints the status `lines` (and warns of the plaintext `secrets`); the
+/// exit code they make.
+fn show(
+    ctx: &Ctx,
+    lines: &[sgard_garden::StatusLine],
+    secrets: &[(String, String)],
+    watch: serde_json::Value,
+    exit_code: bool,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<ExitCode> {
     let changed = lines.iter().any(|l| l.state.is_change());
     if json {
         let entries: Vec<_> = lines
             .iter()
             .map(|l| json!({"path": l.path, "state": l.state.as_str(), "detail": l.detail}))
             .collect();
-        use sgard_garden::watch::Used;
-        let watch = g.watch_used().map(|u| match u {
-            Used::NotRunning => json!({"state": "not-running"}),
-            Used::Full(why) => json!({"state": "full", "why": why}),
-            Used::Narrowed { skipped } => json!({"state": "narrowed", "skipped": skipped}),
-        });
         print_json(
             out,
             &json!({"schema": 1, "clean": !changed, "entries": entries, "watch": watch}),
@@ -50,8 +127,17 @@ fn run(
             }
         }
     } else {
-        for l in &lines {
-            let word = ui::styled(ctx.colour, ui::state_style(l.state), l.state.as_str(), 10);
+        // Each state's word, styled once (not once per line).
+        let mut words: Vec<(State, String)> = Vec::new();
+        for l in lines {
+            let word = match words.iter().find(|(s, _)| *s == l.state) {
+                Some((_, w)) => w,
+                None => {
+                    let w = ui::styled(ctx.colour, ui::state_style(l.state), l.state.as_str(), 10);
+                    words.push((l.state, w));
+                    &words[words.len() - 1].1
+                }
+            };
             match &l.detail {
                 Some(d) if l.state != State::Error => {
                     writeln!(out, "{word} {}  ({})", ui::clean(&l.path), ui::clean(d))?;
@@ -68,8 +154,15 @@ fn run(
             }
         }
     }
-    flag_secrets(&g, &lines, out)?;
-    ctx.finish_query(g);
+    if !secrets.is_empty() {
+        out.flush()?;
+    }
+    for (path, what) in secrets {
+        ui::warn(&format!(
+            "{path} looks like {what} and is stored in plaintext: `sgard add --encrypt {path}` \
+             encrypts it"
+        ));
+    }
     let lacking = lines.iter().filter(|l| l.blob_missing).count();
     if lacking > 0 {
         // Each entry was an error line of its own: what is left to say is
@@ -93,27 +186,6 @@ fn run(
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Warns of the entries shown that are stored in plaintext though they
-/// look like secrets (private keys, credentials).
-fn flag_secrets(
-    g: &sgard_garden::Garden,
-    lines: &[sgard_garden::StatusLine],
-    out: &mut dyn Write,
-) -> Result<()> {
-    let found = g.plaintext_secrets(lines.iter().map(|l| l.path.as_str()));
-    if !found.is_empty() {
-        out.flush()?;
-    }
-    for (path, secret) in found {
-        ui::warn(&format!(
-            "{path} looks like {} and is stored in plaintext: `sgard add --encrypt {path}` \
-             encrypts it",
-            secret.describe()
-        ));
-    }
-    Ok(())
 }
 
 /// The arguments of `sgard status`.

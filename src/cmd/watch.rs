@@ -87,6 +87,7 @@ struct Checkpointer {
 const MAX_PATH_ARGS: usize = 1000;
 
 impl Checkpointer {
+    /// Called on every turn of the watcher: `paths` are due (often none).
     fn run(&mut self, mut paths: Vec<PathBuf>) {
         if let Some(child) = &mut self.running {
             match child.try_wait() {
@@ -98,6 +99,9 @@ impl Checkpointer {
             }
         }
         paths.append(&mut self.waiting);
+        if paths.is_empty() {
+            return;
+        }
         paths.sort();
         paths.dedup();
         let Ok(exe) = std::env::current_exe() else {
@@ -242,12 +246,31 @@ fn quote(arg: &str) -> String {
     s
 }
 
-fn unit_text(exe: &Path, repo: &Path, after: Option<&str>) -> Result<String> {
-    let (Some(exe), Some(repo)) = (exe.to_str(), repo.to_str()) else {
-        bail!("a systemd unit cannot name a path that is not UTF-8");
+/// The unit: `env` is what this shell has that the watcher must see the
+/// same (`XDG_STATE_HOME`, where its socket is; `XDG_CONFIG_HOME`): the
+/// user's service manager may not have it.
+fn unit_text(
+    exe: &Path,
+    repo: &Path,
+    after: Option<&str>,
+    env: &[(&str, &Path)],
+) -> Result<String> {
+    let utf8 = |p: &Path| -> Result<String> {
+        let s = p
+            .to_str()
+            .ok_or_else(|| anyhow!("a systemd unit cannot name a path that is not UTF-8"))?;
+        if s.contains('\n') {
+            bail!("a systemd unit cannot name a path with a line break");
+        }
+        Ok(s.to_owned())
     };
-    if exe.contains('\n') || repo.contains('\n') {
-        bail!("a systemd unit cannot name a path with a line break");
+    let (exe, repo) = (utf8(exe)?, utf8(repo)?);
+    let mut environment = String::new();
+    for (k, v) in env {
+        environment.push_str(&format!(
+            "Environment={}\n",
+            quote(&format!("{k}={}", utf8(v)?))
+        ));
     }
     Ok(format!(
         "# Written by `sgard watch --install`; `sgard watch --uninstall` removes it.\n\
@@ -256,6 +279,7 @@ fn unit_text(exe: &Path, repo: &Path, after: Option<&str>) -> Result<String> {
          \n\
          [Service]\n\
          Type=simple\n\
+         {environment}\
          ExecStart={} --repo {} watch{}\n\
          Restart=on-failure\n\
          RestartSec=5\n\
@@ -263,8 +287,8 @@ fn unit_text(exe: &Path, repo: &Path, after: Option<&str>) -> Result<String> {
          \n\
          [Install]\n\
          WantedBy=default.target\n",
-        quote(exe),
-        quote(repo),
+        quote(&exe),
+        quote(&repo),
         after
             .map(|a| format!(" --checkpoint-after {}", quote(a)))
             .unwrap_or_default(),
@@ -304,7 +328,14 @@ fn install(ctx: &Ctx, after: Option<&str>, out: &mut dyn Write) -> Result<ExitCo
     let name = unit_name(&socket);
     let path = unit_path(ctx, &name);
     let exe = std::env::current_exe().context("finding sgard's own executable")?;
-    let text = unit_text(&exe, &ctx.repo, after)?;
+    let mut env: Vec<(&str, &Path)> = Vec::new();
+    if let Some(s) = ctx.env.state_dir.as_deref() {
+        env.push(("XDG_STATE_HOME", s));
+    }
+    if let Some(c) = ctx.env.config_dir.as_deref().and_then(Path::parent) {
+        env.push(("XDG_CONFIG_HOME", c));
+    }
+    let text = unit_text(&exe, &ctx.repo, after, &env)?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -358,14 +389,19 @@ mod tests {
             Path::new("/opt/my sgard/sgard"),
             Path::new("/h/100%$x\""),
             None,
+            &[("XDG_STATE_HOME", Path::new("/h/state dir"))],
         )
         .unwrap();
+        assert!(
+            t.contains("Environment=\"XDG_STATE_HOME=/h/state dir\"\n"),
+            "{t}"
+        );
         assert!(
             t.contains(r#"ExecStart="/opt/my sgard/sgard" --repo "/h/100%%$$x\"" watch"#),
             "{t}"
         );
-        assert!(unit_text(Path::new("/a\nb"), Path::new("/r"), None).is_err());
-        let t = unit_text(Path::new("/s"), Path::new("/r"), Some("5m")).unwrap();
+        assert!(unit_text(Path::new("/a\nb"), Path::new("/r"), None, &[]).is_err());
+        let t = unit_text(Path::new("/s"), Path::new("/r"), Some("5m"), &[]).unwrap();
         assert!(
             t.contains(r#"ExecStart="/s" --repo "/r" watch --checkpoint-after "5m""#),
             "{t}"

@@ -34,4 +34,5 @@ mod sync;
 mod templates;
 mod trust;
 mod ux;
+#[cfg(target_os = "linux")]
 mod watch;

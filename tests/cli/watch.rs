@@ -123,16 +123,27 @@ fn settled() -> TestEnv {
     t
 }
 
-/// Two statuses: the first starts from no token, the second looks at
-/// nothing.
+/// Two statuses: the first starts from no token, the second gives the
+/// first's lines again without opening the repository.
 fn warm(t: &TestEnv) {
     let (w, e) = status(t);
     assert_eq!(w["state"], "full", "{w}");
     assert_eq!(not_ok(&e), vec![]);
+    let (w, e2) = status(t);
+    assert_eq!(w["state"], "unchanged", "{w}");
+    assert_eq!(e2, e);
+}
+
+/// A status after a change: it looks only at what changed (`skipped` is
+/// how many files it did not look at); the next one gives its lines again.
+fn after_change(t: &TestEnv, skipped: u64) -> Vec<(String, String)> {
     let (w, e) = status(t);
     assert_eq!(w["state"], "narrowed", "{w}");
-    assert_eq!(w["skipped"], 5, "every file was vouched for: {w}");
-    assert_eq!(not_ok(&e), vec![]);
+    assert_eq!(w["skipped"], skipped, "{w}");
+    let (w, e2) = status(t);
+    assert_eq!(w["state"], "unchanged", "{w}");
+    assert_eq!(e2, e);
+    e
 }
 
 #[test]
@@ -152,18 +163,19 @@ fn status_with_the_watcher_sees_every_change_and_looks_at_no_other_file() {
         .unwrap()
         .set_modified(mtime)
         .unwrap();
-    let (w, e) = status(&t);
-    assert_eq!(w["state"], "narrowed", "{w}");
+    let e = after_change(&t, 4);
     assert_eq!(not_ok(&e), vec![pair("~/.zshrc", "modified")]);
-    // Still modified next time, though nothing changed since.
-    let (w, e) = status(&t);
-    assert_eq!(w["state"], "narrowed", "{w}");
+    // A change elsewhere: the modified file is still looked at (its record
+    // is older than its change), and still modified.
+    t.write(".config/nvim/init.lua", "init\n");
+    let e = after_change(&t, 3);
     assert_eq!(not_ok(&e), vec![pair("~/.zshrc", "modified")]);
 
     // Renamed across folders, over another tracked file.
     std::fs::rename(t.path(".config/a/x"), t.path(".config/b/x")).unwrap();
-    let (w, e) = status(&t);
-    assert_eq!(w["state"], "narrowed", "{w}");
+    // Only plug.lua is not looked at: .zshrc and init.lua were read last
+    // time (changed too recently to be vouched for).
+    let e = after_change(&t, 1);
     assert_eq!(state_of(&e, "~/.config/a/x"), "missing");
     assert_eq!(state_of(&e, "~/.config/b/x"), "modified");
 
@@ -210,7 +222,11 @@ fn a_watcher_down_restarted_or_overflowed_means_looking_at_everything() {
         ]
     );
     let (w, _) = status(&t);
-    assert_eq!(w["state"], "narrowed", "{w}");
+    assert_eq!(w["state"], "unchanged", "{w}");
+    // One more change: only it is looked at.
+    t.write(".zshrc", "zsh two\n");
+    let e = after_change(&t, 2);
+    assert_eq!(not_ok(&e).len(), 3, "{e:?}");
     t.sgard(["doctor"])
         .stdout_has("watcher")
         .stdout_has("runs (process");
@@ -253,7 +269,7 @@ fn an_overflow_of_the_kernels_queue_is_never_a_missed_change() {
         vec![pair("~/.config/nvim/init.lua", "modified")]
     );
     let (w, e) = status(&t);
-    assert_eq!(w["state"], "narrowed", "{w}");
+    assert_eq!(w["state"], "unchanged", "{w}");
     assert_eq!(
         not_ok(&e),
         vec![pair("~/.config/nvim/init.lua", "modified")]
@@ -316,6 +332,13 @@ fn install_writes_a_user_unit_and_enables_it_and_uninstall_removes_it() {
         "{text}"
     );
     assert!(text.contains("WantedBy=default.target"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Environment=\"XDG_STATE_HOME={}\"",
+            t.home.join(".state").display()
+        )),
+        "the unit sees the state folder this shell sees: {text}"
+    );
     let said = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
         said,
@@ -397,4 +420,133 @@ fn checkpoint_after_records_changed_files_once_quiet_and_never_a_conflict() {
         vec![pair("~/.config/nvim/lua/plug.lua", "behind")],
         "the repository holds their .zshrc and the watcher's plug.lua"
     );
+}
+
+#[test]
+fn a_symlinked_folder_moved_away_and_made_again_is_seen() {
+    // ~/.config/nvim is a symlink to ~/src/nvim-cfg: the watch on it sits
+    // on the target's folder, whose own parents are not watched.
+    let t = TestEnv::init();
+    t.write("src/nvim-cfg/init.lua", "one\n");
+    t.write(".zshrc", "z\n");
+    std::fs::create_dir_all(t.path(".config")).unwrap();
+    std::os::unix::fs::symlink(t.path("src/nvim-cfg"), t.path(".config/nvim")).unwrap();
+    t.sgard(["add", ".config/nvim/init.lua", ".zshrc"]).ok();
+    std::thread::sleep(Duration::from_millis(2200));
+    let _w = start(&t, None);
+    let (w, _) = status(&t);
+    assert_eq!(w["state"], "full", "{w}");
+    let (w, _) = status(&t);
+    assert_eq!(w["state"], "unchanged", "{w}");
+
+    std::fs::rename(t.path("src"), t.path("src.old")).unwrap();
+    t.write("src/nvim-cfg/init.lua", "two\n");
+    let (w, e) = status(&t);
+    assert_ne!(w["state"], "unchanged", "{w}");
+    assert_eq!(
+        not_ok(&e),
+        vec![pair("~/.config/nvim/init.lua", "modified")]
+    );
+    // And the new folder is watched: a change in it is seen too.
+    let _ = status(&t);
+    t.write("src/nvim-cfg/init.lua", "one\n");
+    let (_, e) = status(&t);
+    assert_eq!(not_ok(&e), vec![]);
+    assert_eq!(e, truth(&t));
+}
+
+#[test]
+fn the_repository_or_this_machines_labels_changing_void_the_last_lines() {
+    let t = settled();
+    let _w = start(&t, None);
+    warm(&t);
+
+    // Another home checkpoints into the same repository.
+    let other = TestEnv::new();
+    let repo = t.repo();
+    let repo = repo.to_str().unwrap();
+    other.sgard(["--repo", repo, "restore"]).ok();
+    other.write(".config/a/x", "theirs\n");
+    other.sgard(["--repo", repo, "checkpoint"]).ok();
+    let (w, e) = status(&t);
+    assert_ne!(w["state"], "unchanged", "{w}");
+    assert_eq!(not_ok(&e), vec![pair("~/.config/a/x", "behind")]);
+    t.sgard(["restore"]).ok();
+    let (_, e) = status(&t);
+    assert_eq!(not_ok(&e), vec![]);
+
+    // A blob lost from the repository.
+    let manifest = t.manifest();
+    let hash = manifest
+        .split("path: ~/.config/b/x")
+        .nth(1)
+        .and_then(|rest| rest.split("hash: ").nth(1))
+        .map(|h| h[..64].to_owned())
+        .unwrap();
+    std::fs::remove_file(
+        t.repo()
+            .join("blobs")
+            .join(&hash[..2])
+            .join(&hash[2..4])
+            .join(&hash),
+    )
+    .unwrap();
+    let (w, e) = status(&t);
+    assert_ne!(w["state"], "unchanged", "{w}");
+    assert_eq!(not_ok(&e), vec![pair("~/.config/b/x", "error")]);
+    t.sgard(["add", ".config/b/x"]).ok();
+
+    // An entry only for machines tagged `work`: changed while this machine
+    // is not, then the tag comes back.
+    t.sgard(["tag", "add", "work"]).ok();
+    t.sgard(["target", "--only", "tag:work", ".zshrc"]).ok();
+    std::thread::sleep(Duration::from_millis(2200));
+    let _ = status(&t);
+    let _ = status(&t);
+    t.sgard(["tag", "remove", "work"]).ok();
+    let (_, e) = status(&t);
+    assert_eq!(state_of(&e, "~/.zshrc"), "skipped");
+    t.write(".zshrc", "zsh 1\n");
+    let (_, e) = status(&t);
+    assert_eq!(state_of(&e, "~/.zshrc"), "skipped");
+    t.sgard(["tag", "add", "work"]).ok();
+    let (_, e) = status(&t);
+    assert_eq!(state_of(&e, "~/.zshrc"), "modified");
+}
+
+#[test]
+fn a_status_is_printed_again_as_it_was_and_a_damaged_copy_is_not_used() {
+    let t = settled();
+    let _w = start(&t, None);
+    t.write(".zshrc", "zsh changed\n");
+    let plain = |t: &TestEnv| {
+        t.command(["status"])
+            .env("SGARD_NO_WATCH", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let first = t.sgard(["status"]);
+    first.ok().stdout_has("modified   ~/.zshrc");
+    assert_eq!(first.stdout.as_bytes(), plain(&t).stdout);
+    // Kept as printed, and printed again from there.
+    let file = t.state().join("status-cache");
+    let kept = std::fs::read(&file).unwrap();
+    let at = kept
+        .windows(first.stdout.len())
+        .position(|w| w == first.stdout.as_bytes())
+        .expect("the printed status is kept");
+    let again = t.sgard(["status"]);
+    assert_eq!(again.stdout, first.stdout);
+    t.sgard(["status", "--exit-code"]).code(1);
+    // One byte of the copy damaged: it is not printed.
+    let mut damaged = kept.clone();
+    damaged[at] ^= 0x20;
+    std::fs::write(&file, &damaged).unwrap();
+    assert_eq!(t.sgard(["status"]).stdout, first.stdout);
+    // A truncated or foreign file, likewise.
+    std::fs::write(&file, &kept[..kept.len() / 2]).unwrap();
+    assert_eq!(t.sgard(["status"]).stdout, first.stdout);
+    std::fs::write(&file, b"not a cache").unwrap();
+    assert_eq!(t.sgard(["status"]).stdout, first.stdout);
 }

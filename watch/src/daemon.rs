@@ -1,12 +1,22 @@
 //! The watcher itself: one thread numbers the events and answers the
 //! questions, in the order they happen (see the crate documentation).
+//!
+//! Linux only for now (inotify, see `kernel`): `notify`'s FSEvents
+//! backend (macOS) restarts its stream on every change of what is watched,
+//! losing events, and reports real paths (`/private/etc`), and kqueue (the
+//! BSDs) does not report writes in a watched folder; `serve` refuses
+//! there, and status looks at everything as without a watcher.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code, unused_imports))]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use notify::{Event, RecursiveMode, Watcher};
+#[cfg(target_os = "linux")]
+use crate::kernel::{Kernel, Kind, Raw};
 
 use crate::{Error, Log, Request, Response, Result, Token, WirePath, io};
 
@@ -21,6 +31,12 @@ pub struct Set {
     /// The highest folder watched above them (paths outside it are watched
     /// up to `/`).
     pub home: PathBuf,
+    /// A folder watched whole (the repository): any change in it is in
+    /// every answer after it.
+    pub repo: Option<PathBuf>,
+    /// Files whose events say nothing (the repository's lock files, which
+    /// every command opens for writing and closes).
+    pub ignored: Vec<PathBuf>,
 }
 
 /// How the watcher runs.
@@ -55,11 +71,13 @@ pub struct Config<'a> {
 /// everything".
 const COOKIE_WAIT: Duration = Duration::from_secs(2);
 
+#[cfg(target_os = "linux")]
 enum Msg {
-    Event(notify::Result<Event>),
+    Event(Raw),
     Ask(Request, mpsc::Sender<Response>),
 }
 
+#[cfg(target_os = "linux")]
 struct Pending {
     cookie: PathBuf,
     since: Option<String>,
@@ -67,13 +85,21 @@ struct Pending {
     at: Instant,
 }
 
-struct State<W: Watcher> {
-    watcher: W,
+#[cfg(target_os = "linux")]
+struct State {
+    kernel: Kernel,
     log: Log,
     set: Set,
     /// Every folder from a tracked path's up to the home.
     wanted: BTreeSet<PathBuf>,
-    watched: BTreeSet<PathBuf>,
+    /// Each watched folder, with the identity (device, inode) of the
+    /// folder its path led to when the watch was set: before each answer,
+    /// a path that leads elsewhere now (a symlink retargeted, a mount) is a
+    /// change, and is watched again.
+    watched: BTreeMap<PathBuf, (u64, u64)>,
+    /// The identities watched (one watch per folder: two paths to one
+    /// folder would share it, and one of them would go unreported).
+    ids: HashSet<(u64, u64)>,
     /// Wanted folders whose changes the kernel may not report (a network
     /// file system: another machine's writes make no event here) or that
     /// could not be watched: every answer names them, so what is under them
@@ -81,6 +107,10 @@ struct State<W: Watcher> {
     blind: BTreeSet<PathBuf>,
     /// Why no answer can be trusted (a watch that could not be set).
     broken: Option<String>,
+    /// The repository folder, while it is watched whole, and its identity.
+    repo_watched: Option<(PathBuf, (u64, u64))>,
+    /// Whether to keep `touched` (only for `quiet`).
+    collect: bool,
     /// The set's paths, sorted (for `touched`).
     sorted: Vec<PathBuf>,
     /// Changes to tracked paths or the folders above them since the last
@@ -96,10 +126,10 @@ struct State<W: Watcher> {
 ///
 /// # Errors
 /// [`Error::AlreadyRunning`], [`Error::SocketPath`], [`Error::Io`] for the
-/// socket, lock and cookie folder, [`Error::Notify`] when the kernel's
-/// watching cannot start; a first set that cannot be loaded is an
+/// socket, lock and cookie folder, and when the kernel's watching cannot
+/// start (naming `inotify`); a first set that cannot be loaded is an
 /// [`Error::Protocol`] naming the socket.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub fn serve(cfg: Config<'_>) -> Result<()> {
     use std::os::unix::net::UnixListener;
 
@@ -119,26 +149,28 @@ pub fn serve(cfg: Config<'_>) -> Result<()> {
     let (tx, rx) = mpsc::channel::<Msg>();
     let events = tx.clone();
     let stall = cfg.stall.clone();
-    let watcher = notify::recommended_watcher(move |ev| {
-        if let Some(s) = &stall {
-            while s.exists() {
-                std::thread::sleep(Duration::from_millis(10));
+    let kernel =
+        Kernel::start(move |raw| events.send(Msg::Event(raw)).is_ok(), stall).map_err(|e| {
+            Error::Io {
+                path: PathBuf::from("inotify"),
+                source: e,
             }
-        }
-        let _ = events.send(Msg::Event(ev));
-    })?;
+        })?;
     let set = (cfg.load)().map_err(|why| Error::Protocol {
         path: cfg.socket.clone(),
         why,
     })?;
     let mut st = State {
-        watcher,
+        kernel,
         log: Log::new(instance_id()),
         set: Set::default(),
         wanted: BTreeSet::new(),
-        watched: BTreeSet::new(),
+        watched: BTreeMap::new(),
+        ids: HashSet::new(),
         blind: BTreeSet::new(),
         broken: None,
+        repo_watched: None,
+        collect: cfg.quiet.is_some(),
         sorted: Vec::new(),
         touched: Vec::new(),
         last_touch: None,
@@ -155,11 +187,25 @@ pub fn serve(cfg: Config<'_>) -> Result<()> {
         std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o600))
             .map_err(io(&cfg.socket))?;
     }
+    let ours = ident(&cfg.socket, false);
     let asks = tx;
+    let open = Arc::new(AtomicUsize::new(0));
     std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let asks = asks.clone();
-            std::thread::spawn(move || converse(conn, &asks));
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else {
+                // Out of descriptors, say: let them free up.
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            if open.load(Ordering::SeqCst) >= MAX_ASKERS {
+                continue;
+            }
+            open.fetch_add(1, Ordering::SeqCst);
+            let (asks, open) = (asks.clone(), Arc::clone(&open));
+            std::thread::spawn(move || {
+                converse(conn, &asks);
+                open.fetch_sub(1, Ordering::SeqCst);
+            });
         }
     });
     (cfg.say)(&format!(
@@ -217,31 +263,57 @@ pub fn serve(cfg: Config<'_>) -> Result<()> {
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         st.expire();
-        if let (Some(quiet), Some(at)) = (cfg.quiet, st.last_touch)
-            && at.elapsed() >= quiet
-        {
-            let paths = st.settle();
-            if !paths.is_empty() {
-                (cfg.on_quiet)(paths);
-            }
+        if let Some(quiet) = cfg.quiet {
+            // Called on every turn, so what waits for a running checkpoint
+            // is taken up once it ends.
+            let due = st.last_touch.is_some_and(|at| at.elapsed() >= quiet);
+            (cfg.on_quiet)(if due { st.settle() } else { Vec::new() });
         }
     }
-    let _ = std::fs::remove_file(&cfg.socket);
-    let _ = std::fs::remove_dir_all(&cfg.cookies);
+    // Only our own socket: a watcher started since (its state folder
+    // removed and made again) keeps its.
+    if ours.is_some() && ident(&cfg.socket, false) == ours {
+        let _ = std::fs::remove_file(&cfg.socket);
+        let _ = std::fs::remove_dir_all(&cfg.cookies);
+    }
     Ok(())
 }
 
-/// Not on this platform.
+/// How many askers are answered at once (more are turned away: they look
+/// at everything).
+const MAX_ASKERS: usize = 64;
+
+/// The (device, inode) `p` leads to (following symlinks when `follow`).
+fn ident(p: &Path, follow: bool) -> Option<(u64, u64)> {
+    let md = if follow {
+        std::fs::metadata(p)
+    } else {
+        std::fs::symlink_metadata(p)
+    }
+    .ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((md.dev(), md.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = md;
+        None
+    }
+}
+
+/// Not on this platform (see the module documentation).
 ///
 /// # Errors
 /// Always [`Error::Unsupported`].
-#[cfg(not(unix))]
+#[cfg(not(target_os = "linux"))]
 pub fn serve(_cfg: Config<'_>) -> Result<()> {
     Err(Error::Unsupported)
 }
 
 /// The lock that makes this the only watcher at its socket.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 fn take_lock(path: &Path) -> Result<std::fs::File> {
     use rustix::fs::{FlockOperation, flock};
     let f = std::fs::OpenOptions::new()
@@ -296,13 +368,13 @@ fn remote(_p: &Path) -> bool {
 fn instance_id() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
+        .map(|d| u64::try_from(d.as_nanos() % (1 << 64)).unwrap_or(0))
         .unwrap_or(0);
     nanos ^ (u64::from(std::process::id()) << 40)
 }
 
 /// One asker: a line in, a line out.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 fn converse(conn: std::os::unix::net::UnixStream, asks: &mpsc::Sender<Msg>) {
     use std::io::{BufRead, BufReader, Read, Write};
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
@@ -338,7 +410,8 @@ fn converse(conn: std::os::unix::net::UnixStream, asks: &mpsc::Sender<Msg>) {
     let _ = conn.write_all(&out);
 }
 
-impl<W: Watcher> State<W> {
+#[cfg(target_os = "linux")]
+impl State {
     /// Watches `set` from now on; no earlier token can be answered.
     fn replace_set(&mut self, set: Set) {
         let mut wanted = BTreeSet::new();
@@ -349,12 +422,14 @@ impl<W: Watcher> State<W> {
                 }
             }
         }
-        let gone: Vec<PathBuf> = self.watched.difference(&wanted).cloned().collect();
+        let gone: Vec<PathBuf> = self
+            .watched
+            .keys()
+            .filter(|p| !wanted.contains(*p) && **p != self.cookies)
+            .cloned()
+            .collect();
         for p in gone {
-            if p != self.cookies {
-                let _ = self.watcher.unwatch(&p);
-                self.watched.remove(&p);
-            }
+            self.unwatch(&p);
         }
         self.wanted = wanted;
         self.sorted = set.paths.clone();
@@ -363,6 +438,7 @@ impl<W: Watcher> State<W> {
         self.broken = None;
         self.blind.clear();
         self.sync_under(Path::new("/"));
+        self.watch_repo();
         self.log.forget("the tracked paths changed");
     }
 
@@ -373,11 +449,18 @@ impl<W: Watcher> State<W> {
             .wanted
             .range(top.to_path_buf()..)
             .take_while(|p| p.starts_with(top))
-            .filter(|p| !self.watched.contains(*p))
+            .filter(|p| !self.watched.contains_key(*p))
             .cloned()
             .collect();
         for p in todo {
             self.watch_path(&p);
+        }
+    }
+
+    fn unwatch(&mut self, p: &Path) {
+        if let Some(id) = self.watched.remove(p) {
+            self.kernel.remove(p);
+            self.ids.remove(&id);
         }
     }
 
@@ -388,36 +471,37 @@ impl<W: Watcher> State<W> {
             // when that changes.
             _ => return,
         }
-        if remote(p) && p != self.cookies {
+        let Some(id) = ident(p, true) else { return };
+        // Another path to a folder already watched (a symlink), or one on
+        // a network file system: never vouched for.
+        if (remote(p) || self.ids.contains(&id)) && p != self.cookies {
             self.blind.insert(p.to_path_buf());
             return;
         }
         self.blind.remove(p);
-        match self.watcher.watch(p, RecursiveMode::NonRecursive) {
+        match self.kernel.add(p) {
             Ok(()) => {
-                self.watched.insert(p.to_path_buf());
+                self.watched.insert(p.to_path_buf(), id);
+                self.ids.insert(id);
             }
-            Err(e) => match &e.kind {
-                notify::ErrorKind::PathNotFound => {}
-                notify::ErrorKind::Io(io)
-                    if matches!(
-                        io.kind(),
-                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-                    ) => {}
-                notify::ErrorKind::MaxFilesWatch => {
-                    self.broken = Some(
-                        "the system's limit of watched folders is reached (raise \
-                         fs.inotify.max_user_watches)"
-                            .into(),
-                    );
-                }
-                _ if p == self.cookies => {
-                    self.broken = Some(format!("cannot watch its own folder {}: {e}", p.display()));
-                }
-                _ => {
-                    self.blind.insert(p.to_path_buf());
-                }
-            },
+            Err(e) if e.raw_os_error() == Some(crate::kernel::libc_enospc()) => {
+                self.broken = Some(
+                    "the system's limit of watched folders is reached (raise \
+                     fs.inotify.max_user_watches)"
+                        .into(),
+                );
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) => {}
+            Err(e) if p == self.cookies => {
+                self.broken = Some(format!("cannot watch its own folder {}: {e}", p.display()));
+            }
+            Err(_) => {
+                self.blind.insert(p.to_path_buf());
+            }
         }
     }
 
@@ -428,20 +512,110 @@ impl<W: Watcher> State<W> {
         let stale: Vec<PathBuf> = self
             .watched
             .range(p.to_path_buf()..)
+            .map(|(w, _)| w)
             .take_while(|w| w.starts_with(p))
             .filter(|w| **w != self.cookies)
             .cloned()
             .collect();
         for w in stale {
-            let _ = self.watcher.unwatch(&w);
-            self.watched.remove(&w);
+            self.unwatch(&w);
+        }
+        let blind: Vec<PathBuf> = self
+            .blind
+            .range(p.to_path_buf()..)
+            .take_while(|w| w.starts_with(p))
+            .cloned()
+            .collect();
+        for b in blind {
+            self.blind.remove(&b);
         }
         self.sync_under(p);
     }
 
+    /// Before an answer: every watched folder's path still leads to the
+    /// folder watched, and every wanted folder that exists now is watched.
+    /// A path that leads elsewhere (a symlink above it retargeted, a file
+    /// system mounted or unmounted there, a folder renamed away and another
+    /// made) counts as changed, and is watched afresh.
+    fn verify(&mut self) {
+        let moved: Vec<PathBuf> = self
+            .watched
+            .iter()
+            .filter(|(p, id)| **p != self.cookies && ident(p, true) != Some(**id))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in moved {
+            self.log.record(&p);
+            self.rewatch(&p);
+        }
+        let appeared: Vec<PathBuf> = self
+            .wanted
+            .iter()
+            .filter(|p| !self.watched.contains_key(*p) && !self.blind.contains(*p))
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir()))
+            .cloned()
+            .collect();
+        for p in appeared {
+            self.log.record(&p);
+            self.watch_path(&p);
+        }
+        if let Some((repo, id)) = self.repo_watched.clone()
+            && ident(&repo, true) != Some(id)
+        {
+            self.log.record(&repo);
+            self.watch_repo();
+        }
+    }
+
+    /// Watches the set's repository folder whole (afresh).
+    fn watch_repo(&mut self) {
+        if let Some((old, _)) = self.repo_watched.take() {
+            self.kernel.remove_tree(&old);
+        }
+        let Some(repo) = self.set.repo.clone() else {
+            return;
+        };
+        if remote(&repo) {
+            self.blind.insert(repo);
+            return;
+        }
+        let Some(id) = ident(&repo, true) else {
+            self.blind.insert(repo);
+            return;
+        };
+        match self.kernel.add_tree(&repo) {
+            Ok(()) => {
+                self.blind.remove(&repo);
+                self.repo_watched = Some((repo, id));
+            }
+            Err(e) if e.raw_os_error() == Some(crate::kernel::libc_enospc()) => {
+                self.broken = Some(
+                    "the system's limit of watched folders is reached (raise \
+                     fs.inotify.max_user_watches)"
+                        .into(),
+                );
+            }
+            Err(_) => {
+                self.blind.insert(repo);
+            }
+        }
+    }
+
     /// How many folders are watched for the set (the cookie folder aside).
     fn folders(&self) -> usize {
-        self.watched.iter().filter(|w| **w != self.cookies).count()
+        self.watched.keys().filter(|w| **w != self.cookies).count()
+    }
+
+    /// Keeps `p` for `settle`, at most a bounded number of them (beyond,
+    /// everything counts as touched).
+    fn touch(&mut self, p: PathBuf) {
+        if self.touched.len() >= crate::LIMIT {
+            self.touched.clear();
+            self.touched.push(PathBuf::from("/"));
+        } else {
+            self.touched.push(p);
+        }
+        self.last_touch = Some(Instant::now());
     }
 
     /// The tracked paths the changes since the last call may have touched
@@ -461,61 +635,59 @@ impl<W: Watcher> State<W> {
     /// Watches the cookie folder afresh.
     fn rewatch_cookies(&mut self) {
         let c = self.cookies.clone();
-        let _ = self.watcher.unwatch(&c);
-        self.watched.remove(&c);
+        self.unwatch(&c);
         self.watch_path(&c);
     }
 
-    fn on_event(&mut self, ev: notify::Result<Event>, say: &dyn Fn(&str)) {
-        let ev = match ev {
-            Ok(ev) => ev,
-            Err(e) => {
-                say(&format!("watching failed: {e}"));
+    fn on_event(&mut self, raw: Raw, say: &dyn Fn(&str)) {
+        let (wd, mask, name) = match raw {
+            Raw::Failed(e) => {
+                say(&format!("reading the kernel's events failed: {e}"));
                 self.log.forget("the watching failed");
-                self.rewatch(Path::new("/"));
-                self.rewatch_cookies();
+                self.broken = Some(format!("reading the kernel's events failed: {e}"));
                 return;
             }
-        };
-        if ev.need_rescan() || ev.paths.is_empty() {
-            say("the kernel's event queue overflowed: the next answers say to look at everything");
-            self.log.forget("the kernel's event queue overflowed");
-            self.rewatch(Path::new("/"));
-            self.rewatch_cookies();
-            // Anything may have changed.
-            self.touched.push(PathBuf::from("/"));
-            self.last_touch = Some(Instant::now());
-            return;
-        }
-        // Opening and reading change nothing (and a status opens and reads
-        // what it looks at: counting that would make every answer name it).
-        if matches!(ev.kind, notify::EventKind::Access(_)) {
-            return;
-        }
-        for p in &ev.paths {
-            if p.starts_with(&self.cookies) {
-                if matches!(ev.kind, notify::EventKind::Create(_)) {
-                    self.cookie_seen(p);
+            Raw::Overflow => {
+                say(
+                    "the kernel's event queue overflowed: the next answers say to look at everything",
+                );
+                self.log.forget("the kernel's event queue overflowed");
+                self.rewatch(Path::new("/"));
+                self.rewatch_cookies();
+                self.watch_repo();
+                // Anything may have changed.
+                if self.collect {
+                    self.touch(PathBuf::from("/"));
                 }
-                continue;
+                return;
             }
-            self.log.record(p);
-            if self.wanted.contains(p) || self.sorted.binary_search(p).is_ok() {
-                self.touched.push(p.clone());
-                self.last_touch = Some(Instant::now());
+            Raw::Event { wd, mask, name } => (wd, mask, name),
+        };
+        let created = mask.contains(inotify::EventMask::CREATE);
+        let Some((p, kind)) = self.kernel.name(wd, mask, name) else {
+            return;
+        };
+        if self.set.ignored.contains(&p) {
+            return;
+        }
+        if p.starts_with(&self.cookies) {
+            if created {
+                self.cookie_seen(&p);
             }
-            // A wanted folder made, removed or renamed: its watch (and those
-            // under it) must follow. Its own metadata changing is not that.
-            let moved = !matches!(
-                ev.kind,
-                notify::EventKind::Access(_)
-                    | notify::EventKind::Modify(
-                        notify::event::ModifyKind::Data(_) | notify::event::ModifyKind::Metadata(_)
-                    )
-            );
-            if moved && self.wanted.contains(p) {
-                self.rewatch(p);
-            }
+            return;
+        }
+        self.log.record(&p);
+        if self.collect && (self.wanted.contains(&p) || self.sorted.binary_search(&p).is_ok()) {
+            self.touch(p.clone());
+        }
+        // A wanted folder made, removed or renamed: its watch (and those
+        // under it) must follow. Its own metadata changing is not that.
+        if kind == Kind::Moved && self.wanted.contains(&p) {
+            self.rewatch(&p);
+        }
+        if kind == Kind::Moved && self.set.repo.as_deref() == Some(p.as_path()) {
+            // The repository folder itself was made, moved or removed.
+            self.watch_repo();
         }
     }
 
@@ -540,6 +712,7 @@ impl<W: Watcher> State<W> {
         let Some(at) = self.pending.iter().position(|q| q.cookie == p) else {
             return;
         };
+        self.verify();
         let done: Vec<Pending> = self.pending.drain(..=at).collect();
         for q in done {
             let _ = std::fs::remove_file(&q.cookie);

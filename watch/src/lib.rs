@@ -27,6 +27,8 @@ use serde::{Deserialize, Serialize};
 
 mod changes;
 pub mod daemon;
+#[cfg(target_os = "linux")]
+mod kernel;
 
 pub use changes::{LIMIT, Log, affects};
 
@@ -50,9 +52,6 @@ pub enum Error {
         /// What was wrong.
         why: String,
     },
-    /// The kernel's watching failed.
-    #[error("watching failed: {0}")]
-    Notify(#[from] notify::Error),
     /// An I/O error on a path.
     #[error("{}: {source}", path.display())]
     Io {
@@ -62,7 +61,9 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Not on this platform.
-    #[error("sgard watch needs Unix sockets, which this platform lacks")]
+    #[error(
+        "sgard watch runs on Linux only for now (inotify); here status looks at every tracked file"
+    )]
     Unsupported,
 }
 

@@ -42,6 +42,8 @@ fn start(home: &Path, state: &Path, paths: Vec<PathBuf>, set: &str) -> Running {
                 id: set.clone(),
                 paths: paths.clone(),
                 home: home.clone(),
+                repo: None,
+                ignored: Vec::new(),
             })
         };
         let stop = || stop2.load(Ordering::SeqCst);

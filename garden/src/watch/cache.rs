@@ -1,0 +1,399 @@
+//! A status that need not look at anything: the last status's lines,
+//! kept with what they depended on, and given again while the watcher says
+//! nothing changed since.
+//!
+//! `repos/<key>/status-cache` (binary, with checksums) holds the lines of
+//! the last status of every entry that asked the watcher, the token that
+//! status asked with (taken before it looked at the disk), the id of the
+//! set of tracked paths, the environment it ran in (home, host name, user,
+//! configuration folder), and the fingerprint of every file in this
+//! machine's state folder for the repository and of the machine-local
+//! `data.yaml`, as they were once that status had saved them.
+//!
+//! The lines stand, without opening the repository, when all of that is
+//! as it was and the watcher (which watches the repository's folder too)
+//! says that nothing under the tracked paths' folders or in the repository
+//! changed since the token: no tracked file, no folder above one, no
+//! manifest, log, blob or chunk, no state file. A network file system
+//! anywhere in that is never vouched for (the watcher names it in every
+//! answer), so the lines are not used there. Anything else, and the status
+//! is made as usual.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sgard_manifest::codec::{Reader, Writer};
+use sgard_store::durable;
+
+use crate::status::{State, StatusLine};
+use crate::{Env, Garden, base, index};
+
+/// The file's name in the repository's state folder.
+pub const FILE: &str = "status-cache";
+const MAGIC: &[u8] = b"sgard-status-cache\n";
+const VERSION: u32 = 1;
+/// Far above any real section (100,000 lines are about 4 MB).
+const MAX_BYTES: u64 = 512 << 20;
+/// Far above any real head (a few hundred bytes).
+const MAX_HEAD: u64 = 1 << 20;
+
+/// What a status keeps until [`Garden::finish`] writes it: the start of
+/// the head, what it printed (form, whether any entry changed, the bytes),
+/// and its lines, encoded.
+#[derive(Debug)]
+pub(crate) struct Keep {
+    head: Vec<u8>,
+    printed: Option<(u8, bool, Vec<u8>)>,
+    lines: Vec<u8>,
+}
+
+/// State files whose changes say nothing about a status's lines.
+const NOT_STATE: [&str; 6] = [
+    FILE,
+    super::TOKEN_FILE,
+    super::SOCKET,
+    super::LOCK,
+    "index.lock",
+    "lock",
+];
+
+/// What a status that looked nothing up gives: the lines, and the
+/// plaintext secrets to warn of (path, what it looks like).
+#[derive(Debug)]
+pub struct Cached {
+    /// The status lines (none when `text` is given instead).
+    pub lines: Vec<StatusLine>,
+    /// The entries stored in plaintext that look like secrets.
+    pub secrets: Vec<(String, String)>,
+    /// What the status printed, when it was asked for in the form it was
+    /// printed in (see [`Garden::keep_status`]), and whether any entry was
+    /// not ok: the lines are then not decoded at all.
+    pub text: Option<(Vec<u8>, bool)>,
+}
+
+/// How the status that kept its output printed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Form {
+    /// Whether it printed in colour.
+    pub colour: bool,
+}
+
+impl Form {
+    fn code(self) -> u8 {
+        u8::from(self.colour)
+    }
+}
+
+fn state_code(s: State) -> u8 {
+    match s {
+        State::Ok => 0,
+        State::Modified => 1,
+        State::Behind => 2,
+        State::Conflict => 3,
+        State::Drifted => 4,
+        State::Missing => 5,
+        State::TypeChange => 6,
+        State::Skipped => 7,
+        State::Error => 8,
+    }
+}
+
+fn state_of(c: u8) -> Option<State> {
+    Some(match c {
+        0 => State::Ok,
+        1 => State::Modified,
+        2 => State::Behind,
+        3 => State::Conflict,
+        4 => State::Drifted,
+        5 => State::Missing,
+        6 => State::TypeChange,
+        7 => State::Skipped,
+        8 => State::Error,
+        _ => return None,
+    })
+}
+
+/// What the lines were made in: the repository and the machine.
+fn environment(root: &Path, env: &Env) -> String {
+    format!(
+        "{}\n{}\n{}\n{}\n{:?}\n{:?}",
+        root.display(),
+        env.home.display(),
+        env.hostname,
+        env.username,
+        env.config_dir,
+        env.folding
+    )
+}
+
+/// The fingerprint of every state file that can change a status's lines,
+/// by name, sorted; and of the machine-local `data.yaml`.
+fn fingerprints(state: &Path, env: &Env) -> Option<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(state).ok()? {
+        let e = e.ok()?;
+        let name = e.file_name().into_string().ok()?;
+        if NOT_STATE.contains(&name.as_str()) || name.starts_with(".sgard-tmp") {
+            continue;
+        }
+        let md = std::fs::symlink_metadata(e.path()).ok()?;
+        if md.is_dir() {
+            continue;
+        }
+        out.push((name, index::Fingerprint::of(&md).to_string()));
+    }
+    let data = env.config_dir.as_ref().map(|d| d.join("data.yaml"));
+    let fp = data
+        .as_deref()
+        .and_then(|d| std::fs::symlink_metadata(d).ok())
+        .map_or_else(
+            || "none".to_owned(),
+            |m| index::Fingerprint::of(&m).to_string(),
+        );
+    out.push(("\0data.yaml".to_owned(), fp));
+    out.sort();
+    Some(out)
+}
+
+/// Reads `n` bytes whose CRC-32 is `sum` from `f` (`None`: short, or
+/// not those bytes).
+fn section(f: &mut std::fs::File, n: u32, sum: u32) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = vec![0u8; usize::try_from(n).ok()?];
+    f.read_exact(&mut buf).ok()?;
+    (crc32fast::hash(&buf) == sum).then_some(buf)
+}
+
+/// A section's length and CRC-32, as the head records them.
+fn span(r: &mut Reader<'_>) -> Option<(u32, u32)> {
+    Some((r.u32()?, r.u32()?))
+}
+
+/// The lines of the last status, when nothing they depend on changed since
+/// (see the module documentation). `None`: make the status as usual.
+/// Holds the repository's lock (shared, as any reader) while it looks.
+/// `form`: how this status prints as text (`None`: it does not, as with
+/// `--json`); when the kept output was printed so, it is given whole, and
+/// the lines are not read.
+///
+/// The file: the magic, then the head's length and CRC-32 and the head
+/// (what the lines depend on, and the length and CRC-32 of each section
+/// after it), then what was printed, then the lines.
+pub fn cached_status(
+    root: &Path,
+    env: &Env,
+    form: Option<Form>,
+    on_wait: &dyn Fn(&str),
+) -> Option<Cached> {
+    use std::io::Read;
+    if env.no_cache || env.no_watch {
+        return None;
+    }
+    let _lock = crate::RepoLock::acquire(root, crate::LockMode::Shared, on_wait).ok()?;
+    let state = base::state_dir(env.state_dir.as_deref(), &base::repo_key(root, false))?;
+    let mut f = durable::open_regular_file(&state.join(FILE)).ok()?;
+    let mut start = [0u8; MAGIC.len() + 8];
+    f.read_exact(&mut start).ok()?;
+    let (magic, lens) = start.split_at(MAGIC.len());
+    if magic != MAGIC {
+        return None;
+    }
+    let mut r = Reader::new(lens);
+    let (n, sum) = span(&mut r)?;
+    if u64::from(n) > MAX_HEAD {
+        return None;
+    }
+    let head = section(&mut f, n, sum)?;
+    let mut r = Reader::new(&head);
+    if r.u32()? != VERSION || r.str()? != environment(root, env) {
+        return None;
+    }
+    let set = r.str()?;
+    let token: sgard_watch::Token = r.str()?.parse().ok()?;
+    let n = r.count(2)?;
+    let mut fps = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        fps.push((r.str()?, r.str()?));
+    }
+    let printed = match r.u8()? {
+        0 => None,
+        1 => Some((r.u8()?, r.u8()? == 1)),
+        _ => return None,
+    };
+    let text = span(&mut r)?;
+    let lines = span(&mut r)?;
+    if !r.is_empty() || u64::from(text.0) > MAX_BYTES || u64::from(lines.0) > MAX_BYTES {
+        return None;
+    }
+    if fingerprints(&state, env)? != fps {
+        return None;
+    }
+    let answer = sgard_watch::ask(
+        &state.join(super::SOCKET),
+        &set,
+        Some(token),
+        Duration::from_secs(3),
+    )
+    .ok()?;
+    if !answer.changed.ok()?.is_empty() {
+        return None;
+    }
+    if let (Some(want), Some((code, changed))) = (form, printed)
+        && want.code() == code
+    {
+        let bytes = section(&mut f, text.0, text.1)?;
+        return Some(Cached {
+            lines: Vec::new(),
+            secrets: Vec::new(),
+            text: Some((bytes, changed)),
+        });
+    }
+    // Past what was printed, to the lines.
+    std::io::copy(&mut (&mut f).take(u64::from(text.0)), &mut std::io::sink()).ok()?;
+    let body = section(&mut f, lines.0, lines.1)?;
+    let mut r = Reader::new(&body);
+    let n = r.count(4)?;
+    let mut lines = Vec::with_capacity(n.min(index::MAX_RESERVE));
+    for _ in 0..n {
+        let path = r.str()?;
+        let state = state_of(r.u8()?)?;
+        let detail = r.opt_str()?;
+        let blob_missing = r.u8()? == 1;
+        lines.push(StatusLine {
+            path,
+            state,
+            detail,
+            blob_missing,
+            remedy: None,
+        });
+    }
+    let n = r.count(2)?;
+    let mut secrets = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        secrets.push((r.str()?, r.str()?));
+    }
+    r.is_empty().then_some(Cached {
+        lines,
+        secrets,
+        text: None,
+    })
+}
+
+impl Garden {
+    /// Keeps `lines` (a status of every entry) and the `secrets` it warned
+    /// of for the next status, written by [`Garden::finish`] once this
+    /// run's state is saved: only when this status asked the watcher, and
+    /// no line carries advice (those are made afresh). `printed` is what it
+    /// printed and how, when that was all it said (nothing on stderr).
+    pub fn keep_status(
+        &mut self,
+        lines: &[StatusLine],
+        secrets: &[(String, String)],
+        printed: Option<(Form, &[u8])>,
+    ) {
+        let Some(run) = self.work.watch.as_ref() else {
+            return;
+        };
+        let Some(token) = run.token else {
+            return;
+        };
+        // Lines with advice are made afresh; and an encrypted entry (whose
+        // judging depends on the keys this machine has) or a template
+        // (which may read the environment or a password manager) depends
+        // on more than the files this cache watches.
+        if lines.iter().any(|l| l.remedy.is_some())
+            || self
+                .repo
+                .manifest
+                .files
+                .iter()
+                .any(|e| e.encrypted || e.template)
+        {
+            return;
+        }
+        let mut w = Writer::default();
+        w.u32(VERSION);
+        w.str(&environment(&self.repo.root, &self.repo.env));
+        w.str(&run.set);
+        w.str(&token.to_string());
+        let mut body = Writer::default();
+        body.count(lines.len());
+        for l in lines {
+            body.str(&l.path);
+            body.u8(state_code(l.state));
+            body.opt_str(l.detail.as_deref());
+            body.u8(u8::from(l.blob_missing));
+        }
+        body.count(secrets.len());
+        for (p, s) in secrets {
+            body.str(p);
+            body.str(s);
+        }
+        let changed = lines.iter().any(|l| l.state.is_change());
+        self.work.status_cache = Some(Keep {
+            head: w.buf,
+            printed: printed.map(|(form, text)| (form.code(), changed, text.to_vec())),
+            lines: body.buf,
+        });
+    }
+
+    /// Writes what [`Garden::keep_status`] kept, with the fingerprints of
+    /// the state files as this run leaves them. A run that keeps nothing
+    /// leaves an older file as it is: what it depends on is checked when it
+    /// is read.
+    pub(crate) fn write_status_cache(&mut self) {
+        let Some(state) = self.repo.local_dir.clone() else {
+            return;
+        };
+        let file = state.join(FILE);
+        let Some(kept) = self.work.status_cache.take() else {
+            return;
+        };
+        let Some(fps) = fingerprints(&state, &self.repo.env) else {
+            let _ = std::fs::remove_file(&file);
+            return;
+        };
+        let mut w = Writer { buf: kept.head };
+        w.count(fps.len());
+        for (n, f) in &fps {
+            w.str(n);
+            w.str(f);
+        }
+        let text = match &kept.printed {
+            Some((code, changed, text)) => {
+                w.u8(1);
+                w.u8(*code);
+                w.u8(u8::from(*changed));
+                text.as_slice()
+            }
+            None => {
+                w.u8(0);
+                &[]
+            }
+        };
+        let (Ok(text_len), Ok(lines_len)) =
+            (u32::try_from(text.len()), u32::try_from(kept.lines.len()))
+        else {
+            let _ = std::fs::remove_file(&file);
+            return;
+        };
+        w.u32(text_len);
+        w.u32(crc32fast::hash(text));
+        w.u32(lines_len);
+        w.u32(crc32fast::hash(&kept.lines));
+        let Ok(head_len) = u32::try_from(w.buf.len()) else {
+            return;
+        };
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&head_len.to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&w.buf).to_le_bytes());
+        bytes.extend_from_slice(&w.buf);
+        bytes.extend_from_slice(text);
+        bytes.extend_from_slice(&kept.lines);
+        // A cache that checks itself: failing to keep it, or losing it in
+        // a crash, costs the next status a full look.
+        if durable::write_replace(&file, &bytes, 0o600).is_err() {
+            let _ = std::fs::remove_file(&file);
+        }
+    }
+}
