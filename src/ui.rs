@@ -303,6 +303,7 @@ pub fn bytes_exact(n: u64) -> String {
 
 /// Prints a warning on stderr (not with `-q`).
 pub fn warn(msg: &str) {
+    SAID.fetch_add(1, Ordering::Relaxed);
     if verbosity() == Verbosity::Quiet {
         return;
     }
@@ -318,6 +319,16 @@ pub fn warn(msg: &str) {
 /// Writes one line on stderr. A stderr that cannot be written (a full disk
 /// under `2>file`, a closed descriptor) loses the line, never the command:
 /// `eprintln!` would panic, and a panic aborts.
+/// How many warnings, notes and error lines were said (or, with `-q`,
+/// would have been): a status that said any is not printed again from a
+/// copy (see `cmd::status`).
+static SAID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// See [`SAID`].
+pub fn said() -> usize {
+    SAID.load(Ordering::Relaxed)
+}
+
 fn to_stderr(line: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr().lock(), "{line}");
@@ -325,6 +336,7 @@ fn to_stderr(line: std::fmt::Arguments<'_>) {
 
 /// Prints a note (such as waiting for a lock) on stderr (not with `-q`).
 pub fn note(msg: &str) {
+    SAID.fetch_add(1, Ordering::Relaxed);
     if verbosity() == Verbosity::Quiet {
         return;
     }
@@ -335,6 +347,7 @@ pub fn note(msg: &str) {
 /// Prints one error line (`sgard: error: …`) on stderr, for a command that
 /// goes on after it.
 pub fn error_line(msg: &str) {
+    SAID.fetch_add(1, Ordering::Relaxed);
     let on = ERR_COLOUR.load(Ordering::Relaxed);
     let _p = progress::pause();
     to_stderr(format_args!(

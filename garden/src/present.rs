@@ -34,7 +34,7 @@ use crate::{Garden, par};
 
 const MAGIC: &[u8] = b"sgard-present\n";
 const VERSION: u32 = 1;
-const FILE: &str = "present";
+pub(crate) const FILE: &str = "present";
 /// Bytes of one folder record: leaf, dev, ino, mtime, ctime, observed,
 /// digest.
 const RECORD: usize = 2 + 8 * 6;

@@ -41,7 +41,7 @@ use crate::{Garden, Tx};
 
 mod cache;
 pub(crate) use cache::Keep;
-pub use cache::{Cached, Form, cached_status};
+pub use cache::{Before, Cached, Form, before_status, cached_status};
 
 /// The token file's name in the repository's state folder.
 pub const TOKEN_FILE: &str = "watch-token";
@@ -85,9 +85,13 @@ pub enum Used {
 
 /// The id of the set of tracked paths of `head` in `home`: the watcher and
 /// the asker compute it alike.
-pub(crate) fn set_id(head: &sgard_store::Hash, home: &Path) -> String {
+pub(crate) fn set_id(head: &sgard_store::Hash, home: &Path, root: &Path) -> String {
     let mut bytes = head.as_bytes().to_vec();
     bytes.extend_from_slice(home.as_os_str().as_encoded_bytes());
+    // Two clones share a state folder (it is named by the repository's
+    // id): the set names the folder watched.
+    bytes.push(0);
+    bytes.extend_from_slice(root.as_os_str().as_encoded_bytes());
     sgard_store::Hash::of(&bytes).to_string()
 }
 
@@ -97,7 +101,7 @@ impl Garden {
     pub fn watch_set(&self) -> sgard_watch::daemon::Set {
         let env = &self.repo.env;
         sgard_watch::daemon::Set {
-            id: set_id(&self.repo.head_hash, &env.home),
+            id: set_id(&self.repo.head_hash, &env.home, &self.repo.root),
             paths: self
                 .repo
                 .manifest
@@ -199,7 +203,7 @@ impl Tx<'_> {
             self.work.watch_used = Some(Used::NotRunning);
             return None;
         }
-        let set = set_id(&self.repo.head_hash, &env.home);
+        let set = set_id(&self.repo.head_hash, &env.home, &self.repo.root);
         let index = self.work.base.file().map(|f| f.to_string());
         let kept = index
             .as_deref()

@@ -39,6 +39,12 @@ fn run(
         let watch = json!({"state": "unchanged"});
         return show(ctx, &kept.lines, &kept.secrets, watch, exit_code, json, out);
     }
+    let whole = paths.is_empty() && !refresh;
+    // Noted before anything is read: what the lines will rest on.
+    let before = whole
+        .then(|| sgard_garden::watch::before_status(&ctx.repo, &ctx.env))
+        .flatten();
+    let said = ui::said();
     let mut g = ctx.open(LockMode::Shared)?;
     if refresh {
         g.refresh_secrets();
@@ -54,10 +60,10 @@ fn run(
         Used::Full(why) => json!({"state": "full", "why": why}),
         Used::Narrowed { skipped } => json!({"state": "narrowed", "skipped": skipped}),
     });
-    let whole = paths.is_empty() && !refresh;
-    // Printed only on stdout (no error, no warning): what was printed can
-    // be printed again as it is.
+    // Printed only on stdout (no error, no warning, no note while opening
+    // either): what was printed can be printed again as it is.
     let silent = secrets.is_empty()
+        && ui::said() == said
         && !lines
             .iter()
             .any(|l| l.state == State::Error || l.blob_missing);
@@ -73,13 +79,13 @@ fn run(
                 json,
                 &mut text,
             );
-            g.keep_status(&lines, &secrets, Some((form, &text)));
+            g.keep_status(&lines, &secrets, Some((form, &text)), before);
             out.write_all(&text)?;
             code
         }
         _ => {
-            if whole {
-                g.keep_status(&lines, &secrets, None);
+            if whole && ui::said() == said {
+                g.keep_status(&lines, &secrets, None, before);
             }
             show(
                 ctx,

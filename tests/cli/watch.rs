@@ -550,3 +550,66 @@ fn a_status_is_printed_again_as_it_was_and_a_damaged_copy_is_not_used() {
     std::fs::write(&file, b"not a cache").unwrap();
     assert_eq!(t.sgard(["status"]).stdout, first.stdout);
 }
+
+#[test]
+fn a_clone_sharing_the_state_folder_or_a_repository_not_watched_whole_is_never_replayed() {
+    let t = settled();
+    // Its blobs through a symlink: a blob lost there makes no event in the
+    // repository's folder, so the repository is not vouched for.
+    std::fs::rename(t.repo().join("blobs"), t.path("blobs-elsewhere")).unwrap();
+    std::os::unix::fs::symlink(t.path("blobs-elsewhere"), t.repo().join("blobs")).unwrap();
+    let _w = start(&t, None);
+    t.sgard(["watch", "--check"])
+        .ok()
+        .stdout_has(&format!("It cannot vouch for {}", t.repo().display()));
+    for _ in 0..3 {
+        let (w, e) = status(&t);
+        assert_ne!(w["state"], "unchanged", "{w}");
+        assert_eq!(not_ok(&e), vec![]);
+    }
+    std::fs::remove_file(t.repo().join("blobs")).unwrap();
+    std::fs::rename(t.path("blobs-elsewhere"), t.repo().join("blobs")).unwrap();
+
+    // A copy of the repository has the same id, so the same state folder:
+    // its status is its own, never the original's lines.
+    let clone = t.path("clone");
+    let out = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(t.repo())
+        .arg(&clone)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::write(clone.join("tags"), "other\n").ok();
+    let in_clone = || {
+        let r = t.sgard(["--repo", clone.to_str().unwrap(), "status", "--json"]);
+        let v: Value = serde_json::from_str(&r.stdout).unwrap();
+        (
+            v["watch"]["state"].as_str().unwrap_or("").to_owned(),
+            entries(&v),
+        )
+    };
+    assert_ne!(in_clone().0, "unchanged");
+    // The watcher now watches the clone (the set names the folder): a
+    // blob lost there is seen.
+    let _ = in_clone();
+    let blobs = clone.join("blobs");
+    let leaf = std::fs::read_dir(&blobs)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let leaf = std::fs::read_dir(&leaf)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    for b in std::fs::read_dir(&leaf).unwrap().flatten() {
+        std::fs::remove_file(b.path()).unwrap();
+    }
+    let (state, e) = in_clone();
+    assert_ne!(state, "unchanged");
+    assert!(e.iter().any(|(_, s)| s == "error"), "{e:?}");
+}

@@ -146,16 +146,34 @@ pub fn serve(cfg: Config<'_>) -> Result<()> {
     std::fs::create_dir_all(&cfg.cookies).map_err(io(&cfg.cookies))?;
     let cookies = std::fs::canonicalize(&cfg.cookies).map_err(io(&cfg.cookies))?;
 
-    let (tx, rx) = mpsc::channel::<Msg>();
+    // Bounded, as the kernel's queue is: events past it are lost, and
+    // said to be (an overflow), rather than held without limit.
+    let (tx, rx) = mpsc::sync_channel::<Msg>(QUEUE);
     let events = tx.clone();
-    let stall = cfg.stall.clone();
-    let kernel =
-        Kernel::start(move |raw| events.send(Msg::Event(raw)).is_ok(), stall).map_err(|e| {
-            Error::Io {
-                path: PathBuf::from("inotify"),
-                source: e,
+    let lost = std::sync::atomic::AtomicBool::new(false);
+    let forward = move |raw: Raw| -> bool {
+        use std::sync::mpsc::TrySendError;
+        if lost.load(Ordering::SeqCst) {
+            match events.try_send(Msg::Event(Raw::Overflow)) {
+                Ok(()) => lost.store(false, Ordering::SeqCst),
+                Err(TrySendError::Full(_)) => return true,
+                Err(TrySendError::Disconnected(_)) => return false,
             }
-        })?;
+        }
+        match events.try_send(Msg::Event(raw)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                lost.store(true, Ordering::SeqCst);
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    };
+    let stall = cfg.stall.clone();
+    let kernel = Kernel::start(forward, stall).map_err(|e| Error::Io {
+        path: PathBuf::from("inotify"),
+        source: e,
+    })?;
     let set = (cfg.load)().map_err(|why| Error::Protocol {
         path: cfg.socket.clone(),
         why,
@@ -238,7 +256,7 @@ pub fn serve(cfg: Config<'_>) -> Result<()> {
                 if req.overflow && cfg.test_hooks {
                     st.log.forget("the kernel's event queue overflowed");
                 }
-                if req.set != st.set.id {
+                if !req.now && req.set != st.set.id {
                     match (cfg.load)() {
                         Ok(set) => {
                             (cfg.say)(&format!(
@@ -278,6 +296,10 @@ pub fn serve(cfg: Config<'_>) -> Result<()> {
     }
     Ok(())
 }
+
+/// How many events wait for the main loop at most (the kernel's own
+/// queue holds 16,384 by default).
+const QUEUE: usize = 65_536;
 
 /// How many askers are answered at once (more are turned away: they look
 /// at everything).
@@ -375,7 +397,7 @@ fn instance_id() -> u64 {
 
 /// One asker: a line in, a line out.
 #[cfg(target_os = "linux")]
-fn converse(conn: std::os::unix::net::UnixStream, asks: &mpsc::Sender<Msg>) {
+fn converse(conn: std::os::unix::net::UnixStream, asks: &mpsc::SyncSender<Msg>) {
     use std::io::{BufRead, BufReader, Read, Write};
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
     let _ = conn.set_write_timeout(Some(Duration::from_secs(5)));
@@ -596,6 +618,7 @@ impl State {
                 );
             }
             Err(_) => {
+                self.kernel.remove_tree(&repo);
                 self.blind.insert(repo);
             }
         }
@@ -664,7 +687,26 @@ impl State {
             Raw::Event { wd, mask, name } => (wd, mask, name),
         };
         let created = mask.contains(inotify::EventMask::CREATE);
-        let Some((p, kind)) = self.kernel.name(wd, mask, name) else {
+        let named = self.kernel.name(wd, mask, name);
+        if let Some(e) = self.kernel.take_failed() {
+            // A folder made in the repository could not be watched: the
+            // repository is no longer vouched for.
+            if e.raw_os_error() == Some(crate::kernel::libc_enospc()) {
+                self.broken = Some(
+                    "the system's limit of watched folders is reached (raise \
+                     fs.inotify.max_user_watches)"
+                        .into(),
+                );
+            }
+            say(&format!(
+                "the repository cannot be watched whole any more: {e}"
+            ));
+            if let Some((repo, _)) = self.repo_watched.take() {
+                self.kernel.remove_tree(&repo);
+                self.blind.insert(repo);
+            }
+        }
+        let Some((p, kind)) = named else {
             return;
         };
         if self.set.ignored.contains(&p) {

@@ -63,6 +63,10 @@ pub(crate) struct Kernel {
     /// Folders watched with everything under them (new folders in them
     /// are watched as they come).
     trees: Vec<PathBuf>,
+    /// Why something under a tree is not watched (a folder that could not
+    /// be, a symlink to a folder, another file system): the tree cannot be
+    /// vouched for. Taken by [`Kernel::take_failed`].
+    failed: Option<io::Error>,
 }
 
 impl Kernel {
@@ -111,6 +115,7 @@ impl Kernel {
             by_wd: HashMap::new(),
             by_path: HashMap::new(),
             trees: Vec::new(),
+            failed: None,
         })
     }
 
@@ -147,25 +152,39 @@ impl Kernel {
     }
 
     fn add_below(&mut self, dir: &Path) -> io::Result<()> {
+        let dev = std::fs::metadata(dir).map(|m| dev_of(&m))?;
         let mut todo = vec![dir.to_path_buf()];
         while let Some(d) = todo.pop() {
-            let Ok(rd) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    let p = e.path();
-                    match self.add(&p) {
-                        Ok(()) => todo.push(p),
-                        Err(err) if err.raw_os_error() == Some(libc_enospc()) => return Err(err),
-                        // Gone since, or not ours to read: the folder above
-                        // still reports it going.
-                        Err(_) => {}
-                    }
+            let rd = std::fs::read_dir(&d)?;
+            for e in rd {
+                let e = e?;
+                let t = e.file_type()?;
+                let p = e.path();
+                if t.is_symlink() && std::fs::metadata(&p).is_ok_and(|m| m.is_dir()) {
+                    return Err(io::Error::other(format!(
+                        "{} is a symlink to a folder",
+                        p.display()
+                    )));
                 }
+                if !t.is_dir() {
+                    continue;
+                }
+                if std::fs::symlink_metadata(&p).map(|m| dev_of(&m))? != dev {
+                    return Err(io::Error::other(format!(
+                        "{} is another file system",
+                        p.display()
+                    )));
+                }
+                self.add(&p)?;
+                todo.push(p);
             }
         }
         Ok(())
+    }
+
+    /// Why part of a tree is not watched, once (see `failed`).
+    pub(crate) fn take_failed(&mut self) -> Option<io::Error> {
+        self.failed.take()
     }
 
     /// Stops watching `root` and everything under it.
@@ -197,7 +216,9 @@ impl Kernel {
         };
         if mask.contains(EventMask::IGNORED) {
             // The kernel dropped the watch (its folder is gone).
-            if let Some((p, _)) = self.by_wd.remove(&wd) {
+            if let Some((p, _)) = self.by_wd.remove(&wd)
+                && self.by_path.get(&p) == Some(&wd)
+            {
                 self.by_path.remove(&p);
             }
             return None;
@@ -215,11 +236,17 @@ impl Kernel {
             && mask.contains(EventMask::ISDIR)
             && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO)
             && self.trees.iter().any(|t| path.starts_with(t))
+            && let Err(e) = self.add(&path).and_then(|()| self.add_below(&path))
         {
-            let _ = self.add(&path).and_then(|()| self.add_below(&path));
+            self.failed = Some(e);
         }
         Some((path, if moved { Kind::Moved } else { Kind::Changed }))
     }
+}
+
+fn dev_of(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    m.dev()
 }
 
 /// `ENOSPC`: inotify's "no more watches" (fs.inotify.max_user_watches).

@@ -176,6 +176,23 @@ pub(crate) struct Request {
     /// Not a question: say what is watched ([`probe`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     info: bool,
+    /// Only the token that names this moment, whatever the set ([`now`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    now: bool,
+}
+
+impl Request {
+    /// A question that is not about a set: a description, or a token.
+    fn plain(info: bool, now: bool) -> Self {
+        Request {
+            v: 1,
+            set: String::new(),
+            since: None,
+            overflow: false,
+            info,
+            now,
+        }
+    }
 }
 
 /// An answer, one JSON line.
@@ -210,22 +227,25 @@ pub struct Info {
     pub pid: u32,
 }
 
+/// The token that names this moment at the watcher at `socket` (every
+/// change made before the call is before it), whatever set it watches.
+///
+/// # Errors
+/// As [`ask`].
+pub fn now(socket: &Path, timeout: Duration) -> Result<Token> {
+    let resp = exchange(socket, &Request::plain(false, true), timeout)?;
+    resp.token.parse().map_err(|why| Error::Protocol {
+        path: socket.to_path_buf(),
+        why,
+    })
+}
+
 /// Asks the watcher at `socket` what it watches, changing nothing.
 ///
 /// # Errors
 /// As [`ask`].
 pub fn probe(socket: &Path, timeout: Duration) -> Result<Info> {
-    let resp = exchange(
-        socket,
-        &Request {
-            v: 1,
-            set: String::new(),
-            since: None,
-            overflow: false,
-            info: true,
-        },
-        timeout,
-    )?;
+    let resp = exchange(socket, &Request::plain(true, false), timeout)?;
     resp.info.ok_or_else(|| Error::Protocol {
         path: socket.to_path_buf(),
         why: "no description in the answer".into(),
@@ -274,6 +294,7 @@ fn ask_with(
         since: since.map(|t| t.to_string()),
         overflow,
         info: false,
+        now: false,
     };
     let resp = exchange(socket, &req, timeout)?;
     let bad = |why: String| Error::Protocol {

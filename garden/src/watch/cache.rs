@@ -37,11 +37,38 @@ const MAX_BYTES: u64 = 512 << 20;
 /// Far above any real head (a few hundred bytes).
 const MAX_HEAD: u64 = 1 << 20;
 
+/// What a status of every entry notes before it reads anything: the
+/// watcher's token for that moment (every change after it is reported)
+/// and the fingerprints of the files it reads (see [`before_status`]).
+#[derive(Clone, Debug)]
+pub struct Before {
+    token: sgard_watch::Token,
+    fps: Vec<(String, String)>,
+}
+
+/// [`Before`], when a watcher runs for the repository at `root` (`None`:
+/// nothing the status finds will be kept).
+pub fn before_status(root: &Path, env: &Env) -> Option<Before> {
+    if env.no_cache || env.no_watch {
+        return None;
+    }
+    let state = base::state_dir(env.state_dir.as_deref(), &base::repo_key(root, false))?;
+    let socket = state.join(super::SOCKET);
+    if !durable::lstat_exists(&socket) {
+        return None;
+    }
+    let token = sgard_watch::now(&socket, Duration::from_secs(3)).ok()?;
+    let fps = fingerprints(&state, env, root)?;
+    Some(Before { token, fps })
+}
+
 /// What a status keeps until [`Garden::finish`] writes it: the start of
 /// the head, what it printed (form, whether any entry changed, the bytes),
 /// and its lines, encoded.
 #[derive(Debug)]
 pub(crate) struct Keep {
+    /// The fingerprints before the status read anything.
+    before: Vec<(String, String)>,
     head: Vec<u8>,
     printed: Option<(u8, bool, Vec<u8>)>,
     lines: Vec<u8>,
@@ -113,10 +140,12 @@ fn state_of(c: u8) -> Option<State> {
     })
 }
 
-/// What the lines were made in: the repository and the machine.
+/// What the lines were made in: this sgard, the repository and the
+/// machine.
 fn environment(root: &Path, env: &Env) -> String {
     format!(
-        "{}\n{}\n{}\n{}\n{:?}\n{:?}",
+        "{}\n{}\n{}\n{}\n{}\n{:?}\n{:?}",
+        env!("CARGO_PKG_VERSION"),
         root.display(),
         env.home.display(),
         env.hostname,
@@ -127,20 +156,27 @@ fn environment(root: &Path, env: &Env) -> String {
 }
 
 /// The fingerprint of every state file that can change a status's lines,
-/// by name, sorted; and of the machine-local `data.yaml`.
-fn fingerprints(state: &Path, env: &Env) -> Option<Vec<(String, String)>> {
+/// by name, sorted; of every file at the top of the repository (its
+/// manifest, log, tags, … : the watcher reports them too, this is a second
+/// look); and of the machine-local `data.yaml`.
+fn fingerprints(state: &Path, env: &Env, root: &Path) -> Option<Vec<(String, String)>> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir(state).ok()? {
-        let e = e.ok()?;
-        let name = e.file_name().into_string().ok()?;
-        if NOT_STATE.contains(&name.as_str()) || name.starts_with(".sgard-tmp") {
-            continue;
+    for (dir, prefix) in [(state, ""), (root, "\0repo/")] {
+        for e in std::fs::read_dir(dir).ok()? {
+            let e = e.ok()?;
+            let name = e.file_name().into_string().ok()?;
+            if NOT_STATE.contains(&name.as_str()) || name.starts_with(".sgard-tmp") {
+                continue;
+            }
+            let md = std::fs::symlink_metadata(e.path()).ok()?;
+            if md.is_dir() {
+                continue;
+            }
+            out.push((
+                format!("{prefix}{name}"),
+                index::Fingerprint::of(&md).to_string(),
+            ));
         }
-        let md = std::fs::symlink_metadata(e.path()).ok()?;
-        if md.is_dir() {
-            continue;
-        }
-        out.push((name, index::Fingerprint::of(&md).to_string()));
     }
     let data = env.config_dir.as_ref().map(|d| d.join("data.yaml"));
     let fp = data
@@ -159,9 +195,14 @@ fn fingerprints(state: &Path, env: &Env) -> Option<Vec<(String, String)>> {
 /// not those bytes).
 fn section(f: &mut std::fs::File, n: u32, sum: u32) -> Option<Vec<u8>> {
     use std::io::Read;
-    let mut buf = vec![0u8; usize::try_from(n).ok()?];
-    f.read_exact(&mut buf).ok()?;
-    (crc32fast::hash(&buf) == sum).then_some(buf)
+    // Never more room than the file has.
+    let len = f.metadata().ok()?.len();
+    if u64::from(n) > len {
+        return None;
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(n).ok()?);
+    f.take(u64::from(n)).read_to_end(&mut buf).ok()?;
+    (buf.len() as u64 == u64::from(n) && crc32fast::hash(&buf) == sum).then_some(buf)
 }
 
 /// A section's length and CRC-32, as the head records them.
@@ -187,6 +228,10 @@ pub fn cached_status(
 ) -> Option<Cached> {
     use std::io::Read;
     if env.no_cache || env.no_watch {
+        return None;
+    }
+    // Not a repository: nothing is made there (not even a lock file).
+    if !durable::lstat_exists(&root.join(sgard_manifest::MANIFEST_FILE)) {
         return None;
     }
     let _lock = crate::RepoLock::acquire(root, crate::LockMode::Shared, on_wait).ok()?;
@@ -225,7 +270,7 @@ pub fn cached_status(
     if !r.is_empty() || u64::from(text.0) > MAX_BYTES || u64::from(lines.0) > MAX_BYTES {
         return None;
     }
-    if fingerprints(&state, env)? != fps {
+    if fingerprints(&state, env, root)? != fps {
         return None;
     }
     let answer = sgard_watch::ask(
@@ -290,11 +335,9 @@ impl Garden {
         lines: &[StatusLine],
         secrets: &[(String, String)],
         printed: Option<(Form, &[u8])>,
+        before: Option<Before>,
     ) {
-        let Some(run) = self.work.watch.as_ref() else {
-            return;
-        };
-        let Some(token) = run.token else {
+        let Some(before) = before else {
             return;
         };
         // Lines with advice are made afresh; and an encrypted entry (whose
@@ -314,8 +357,13 @@ impl Garden {
         let mut w = Writer::default();
         w.u32(VERSION);
         w.str(&environment(&self.repo.root, &self.repo.env));
-        w.str(&run.set);
-        w.str(&token.to_string());
+        let env = &self.repo.env;
+        w.str(&super::set_id(
+            &self.repo.head_hash,
+            &env.home,
+            &self.repo.root,
+        ));
+        w.str(&before.token.to_string());
         let mut body = Writer::default();
         body.count(lines.len());
         for l in lines {
@@ -331,6 +379,7 @@ impl Garden {
         }
         let changed = lines.iter().any(|l| l.state.is_change());
         self.work.status_cache = Some(Keep {
+            before: before.fps,
             head: w.buf,
             printed: printed.map(|(form, text)| (form.code(), changed, text.to_vec())),
             lines: body.buf,
@@ -349,10 +398,27 @@ impl Garden {
         let Some(kept) = self.work.status_cache.take() else {
             return;
         };
-        let Some(fps) = fingerprints(&state, &self.repo.env) else {
-            let _ = std::fs::remove_file(&file);
+        let Some(fps) = fingerprints(&state, &self.repo.env, &self.repo.root) else {
             return;
         };
+        // The lines hold only if nothing but this status changed what they
+        // were read from since it noted the fingerprints (another command
+        // writing the merges, the base, the tags meanwhile): of the state
+        // files, this run writes only its index (and the index on disk must
+        // be that one) and its memory of the store.
+        let ours = |n: &str| n == index::FILE || n == crate::present::FILE;
+        let others = |v: &[(String, String)]| -> Vec<(String, String)> {
+            v.iter().filter(|(n, _)| !ours(n)).cloned().collect()
+        };
+        let index_now = self.work.base.file().map(|f| f.to_string());
+        let same = others(&fps) == others(&kept.before)
+            && fps
+                .iter()
+                .find(|(n, _)| n == index::FILE)
+                .is_none_or(|(_, f)| Some(f) == index_now.as_ref());
+        if !same {
+            return;
+        }
         let mut w = Writer { buf: kept.head };
         w.count(fps.len());
         for (n, f) in &fps {
