@@ -56,9 +56,9 @@ pub const COOKIES: &str = "watch-cookies";
 const ASK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What this run asked the watcher, to be kept for the next one.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct WatchRun {
-    token: Option<Token>,
+    token: Token,
     set: String,
     /// Tracked files this run did not vouch for (see the module
     /// documentation).
@@ -140,7 +140,7 @@ impl Garden {
             return;
         };
         let file = dir.join(TOKEN_FILE);
-        let (Some(token), Some(fp)) = (run.token, self.work.base.file()) else {
+        let Some(fp) = self.work.base.file() else {
             let _ = std::fs::remove_file(&file);
             return;
         };
@@ -148,7 +148,7 @@ impl Garden {
             "v": 1,
             "index": fp.to_string(),
             "set": run.set,
-            "token": token.to_string(),
+            "token": run.token.to_string(),
             "unvouched": run.unvouched,
         });
         let Ok(text) = serde_json::to_vec(&doc) else {
@@ -221,7 +221,7 @@ impl Tx<'_> {
                 }
             };
         self.work.watch = Some(WatchRun {
-            token: Some(answer.token),
+            token: answer.token,
             set,
             unvouched: Vec::new(),
         });

@@ -613,3 +613,19 @@ fn a_clone_sharing_the_state_folder_or_a_repository_not_watched_whole_is_never_r
     assert_ne!(state, "unchanged");
     assert!(e.iter().any(|(_, s)| s == "error"), "{e:?}");
 }
+
+#[test]
+fn a_repository_with_templates_is_judged_afresh_every_time() {
+    // A template may read the environment or a password manager, which
+    // nothing watches: its status is never given again from a copy.
+    let t = settled();
+    t.write(".gitconfig", "[user]\n  name = {{ sgard.username }}\n");
+    t.sgard(["add", "--template", ".gitconfig"]).ok();
+    let _w = start(&t, None);
+    for _ in 0..3 {
+        let (w, _) = status(&t);
+        assert_ne!(w["state"], "unchanged", "{w}");
+        assert_ne!(t.sgard(["status"]).code, 3);
+    }
+    assert!(!t.state().join("status-cache").exists());
+}
