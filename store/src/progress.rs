@@ -98,27 +98,3 @@ pub fn now() -> Option<Reading> {
         bytes_total: BYTES_TOTAL.load(Ordering::Relaxed),
     })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_phase_counts_from_zero_and_grows_its_totals() {
-        begin("adding", 2, 10);
-        bytes(4);
-        done("~/a", "added");
-        expect(1, 5);
-        let r = now().unwrap();
-        assert_eq!(r.label, "adding");
-        assert_eq!(
-            (r.files, r.files_total, r.bytes, r.bytes_total),
-            (1, 3, 4, 15)
-        );
-        let before = r.phase;
-        begin("restoring", 0, 0);
-        let r = now().unwrap();
-        assert!(r.phase > before);
-        assert_eq!((r.files, r.bytes), (0, 0));
-    }
-}
