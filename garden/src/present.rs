@@ -73,7 +73,7 @@ struct Memory {
 
 /// A digest of the sorted, distinct `contents` (their count and the sum
 /// of a slice of each name: they are SHA-256 values).
-fn digest(contents: &[Hash]) -> u64 {
+pub(crate) fn digest(contents: &[Hash]) -> u64 {
     contents.iter().fold(contents.len() as u64, |d, h| {
         let b = h.as_bytes();
         let mut x = [0u8; 8];
@@ -252,14 +252,13 @@ fn missing_blobs(
 impl Garden {}
 
 impl Repo {
-    /// What the repository lacks of each of `contents` (any order, repeats
-    /// allowed): only the ones it lacks are in the answer. With `all`, the
-    /// contents are every entry's (the memory keeps nothing else). A store
-    /// that cannot be asked about a content counts as holding it (`verify`
-    /// says more).
-    pub(crate) fn lacking(&self, mut contents: Vec<Hash>, all: bool) -> HashMap<Hash, Lack> {
-        contents.sort_unstable();
-        contents.dedup();
+    /// What the repository lacks of each of `contents` (sorted, distinct):
+    /// only the ones it lacks are in the answer. With `all`, the contents
+    /// are every entry's (the memory keeps nothing else). A store that
+    /// cannot be asked about a content counts as holding it (`verify` says
+    /// more).
+    pub(crate) fn lacking(&self, contents: &[Hash], all: bool) -> HashMap<Hash, Lack> {
+        debug_assert!(contents.windows(2).all(|w| w[0] < w[1]));
         let presence = Presence::open(&self.store);
         let dir = self
             .local_dir

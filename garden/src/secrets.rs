@@ -235,7 +235,11 @@ impl crate::Garden {
     ) -> Vec<(String, Secret)> {
         stored_in_plaintext(
             &self.repo.store,
-            paths.filter_map(|p| self.repo.manifest.get(p)),
+            // The name first: it rules out nearly every path without a
+            // lookup (a status of 100,000 paths asks this of each).
+            paths
+                .filter(|p| worth_a_look(p))
+                .filter_map(|p| self.repo.manifest.get(p)),
         )
     }
 }

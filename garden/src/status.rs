@@ -182,20 +182,31 @@ impl Tx<'_> {
         // Whether the repository still holds each content: a machine
         // learns of a loss before it needs the file, whatever its disk
         // holds (see `present.rs` for how this stays cheap).
-        let contents: Vec<Hash> = picked
+        let mut contents: Vec<Hash> = picked
             .iter()
             .map(|&i| &self.repo.manifest.files[i])
             .filter(|e| e.kind == EntryKind::File && self.repo.applies(e).unwrap_or(false))
             .filter_map(|e| e.hash)
             .collect();
-        let lacking = self.repo.lacking(contents, args.is_empty());
+        contents.sort_unstable();
+        contents.dedup();
         // Only a status of everything asks the watcher: the token it keeps
-        // speaks for every entry.
+        // speaks for every entry. It is asked before anything is looked
+        // at, so that what this run finds is kept with a token from before.
         let trusted = if args.is_empty() {
             self.ask_watcher(&picked)
         } else {
             None
         };
+        let all = args.is_empty();
+        let lacking = if self.all_held(&contents) {
+            std::collections::HashMap::new()
+        } else {
+            self.repo.lacking(&contents, all)
+        };
+        if all {
+            self.note_held(&contents, lacking.is_empty());
+        }
         let mut scan = self.scan_trusting(&picked, false, trusted.unwrap_or_default());
         let mut out = Vec::with_capacity(picked.len());
         for i in picked {

@@ -63,6 +63,11 @@ pub(crate) struct WatchRun {
     /// Tracked files this run did not vouch for (see the module
     /// documentation).
     pub(crate) unvouched: Vec<String>,
+    /// The contents the last run found all held, when the answer names
+    /// nothing in the repository: they still are.
+    held_before: Option<u64>,
+    /// The contents this run found all held (see [`Tx::all_held`]).
+    held: Option<u64>,
 }
 
 /// What the watcher's answer lets a scan skip: per manifest index, whether
@@ -150,6 +155,7 @@ impl Garden {
             "set": run.set,
             "token": run.token.to_string(),
             "unvouched": run.unvouched,
+            "held": run.held.map(|d| format!("{d:016x}")),
         });
         let Ok(text) = serde_json::to_vec(&doc) else {
             return;
@@ -167,6 +173,8 @@ impl Garden {
 struct Kept {
     token: Token,
     unvouched: HashSet<String>,
+    /// The digest of the contents that run found all held.
+    held: Option<u64>,
 }
 
 fn read_kept(file: &Path, index: &str, set: &str) -> Option<Kept> {
@@ -185,7 +193,15 @@ fn read_kept(file: &Path, index: &str, set: &str) -> Option<Kept> {
         .iter()
         .map(|p| p.as_str().map(str::to_owned))
         .collect::<Option<HashSet<String>>>()?;
-    Some(Kept { token, unvouched })
+    let held = v
+        .get("held")
+        .and_then(|h| h.as_str())
+        .and_then(|h| u64::from_str_radix(h, 16).ok());
+    Some(Kept {
+        token,
+        unvouched,
+        held,
+    })
 }
 
 impl Tx<'_> {
@@ -224,6 +240,8 @@ impl Tx<'_> {
             token: answer.token,
             set,
             unvouched: Vec::new(),
+            held_before: None,
+            held: None,
         });
         let changed = match (answer.changed, kept) {
             (Ok(c), Some(k)) => (c, k),
@@ -239,6 +257,12 @@ impl Tx<'_> {
             }
         };
         let (changed, kept) = changed;
+        let mut changed = sgard_watch::Changed::new(&changed);
+        if !changed.touches(&self.repo.root)
+            && let Some(w) = self.work.watch.as_mut()
+        {
+            w.held_before = kept.held;
+        }
         let files = &self.repo.manifest.files;
         let mut trusted = vec![false; files.len()];
         let mut skipped = 0;
@@ -248,7 +272,7 @@ impl Tx<'_> {
             if e.kind != EntryKind::File || kept.unvouched.contains(&e.path) {
                 continue;
             }
-            if (!changed.is_empty() && sgard_watch::affects(&changed, &env.expand(&e.path)))
+            if (!changed.is_empty() && changed.affects(&env.expand(&e.path)))
                 || self
                     .work
                     .statcache
@@ -262,6 +286,26 @@ impl Tx<'_> {
         }
         self.work.watch_used = Some(Used::Narrowed { skipped });
         Some(trusted)
+    }
+
+    /// Whether the repository holds every one of `contents` (sorted,
+    /// distinct: a status's contents of every entry), said without looking:
+    /// the last status under the watcher found them all held, and nothing
+    /// in the repository changed since its token (the token was asked for
+    /// before that run looked).
+    pub(crate) fn all_held(&self, contents: &[sgard_store::Hash]) -> bool {
+        self.work.watch.as_ref().is_some_and(|w| {
+            w.held_before
+                .is_some_and(|d| d == crate::present::digest(contents))
+        })
+    }
+
+    /// Notes whether this run found every one of `contents` (sorted,
+    /// distinct) held, for the next status under the watcher.
+    pub(crate) fn note_held(&mut self, contents: &[sgard_store::Hash], held: bool) {
+        if let Some(w) = self.work.watch.as_mut() {
+            w.held = held.then(|| crate::present::digest(contents));
+        }
     }
 
     /// Notes that `path`, a tracked file, was not vouched for this run.

@@ -102,6 +102,25 @@ fn pair(p: &str, s: &str) -> (String, String) {
     (p.to_owned(), s.to_owned())
 }
 
+/// Removes the blob of the tracked file `path` from the repository.
+fn lose_blob(t: &TestEnv, path: &str) {
+    let manifest = t.manifest();
+    let hash = manifest
+        .split(&format!("path: {path}\n"))
+        .nth(1)
+        .and_then(|rest| rest.split("hash: ").nth(1))
+        .map(|h| h[..64].to_owned())
+        .unwrap();
+    std::fs::remove_file(
+        t.repo()
+            .join("blobs")
+            .join(&hash[..2])
+            .join(&hash[2..4])
+            .join(&hash),
+    )
+    .unwrap();
+}
+
 const FILES: [(&str, &str); 5] = [
     (".zshrc", "zsh one\n"),
     (".config/a/x", "ax\n"),
@@ -476,21 +495,7 @@ fn the_repository_or_this_machines_labels_changing_void_the_last_lines() {
     assert_eq!(not_ok(&e), vec![]);
 
     // A blob lost from the repository.
-    let manifest = t.manifest();
-    let hash = manifest
-        .split("path: ~/.config/b/x")
-        .nth(1)
-        .and_then(|rest| rest.split("hash: ").nth(1))
-        .map(|h| h[..64].to_owned())
-        .unwrap();
-    std::fs::remove_file(
-        t.repo()
-            .join("blobs")
-            .join(&hash[..2])
-            .join(&hash[2..4])
-            .join(&hash),
-    )
-    .unwrap();
+    lose_blob(&t, "~/.config/b/x");
     let (w, e) = status(&t);
     assert_ne!(w["state"], "unchanged", "{w}");
     assert_eq!(not_ok(&e), vec![pair("~/.config/b/x", "error")]);
@@ -628,4 +633,80 @@ fn a_repository_with_templates_is_judged_afresh_every_time() {
         assert_ne!(t.sgard(["status"]).code, 3);
     }
     assert!(!t.state().join("status-cache").exists());
+}
+
+#[test]
+fn a_blob_lost_after_the_last_status_vouched_for_the_repository_is_seen() {
+    let t = settled();
+    let _w = start(&t, None);
+    warm(&t);
+    // A change in the home: the next status is narrowed, and it says the
+    // repository held every content without looking at it again (nothing
+    // in the repository changed since the last status found them all).
+    t.write(".zshrc", "zsh two\n");
+    let e = after_change(&t, 4);
+    assert_eq!(not_ok(&e), vec![pair("~/.zshrc", "modified")]);
+    t.write(".zshrc", "zsh one\n");
+    let e = after_change(&t, 4);
+    assert_eq!(not_ok(&e), vec![]);
+
+    // Then a blob goes, and a file changes in the home at the same time.
+    lose_blob(&t, "~/.config/a/x");
+    t.write(".config/nvim/init.lua", "init 2\n");
+    let (w, e) = status(&t);
+    assert_eq!(w["state"], "narrowed", "{w}");
+    assert_eq!(
+        not_ok(&e),
+        vec![
+            pair("~/.config/a/x", "error"),
+            pair("~/.config/nvim/init.lua", "modified")
+        ]
+    );
+    assert_eq!(e, truth(&t));
+}
+
+#[test]
+fn a_state_folder_deeper_than_a_sockets_address_still_gets_a_watcher() {
+    let t = settled();
+    // A Unix socket's address holds about 100 bytes: this state folder's
+    // socket path is over 200.
+    let deep = t.path(&"d".repeat(150));
+    let sgard = |args: &[&str]| {
+        t.command(args)
+            .env("XDG_STATE_HOME", &deep)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let mut child = t
+        .command(["watch"])
+        .env("XDG_STATE_HOME", &deep)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    while !sgard(&["watch", "--check"]).status.success() {
+        if let Ok(Some(_)) = child.try_wait() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            panic!("the watcher stopped: {err}");
+        }
+        assert!(Instant::now() < until, "the watcher did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let w = Watcher { child };
+    let state = |out: std::process::Output| -> Value {
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["watch"]["state"].clone()
+    };
+    assert_eq!(state(sgard(&["status", "--json"])), "full");
+    assert_eq!(state(sgard(&["status", "--json"])), "unchanged");
+    t.write(".zshrc", "zsh two\n");
+    let out = sgard(&["status", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["watch"]["state"], "narrowed", "{v}");
+    assert_eq!(not_ok(&entries(&v)), vec![pair("~/.zshrc", "modified")]);
+    drop(w);
 }

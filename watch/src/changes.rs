@@ -114,12 +114,109 @@ impl Log {
     }
 }
 
-/// Whether a change at one of `changed` (sorted) may have changed what is
-/// at `path`: the path itself or a folder above it was named (a folder
+/// Whether a change at one of `changed` may have changed what is at
+/// `path`: the path itself or a folder above it was named (a folder
 /// renamed, removed, or replaced by a symlink changes everything under it).
+/// To ask about many paths, build one [`Changed`].
 pub fn affects(changed: &[PathBuf], path: &Path) -> bool {
-    path.ancestors()
-        .any(|a| changed.binary_search_by(|c| c.as_path().cmp(a)).is_ok())
+    Changed::new(changed).affects(path)
+}
+
+/// The paths an answer named, asked of many paths in turn whether a change
+/// may have touched them (see [`affects`]). Paths are compared as the bytes
+/// the kernel named them by; a status of 100,000 paths asks this 100,000
+/// times, so each question costs one hash lookup for the path and, when
+/// its folder differs from the last question's, one per folder above it.
+#[derive(Debug, Default)]
+pub struct Changed {
+    names: rustc_hash::FxHashSet<Vec<u8>>,
+    /// The folder of the last question, and whether it or a folder above
+    /// it was named.
+    last: Option<(Vec<u8>, bool)>,
+}
+
+impl Changed {
+    /// The record of `changed` (any order).
+    pub fn new(changed: &[PathBuf]) -> Self {
+        Changed {
+            names: changed.iter().map(|p| key(p).to_vec()).collect(),
+            last: None,
+        }
+    }
+
+    /// Whether no path was named.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Whether a named path is `folder`, under it or above it: whether
+    /// anything in `folder` may have changed.
+    pub fn touches(&self, folder: &Path) -> bool {
+        let f = key(folder);
+        let within = |inner: &[u8], outer: &[u8]| {
+            inner.starts_with(outer)
+                && (inner.len() == outer.len()
+                    || outer.ends_with(b"/")
+                    || inner[outer.len()] == b'/')
+        };
+        self.names.iter().any(|n| within(n, f) || within(f, n))
+    }
+
+    /// Whether `path` or a folder above it was named.
+    pub fn affects(&mut self, path: &Path) -> bool {
+        if self.names.is_empty() {
+            return false;
+        }
+        let path = key(path);
+        if self.names.contains(path) {
+            return true;
+        }
+        let Some(folder) = parent(path) else {
+            return false;
+        };
+        if let Some((last, hit)) = &self.last
+            && last.as_slice() == folder
+        {
+            return *hit;
+        }
+        let mut hit = false;
+        let mut at = Some(folder);
+        while let Some(a) = at {
+            if self.names.contains(a) {
+                hit = true;
+                break;
+            }
+            at = parent(a);
+        }
+        self.last = Some((folder.to_vec(), hit));
+        hit
+    }
+}
+
+/// A path's bytes without trailing separators (but the root's own).
+fn key(p: &Path) -> &[u8] {
+    let mut b = p.as_os_str().as_encoded_bytes();
+    while b.len() > 1 && b.ends_with(b"/") {
+        b = &b[..b.len() - 1];
+    }
+    b
+}
+
+/// The folder above `b` (a [`key`]), as [`Path::parent`] names it; `None`
+/// for the root or a bare name.
+fn parent(b: &[u8]) -> Option<&[u8]> {
+    let at = b.iter().rposition(|&c| c == b'/')?;
+    match (at, b.len()) {
+        (0, 1) => None,
+        (0, _) => Some(&b[..1]),
+        _ => {
+            let mut p = &b[..at];
+            while p.len() > 1 && p.ends_with(b"/") {
+                p = &p[..p.len() - 1];
+            }
+            Some(p)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +225,42 @@ mod tests {
 
     fn t(instance: u64, seq: u64) -> Token {
         Token { instance, seq }
+    }
+
+    #[test]
+    fn a_change_counts_for_the_path_and_everything_under_it() {
+        let changed = [
+            PathBuf::from("/h/a/b"),
+            PathBuf::from("/h/c/"),
+            PathBuf::from("/x"),
+        ];
+        let mut c = Changed::new(&changed);
+        for (p, hit) in [
+            ("/h/a/b", true),
+            ("/h/a/b/c/d", true),
+            ("/h/a/bc", false),
+            ("/h/a/c", false),
+            ("/h/a", false),
+            ("/h/c", true),
+            ("/h/c/d", true),
+            ("/h/cd/e", false),
+            ("/x/y", true),
+            ("/xy", false),
+            ("/h/a/b/e", true),
+            ("/h/a/x", false),
+        ] {
+            assert_eq!(c.affects(Path::new(p)), hit, "{p}");
+            assert_eq!(affects(&changed, Path::new(p)), hit, "{p}");
+        }
+        assert!(c.touches(Path::new("/h/a")));
+        assert!(c.touches(Path::new("/h/a/b/c")));
+        assert!(c.touches(Path::new("/h/c/")));
+        assert!(!c.touches(Path::new("/h/ab")));
+        assert!(!c.touches(Path::new("/h/d")));
+        let mut root = Changed::new(&[PathBuf::from("/")]);
+        assert!(root.touches(Path::new("/h")));
+        assert!(root.affects(Path::new("/h/a")));
+        assert!(!Changed::new(&[]).affects(Path::new("/h")));
     }
 
     #[test]

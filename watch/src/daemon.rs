@@ -133,9 +133,8 @@ struct State {
 pub fn serve(cfg: Config<'_>) -> Result<()> {
     use std::os::unix::net::UnixListener;
 
-    if cfg.socket.as_os_str().len() > 100 {
-        return Err(Error::SocketPath(cfg.socket.clone()));
-    }
+    // Its folder stays open while the name through it is used.
+    let (_folder, socket_name) = crate::socket_name(&cfg.socket)?;
     let _lock = take_lock(&cfg.lock)?;
     // Ours now: whatever is at the socket is a dead watcher's.
     match std::fs::remove_file(&cfg.socket) {
@@ -199,7 +198,7 @@ pub fn serve(cfg: Config<'_>) -> Result<()> {
     st.watch_path(&cookies);
     st.replace_set(set);
 
-    let listener = UnixListener::bind(&cfg.socket).map_err(io(&cfg.socket))?;
+    let listener = UnixListener::bind(&socket_name).map_err(io(&cfg.socket))?;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o600))
@@ -645,12 +644,10 @@ impl State {
     /// (forgetting those changes).
     fn settle(&mut self) -> Vec<PathBuf> {
         self.last_touch = None;
-        let mut touched = std::mem::take(&mut self.touched);
-        touched.sort();
-        touched.dedup();
+        let mut touched = crate::Changed::new(&std::mem::take(&mut self.touched));
         self.sorted
             .iter()
-            .filter(|p| crate::affects(&touched, p))
+            .filter(|p| touched.affects(p))
             .cloned()
             .collect()
     }

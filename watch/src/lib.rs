@@ -2,7 +2,7 @@
 //!
 //! A cached `status` of a big home spends its time asking the kernel about
 //! every tracked file. `sgard watch` runs a watcher ([`daemon::serve`]):
-//! it asks the kernel (inotify through the `notify` crate) to report every
+//! it asks the kernel (inotify, through the `inotify` crate) to report every
 //! change in the folders above the tracked paths, numbers the events, and
 //! answers, over a private Unix socket, "which paths changed since this
 //! token" ([`ask`]). A command then looks only at those.
@@ -30,7 +30,7 @@ pub mod daemon;
 #[cfg(target_os = "linux")]
 mod kernel;
 
-pub use changes::{LIMIT, Log, affects};
+pub use changes::{Changed, LIMIT, Log, affects};
 
 /// What went wrong.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +69,45 @@ pub enum Error {
 
 /// The crate's results.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// The longest socket path used as it is (a Unix socket's address holds
+/// 108 bytes with its NUL on Linux, 104 on macOS).
+const SOCKET_PATH_MAX: usize = 100;
+
+/// A name for `socket` that fits a Unix socket's address: the path itself
+/// when it is short enough, else (Linux) the path through `/proc/self/fd`
+/// of its folder, opened here: the first element, kept open for as long as
+/// the name is used. A state folder deep in a long path (a long
+/// `XDG_STATE_HOME`) works like any other.
+///
+/// # Errors
+/// [`Error::SocketPath`] when no short name exists; [`Error::Io`] when the
+/// folder cannot be opened.
+#[cfg(unix)]
+pub(crate) fn socket_name(socket: &Path) -> Result<(Option<rustix::fd::OwnedFd>, PathBuf)> {
+    if socket.as_os_str().len() <= SOCKET_PATH_MAX {
+        return Ok((None, socket.to_path_buf()));
+    }
+    #[cfg(target_os = "linux")]
+    if let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) {
+        use rustix::fd::AsRawFd;
+        use rustix::fs::{Mode, OFlags};
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| io(dir)(e.into()))?;
+        let name = Path::new("/proc/self/fd")
+            .join(fd.as_raw_fd().to_string())
+            .join(name);
+        if name.as_os_str().len() <= SOCKET_PATH_MAX {
+            return Ok((Some(fd), name));
+        }
+    }
+    Err(Error::SocketPath(socket.to_path_buf()))
+}
 
 pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
@@ -319,7 +358,8 @@ fn ask_with(
 #[cfg(unix)]
 fn exchange(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
     use std::os::unix::net::UnixStream;
-    let mut s = match UnixStream::connect(socket) {
+    let (_folder, name) = socket_name(socket)?;
+    let mut s = match UnixStream::connect(&name) {
         Ok(s) => s,
         Err(e)
             if matches!(
