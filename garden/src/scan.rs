@@ -127,6 +127,15 @@ impl Found {
         }
     }
 
+    /// The content's hash as the scan found it: the stat cache's record it
+    /// vouched for, or what it read.
+    pub(crate) fn hash_seen(&self) -> Option<Hash> {
+        match self {
+            Found::Present(p) => p.cached.or(p.hashed.as_ref().map(|h| h.0)),
+            _ => None,
+        }
+    }
+
     /// The hash the stat cache vouched for when the scan looked, if `md`
     /// is still what it looked at.
     fn cached(&self, md: &Stat) -> Option<Hash> {

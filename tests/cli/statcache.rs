@@ -241,3 +241,22 @@ fn windowed_scans_judge_every_entry_on_its_own_findings() {
     }
     sg(&["status", "--exit-code"]).ok();
 }
+
+#[test]
+fn diff_reads_only_what_the_cache_cannot_vouch_for() {
+    let t = TestEnv::tracking("f", "content\n");
+    t.write("f", "changed\n");
+    // A record matching the file's exact stat that says it still holds the
+    // stored content: diff takes its word, as status does, and reads
+    // nothing.
+    plant(&t, "~/f", &t.path("f"), &sha("content\n"));
+    let r = t.sgard(["diff"]);
+    assert_eq!(r.stdout, "No changes.\n", "{r:#?}");
+    // --no-cache reads the file.
+    let r = t.sgard(["--no-cache", "diff"]);
+    assert!(r.stdout.contains("+changed"), "{r:#?}");
+    // Once the record no longer matches the file's stat, it is read.
+    set_mtime(&t.path("f"), now_secs() - 100);
+    let r = t.sgard(["diff"]);
+    assert!(r.stdout.contains("+changed"), "{r:#?}");
+}
