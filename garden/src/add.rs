@@ -224,7 +224,11 @@ impl Garden {
         // The folders above what was added, as they are here (see
         // `folders.rs`), so a restore elsewhere makes them alike.
         let added: Vec<String> = report.entries.iter().map(|(p, _)| p.clone()).collect();
-        self.refresh_folders(&added);
+        let folders: Vec<String> = crate::folders::folders_above(added.iter().map(String::as_str))
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        self.refresh_folders(&folders);
         // Two entries that are one file here would overwrite each other.
         let folding = self.folding();
         if folding.folds() {
