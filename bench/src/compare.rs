@@ -20,7 +20,11 @@
 //!    `sgard status` to fill the cache, then, best of 5 each: `sgard status`
 //!    (cached), `git status --porcelain` (after one warm-up run) and
 //!    `sgard checkpoint` with nothing changed (after one untimed checkpoint
-//!    that records the message); `sgard --no-cache status` best of 3;
+//!    that records the message); `sgard --no-cache status` best of 3; then
+//!    the watcher rows: with `sgard watch` running, `status` with nothing
+//!    changed (best of 5) against `git status` and against a 10 ms budget,
+//!    and `status` right after 10 files changed (best of 3, a fresh change
+//!    each time; the files are among the 1% edit's) against `git status`;
 //! 4. `sgard checkpoint` after appending a line to 1% of the files, twice;
 //! 5. `sgard restore --force` into an empty HOME, twice, again between
 //!    `cp -a` runs (each restored tree is compared with the edited one,
@@ -30,7 +34,8 @@
 //!    save, best of 10 alternating);
 //! 7. T100k: `git init && git add -A && git commit`, `sgard add`, the
 //!    filling `status`, then cached `status`, `git status --porcelain` and an
-//!    unchanged `checkpoint` (best of 3 each), a checkpoint after a 1% edit,
+//!    unchanged `checkpoint` (best of 3 each), the watcher rows as in 3
+//!    (best of 3), a checkpoint after a 1% edit,
 //!    `diff`, `log`, `list --json`, `identity`, `lock`, `unlock`, `verify`
 //!    and a `restore --force` into an empty HOME, each with its peak RSS
 //!    (the largest is checked against 100 MiB);
@@ -694,6 +699,7 @@ fn t100k_part(ctx: &Ctx, r: &Path, rep: &mut Report) -> Result<()> {
         &["checkpoint", "-m", "bench unchanged"],
         "sgard-checkpoint-rss",
     )?;
+    watcher_rows(&sg, "T100k", &spec, git_status, T100K_RUNS, &logs, rep)?;
 
     let edited = spec.edit_one_percent(&home)?;
     sync();
@@ -822,6 +828,163 @@ impl CpBest {
         self.runs += 1;
         Ok(())
     }
+}
+
+/// The absolute budget of a `status` with the watcher running and nothing
+/// changed: a shell prompt's.
+const WATCH_BUDGET: Duration = Duration::from_millis(10);
+
+/// How many files the watcher's "changed" row edits.
+const WATCH_EDITED: usize = 10;
+
+/// The watcher rows (issue 36): with `sgard watch` running on `sg`,
+/// `status` when nothing changed (best of `runs`) against `git status
+/// --porcelain` without fsmonitor (`git_status`) and against
+/// [`WATCH_BUDGET`]; and `status` right after [`WATCH_EDITED`] files of the
+/// 1% edit changed (best of 3, a fresh change before each) against `git
+/// status`. Each row is checked to measure what it says: the watcher's
+/// state is read back from `status --json`, and the changed rows must
+/// report exactly the edited files as modified.
+fn watcher_rows(
+    sg: &Sgard,
+    name: &str,
+    spec: &TreeSpec,
+    git_status: Duration,
+    runs: usize,
+    logs: &Path,
+    rep: &mut Report,
+) -> Result<()> {
+    let log = |n: &str| logs.join(n);
+    let out = log("sgard-watch.out");
+    let err = log("sgard-watch.err");
+    let mut child = sg
+        .cmd(["watch"])
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?)
+        .stderr(fs::File::create(&err).with_context(|| format!("creating {}", err.display()))?)
+        .spawn()
+        .context("starting sgard watch")?;
+    let rows = (|| -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let up = sg
+                .cmd(["watch", "--check"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .context("running sgard watch --check")?
+                .success();
+            if up {
+                break;
+            }
+            if let Some(st) = child.try_wait()? {
+                bail!(
+                    "sgard watch stopped ({st}):\n{}",
+                    fs::read_to_string(&err).unwrap_or_default()
+                );
+            }
+            if Instant::now() > deadline {
+                bail!("sgard watch did not answer within 120 s");
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        // The watcher's state as the last status used it.
+        let state = |tag: &str| -> Result<String> {
+            let l = log(&format!("sgard-status-watch-json-{tag}"));
+            time_plain(&mut sg.cmd(["status", "--json"]), &l)?;
+            let text = fs::read_to_string(l.with_extension("out"))?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).context("reading status --json")?;
+            Ok(v["watch"]["state"].as_str().unwrap_or("none").to_owned())
+        };
+        // The first status looks at everything and keeps a token; the
+        // second keeps its lines.
+        for i in 0..2 {
+            time_plain(
+                &mut sg.cmd(["status"]),
+                &log(&format!("sgard-status-watch-warm-{i}")),
+            )?;
+        }
+        let unchanged = best_of(runs, |i| {
+            time_plain(
+                &mut sg.cmd(["status", "--exit-code"]),
+                &log(&format!("sgard-status-watch-{i}")),
+            )
+        })?;
+        let s = state("unchanged")?;
+        if s != "unchanged" {
+            bail!("a status with the watcher and nothing changed was {s:?}, not \"unchanged\"");
+        }
+        rep.raw(
+            &format!("{name}: sgard status, watcher running, unchanged (best of {runs})"),
+            unchanged,
+            None,
+            "",
+        );
+        let mut changed = Duration::MAX;
+        for i in 0..3 {
+            let n = spec.edit_first(&sg.home, WATCH_EDITED)?;
+            let l = log(&format!("sgard-status-watch-edit-{i}"));
+            changed = changed.min(time_plain(&mut sg.cmd(["status"]), &l)?);
+            let text = fs::read_to_string(l.with_extension("out"))?;
+            let modified = text.lines().filter(|l| l.starts_with("modified")).count();
+            if modified != n {
+                bail!(
+                    "status with the watcher after {n} files changed reported {modified} modified"
+                );
+            }
+        }
+        spec.edit_first(&sg.home, WATCH_EDITED)?;
+        let s = state("edited")?;
+        if s != "narrowed" {
+            bail!(
+                "a status with the watcher after {WATCH_EDITED} files changed was {s:?}, not \"narrowed\""
+            );
+        }
+        rep.raw(
+            &format!(
+                "{name}: sgard status, watcher running, {WATCH_EDITED} files changed (best of 3)"
+            ),
+            changed,
+            None,
+            "a fresh change before each",
+        );
+        rep.checks.push(Check::time(
+            &format!("{name} status with the watcher, unchanged"),
+            "`status`, `sgard watch` running",
+            unchanged,
+            "`git status --porcelain` (no fsmonitor)",
+            git_status,
+            1.0,
+        ));
+        rep.checks.push(Check::time(
+            &format!("{name} status with the watcher, unchanged, absolute"),
+            "`status`, `sgard watch` running",
+            unchanged,
+            "budget",
+            WATCH_BUDGET,
+            1.0,
+        ));
+        rep.checks.push(Check::time(
+            &format!("{name} status with the watcher, {WATCH_EDITED} files changed"),
+            "`status`, `sgard watch` running",
+            changed,
+            "`git status --porcelain` (no fsmonitor)",
+            git_status,
+            1.0,
+        ));
+        Ok(())
+    })();
+    // Stopped as a user stops it (SIGTERM), so it removes its socket.
+    let _ = Command::new("kill")
+        .arg(child.id().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let _ = child.wait();
+    rows
 }
 
 fn t10k_part(ctx: &Ctx, r: &Path, rep: &mut Report) -> Result<()> {
@@ -1038,6 +1201,7 @@ fn t10k_part(ctx: &Ctx, r: &Path, rep: &mut Report) -> Result<()> {
         None,
         "",
     );
+    watcher_rows(&sg, "T10k", &spec, git_status, FAST_RUNS, &logs, rep)?;
 
     // Checkpoint after a 1% edit, ROUNDS times (each round appends to the
     // same 1% again).

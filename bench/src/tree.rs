@@ -134,8 +134,14 @@ impl TreeSpec {
     /// Appends a line to every 100th file (at least one): the "1% edit".
     /// Returns how many files were edited.
     pub fn edit_one_percent(&self, home: &Path) -> Result<usize> {
+        self.edit_first(home, usize::MAX)
+    }
+
+    /// Appends a line to the first `most` files of the 1% edit (so a later
+    /// 1% edit still changes the same files). Returns how many were edited.
+    pub fn edit_first(&self, home: &Path, most: usize) -> Result<usize> {
         let mut n = 0;
-        for f in self.edited_files() {
+        for f in self.edited_files().take(most) {
             let path = home.join(&f.rel);
             let mut out = fs::OpenOptions::new()
                 .append(true)
