@@ -129,6 +129,15 @@ impl Tx<'_> {
         // stat cache, read in parallel otherwise): only the others are read
         // and compared.
         let mut scan = self.scan(&picked, false);
+        // A content the repository lacks is diffed the long way, which
+        // says so for that entry.
+        let mut contents: Vec<sgard_store::Hash> = picked
+            .iter()
+            .filter_map(|&i| repo.manifest.files[i].hash)
+            .collect();
+        contents.sort_unstable();
+        contents.dedup();
+        let lacking = repo.lacking(&contents, false);
         let mut out = Vec::new();
         for i in picked {
             let e = &repo.manifest.files[i];
@@ -136,7 +145,11 @@ impl Tx<'_> {
                 continue;
             }
             let found = scan.take(self, i);
-            if !e.template && !e.encrypted && e.hash.is_some() && found.hash_seen() == e.hash {
+            if !e.template
+                && !e.encrypted
+                && e.hash.is_some_and(|h| !lacking.contains_key(&h))
+                && found.hash_seen() == e.hash
+            {
                 sgard_store::cancel::check()?;
                 out.push((e.path.clone(), Ok(Diff::Same)));
                 continue;

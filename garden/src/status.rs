@@ -199,7 +199,7 @@ impl Tx<'_> {
             None
         };
         let all = args.is_empty();
-        let lacking = if self.all_held(&contents) {
+        let lacking = if self.all_held(&contents, all) {
             std::collections::HashMap::new()
         } else {
             self.repo.lacking(&contents, all)

@@ -260,3 +260,19 @@ fn diff_reads_only_what_the_cache_cannot_vouch_for() {
     let r = t.sgard(["diff"]);
     assert!(r.stdout.contains("+changed"), "{r:#?}");
 }
+
+#[test]
+fn diff_of_an_unchanged_file_whose_blob_is_lost_says_so() {
+    let t = TestEnv::tracking("f", "content\n");
+    plant(&t, "~/f", &t.path("f"), &sha("content\n"));
+    let h = sha("content\n");
+    fs::remove_file(t.repo().join("blobs").join(&h[..2]).join(&h[2..4]).join(&h)).unwrap();
+    // The stat cache vouches for the file, but the repository lacks what
+    // it is compared with: that is said, not "No changes".
+    let r = t.sgard(["diff"]);
+    assert_ne!(r.stdout, "No changes.\n", "{r:#?}");
+    assert!(
+        format!("{}{}", r.stdout, r.stderr).contains("~/f"),
+        "{r:#?}"
+    );
+}

@@ -551,6 +551,15 @@ impl State {
             self.blind.remove(&b);
         }
         self.sync_under(p);
+        // The repository under it is watched (or named blind) afresh too:
+        // forgetting that it was blind must never leave it unwatched and
+        // unnamed. What changed in it meanwhile counts as changed.
+        if let Some(repo) = self.set.repo.clone()
+            && repo.starts_with(p)
+        {
+            self.log.record(&repo);
+            self.watch_repo();
+        }
     }
 
     /// Before an answer: every watched folder's path still leads to the
