@@ -193,13 +193,9 @@ impl Tx<'_> {
         // Only a status of everything asks the watcher: the token it keeps
         // speaks for every entry. It is asked before anything is looked
         // at, so that what this run finds is kept with a token from before.
-        let trusted = if args.is_empty() {
-            self.ask_watcher(&picked)
-        } else {
-            None
-        };
         let all = args.is_empty();
-        let lacking = if self.all_held(&contents, all) {
+        let trusted = if all { self.ask_watcher(&picked) } else { None };
+        let lacking = if all && self.all_held(&contents) {
             std::collections::HashMap::new()
         } else {
             self.repo.lacking(&contents, all)

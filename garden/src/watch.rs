@@ -292,12 +292,9 @@ impl Tx<'_> {
     /// distinct: a status's contents of every entry), said without looking:
     /// the last status under the watcher found them all held, and nothing
     /// in the repository changed since its token (the token was asked for
-    /// before that run looked). Only for a status of every entry (`all`):
-    /// the digest kept speaks for those contents.
-    pub(crate) fn all_held(&self, contents: &[sgard_store::Hash], all: bool) -> bool {
-        if !all {
-            return false;
-        }
+    /// before that run looked). Only a status of every entry may ask: the
+    /// digest kept speaks for those contents.
+    pub(crate) fn all_held(&self, contents: &[sgard_store::Hash]) -> bool {
         self.work.watch.as_ref().is_some_and(|w| {
             w.held_before
                 .is_some_and(|d| d == crate::present::digest(contents))

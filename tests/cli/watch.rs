@@ -678,6 +678,13 @@ fn a_state_folder_deeper_than_a_sockets_address_still_gets_a_watcher() {
             .output()
             .unwrap()
     };
+    // None yet: said as such, not as an error about the long path.
+    let none = sgard(&["watch", "--check"]);
+    assert_eq!(none.status.code(), Some(1), "{none:?}");
+    assert!(
+        String::from_utf8_lossy(&none.stdout).starts_with("No watcher runs"),
+        "{none:?}"
+    );
     let mut child = t
         .command(["watch"])
         .env("XDG_STATE_HOME", &deep)

@@ -358,7 +358,13 @@ fn ask_with(
 #[cfg(unix)]
 fn exchange(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
     use std::os::unix::net::UnixStream;
-    let (_folder, name) = socket_name(socket)?;
+    // A state folder not made yet: nothing can be answering there.
+    let (_folder, name) = match socket_name(socket) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NotRunning(socket.to_path_buf()));
+        }
+        other => other?,
+    };
     let mut s = match UnixStream::connect(&name) {
         Ok(s) => s,
         Err(e)

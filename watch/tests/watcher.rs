@@ -27,6 +27,16 @@ impl Drop for Running {
 }
 
 fn start(home: &Path, state: &Path, paths: Vec<PathBuf>, set: &str) -> Running {
+    start_with_repo(home, state, paths, set, None)
+}
+
+fn start_with_repo(
+    home: &Path,
+    state: &Path,
+    paths: Vec<PathBuf>,
+    set: &str,
+    repo: Option<PathBuf>,
+) -> Running {
     let socket = state.join("watch.sock");
     let stop = Arc::new(AtomicBool::new(false));
     let (home, state, set, s2, stop2) = (
@@ -42,7 +52,7 @@ fn start(home: &Path, state: &Path, paths: Vec<PathBuf>, set: &str) -> Running {
                 id: set.clone(),
                 paths: paths.clone(),
                 home: home.clone(),
-                repo: None,
+                repo: repo.clone(),
                 ignored: Vec::new(),
             })
         };
@@ -183,4 +193,45 @@ fn a_second_watcher_is_refused_and_a_dead_one_is_not_running() {
     };
     let err = ask(&socket, "s", None, Duration::from_secs(1)).unwrap_err();
     assert!(matches!(err, sgard_watch::Error::NotRunning(_)), "{err}");
+}
+
+#[test]
+fn a_blind_repository_stays_named_when_a_folder_above_it_is_watched_afresh() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("home");
+    let state = d.path().join("state");
+    let repo = home.join("src/dotfiles");
+    let elsewhere = d.path().join("elsewhere");
+    for p in [&repo, &state, &elsewhere] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    std::fs::write(home.join("src/.editorconfig"), "a").unwrap();
+    // A folder inside the repository through a symlink: it cannot be
+    // watched whole, so every answer names it.
+    std::os::unix::fs::symlink(&elsewhere, repo.join("blobs")).unwrap();
+    let tracked = vec![home.join("src/.editorconfig")];
+    let r = start_with_repo(&home, &state, tracked, "one", Some(repo.clone()));
+    let blind = || {
+        sgard_watch::probe(&r.socket, Duration::from_secs(5))
+            .unwrap()
+            .blind
+    };
+    let _ = q(&r, "one", None);
+    assert_eq!(blind(), vec![repo.clone()]);
+
+    // The folder above it renamed away and back: watched afresh, and the
+    // repository with it, still blind.
+    std::fs::rename(home.join("src"), home.join("src.old")).unwrap();
+    let _ = q(&r, "one", None);
+    std::fs::rename(home.join("src.old"), home.join("src")).unwrap();
+    let first = q(&r, "one", None);
+    assert_eq!(blind(), vec![repo.clone()]);
+    // So a blob lost there is a change in the repository.
+    std::fs::write(elsewhere.join("x"), "a").unwrap();
+    std::fs::remove_file(elsewhere.join("x")).unwrap();
+    let next = q(&r, "one", Some(first.token));
+    assert!(
+        next.changed.unwrap().iter().any(|p| p.starts_with(&repo)),
+        "the repository is not named"
+    );
 }
