@@ -96,7 +96,14 @@ struct State {
     /// folder its path led to when the watch was set: before each answer,
     /// a path that leads elsewhere now (a symlink retargeted, a mount) is a
     /// change, and is watched again.
-    watched: BTreeMap<PathBuf, (u64, u64)>,
+    watched: BTreeMap<PathBuf, Watched>,
+    /// Folders watched since the last answer: checked at the next one
+    /// (the folder above may have been watched after them).
+    recheck: BTreeSet<PathBuf>,
+    /// The mount table at the last answer (`None`: unreadable). A mount or
+    /// unmount makes no event: when the table changed, every watched folder
+    /// is checked.
+    mounts: Option<Vec<u8>>,
     /// The identities watched (one watch per folder: two paths to one
     /// folder would share it, and one of them would go unreported).
     ids: HashSet<(u64, u64)>,
@@ -120,6 +127,19 @@ struct State {
     cookies: PathBuf,
     next_cookie: u64,
     pending: Vec<Pending>,
+}
+
+/// A watched folder.
+#[derive(Clone, Copy, Debug)]
+struct Watched {
+    /// The identity (device, inode) of the folder its path led to when the
+    /// watch was set.
+    id: (u64, u64),
+    /// Whether each answer checks that its path still leads there: its
+    /// path goes through a symlink, or the folder above it is not watched,
+    /// so a change above it may make no event in a watched folder. The
+    /// others are checked when the mount table changes (see `verify`).
+    always: bool,
 }
 
 /// Runs the watcher until `stop` says so.
@@ -183,6 +203,8 @@ pub fn serve(cfg: Config<'_>) -> Result<()> {
         set: Set::default(),
         wanted: BTreeSet::new(),
         watched: BTreeMap::new(),
+        recheck: BTreeSet::new(),
+        mounts: None,
         ids: HashSet::new(),
         blind: BTreeSet::new(),
         broken: None,
@@ -479,9 +501,21 @@ impl State {
     }
 
     fn unwatch(&mut self, p: &Path) {
-        if let Some(id) = self.watched.remove(p) {
+        if let Some(w) = self.watched.remove(p) {
             self.kernel.remove(p);
-            self.ids.remove(&id);
+            self.ids.remove(&w.id);
+        }
+        self.recheck.remove(p);
+        // The folders right under it lose the folder that reported on
+        // them.
+        for (c, w) in self
+            .watched
+            .range_mut(p.to_path_buf()..)
+            .take_while(|(c, _)| c.starts_with(p))
+        {
+            if c.parent() == Some(p) {
+                w.always = true;
+            }
         }
     }
 
@@ -502,8 +536,11 @@ impl State {
         self.blind.remove(p);
         match self.kernel.add(p) {
             Ok(()) => {
-                self.watched.insert(p.to_path_buf(), id);
+                let always = std::fs::canonicalize(p).ok().as_deref() != Some(p)
+                    || !p.parent().is_some_and(|up| self.watched.contains_key(up));
+                self.watched.insert(p.to_path_buf(), Watched { id, always });
                 self.ids.insert(id);
+                self.recheck.insert(p.to_path_buf());
             }
             Err(e) if e.raw_os_error() == Some(crate::kernel::libc_enospc()) => {
                 self.broken = Some(
@@ -568,20 +605,37 @@ impl State {
     /// system mounted or unmounted there, a folder renamed away and another
     /// made) counts as changed, and is watched afresh.
     fn verify(&mut self) {
+        // A watched folder whose path is plain (no symlink in it) and whose
+        // folder above is watched too cannot lead elsewhere without an
+        // event in that folder (a rename, a removal, a symlink put in its
+        // place), except by a mount: those are checked only when the mount
+        // table changed. 11,000 folders cost ~28 ms to check each time.
+        let mounts = std::fs::read("/proc/self/mountinfo").ok();
+        let all = mounts.is_none() || mounts != self.mounts;
+        self.mounts = mounts;
+        let recheck = std::mem::take(&mut self.recheck);
         let moved: Vec<PathBuf> = self
             .watched
             .iter()
-            .filter(|(p, id)| **p != self.cookies && ident(p, true) != Some(**id))
+            .filter(|(p, w)| all || w.always || recheck.contains(*p))
+            .filter(|(p, w)| **p != self.cookies && ident(p, true) != Some(w.id))
             .map(|(p, _)| p.clone())
             .collect();
         for p in moved {
             self.log.record(&p);
             self.rewatch(&p);
         }
+        // Both sorted alike: walked side by side (a lookup per folder
+        // compares paths component by component, ~11,000 times a question).
+        let mut watched = self.watched.keys().peekable();
         let appeared: Vec<PathBuf> = self
             .wanted
             .iter()
-            .filter(|p| !self.watched.contains_key(*p) && !self.blind.contains(*p))
+            .filter(|p| {
+                while watched.next_if(|w| *w < *p).is_some() {}
+                watched.next_if(|w| *w == *p).is_none()
+            })
+            .filter(|p| !self.blind.contains(*p))
             .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir()))
             .cloned()
             .collect();

@@ -235,3 +235,53 @@ fn a_blind_repository_stays_named_when_a_folder_above_it_is_watched_afresh() {
         "the repository is not named"
     );
 }
+
+/// Unmounts what a test mounted, however it ends.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_mount_over_a_watched_folder_is_a_change() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("home");
+    let state = d.path().join("state");
+    let elsewhere = d.path().join("elsewhere");
+    for p in [&home.join(".config/nvim"), &state, &elsewhere] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    std::fs::write(home.join(".config/nvim/init.lua"), "a").unwrap();
+    std::fs::write(elsewhere.join("init.lua"), "b").unwrap();
+    let tracked = vec![home.join(".config/nvim/init.lua")];
+    let r = start(&home, &state, tracked.clone(), "one");
+    let first = q(&r, "one", None);
+    let none = q(&r, "one", Some(first.token));
+    assert_eq!(none.changed.unwrap(), Vec::<PathBuf>::new());
+
+    // A mount makes no event anywhere: only the mount table says.
+    let target = home.join(".config/nvim");
+    let ok = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(&elsewhere)
+        .arg(&target)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipped: mount --bind is not permitted here");
+        return;
+    }
+    let mounted = Mounted(target.clone());
+    let after = q(&r, "one", Some(none.token));
+    let changed = after.changed.unwrap();
+    assert!(affects(&changed, &tracked[0]), "{changed:?}");
+    // And unmounting is one too.
+    drop(mounted);
+    let back = q(&r, "one", Some(after.token));
+    let changed = back.changed.unwrap();
+    assert!(affects(&changed, &tracked[0]), "{changed:?}");
+}
