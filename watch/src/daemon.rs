@@ -603,7 +603,8 @@ impl State {
     /// folder watched, and every wanted folder that exists now is watched.
     /// A path that leads elsewhere (a symlink above it retargeted, a file
     /// system mounted or unmounted there, a folder renamed away and another
-    /// made) counts as changed, and is watched afresh.
+    /// made) counts as changed, and is watched afresh. Which paths are
+    /// looked at: see [`Watched::always`] and the comment below.
     fn verify(&mut self) {
         // A watched folder whose path is plain (no symlink in it) and whose
         // folder above is watched too cannot lead elsewhere without an
