@@ -613,7 +613,14 @@ impl State {
         // table changed. 11,000 folders cost ~28 ms to check each time.
         let mounts = std::fs::read("/proc/self/mountinfo").ok();
         let all = mounts.is_none() || mounts != self.mounts;
+        // A mount inside the repository (watched whole) makes no event
+        // either: seen to change, the table means watching it afresh.
+        let remount = all && mounts.is_some() && self.mounts.is_some();
         self.mounts = mounts;
+        if remount && let Some((repo, _)) = self.repo_watched.clone() {
+            self.log.record(&repo);
+            self.watch_repo();
+        }
         let recheck = std::mem::take(&mut self.recheck);
         let moved: Vec<PathBuf> = self
             .watched
