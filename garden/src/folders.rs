@@ -152,7 +152,10 @@ impl Garden {
         let dropped = self.repo.manifest.folders.is_empty()
             && agreed.values().any(|m| m.bits() != DEFAULT_FOLDER_MODE);
         let mut changed = Vec::new();
-        for f in folders {
+        // Looked at on every thread: one per folder above the entries.
+        let env = &self.repo.env;
+        let seen = crate::par::map(folders, 512, |f| fsx::lstat(&env.expand(f)).ok().flatten());
+        for (f, md) in folders.iter().zip(seen) {
             // A tracked folder keeps its own mode in its entry.
             if self
                 .repo
@@ -162,7 +165,7 @@ impl Garden {
             {
                 continue;
             }
-            let Ok(Some(md)) = fsx::lstat(&self.repo.env.expand(f)) else {
+            let Some(Some(md)) = md else {
                 continue;
             };
             // A symlink to a folder is not a folder of ours to describe.

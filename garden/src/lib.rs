@@ -426,9 +426,10 @@ pub(crate) struct Work {
     pub(crate) chunking: Option<sgard_store::chunks::Setting>,
     /// Template variables and renderings, built at first use.
     pub(crate) templates: template::Templates,
-    /// Snapshot documents this run parsed, encoded for this machine's cache
-    /// of them ([`docs`]), written by [`Garden::finish`].
-    pub(crate) docs: Vec<(sgard_store::Hash, Vec<u8>)>,
+    /// Snapshot documents this run parsed from their sound blobs and put
+    /// in this machine's cache of them ([`docs`]): read back from there
+    /// without checking the blob again.
+    pub(crate) docs: Vec<sgard_store::Hash>,
     /// What this run's status asked the watcher, kept by
     /// [`Garden::finish`] for the next one ([`watch`]).
     pub(crate) watch: Option<watch::WatchRun>,
@@ -1089,19 +1090,6 @@ impl Garden {
         let saved = self.tx().save_index();
         if saved.is_ok() {
             self.keep_watch_token();
-        }
-        // The parsed snapshot documents: a cache of what the repository
-        // holds, so a failure to keep them costs the next command a parse
-        // and is said, never this command's error.
-        let docs = std::mem::take(&mut self.work.docs);
-        if let Some(dir) = &self.repo.local_dir
-            && let Err(e) = docs::write(&dir.join(docs::DIR), &docs)
-        {
-            self.work.note(format!(
-                "could not keep the parsed snapshots for the next command (they are parsed \
-                 again): {}",
-                error_chain(&e)
-            ));
         }
         // What this command added to the log, for `base::key_for`.
         if let (Some(state), Some(key)) =
