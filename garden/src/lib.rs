@@ -470,6 +470,23 @@ struct Writes {
     sizes: Vec<(sgard_store::Hash, u64)>,
 }
 
+/// Blobs a batch holds before they are named: each waiting one costs its
+/// temp file's path (at 100,000 files, 13 MB at the end of
+/// a first add), so a big run names them in rounds of this many, two
+/// flushes a round. Named early, a blob is only durable early: until a
+/// manifest names it, it is an unreferenced blob like any other.
+const BATCH_ROUND: usize = 16_384;
+
+impl Writes {
+    /// Names the open batch's blobs when it holds a round of them.
+    fn commit_if_full(&mut self) -> sgard_store::Result<()> {
+        match self.batch.as_mut() {
+            Some(b) if b.len() >= BATCH_ROUND => b.commit_round(),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The machine-local log of this home's changes to its home folder: the
 /// safety snapshots of `restore`, `restore --at`, `mirror down`, `merge`
 /// and `undo` (records and the blobs they captured), under
@@ -1421,6 +1438,7 @@ impl Tx<'_> {
             None => self.repo.store.write(r),
         }?;
         writes.sizes.push((w.hash, w.size));
+        writes.commit_if_full()?;
         Ok(w)
     }
 
@@ -1576,6 +1594,7 @@ impl Tx<'_> {
             Some(b) => {
                 let w = b.adopt(spooled);
                 writes.sizes.push((w.hash, w.size));
+                writes.commit_if_full()?;
                 Ok(w)
             }
             None => Err(Error::Invalid(

@@ -174,14 +174,24 @@ impl Batch {
     ///
     /// # Errors
     /// [`Error::Io`]; blobs not yet renamed are then dropped.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(mut self) -> Result<()> {
+        self.commit_round()
+    }
+
+    /// Makes every blob waiting in the batch durable under its name, and
+    /// keeps the batch open for more (it still knows every name it took,
+    /// so a blob queued again is not new).
+    ///
+    /// # Errors
+    /// As [`Batch::commit`].
+    pub fn commit_round(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let root = self.store.blobs.clone();
         let batched = durable::syncfs(&root);
         let mut leaves = std::collections::BTreeSet::new();
-        for (tmp, hash, size) in self.pending {
+        for (tmp, hash, size) in std::mem::take(&mut self.pending) {
             if !batched {
                 let f = File::open(&tmp).map_err(|e| Error::io("opening", tmp.to_path_buf(), e))?;
                 f.sync_data()
