@@ -460,7 +460,7 @@ impl Tx<'_> {
                     }
                     let mut e = entry.clone();
                     e.hash = Some(h);
-                    e.plaintext_mac = Some(mac);
+                    e.plaintext_mac = Some(Box::new(mac));
                     e.plaintext_hash = None;
                     e.mode = Some(fsx::mode_of(&fmd));
                     e.updated = self.repo.env.now;

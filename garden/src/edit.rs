@@ -141,7 +141,7 @@ impl Garden {
         if e.encrypted {
             let (h, mac, _) = self.tx().store_encrypted(&content, e.template)?;
             e.hash = Some(h);
-            e.plaintext_mac = Some(mac);
+            e.plaintext_mac = Some(Box::new(mac));
             e.plaintext_hash = None;
         } else if e.template {
             e.hash = Some(self.tx().put_source(&content)?.hash);

@@ -364,7 +364,7 @@ impl Garden {
                 .fingerprints
                 .insert(w.hash, sgard_store::Hash::of(&plain));
             e.hash = Some(w.hash);
-            e.plaintext_mac = Some(new.mac(&plain));
+            e.plaintext_mac = Some(Box::new(new.mac(&plain)));
             e.plaintext_hash = None;
             report.reencrypted.push(e.path.clone());
         }

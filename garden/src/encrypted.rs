@@ -381,7 +381,7 @@ impl Tx<'_> {
     /// Whether an encrypted entry holds `disk_sha`, as far as that can be
     /// told without the key (`None`: it cannot).
     pub(crate) fn known_match(&mut self, e: &Entry, disk_sha: Hash) -> Option<bool> {
-        if let Some(p) = e.plaintext_hash {
+        if let Some(p) = e.plaintext_hash.as_deref().copied() {
             return Some(p == disk_sha);
         }
         let h = e.hash?;
@@ -406,7 +406,7 @@ impl Tx<'_> {
             return Ok(known);
         }
         let Some(h) = e.hash else { return Ok(false) };
-        let same = match e.plaintext_mac {
+        let same = match e.plaintext_mac.as_deref().copied() {
             Some(mac) => self.dek()?.mac(plain) == mac,
             None => Hash::of(&self.stored_plaintext(e)?) == sha,
         };

@@ -78,7 +78,7 @@ impl Tx<'_> {
                     && let Ok((h, _)) = fsx::hash_file(&abs)
                 {
                     let want = if e.encrypted {
-                        e.plaintext_hash
+                        e.plaintext_hash.as_deref().copied()
                     } else {
                         e.hash
                     };

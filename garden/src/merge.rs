@@ -219,7 +219,7 @@ impl Garden {
         if e.encrypted {
             let (h, mac, _) = self.tx().store_encrypted(merged.as_bytes(), false)?;
             result.hash = Some(h);
-            result.plaintext_mac = Some(mac);
+            result.plaintext_mac = Some(Box::new(mac));
             result.plaintext_hash = None;
         } else {
             result.hash = Some(self.tx().put(&mut merged.as_bytes())?.hash);

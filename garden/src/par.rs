@@ -78,6 +78,53 @@ pub(crate) fn map_indices_with<S, R: Send>(
     out
 }
 
+/// `items.iter_mut().enumerate().map(f).collect()`, in parallel as [`map`]
+/// does: `f` may change its item in place, so what a step produces can lie
+/// where the step is rather than in a second vector beside it.
+pub(crate) fn update<T: Send, R: Send>(
+    items: &mut [T],
+    min: usize,
+    f: impl Fn(usize, &mut T) -> R + Sync,
+) -> Vec<Option<R>> {
+    let n = items.len();
+    let threads = threads();
+    if n < min.max(2) || threads < 2 {
+        return items
+            .iter_mut()
+            .enumerate()
+            .map(|(i, t)| Some(f(i, t)))
+            .collect();
+    }
+    let mut out: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
+    let chunk = n.div_ceil(threads);
+    let f = &f;
+    let failed: Vec<usize> = std::thread::scope(|s| {
+        let handles: Vec<_> = out
+            .chunks_mut(chunk)
+            .zip(items.chunks_mut(chunk))
+            .enumerate()
+            .map(|(c, (part, mine))| {
+                s.spawn(move || {
+                    for (k, (slot, item)) in part.iter_mut().zip(mine).enumerate() {
+                        *slot = Some(f(c * chunk + k, item));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .filter_map(|(c, h)| h.join().is_err().then_some(c))
+            .collect()
+    });
+    for c in failed {
+        for slot in out.iter_mut().skip(c * chunk).take(chunk) {
+            *slot = None;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -89,5 +136,15 @@ mod tests {
         assert!(super::map(&[] as &[u32], 0, |i| *i).is_empty());
         let idx: Vec<Option<usize>> = (0..1001).map(|i| Some(i + 1)).collect();
         assert_eq!(super::map_indices(1001, 10, |i| i + 1), idx);
+        for min in [10, 10_000] {
+            let mut items: Vec<usize> = (0..1001).collect();
+            let got = super::update(&mut items, min, |i, t| {
+                *t += 1;
+                i * 2
+            });
+            let want: Vec<Option<usize>> = (0..1001).map(|i| Some(i * 2)).collect();
+            assert_eq!(got, want);
+            assert_eq!(items, (1..1002).collect::<Vec<_>>());
+        }
     }
 }

@@ -47,7 +47,7 @@ pub struct PurgeReport {
 /// The content an entry names: its hash, or why there is none (a
 /// version `sgard purge` removed, or an entry that is no file).
 pub(crate) fn content_hash(e: &Entry) -> Result<Hash> {
-    match (e.hash, e.purged) {
+    match (e.hash, e.purged.as_deref().copied()) {
         (Some(h), _) => Ok(h),
         (None, Some(_)) => Err(Error::Invalid(format!(
             "{}: that version's content was purged (see `sgard log`)",

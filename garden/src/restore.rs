@@ -528,18 +528,23 @@ impl Garden {
         let (confine, env) = (&self.repo.confine, &self.repo.env);
         let live = slots.iter().filter(|s| s.live).count();
         sgard_store::progress::begin("restoring", live as u64, 0);
-        let staged = par::map_indices(steps.len(), 64, |i| match written(head, &steps[i].op) {
-            Some(entry)
-                if slots[i].live
-                    && entry.kind == EntryKind::File
-                    && !entry.encrypted
-                    && !entry.template =>
-            {
-                let r = stage_plain(confine, (repo, local), entry, &env.expand(&steps[i].path));
-                sgard_store::progress::done(&steps[i].path, "restoring");
-                Some(r)
+        // Each staged file goes straight into its slot (a vector of them
+        // beside the slots was 10 MB at 100,000 files); what a step gives
+        // back is whether it was staged here, and how it failed.
+        let staged = par::update(&mut slots, 64, |i, slot| {
+            match written(head, &steps[i].op) {
+                Some(entry)
+                    if slot.live
+                        && entry.kind == EntryKind::File
+                        && !entry.encrypted
+                        && !entry.template =>
+                {
+                    let r = stage_plain(confine, (repo, local), entry, &env.expand(&steps[i].path));
+                    sgard_store::progress::done(&steps[i].path, "restoring");
+                    Some(r.map(|t| slot.tmp = Some(t)).map_err(Box::new))
+                }
+                _ => None,
             }
-            _ => None,
         });
         let mut new_blobs = 0;
         let mut any = false;
@@ -548,7 +553,8 @@ impl Garden {
                 continue;
             }
             let tmp = match (plain, written(head, &s.op)) {
-                (Some(Some(r)), _) => Some(r),
+                (Some(Some(Ok(()))), _) => Ok(slot.tmp.take()).transpose(),
+                (Some(Some(Err(e))), _) => Some(Err(*e)),
                 (_, Some(entry)) if entry.kind == EntryKind::File => {
                     let r = Tx::new(&self.repo, &mut self.work)
                         .stage_entry(entry, &self.repo.env.expand(&s.path));
@@ -624,10 +630,12 @@ impl Garden {
         );
         // What a merge left unresolved in a path written or deleted here
         // rests, unless the merge's own content is written again.
-        let overwritten: Vec<(String, Option<sgard_store::Hash>)> = live()
+        // (The steps' own paths, not copies: 100,000 of them at a time
+        // the documents are written.)
+        let overwritten: Vec<(&str, Option<sgard_store::Hash>)> = live()
             .filter_map(|(s, _)| match &s.op {
-                Op::Write { .. } => Some((s.path.clone(), written(head, &s.op)?.hash)),
-                Op::Delete => Some((s.path.clone(), None)),
+                Op::Write { .. } => Some((s.path.as_str(), written(head, &s.op)?.hash)),
+                Op::Delete => Some((s.path.as_str(), None)),
                 Op::FixMode { .. } => None,
             })
             .collect();
@@ -656,7 +664,7 @@ impl Garden {
             }
             self.tx().flush_base()?;
         }
-        self.note_overwritten(overwritten.iter().map(|(p, h)| (p.as_str(), *h)))?;
+        self.note_overwritten(overwritten.iter().copied())?;
         self.repo.env.crash_point("restore-after-snapshot");
         // Room for what follows, once: an action per live step, and the
         // base's records of paths it does not hold yet (a restore into an
@@ -970,7 +978,7 @@ impl Tx<'_> {
                 let (plain, fmd) = self.repo.read_plain(abs)?;
                 let (h, mac, is_new) = self.store_encrypted(&plain, false)?;
                 e.hash = Some(h);
-                e.plaintext_mac = Some(mac);
+                e.plaintext_mac = Some(Box::new(mac));
                 e.encrypted = true;
                 e.mode = Some(fsx::mode_of(&fmd));
                 new = is_new;

@@ -107,7 +107,7 @@ pub fn mark_purged(doc: &mut Manifest, gone: &BTreeSet<Hash>) -> bool {
             && gone.contains(&h)
         {
             e.hash = None;
-            e.purged = Some(h);
+            e.purged = Some(Box::new(h));
             changed = true;
         }
     }
@@ -138,7 +138,7 @@ pub fn purge_refusal(host: &str, old: &Hash, new: &Hash, new_is_here: bool) -> S
 pub fn unpurged(mut doc: Manifest) -> Manifest {
     for e in &mut doc.files {
         if let Some(h) = e.purged.take() {
-            e.hash = Some(h);
+            e.hash = Some(*h);
         }
     }
     doc
@@ -155,7 +155,7 @@ pub fn purge_of(old: &Manifest, new: &Manifest) -> Option<BTreeSet<Hash>> {
         .files
         .iter()
         .zip(&new.files)
-        .filter_map(|(o, n)| match (o.hash, n.purged) {
+        .filter_map(|(o, n)| match (o.hash, n.purged.as_deref().copied()) {
             (Some(h), Some(p)) if h == p => Some(h),
             _ => None,
         })
@@ -414,7 +414,7 @@ mod tests {
         assert!(mark_purged(&mut new, &gone));
         assert!(!mark_purged(&mut new.clone(), &gone), "once");
         assert_eq!(new.files[0].hash, None);
-        assert_eq!(new.files[0].purged, Some(a));
+        assert_eq!(new.files[0].purged.as_deref(), Some(&a));
         assert_eq!(new.referenced_blobs().collect::<Vec<_>>(), vec![b]);
         assert_eq!(purge_of(&old, &new), Some(gone));
         assert_eq!(unpurged(new.clone()), old);
@@ -427,7 +427,7 @@ mod tests {
         fewer.files.pop();
         assert_eq!(purge_of(&old, &fewer), None);
         let mut wrong = new.clone();
-        wrong.files[0].purged = Some(b);
+        wrong.files[0].purged = Some(Box::new(b));
         assert_eq!(purge_of(&old, &wrong), None);
     }
 

@@ -29,8 +29,27 @@ pub(crate) struct Stat {
     ino: u64,
     size: u64,
     mode: u32,
-    mtime_ns: i128,
-    ctime_ns: i128,
+    /// Nanoseconds since the epoch; [`UNKNOWN_NS`] when out of an i64's
+    /// range (kept at 8 bytes: 100,000 records are loaded by every run).
+    mtime_ns: i64,
+    ctime_ns: i64,
+}
+
+/// A time out of an i64's range of nanoseconds (before 1678, after 2262):
+/// such a stat is never recorded.
+const UNKNOWN_NS: i64 = i64::MIN;
+
+/// `secs` and `nsec` as nanoseconds since the epoch, or [`UNKNOWN_NS`].
+/// (Their types differ between platforms and between `stat` and
+/// `Metadata`.)
+fn ns(secs: impl TryInto<i64>, nsec: impl TryInto<i64>) -> i64 {
+    let (Ok(secs), Ok(nsec)) = (secs.try_into(), nsec.try_into()) else {
+        return UNKNOWN_NS;
+    };
+    secs.checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(nsec))
+        .filter(|n| *n != UNKNOWN_NS)
+        .unwrap_or(UNKNOWN_NS)
 }
 
 /// The stat cache's records, by path.
@@ -45,8 +64,8 @@ impl Stat {
             ino: st.st_ino,
             size: u64::try_from(st.st_size).unwrap_or(0),
             mode: sgard_store::durable::mode_of(st),
-            mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
-            ctime_ns: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
+            mtime_ns: ns(st.st_mtime, st.st_mtime_nsec),
+            ctime_ns: ns(st.st_ctime, st.st_ctime_nsec),
         }
     }
 
@@ -76,15 +95,15 @@ impl Stat {
             ino: md.ino(),
             size: md.size(),
             mode: md.mode(),
-            mtime_ns: i128::from(md.mtime()) * 1_000_000_000 + i128::from(md.mtime_nsec()),
-            ctime_ns: i128::from(md.ctime()) * 1_000_000_000 + i128::from(md.ctime_nsec()),
+            mtime_ns: ns(md.mtime(), md.mtime_nsec()),
+            ctime_ns: ns(md.ctime(), md.ctime_nsec()),
         }
     }
 
     /// Whether the times fit the index's encoding (nanoseconds in an i64:
     /// until the year 2262).
     fn encodable(&self) -> bool {
-        i64::try_from(self.mtime_ns).is_ok() && i64::try_from(self.ctime_ns).is_ok()
+        self.mtime_ns != UNKNOWN_NS && self.ctime_ns != UNKNOWN_NS
     }
 
     pub(crate) fn put(&self, w: &mut Writer) {
@@ -92,8 +111,8 @@ impl Stat {
         w.u64(self.ino);
         w.u64(self.size);
         w.u32(self.mode);
-        w.i64(i64::try_from(self.mtime_ns).unwrap_or(i64::MIN));
-        w.i64(i64::try_from(self.ctime_ns).unwrap_or(i64::MIN));
+        w.i64(self.mtime_ns);
+        w.i64(self.ctime_ns);
     }
 
     pub(crate) fn get(r: &mut Reader<'_>) -> Option<Self> {
@@ -102,8 +121,8 @@ impl Stat {
             ino: r.u64()?,
             size: r.u64()?,
             mode: r.u32()?,
-            mtime_ns: i128::from(r.i64()?),
-            ctime_ns: i128::from(r.i64()?),
+            mtime_ns: r.i64()?,
+            ctime_ns: r.i64()?,
         })
     }
 }
@@ -116,7 +135,7 @@ pub(crate) struct StatCache {
     /// loaded is written back as it was.
     enabled: bool,
     /// Files changed at or after this (ns since the epoch) are not stored.
-    trust_before_ns: i128,
+    trust_before_ns: i64,
     dirty: bool,
 }
 
@@ -126,7 +145,7 @@ impl StatCache {
         let started = SystemTime::now()
             .checked_sub(RACY_WINDOW)
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0));
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         StatCache {
             table,
             enabled,
@@ -253,7 +272,7 @@ mod tests {
         // An old mtime does not help: set_modified just bumped the ctime.
         assert_eq!(c.lookup("~/f", &md), None);
         // A run starting well after the last change trusts it.
-        c.trust_before_ns = i128::MAX;
+        c.trust_before_ns = i64::MAX;
         c.record("~/f", &md, &md, Hash::of(b"one"));
         assert_eq!(c.lookup("~/f", &md), Some(Hash::of(b"one")));
         // Stat changing while it was hashed: not stored, old entry dropped.
@@ -295,7 +314,7 @@ mod tests {
     fn an_edit_inside_the_racy_window_leaves_the_cache_clean() {
         let (_d, f) = setup();
         let mut c = StatCache::new(Table::default(), true);
-        c.trust_before_ns = i128::MAX;
+        c.trust_before_ns = i64::MAX;
         let md = std::fs::symlink_metadata(&f).unwrap();
         c.record("~/f", &md, &md, Hash::of(b"one"));
         c.saved();
@@ -317,7 +336,7 @@ mod tests {
         assert!(table.push_sorted("~/f", (Stat::of(&md), Hash::of(b"one"))));
         let mut c = StatCache::new(table, false);
         assert_eq!(c.lookup("~/f", &md), None);
-        c.trust_before_ns = i128::MAX;
+        c.trust_before_ns = i64::MAX;
         c.record("~/g", &md, &md, Hash::of(b"one"));
         assert!(!c.dirty());
         assert_eq!(

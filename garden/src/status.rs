@@ -508,7 +508,10 @@ impl Tx<'_> {
         if !e.encrypted {
             return Some(h);
         }
-        self.work.fingerprints.get(&h).or(e.plaintext_hash)
+        self.work
+            .fingerprints
+            .get(&h)
+            .or(e.plaintext_hash.as_deref().copied())
     }
 
     /// Gives a machine that never kept a base for this repository (sgard

@@ -304,9 +304,14 @@ fn put_entry(w: &mut Writer, e: &Entry) {
     };
     let purged = if e.purged.is_some() { PURGED } else { 0 };
     w.u8(if e.template { TEMPLATE } else { 0 } | run | purged);
-    for h in [&e.hash, &e.plaintext_hash, &e.plaintext_mac, &e.purged]
-        .into_iter()
-        .flatten()
+    for h in [
+        e.hash.as_ref(),
+        e.plaintext_hash.as_deref(),
+        e.plaintext_mac.as_deref(),
+        e.purged.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
     {
         w.hash(h);
     }
@@ -428,8 +433,8 @@ fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
         path,
         kind,
         hash,
-        plaintext_hash,
-        plaintext_mac,
+        plaintext_hash: plaintext_hash.map(Box::new),
+        plaintext_mac: plaintext_mac.map(Box::new),
         encrypted: flags & ENCRYPTED != 0,
         locked: flags & LOCKED != 0,
         mode,
@@ -439,7 +444,7 @@ fn get_entry(r: &mut Reader<'_>) -> Option<Entry> {
         never: r.strs()?,
         template: more & TEMPLATE != 0,
         run,
-        purged,
+        purged: purged.map(Box::new),
     })
 }
 

@@ -188,11 +188,13 @@ pub struct Entry {
     /// The blob holding the content (files only; of the ciphertext if encrypted).
     pub hash: Option<Hash>,
     /// SHA-256 of the plaintext, as the Go sgard records for encrypted files
-    /// (read, never written by this sgard).
-    pub plaintext_hash: Option<Hash>,
+    /// (read, never written by this sgard). This and the other rare hashes
+    /// are boxed: an entry is 72 bytes smaller for the many that have none
+    /// (every run holds the whole manifest: 7 MB at 100,000 entries).
+    pub plaintext_hash: Option<Box<Hash>>,
     /// HMAC-SHA256 of the plaintext under a key derived from the data key:
     /// what this sgard records instead of `plaintext_hash`.
-    pub plaintext_mac: Option<Hash>,
+    pub plaintext_mac: Option<Box<Hash>>,
     /// The blob is encrypted with the repository's data key.
     pub encrypted: bool,
     /// The repository is authoritative: disk changes are drift, not edits.
@@ -216,7 +218,7 @@ pub struct Entry {
     /// The content this entry had was purged (`sgard purge`): its hash,
     /// the content gone from the repository. Only a snapshot of the history
     /// holds such an entry (with no `hash`); it restores nothing.
-    pub purged: Option<Hash>,
+    pub purged: Option<Box<Hash>>,
 }
 
 /// When a script runs (see [`Entry::run`]).
@@ -849,17 +851,17 @@ pub(crate) fn validate_entry(path: Option<&str>, r: RawEntry<'_>) -> Result<Entr
     let plaintext_hash = r
         .plaintext_hash
         .filter(|h| !h.is_empty())
-        .map(|h| parse_hash(&h, "plaintext_hash"))
+        .map(|h| parse_hash(&h, "plaintext_hash").map(Box::new))
         .transpose()?;
     let plaintext_mac = r
         .plaintext_mac
         .filter(|h| !h.is_empty())
-        .map(|h| parse_hash(&h, "plaintext_mac"))
+        .map(|h| parse_hash(&h, "plaintext_mac").map(Box::new))
         .transpose()?;
     let purged = r
         .purged
         .filter(|h| !h.is_empty())
-        .map(|h| parse_hash(&h, "purged"))
+        .map(|h| parse_hash(&h, "purged").map(Box::new))
         .transpose()?;
     let mode = r
         .mode

@@ -109,12 +109,12 @@ fn entry_to_proto(e: &Entry) -> v1::ManifestEntry {
         mode: e.mode.map(|m| m.to_string()).unwrap_or_default(),
         target: e.target.clone().unwrap_or_default(),
         updated: Some(ts(&e.updated)),
-        plaintext_hash: hex(&e.plaintext_hash),
+        plaintext_hash: hex(&e.plaintext_hash.as_deref().copied()),
         encrypted: e.encrypted,
         locked: e.locked,
         only: e.only.clone(),
         never: e.never.clone(),
-        plaintext_mac: hex(&e.plaintext_mac),
+        plaintext_mac: hex(&e.plaintext_mac.as_deref().copied()),
         run: e.run.map(|r| r.as_str().to_owned()).unwrap_or_default(),
     }
 }
@@ -149,8 +149,8 @@ pub fn manifest_from_proto(p: &v1::Manifest) -> Result<Manifest, Invalid> {
         };
         let mut e = Entry::new(f.path.clone(), kind, from_ts(f.updated.as_ref())?);
         e.hash = hash(&f.hash, "hash")?;
-        e.plaintext_hash = hash(&f.plaintext_hash, "plaintext_hash")?;
-        e.plaintext_mac = hash(&f.plaintext_mac, "plaintext_mac")?;
+        e.plaintext_hash = hash(&f.plaintext_hash, "plaintext_hash")?.map(Box::new);
+        e.plaintext_mac = hash(&f.plaintext_mac, "plaintext_mac")?.map(Box::new);
         e.encrypted = f.encrypted;
         e.locked = f.locked;
         e.mode = if f.mode.is_empty() {

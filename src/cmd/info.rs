@@ -62,7 +62,7 @@ fn run(ctx: &Ctx, path: &OsString, json: bool, out: &mut dyn Write) -> Result<Ex
             if let Some(h) = i.disk_hash {
                 line(out, "Disk hash", &h.to_hex())?;
             }
-            if let Some(h) = e.plaintext_hash {
+            if let Some(h) = e.plaintext_hash.as_deref() {
                 line(out, "PT hash", &h.to_hex())?;
             }
             if let Some(stored) = i.blob_stored {

@@ -78,7 +78,7 @@ pub fn entry_json(e: &Entry) -> Value {
         "type": e.type_str(),
         "run": e.run.map(|r| r.as_str()),
         "hash": e.hash.map(|h| h.to_hex()),
-        "plaintext_hash": e.plaintext_hash.map(|h| h.to_hex()),
+        "plaintext_hash": e.plaintext_hash.as_deref().map(sgard_store::Hash::to_hex),
         "mode": e.mode.map(|m| m.to_string()),
         "target": e.target,
         "updated": e.updated.to_string(),

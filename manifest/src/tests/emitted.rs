@@ -123,8 +123,8 @@ fn rich_manifest(s: &str, n: u64) -> Manifest {
     m.upsert(link);
     let mut file = Entry::new(format!("/{s}/f"), EntryKind::File, Timestamp::zero());
     file.hash = Some(hash(n));
-    file.plaintext_mac = Some(hash(n + 1));
-    file.plaintext_hash = Some(hash(n + 2));
+    file.plaintext_mac = Some(Box::new(hash(n + 1)));
+    file.plaintext_hash = Some(Box::new(hash(n + 2)));
     file.encrypted = true;
     file.locked = true;
     file.mode = Some(Mode::from_st_mode(0o4755));
@@ -371,10 +371,10 @@ fn random_manifest(rng: &mut Rng) -> Manifest {
             e.hash = Some(hash(rng.next()));
         }
         if rng.chance(20) {
-            e.plaintext_mac = Some(hash(rng.next()));
+            e.plaintext_mac = Some(Box::new(hash(rng.next())));
         }
         if rng.chance(10) {
-            e.plaintext_hash = Some(hash(rng.next()));
+            e.plaintext_hash = Some(Box::new(hash(rng.next())));
         }
         e.encrypted = rng.chance(20);
         e.locked = rng.chance(20);
