@@ -893,7 +893,7 @@ mod tests {
         enc.content = Some(Hash::of(b"plain"));
         b.settle("~/secret", enc.clone());
         let file = b.index().unwrap();
-        index::write(file, [None; 3], b.to_write(), &[]).unwrap();
+        index::write(file, None, [None; 2], b.to_write(), &[]).unwrap();
         let mut found = index::read(file).unwrap();
         let again = Base::load(Some(d.path()), Some(&mut found)).unwrap();
         assert!(!again.damaged());
@@ -938,7 +938,7 @@ mod tests {
             b.settle("~/c", entry(EntryKind::File));
             b.settle("~/gone", entry(EntryKind::File));
             let file = b.index().unwrap().to_path_buf();
-            index::write(&file, [None; 3], b.to_write(), &[]).unwrap();
+            index::write(&file, None, [None; 2], b.to_write(), &[]).unwrap();
             b.saved();
             b.put_with_head("~/c", Some(last_sync.clone()), BaseEntry::of_head(&new));
             b.put_with_head("~/gone", None, BaseEntry::of_head(&new));

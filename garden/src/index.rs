@@ -166,7 +166,9 @@ pub(crate) fn file_section(
     w.buf
 }
 
-/// The encoded manifest section (see [`file_section`]).
+/// The encoded manifest section (see [`file_section`]; a run keeps a
+/// [`ManifestSection`] instead).
+#[cfg(test)]
 pub(crate) fn manifest_section(
     fp: Fingerprint,
     observed_ns: i64,
@@ -176,6 +178,74 @@ pub(crate) fn manifest_section(
     file_section(fp, observed_ns, head, m.files.len() * 96, |w| {
         codec::put_manifest(w, m);
     })
+}
+
+/// Bytes of a section's head: the fingerprint, when it was taken, the hash.
+const SECTION_HEAD: usize = 5 * 8 + 8 + 32;
+
+/// A manifest section kept as its head and a digest of the manifest it
+/// held (the length and CRC-32 of its encoding), not its bytes: they were
+/// 10 MB held through every run at 100,000 entries. It is written from the
+/// manifest in memory (streamed, see [`write`]), and only if that still
+/// encodes to what the section held: a manifest changed here but not
+/// written to `manifest.yaml` is never cached as the file's (the section is
+/// left out, and the next run reads the file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ManifestSection {
+    head: Vec<u8>,
+    len: u64,
+    crc: u32,
+}
+
+impl ManifestSection {
+    /// The section whose bytes are `sec` (see [`manifest_section`]).
+    pub fn of_bytes(sec: &[u8]) -> Option<Self> {
+        let (head, body) = sec.split_at_checked(SECTION_HEAD)?;
+        Some(ManifestSection {
+            head: head.to_vec(),
+            len: body.len() as u64,
+            crc: crc32fast::hash(body),
+        })
+    }
+
+    /// The section for `m`, as `manifest.yaml` now holds it (`fp` seen at
+    /// `observed_ns`, its bytes hashing to `head`).
+    pub fn of_manifest(fp: Fingerprint, observed_ns: i64, head: &Hash, m: &Manifest) -> Self {
+        let mut w = Writer::default();
+        fp.put(&mut w);
+        w.i64(observed_ns);
+        w.hash(head);
+        let (len, crc) = measure(m);
+        ManifestSection {
+            head: w.buf,
+            len,
+            crc,
+        }
+    }
+
+    /// Whether `m` encodes to what the section held.
+    pub fn holds(&self, m: &Manifest) -> bool {
+        measure(m) == (self.len, self.crc)
+    }
+}
+
+/// The length and CRC-32 of `m`'s encoding, taken in pieces.
+fn measure(m: &Manifest) -> (u64, u32) {
+    let mut crc = crc32fast::Hasher::new();
+    let mut len = 0u64;
+    let mut w = Writer::default();
+    let mut take = |w: &mut Writer| {
+        if w.buf.len() >= 1 << 16 {
+            crc.update(&w.buf);
+            len += w.buf.len() as u64;
+            w.buf.clear();
+        }
+        Ok(())
+    };
+    let _ = codec::put_manifest_with(&mut w, m, &mut take);
+    crc.update(&w.buf);
+    len += w.buf.len() as u64;
+    (len, crc.finalize())
 }
 
 /// The encoded section of a history log (see [`file_section`]).
@@ -505,7 +575,8 @@ fn parse_rest(buf: &[u8], parts: Parts) -> Option<Loaded> {
 /// [`Error::Io`] naming the file.
 pub(crate) fn write(
     path: &Path,
-    sections: [Option<&[u8]>; 3],
+    manifest: Option<(&ManifestSection, &Manifest)>,
+    logs: [Option<&[u8]>; 2],
     base: Option<&PathTable<BaseEntry>>,
     stat: &[(&str, &(Stat, Hash))],
 ) -> Result<()> {
@@ -513,10 +584,10 @@ pub(crate) fn write(
     durable::create_private_dir_all(&durable::parent_of(path))?;
     durable::write_atomic_with(path, 0o600, |f| {
         // Streamed: the header with a zero checksum, the body through the
-        // checksum in pieces of at most 64 KiB (the sections as they are),
-        // then the checksum into the header. Building the file in memory
-        // first was its whole size again (27 MB at 100,000 entries).
-        let sum = write_body(&mut *f, sections, base.as_deref(), stat)?;
+        // checksum in pieces of at most 64 KiB, then the checksum into the
+        // header. Building the file in memory first was its whole size
+        // again (27 MB at 100,000 entries).
+        let sum = write_body(&mut *f, manifest, logs, base.as_deref(), stat)?;
         f.seek(std::io::SeekFrom::Start(MAGIC.len() as u64 + 4))?;
         f.write_all(&sum.to_le_bytes())
     })
@@ -526,7 +597,8 @@ pub(crate) fn write(
 /// Writes the index (its checksum left zero) to `f`; returns the checksum.
 fn write_body(
     f: &mut std::fs::File,
-    sections: [Option<&[u8]>; 3],
+    manifest: Option<(&ManifestSection, &Manifest)>,
+    logs: [Option<&[u8]>; 2],
     base: Option<&[(&str, &BaseEntry)]>,
     stat: &[(&str, &(Stat, Hash))],
 ) -> std::io::Result<u32> {
@@ -539,7 +611,18 @@ fn write_body(
         out.file.write_all(&VERSION.to_le_bytes())?;
         out.file.write_all(&0u32.to_le_bytes())?;
         let mut w = Writer::default();
-        for s in sections {
+        match manifest {
+            Some((sec, m)) => {
+                w.u8(1);
+                w.u64(sec.head.len() as u64 + sec.len);
+                w.buf.extend_from_slice(&sec.head);
+                out.put(&mut w)?;
+                codec::put_manifest_with(&mut w, m, &mut |w| out.put_some(w))?;
+                out.put(&mut w)?;
+            }
+            None => w.u8(0),
+        }
+        for s in logs {
             match s {
                 Some(m) => {
                     w.u8(1);
@@ -744,12 +827,61 @@ mod tests {
         m
     }
 
+    fn manifest_of(n: usize) -> Manifest {
+        let mut m = Manifest::new(sgard_manifest::Timestamp::zero());
+        for i in 0..n {
+            m.upsert(sgard_manifest::Entry::new(
+                format!("~/f{i:05}"),
+                EntryKind::File,
+                sgard_manifest::Timestamp::zero(),
+            ));
+        }
+        m
+    }
+
+    #[test]
+    fn the_manifest_section_is_streamed_from_the_manifest_while_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(FILE);
+        // Several pieces of 64 KiB: the bytes read back are those of the
+        // whole encoding.
+        let m = manifest_of(20_000);
+        let fp = Fingerprint::of(&std::fs::metadata(dir.path()).unwrap());
+        let head = Hash::of(b"manifest.yaml");
+        let kept = ManifestSection::of_manifest(fp, 7, &head, &m);
+        assert!(kept.holds(&m));
+        let section = manifest_section(fp, 7, &head, &m);
+        assert!(section.len() > 3 << 16);
+        assert_eq!(ManifestSection::of_bytes(&section).as_ref(), Some(&kept));
+        write(&p, Some((&kept, &m)), [None; 2], None, &[]).unwrap();
+        match read(&p).unwrap() {
+            Found::Usable(l) => assert!(l.manifest.as_deref() == Some(&section[..])),
+            other => panic!("{other:?}"),
+        }
+        // A manifest changed in memory since is not the file's.
+        let mut changed = m.clone();
+        changed.files[12_345].locked = true;
+        assert!(!kept.holds(&changed));
+        assert!(ManifestSection::of_bytes(&section[..SECTION_HEAD - 1]).is_none());
+    }
+
     #[test]
     fn round_trips_and_refuses_damage() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join(FILE);
-        let section = b"manifest bytes".to_vec();
-        write(&p, [Some(&section), None, Some(b"h")], Some(&base()), &[]).unwrap();
+        let m = manifest_of(3);
+        let fp = Fingerprint::of(&std::fs::metadata(dir.path()).unwrap());
+        let head = Hash::of(b"manifest.yaml");
+        let kept = ManifestSection::of_manifest(fp, 7, &head, &m);
+        let section = manifest_section(fp, 7, &head, &m);
+        write(
+            &p,
+            Some((&kept, &m)),
+            [None, Some(b"h")],
+            Some(&base()),
+            &[],
+        )
+        .unwrap();
         match read(&p).unwrap() {
             Found::Usable(l) => {
                 assert_eq!(l.manifest.as_deref(), Some(&section[..]));
@@ -815,7 +947,7 @@ mod tests {
             (Stat::of(&md), Hash::of(b"f")),
             (Stat::of(&md), Hash::of(b"g")),
         );
-        write(&p, [None; 3], None, &[("~/a\nb", &g), ("~/f", &f)]).unwrap();
+        write(&p, None, [None; 2], None, &[("~/a\nb", &g), ("~/f", &f)]).unwrap();
         let mut want = crate::statcache::Table::default();
         assert!(want.push_sorted("~/a\nb", g) && want.push_sorted("~/f", f));
         match read(&p).unwrap() {
@@ -836,10 +968,10 @@ mod tests {
         let md = std::fs::symlink_metadata(dir.path()).unwrap();
         let v = (Stat::of(&md), Hash::of(b"f"));
         for order in [["~/b", "~/a"], ["~/a", "~/a"]] {
-            write(&p, [None; 3], None, &[(order[0], &v), (order[1], &v)]).unwrap();
+            write(&p, None, [None; 2], None, &[(order[0], &v), (order[1], &v)]).unwrap();
             assert!(matches!(read(&p).unwrap(), Found::Unusable), "{order:?}");
         }
-        write(&p, [None; 3], None, &[("~/a", &v), ("~/b", &v)]).unwrap();
+        write(&p, None, [None; 2], None, &[("~/a", &v), ("~/b", &v)]).unwrap();
         assert!(matches!(read(&p).unwrap(), Found::Usable(_)));
     }
 

@@ -147,7 +147,7 @@ retired-keys merge=union\n";
 struct IndexState {
     /// The manifest section as it is to be written: the manifest as it is
     /// in `manifest.yaml` (none: the index is written without one).
-    section: Option<Vec<u8>>,
+    section: Option<index::ManifestSection>,
     /// The sections of the repository's log and of this home's own log.
     history: Option<Vec<u8>>,
     local: Option<Vec<u8>>,
@@ -176,10 +176,10 @@ impl Place {
 
 /// What [`load_cached`] gave: the file's parsed contents, the SHA-256 of
 /// its bytes, its section to keep, and whether the index must be written.
-struct Cached<T> {
+struct Cached<T, S> {
     value: T,
     hash: sgard_store::Hash,
-    section: Option<Vec<u8>>,
+    section: Option<S>,
     dirty: bool,
 }
 
@@ -187,14 +187,16 @@ struct Cached<T> {
 /// the file (whose metadata, taken at `observed`, is `md`), else `read`,
 /// hashed and `parse`d, with a new section `encode`d when `keep` (there is
 /// an index). A section whose fingerprint is too fresh costs a streamed
-/// hash of `path`; the text is read (once more) only to be parsed.
+/// hash of `path`; the text is read (once more) only to be parsed. What
+/// is kept of a section that vouched is what `kept` makes of its bytes.
 #[allow(clippy::too_many_arguments)]
-fn load_cached<T>(
+fn load_cached<T, S>(
     path: &Path,
     md: &fs::Metadata,
     observed: i64,
     section: Option<Vec<u8>>,
     keep: bool,
+    kept: impl FnOnce(Vec<u8>) -> Option<S>,
     read: impl Fn() -> Result<String>,
     decode: impl FnOnce(
         &[u8],
@@ -202,8 +204,8 @@ fn load_cached<T>(
         &mut dyn FnMut() -> Option<sgard_store::Hash>,
     ) -> Option<(T, sgard_store::Hash, index::Freshness)>,
     parse: impl FnOnce(&str) -> Result<T>,
-    encode: impl FnOnce(index::Fingerprint, i64, &sgard_store::Hash, &T) -> Vec<u8>,
-) -> Result<Cached<T>> {
+    encode: impl FnOnce(index::Fingerprint, i64, &sgard_store::Hash, &T) -> S,
+) -> Result<Cached<T, S>> {
     if let Some(mut sec) = section {
         // The file is hashed as a stream: when the section vouches for
         // it (the common case: only the fingerprint was too fresh to trust)
@@ -218,7 +220,7 @@ fn load_cached<T>(
             return Ok(Cached {
                 value,
                 hash,
-                section: Some(sec),
+                section: kept(sec),
                 dirty,
             });
         }
@@ -254,10 +256,11 @@ fn load_head(
         observed,
         section,
         keep,
+        |sec| index::ManifestSection::of_bytes(&sec),
         || Ok(Manifest::read_text(path)?),
         |sec, md, read_hash| index::cached_manifest(sec, md, read_hash),
         |text| Ok(Manifest::from_yaml_at(text, path)?),
-        index::manifest_section,
+        index::ManifestSection::of_manifest,
     )?;
     Ok((
         c.value,
@@ -298,6 +301,7 @@ fn load_history(
         observed,
         section,
         keep,
+        Some,
         || {
             sgard_store::durable::read_regular_to_string(path).map_err(|source| {
                 sgard_manifest::Error::Read {
@@ -1314,7 +1318,7 @@ impl Tx<'_> {
         }
         let observed = index::now_ns();
         if let Ok(md) = fs::symlink_metadata(self.repo.manifest_path()) {
-            idx.section = Some(index::manifest_section(
+            idx.section = Some(index::ManifestSection::of_manifest(
                 index::Fingerprint::of(&md),
                 observed,
                 hash,
@@ -1388,13 +1392,15 @@ impl Tx<'_> {
                 None => base.to_write(),
             }
         };
+        // The manifest's section only while it still describes the file.
+        let manifest = &self.repo.manifest;
         index::write(
             &file,
-            [
-                idx.section.as_deref(),
-                idx.history.as_deref(),
-                idx.local.as_deref(),
-            ],
+            idx.section
+                .as_ref()
+                .filter(|s| s.holds(manifest))
+                .map(|s| (s, manifest)),
+            [idx.history.as_deref(), idx.local.as_deref()],
             base_to_write,
             &stat.entries(),
         )?;
