@@ -744,8 +744,8 @@ impl Repo {
 impl Tx<'_> {
     /// Snapshot `id`'s document: from this machine's cache of parsed
     /// documents where that holds it and the repository still does (see
-    /// [`crate::docs`]), else read and parsed (and kept for the cache, which
-    /// is written with the index).
+    /// [`crate::docs`]), else read and parsed (and kept in the cache at
+    /// once, within its bounds).
     ///
     /// # Errors
     /// The snapshot is missing or damaged, or not a manifest.
@@ -775,14 +775,27 @@ impl Tx<'_> {
         // never wrong to keep, whatever becomes of this run; a failure to
         // keep it costs the next command a parse and is said, never this
         // command's error. A dry run keeps nothing.
-        if let Some(dir) = dir.filter(|_| !self.repo.dry_run) {
-            match crate::docs::write(&dir, &[(*id, crate::docs::encode(id, &m))]) {
-                Ok(()) => self.work.docs.push(*id),
-                Err(e) => self.work.note(format!(
-                    "could not keep the parsed snapshots for the next command (they are \
-                     parsed again): {}",
-                    crate::checkpoint::error_chain(&e)
-                )),
+        if let Some(dir) = dir.filter(|_| !self.repo.dry_run && !self.work.docs_failed)
+            && self.work.docs.len() < crate::docs::MAX_FILES
+        {
+            let bytes = crate::docs::encode(id, &m);
+            let held = self.work.docs_bytes + bytes.len() as u64;
+            match (held <= crate::docs::MAX_BYTES)
+                .then(|| crate::docs::write(&dir, &[(*id, bytes)]))
+            {
+                None => {}
+                Some(Ok(())) => {
+                    self.work.docs.push(*id);
+                    self.work.docs_bytes = held;
+                }
+                Some(Err(e)) => {
+                    self.work.docs_failed = true;
+                    self.work.note(format!(
+                        "could not keep the parsed snapshots for the next command (they are \
+                         parsed again): {}",
+                        crate::checkpoint::error_chain(&e)
+                    ));
+                }
             }
         }
         Ok(m)

@@ -198,7 +198,7 @@ pub(crate) struct ManifestSection {
 }
 
 impl ManifestSection {
-    /// The section whose bytes are `sec` (see [`manifest_section`]).
+    /// The section whose bytes are `sec`, as an index file holds it.
     pub fn of_bytes(sec: &[u8]) -> Option<Self> {
         let (head, body) = sec.split_at_checked(SECTION_HEAD)?;
         Some(ManifestSection {

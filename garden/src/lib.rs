@@ -405,7 +405,8 @@ pub(crate) struct Repo {
 /// This run's work with the repository, in plain fields: what the machine
 /// knows (base, stat cache, index, fingerprints, keys) as this run changed
 /// it, the blobs it is writing, the notes for the user. Nothing here is
-/// saved until [`Garden::finish`].
+/// saved until [`Garden::finish`] (parsed snapshot documents excepted: a
+/// cache under each document's own name, kept as they are parsed).
 #[derive(Debug, Default)]
 pub(crate) struct Work {
     pub(crate) keys: encrypted::Keys,
@@ -434,6 +435,13 @@ pub(crate) struct Work {
     /// in this machine's cache of them ([`docs`]): read back from there
     /// without checking the blob again.
     pub(crate) docs: Vec<sgard_store::Hash>,
+    /// Bytes of the documents this run put in the cache: a run keeps no
+    /// more than the cache's bounds (a `log` of hundreds of big snapshots
+    /// keeps the first ones, and does not write the rest only to trim them).
+    pub(crate) docs_bytes: u64,
+    /// Keeping a document failed once: this run keeps no more (and says so
+    /// once).
+    pub(crate) docs_failed: bool,
     /// What this run's status asked the watcher, kept by
     /// [`Garden::finish`] for the next one ([`watch`]).
     pub(crate) watch: Option<watch::WatchRun>,
@@ -472,6 +480,11 @@ impl<'a> Tx<'a> {
 struct Writes {
     batch: Option<sgard_store::Batch>,
     sizes: Vec<(sgard_store::Hash, u64)>,
+    /// What a round of the batch said when it failed: its blobs are not all
+    /// named, so every later write and the batch's commit fail with it
+    /// (nothing may come to name them), whichever entry was being stored
+    /// when the round ran.
+    failed: Option<String>,
 }
 
 /// Blobs a batch holds before they are named: each waiting one costs its
@@ -479,13 +492,32 @@ struct Writes {
 /// a first add), so a big run names them in rounds of this many, two
 /// flushes a round. Named early, a blob is only durable early: until a
 /// manifest names it, it is an unreferenced blob like any other.
+#[cfg(not(test))]
 const BATCH_ROUND: usize = 16_384;
+#[cfg(test)]
+const BATCH_ROUND: usize = 3;
 
 impl Writes {
     /// Names the open batch's blobs when it holds a round of them.
     fn commit_if_full(&mut self) -> sgard_store::Result<()> {
+        self.refuse_after_failure()?;
         match self.batch.as_mut() {
-            Some(b) if b.len() >= BATCH_ROUND => b.commit_round(),
+            Some(b) if b.len() >= BATCH_ROUND => b
+                .commit_round()
+                .inspect_err(|e| self.failed = Some(crate::checkpoint::error_chain(e))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The failure of an earlier round, if one failed (see
+    /// [`Writes::failed`]).
+    fn refuse_after_failure(&self) -> sgard_store::Result<()> {
+        match (&self.failed, &self.batch) {
+            (Some(why), Some(b)) => Err(sgard_store::Error::Io {
+                op: "naming blobs in (an earlier round of them failed)",
+                path: b.root().to_path_buf(),
+                source: std::io::Error::other(why.clone()),
+            }),
             _ => Ok(()),
         }
     }
@@ -1612,10 +1644,53 @@ impl Tx<'_> {
     /// Makes every batched blob durable under its name. Call before anything
     /// that names them (a manifest, a history record) is written.
     pub(crate) fn commit_batch(&mut self) -> Result<()> {
-        let b = self.work.writes.batch.take();
+        let writes = &mut self.work.writes;
+        let refused = writes.refuse_after_failure();
+        writes.failed = None;
+        let b = writes.batch.take();
+        refused?;
         if let Some(b) = b {
             b.commit()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod writes_tests {
+    use super::Writes;
+    use sgard_store::{Hash, Store};
+
+    #[test]
+    fn a_failed_round_fails_every_later_write_and_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(dir.path()).unwrap();
+        let mut w = Writes {
+            batch: Some(store.batch()),
+            ..Writes::default()
+        };
+        let put = |w: &mut Writes, bytes: &[u8]| {
+            let b = w.batch.as_mut().unwrap();
+            b.write(&mut &bytes[..]).unwrap();
+            w.commit_if_full()
+        };
+        // The first round is named.
+        for i in 0..3u8 {
+            put(&mut w, &[i]).unwrap();
+        }
+        assert!(store.contains(&Hash::of(&[0u8])).unwrap());
+        // The second cannot be: a file stands where a blob's folder goes.
+        let blocked = Hash::of(b"blocked");
+        let fanout = store.path_of(&blocked);
+        let fanout = fanout.parent().unwrap().parent().unwrap();
+        put(&mut w, b"blocked").unwrap();
+        put(&mut w, b"more").unwrap();
+        std::fs::remove_dir_all(fanout).ok();
+        std::fs::write(fanout, b"not a folder").unwrap();
+        assert!(put(&mut w, b"the round").is_err());
+        // Whatever is stored next fails, and so does the commit.
+        assert!(put(&mut w, b"after").is_err());
+        assert!(w.refuse_after_failure().is_err());
+        assert!(!matches!(store.contains(&blocked), Ok(true)));
     }
 }
