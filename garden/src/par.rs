@@ -48,21 +48,39 @@ pub(crate) fn map_indices_with<S, R: Send>(
         let mut state = init();
         return (0..n).map(|i| Some(f(&mut state, i))).collect();
     }
-    let mut out: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
-    let chunk = n.div_ceil(threads);
     let (f, init) = (&f, &init);
+    in_chunks(
+        n,
+        n.div_ceil(threads),
+        std::iter::repeat(()),
+        |first, (), part| {
+            let mut state = init();
+            for (k, slot) in part.iter_mut().enumerate() {
+                *slot = Some(f(&mut state, first + k));
+            }
+        },
+    )
+}
+
+/// `n` results made on scoped threads, one per `chunk` of them (at least
+/// one each): each thread fills its contiguous chunk (`work` gets the
+/// chunk's first index, its share of `inputs`, and its slots). A chunk whose thread panicked yields `None`
+/// for each of its items.
+fn in_chunks<I: Send, R: Send>(
+    n: usize,
+    chunk: usize,
+    inputs: impl Iterator<Item = I>,
+    work: impl Fn(usize, I, &mut [Option<R>]) + Sync,
+) -> Vec<Option<R>> {
+    let mut out: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
+    let chunk = chunk.max(1);
+    let work = &work;
     let failed: Vec<usize> = std::thread::scope(|s| {
         let handles: Vec<_> = out
             .chunks_mut(chunk)
+            .zip(inputs)
             .enumerate()
-            .map(|(c, part)| {
-                s.spawn(move || {
-                    let mut state = init();
-                    for (k, slot) in part.iter_mut().enumerate() {
-                        *slot = Some(f(&mut state, c * chunk + k));
-                    }
-                })
-            })
+            .map(|(c, (part, input))| s.spawn(move || work(c * chunk, input, part)))
             .collect();
         handles
             .into_iter()
@@ -95,34 +113,12 @@ pub(crate) fn update<T: Send, R: Send>(
             .map(|(i, t)| Some(f(i, t)))
             .collect();
     }
-    let mut out: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
     let chunk = n.div_ceil(threads);
-    let f = &f;
-    let failed: Vec<usize> = std::thread::scope(|s| {
-        let handles: Vec<_> = out
-            .chunks_mut(chunk)
-            .zip(items.chunks_mut(chunk))
-            .enumerate()
-            .map(|(c, (part, mine))| {
-                s.spawn(move || {
-                    for (k, (slot, item)) in part.iter_mut().zip(mine).enumerate() {
-                        *slot = Some(f(c * chunk + k, item));
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .filter_map(|(c, h)| h.join().is_err().then_some(c))
-            .collect()
-    });
-    for c in failed {
-        for slot in out.iter_mut().skip(c * chunk).take(chunk) {
-            *slot = None;
+    in_chunks(n, chunk, items.chunks_mut(chunk), |first, mine, part| {
+        for (k, (slot, item)) in part.iter_mut().zip(mine).enumerate() {
+            *slot = Some(f(first + k, item));
         }
-    }
-    out
+    })
 }
 
 #[cfg(test)]
