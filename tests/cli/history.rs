@@ -1832,6 +1832,44 @@ fn parsed_snapshots_are_cached_by_id_and_never_outlive_the_repository() {
     r.stdout_has(&ids[0][..12]);
 }
 
+/// The parsed-snapshot cache is a convenience: when it cannot be written
+/// (here a file stands where its folder goes), a run that parses many
+/// snapshots does its work, says so once, and tries no more writes; and a
+/// run never keeps more than the cache's bound of documents.
+#[test]
+fn a_snapshot_cache_that_cannot_be_written_is_said_once_and_bounded() {
+    let mut t = TestEnv::init();
+    let v: [&[u8]; 3] = [b"first\n", b"second\n", b"third\n"];
+    let ids = three_versions(&mut t, v);
+    let cache = t.state().join("snapshots");
+    let _ = fs::remove_dir_all(&cache);
+    fs::write(&cache, b"not a folder").unwrap();
+    let r = t.sgard(["verify"]);
+    r.ok();
+    let said = "could not keep the parsed snapshots";
+    assert_eq!(r.stderr.matches(said).count(), 1, "{r:#?}");
+    t.sgard(["restore", "--at", &ids[0], "-f", "~/f"])
+        .ok()
+        .stderr_has(said);
+    assert_eq!(t.read("f"), v[0]);
+    assert_eq!(fs::read(&cache).unwrap(), b"not a folder");
+
+    // 70 snapshots, none cached: one verify parses them all and keeps at
+    // most 64 (the cache's bound), never failing for the rest.
+    fs::remove_file(&cache).unwrap();
+    for i in 0..67i64 {
+        at(&mut t, 180 + 60 * i);
+        t.write("f", format!("v{i}\n").as_bytes());
+        t.sgard(["checkpoint", "-m", "more"]).ok();
+    }
+    let _ = fs::remove_dir_all(&cache);
+    let r = t.sgard(["verify"]);
+    r.ok();
+    assert!(!r.stderr.contains(said), "{r:#?}");
+    let kept = fs::read_dir(&cache).unwrap().count();
+    assert!((1..=64).contains(&kept), "kept {kept}");
+}
+
 /// CRC-32 (IEEE), as the snapshot cache's files carry it.
 fn crc32(bytes: &[u8]) -> u32 {
     let mut c = !0u32;
