@@ -18,18 +18,19 @@
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
+use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustix::fs::{AtFlags, CWD, Mode as RMode, OFlags};
-use rustix::io::Errno;
 use sgard_manifest::Mode;
+
+use dir::{Dir, Kind};
 
 use crate::own::{Own, OwnDirs, What};
 use crate::{Error, Result};
+
+mod dir;
 
 /// Where entries may be written, and what they may never reach.
 #[derive(Debug)]
@@ -85,12 +86,12 @@ pub(crate) const STAGING_DIR: &str = "staging";
 const JOURNAL_MAX: u64 = 16 << 20;
 
 /// An opened folder and its path, shared by every path in it.
-type OpenDir = (Arc<OwnedFd>, Arc<Path>);
+type OpenDir = (Arc<Dir>, Arc<Path>);
 
 /// The folder holding a path, opened, and the path's last component.
 #[derive(Debug)]
 pub(crate) struct Parent {
-    fd: Arc<OwnedFd>,
+    fd: Arc<Dir>,
     name: OsString,
     /// Shared by every path in the folder.
     dir: Arc<Path>,
@@ -134,30 +135,21 @@ impl Staged {
 impl Drop for Staged {
     fn drop(&mut self) {
         if !self.done {
-            let _ = rustix::fs::unlinkat(&*self.parent.fd, self.tmp(), AtFlags::empty());
+            let _ = self.parent.fd.remove_file(&self.tmp());
         }
     }
 }
 
 const CACHE_MAX: usize = 512;
 
-fn io_err(op: &'static str, path: &Path, e: Errno) -> Error {
-    Error::io(op, path, std::io::Error::from(e))
+fn io_err(op: &'static str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(op, path, e)
 }
 
 /// What `name` in the folder `fd` is, without following a symlink: a
 /// folder (`Some(true)`), something else, or nothing (`None`).
-fn kind_at<P: rustix::path::Arg>(fd: &OwnedFd, name: P) -> Option<bool> {
-    let st = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    Some(rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
-}
-
-fn dev_ino(st: &rustix::fs::Stat) -> (u64, u64) {
-    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-    (
-        sgard_store::durable::dev_of(st),
-        u64::from(st.st_ino as u64),
-    )
+fn kind_at(fd: &Dir, name: &Path) -> Option<bool> {
+    Some(fd.stat(name).ok()?.kind == Kind::Dir)
 }
 
 /// A temp-name prefix no other process or run uses: `KIND` (one of
@@ -228,8 +220,9 @@ impl Confine {
                 .open(&j.path)
                 .ok();
         }
-        if let Some(f) = file.as_mut() {
-            let mut line = dir.as_os_str().as_bytes().to_vec();
+        if let Some(f) = file.as_mut()
+            && let Some(mut line) = dir::path_bytes(dir)
+        {
             line.push(0);
             let _ = f.write_all(&line);
         }
@@ -263,8 +256,8 @@ impl Confine {
                 out.folders.extend(
                     bytes
                         .split(|b| *b == 0)
-                        .filter(|d| d.first() == Some(&b'/'))
-                        .map(|d| PathBuf::from(OsStr::from_bytes(d))),
+                        .filter_map(dir::path_of_bytes)
+                        .filter(|d| d.is_absolute()),
                 );
             }
             out.journals.push(e.path());
@@ -285,19 +278,12 @@ impl Confine {
 
     /// Opens the symlink `part` in `cur` (at `at`) as the folder it points
     /// to, if it is one this machine followed and it still points there.
-    fn open_followed(&self, cur: &OwnedFd, part: &OsStr, at: &Path) -> Option<OwnedFd> {
+    fn open_followed(&self, cur: &Dir, part: &OsStr, at: &Path) -> Option<Dir> {
         let want = self.follow.get(at)?;
-        let target = rustix::fs::readlinkat(cur, part, Vec::new()).ok()?;
-        if Path::new(std::ffi::OsStr::from_bytes(target.as_bytes())) != want.as_path() {
+        if cur.read_link(part).ok()? != *want {
             return None;
         }
-        rustix::fs::openat(
-            cur,
-            part,
-            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-            RMode::empty(),
-        )
-        .ok()
+        cur.open_dir_following(part).ok()
     }
 
     fn refuse(abs: &Path, reason: impl Into<String>) -> Error {
@@ -318,10 +304,10 @@ impl Confine {
 
     /// Refuses `abs` when the folder `fd` (at `at`) on its way is sgard's
     /// own.
-    fn check(&self, abs: &Path, fd: &OwnedFd, at: &Path) -> Result<()> {
-        let st = rustix::fs::fstat(fd).map_err(|e| io_err("inspecting", at, e))?;
-        let own = self.own.judge(at, Some(dev_ino(&st)), || {
-            crate::own::holds_repository(|name| kind_at(fd, name))
+    fn check(&self, abs: &Path, fd: &Dir, at: &Path) -> Result<()> {
+        let st = fd.identity().map_err(|e| io_err("inspecting", at, e))?;
+        let own = self.own.judge(at, st.dev_ino, || {
+            crate::own::holds_repository(|name| kind_at(fd, Path::new(name)))
         });
         match own {
             Some(own) => Err(Self::refuse_own(abs, &own)),
@@ -375,11 +361,10 @@ impl Confine {
         };
         // The last component itself must not be sgard's own either (an
         // entry for the repository folder).
-        if let Ok(st) = rustix::fs::statat(&*fd, &name, AtFlags::SYMLINK_NOFOLLOW) {
-            let dir =
-                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
-            let own = self.own.judge(abs, Some(dev_ino(&st)), || {
-                dir && crate::own::holds_repository(|n| kind_at(&fd, Path::new(&name).join(n)))
+        if let Ok(st) = fd.stat(Path::new(&name)) {
+            let dir = st.kind == Kind::Dir;
+            let own = self.own.judge(abs, st.dev_ino, || {
+                dir && crate::own::holds_repository(|n| kind_at(&fd, &Path::new(&name).join(n)))
             });
             if let Some(own) = own {
                 return Err(Self::refuse(
@@ -391,14 +376,24 @@ impl Confine {
         Ok(Parent { fd, name, dir })
     }
 
-    fn open_dir(&self, abs: &Path, dir: &Path, create: bool) -> Result<OwnedFd> {
+    fn open_dir(&self, abs: &Path, dir: &Path, create: bool) -> Result<Dir> {
+        // A path outside the home is reached from its root (`/`, or a
+        // drive's on Windows).
+        let top: PathBuf;
         let (root, rel) = match dir.strip_prefix(&self.home) {
             Ok(rel) => (self.home.as_path(), rel),
-            Err(_) => (Path::new("/"), dir.strip_prefix("/").unwrap_or(dir)),
+            Err(_) => {
+                top = dir
+                    .components()
+                    .take_while(|c| matches!(c, Component::Prefix(_) | Component::RootDir))
+                    .collect();
+                if top.as_os_str().is_empty() {
+                    return Err(Self::refuse(abs, "is not an absolute path"));
+                }
+                (top.as_path(), dir.strip_prefix(&top).unwrap_or(dir))
+            }
         };
-        let dflags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-        let mut cur = rustix::fs::openat(CWD, root, dflags, RMode::empty())
-            .map_err(|e| io_err("opening", root, e))?;
+        let mut cur = Dir::open_root(root).map_err(|e| io_err("opening", root, e))?;
         self.check(abs, &cur, root)?;
         let mut at = root.to_path_buf();
         for c in rel.components() {
@@ -406,17 +401,16 @@ impl Confine {
                 return Err(Self::refuse(abs, "is not a clean path"));
             };
             at.push(part);
-            let flags = dflags | OFlags::NOFOLLOW;
-            let next = match rustix::fs::openat(&cur, part, flags, RMode::empty()) {
+            let next = match cur.open_dir_nofollow(part) {
                 Ok(fd) => fd,
-                Err(Errno::NOENT) if create => {
-                    match rustix::fs::mkdirat(&cur, part, RMode::from_raw_mode(0o755)) {
-                        Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) if create && e.kind() == ErrorKind::NotFound => {
+                    match cur.create_dir(part, 0o755) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
                         Err(e) => return Err(io_err("creating folder", &at, e)),
                     }
-                    sgard_store::durable::full_fsync(&cur)
-                        .map_err(|e| io_err("syncing", &at, e))?;
-                    rustix::fs::openat(&cur, part, flags, RMode::empty())
+                    cur.sync().map_err(|e| io_err("syncing", &at, e))?;
+                    cur.open_dir_nofollow(part)
                         .map_err(|e| self.why(abs, &cur, part, &at, e))?
                 }
                 Err(e) => match self.open_followed(&cur, part, &at) {
@@ -431,22 +425,17 @@ impl Confine {
     }
 
     /// Why a folder on the way could not be opened.
-    fn why(&self, abs: &Path, cur: &OwnedFd, part: &OsStr, at: &Path, e: Errno) -> Error {
-        match rustix::fs::statat(cur, part, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st)
-                if rustix::fs::FileType::from_raw_mode(st.st_mode)
-                    == rustix::fs::FileType::Symlink =>
-            {
-                Self::refuse(
-                    abs,
-                    format!(
-                        "{} above it is a symlink; sgard never writes through one (a tracked \
+    fn why(&self, abs: &Path, cur: &Dir, part: &OsStr, at: &Path, e: std::io::Error) -> Error {
+        match cur.stat(Path::new(part)) {
+            Ok(st) if st.kind == Kind::Symlink => Self::refuse(
+                abs,
+                format!(
+                    "{} above it is a symlink; sgard never writes through one (a tracked \
                          symlink cannot hold other tracked paths)",
-                        at.display()
-                    ),
-                )
-            }
-            Ok(_) if matches!(e, Errno::NOTDIR | Errno::LOOP) => {
+                    at.display()
+                ),
+            ),
+            Ok(_) if dir::not_a_folder(&e) => {
                 Self::refuse(abs, format!("{} above it is not a folder", at.display()))
             }
             _ => io_err("opening folder", at, e),
@@ -474,19 +463,18 @@ impl Confine {
         };
         // Registered before it exists, so an interrupt never misses it.
         sgard_store::cancel::register_prefix(&staged.parent.dir, &self.run);
-        let fd = rustix::fs::openat(
-            &*staged.parent.fd,
-            staged.tmp(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            RMode::from_raw_mode(0o600),
-        )
-        .map_err(|e| io_err("creating temp file in", &staged.parent.dir, e))?;
+        let mut f = staged
+            .parent
+            .fd
+            .create_new(&staged.tmp())
+            .map_err(|e| io_err("creating temp file in", &staged.parent.dir, e))?;
         let mut staged = staged;
         staged.done = false;
-        let mut f = File::from(fd);
         fill(&mut f)?;
-        rustix::fs::fchmod(&f, sgard_store::durable::rmode(mode.bits()))
-            .map_err(|e| io_err("setting mode of", abs, e))?;
+        if dir::FLUSH_WHEN_STAGED {
+            f.sync_all().map_err(|e| io_err("syncing", abs, e))?;
+        }
+        dir::set_mode(&f, mode.bits()).map_err(|e| io_err("setting mode of", abs, e))?;
         Ok(staged)
     }
 
@@ -496,41 +484,31 @@ impl Confine {
     /// fsynced instead. Returns the files that failed, by position, in
     /// order (a result per file was 100 bytes each at 100,000 files).
     pub fn commit(&self, mut staged: Vec<&mut Staged>) -> Vec<(usize, Error)> {
-        let mut per_dev: HashMap<u64, Arc<OwnedFd>> = HashMap::new();
+        let mut per_dev: HashMap<u64, Arc<Dir>> = HashMap::new();
         for s in &staged {
-            if let Ok(st) = rustix::fs::fstat(&*s.parent.fd) {
-                per_dev
-                    .entry(dev_ino(&st).0)
-                    .or_insert_with(|| s.parent.fd.clone());
+            if let Ok(Some((dev, _))) = s.parent.fd.identity().map(|st| st.dev_ino) {
+                per_dev.entry(dev).or_insert_with(|| s.parent.fd.clone());
             }
         }
-        let sync_all = || {
-            !per_dev.is_empty()
-                && per_dev
-                    .values()
-                    .all(|fd| sgard_store::durable::syncfs_fd(&**fd))
-        };
+        let sync_all = || !per_dev.is_empty() && per_dev.values().all(|fd| fd.sync_file_system());
         let flushed = sync_all();
         let mut failed = Vec::new();
-        let mut dirs: Vec<(Arc<OwnedFd>, Arc<Path>)> = Vec::new();
+        let mut dirs: Vec<(Arc<Dir>, Arc<Path>)> = Vec::new();
         // Per folder (by descriptor), its index in `dirs`; per file put in
         // place, the index of its folder (`u32::MAX`: it failed).
-        let mut dir_of: HashMap<*const OwnedFd, u32> = HashMap::new();
+        let mut dir_of: HashMap<*const Dir, u32> = HashMap::new();
         let mut placed: Vec<u32> = Vec::with_capacity(staged.len());
         for (k, s) in staged.iter_mut().enumerate() {
             let r = (|| {
                 if !flushed {
-                    let f = rustix::fs::openat(
-                        &*s.parent.fd,
-                        s.tmp(),
-                        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                        RMode::empty(),
-                    )
-                    .map_err(|e| io_err("syncing", &s.dest(), e))?;
-                    sgard_store::durable::full_fsync(&f)
+                    s.parent
+                        .fd
+                        .sync_file(&s.tmp())
                         .map_err(|e| io_err("syncing", &s.dest(), e))?;
                 }
-                rustix::fs::renameat(&*s.parent.fd, s.tmp(), &*s.parent.fd, &s.parent.name)
+                s.parent
+                    .fd
+                    .rename(&s.tmp(), &s.parent.name)
                     .map_err(|e| io_err("renaming into place", &s.dest(), e))?;
                 s.done = true;
                 Ok(())
@@ -556,9 +534,13 @@ impl Confine {
                 // A folder whose new names may not survive a crash: every
                 // file put in place there failed (the base must not record
                 // any of them as agreed).
-                if let Err(e) = sgard_store::durable::full_fsync(&**fd) {
+                if let Err(e) = fd.sync() {
                     let d = u32::try_from(d).unwrap_or(u32::MAX);
                     for (k, _) in placed.iter().enumerate().filter(|(_, p)| **p == d) {
+                        let e = e.raw_os_error().map_or_else(
+                            || std::io::Error::new(e.kind(), e.to_string()),
+                            std::io::Error::from_raw_os_error,
+                        );
                         failed.push((k, io_err("syncing folder", dir, e)));
                     }
                     unsynced = true;
@@ -595,13 +577,13 @@ impl Confine {
     pub fn symlink(&self, target: &str, abs: &Path) -> Result<()> {
         let p = self.parent(abs, true)?;
         let tmp = temp_name(crate::own::LINK_PREFIX, &p.name);
-        rustix::fs::symlinkat(target, &*p.fd, &tmp)
+        p.fd.symlink(target, &tmp)
             .map_err(|e| io_err("creating symlink in", &p.dir, e))?;
-        if let Err(e) = rustix::fs::renameat(&*p.fd, &tmp, &*p.fd, &p.name) {
-            let _ = rustix::fs::unlinkat(&*p.fd, &tmp, AtFlags::empty());
+        if let Err(e) = p.fd.rename(&tmp, &p.name) {
+            let _ = p.fd.remove_file(&tmp);
             return Err(io_err("renaming into place", abs, e));
         }
-        sgard_store::durable::full_fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))
+        p.fd.sync().map_err(|e| io_err("syncing folder", &p.dir, e))
     }
 
     /// Sets the mode of the file or folder at `abs` (never a symlink's
@@ -611,15 +593,10 @@ impl Confine {
     /// As [`Confine::parent`]; [`Error::Io`].
     pub fn chmod(&self, abs: &Path, mode: Mode) -> Result<()> {
         let p = self.parent(abs, false)?;
-        let fd = rustix::fs::openat(
-            &*p.fd,
-            &p.name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            RMode::empty(),
-        )
-        .map_err(|e| io_err("opening", abs, e))?;
-        rustix::fs::fchmod(&fd, sgard_store::durable::rmode(mode.bits()))
-            .map_err(|e| io_err("setting mode of", abs, e))
+        let f =
+            p.fd.open_nofollow(&p.name)
+                .map_err(|e| io_err("opening", abs, e))?;
+        dir::set_mode(&f, mode.bits()).map_err(|e| io_err("setting mode of", abs, e))
     }
 
     /// Creates the folder `abs` unless it exists, and sets `mode` on it
@@ -648,27 +625,23 @@ impl Confine {
     /// created it.
     fn make_dir(&self, abs: &Path, mode: Option<Mode>, existing: bool) -> Result<bool> {
         let p = self.parent(abs, true)?;
-        let created = match rustix::fs::mkdirat(&*p.fd, &p.name, RMode::from_raw_mode(0o700)) {
+        let created = match p.fd.create_dir(&p.name, 0o700) {
             Ok(()) => true,
-            Err(Errno::EXIST) => false,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => false,
             Err(e) => return Err(io_err("creating folder", abs, e)),
         };
         if !created && !existing {
             return Ok(false);
         }
         if let Some(m) = mode {
-            let fd = rustix::fs::openat(
-                &*p.fd,
-                &p.name,
-                OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                RMode::empty(),
-            )
-            .map_err(|e| io_err("opening folder", abs, e))?;
-            rustix::fs::fchmod(&fd, sgard_store::durable::rmode(m.bits()))
+            let d =
+                p.fd.open_dir_nofollow(&p.name)
+                    .map_err(|e| io_err("opening folder", abs, e))?;
+            d.set_mode(m.bits())
                 .map_err(|e| io_err("setting mode of", abs, e))?;
         }
         if created {
-            sgard_store::durable::full_fsync(&*p.fd)
+            p.fd.sync()
                 .map_err(|e| io_err("syncing folder", &p.dir, e))?;
         }
         Ok(created)
@@ -681,21 +654,29 @@ impl Confine {
     /// As [`Confine::parent`]; [`Error::Io`].
     pub fn remove(&self, abs: &Path) -> Result<()> {
         let p = self.parent(abs, false)?;
-        let st = match rustix::fs::statat(&*p.fd, &p.name, AtFlags::SYMLINK_NOFOLLOW) {
+        let st = match p.fd.stat(Path::new(&p.name)) {
             Ok(st) => st,
-            Err(Errno::NOENT) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(io_err("inspecting", abs, e)),
         };
-        let dir =
-            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
-        let flags = if dir {
-            AtFlags::REMOVEDIR
+        let is_dir = st.kind == Kind::Dir;
+        let r = if is_dir {
+            p.fd.remove_dir(&p.name)
         } else {
-            AtFlags::empty()
+            p.fd.remove_file(&p.name)
         };
-        rustix::fs::unlinkat(&*p.fd, &p.name, flags)
-            .map_err(|e| io_err(if dir { "removing folder" } else { "deleting" }, abs, e))?;
-        sgard_store::durable::full_fsync(&*p.fd).map_err(|e| io_err("syncing folder", &p.dir, e))
+        r.map_err(|e| {
+            io_err(
+                if is_dir {
+                    "removing folder"
+                } else {
+                    "deleting"
+                },
+                abs,
+                e,
+            )
+        })?;
+        p.fd.sync().map_err(|e| io_err("syncing folder", &p.dir, e))
     }
 }
 
@@ -733,21 +714,14 @@ pub(crate) fn pid_is_gone(pid: u32, file: &Path) -> bool {
 
 /// Removes the temp files killed sgard processes left in the folder `fd`
 /// (at `dir`: see [`is_debris`]), syncing it after. Returns how many.
-fn sweep_folder(fd: &OwnedFd, dir: &Path) -> usize {
-    let Ok(entries) = rustix::fs::Dir::read_from(fd) else {
-        return 0;
-    };
-    let mut n = 0;
-    for e in entries.flatten() {
-        if let Ok(name) = e.file_name().to_str()
-            && is_debris(name, dir)
-            && rustix::fs::unlinkat(fd, e.file_name(), AtFlags::empty()).is_ok()
-        {
-            n += 1;
-        }
-    }
+fn sweep_folder(fd: &Dir, dir: &Path) -> usize {
+    let debris = fd.names_where(|name| name.to_str().is_some_and(|s| is_debris(s, dir)));
+    let n = debris
+        .iter()
+        .filter(|name| fd.remove_file(name).is_ok())
+        .count();
     if n > 0 {
-        let _ = rustix::fs::fsync(fd);
+        let _ = fd.sync();
     }
     n
 }

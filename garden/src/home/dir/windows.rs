@@ -1,0 +1,222 @@
+//! [`Dir`] on Windows: `cap-std`'s folder handles.
+//!
+//! What differs from Unix, on purpose:
+//! - A folder cannot be opened to be flushed, so [`Dir::sync`] does
+//!   nothing, and there is no `syncfs`: each staged file is flushed through
+//!   its own writable handle before it is closed
+//!   ([`super::FLUSH_WHEN_STAGED`]).
+//! - Of a mode only the owner's write bit is kept: a file without it gets
+//!   the read-only attribute. Folders keep no mode.
+//! - Files have no device and inode numbers on stable Rust: sgard's own
+//!   folders are known by their paths alone ([`Stat::dev_ino`] is `None`).
+//! - A rename whose target another process holds open is retried for a
+//!   moment (virus scanners and indexers open new files briefly).
+//! - cap-std resolves names under a handle without following symlinks
+//!   where asked; on Windows that resolution is its own, as strong as
+//!   cap-std makes it.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt, OpenOptionsMaybeDirExt};
+use cap_std::ambient_authority;
+use cap_std::fs::OpenOptions;
+
+use super::{Kind, Stat};
+
+/// An opened folder.
+#[derive(Debug)]
+pub(crate) struct Dir(cap_std::fs::Dir);
+
+/// `FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES`: enough to set the
+/// read-only attribute of a file that has it.
+const ATTRIBUTES: u32 = 0x80 | 0x100;
+/// `ERROR_ACCESS_DENIED` and `ERROR_SHARING_VIOLATION`: what a rename
+/// meets while another process holds the target.
+const BUSY: [i32; 2] = [5, 32];
+/// How long a rename is retried while the target is held.
+const RENAME_PATIENCE: Duration = Duration::from_secs(2);
+
+fn stat_of(md: &cap_std::fs::Metadata) -> Stat {
+    let ft = md.file_type();
+    let kind = if ft.is_symlink() {
+        Kind::Symlink
+    } else if ft.is_dir() {
+        Kind::Dir
+    } else {
+        Kind::Other
+    };
+    Stat {
+        kind,
+        dev_ino: None,
+    }
+}
+
+impl Dir {
+    /// Opens the folder at `path` (following symlinks: a root).
+    pub fn open_root(path: &Path) -> io::Result<Dir> {
+        Ok(Dir(cap_std::fs::Dir::open_ambient_dir(
+            path,
+            ambient_authority(),
+        )?))
+    }
+
+    /// Opens the folder `name` in this one; a symlink is an error.
+    pub fn open_dir_nofollow(&self, name: &OsStr) -> io::Result<Dir> {
+        Ok(Dir(self.0.open_dir_nofollow(name)?))
+    }
+
+    /// Opens `name` in this one as a folder, through a symlink.
+    pub fn open_dir_following(&self, name: &OsStr) -> io::Result<Dir> {
+        Ok(Dir(self.0.open_dir(name)?))
+    }
+
+    /// Creates the folder `name` (no mode on Windows). One that exists is
+    /// [`io::ErrorKind::AlreadyExists`].
+    pub fn create_dir(&self, name: &OsStr, _mode: u32) -> io::Result<()> {
+        self.0.create_dir(name)
+    }
+
+    /// What `name` is (only its last component is not followed). Nothing
+    /// there is [`io::ErrorKind::NotFound`].
+    pub fn stat(&self, name: &Path) -> io::Result<Stat> {
+        Ok(stat_of(&self.0.symlink_metadata(name)?))
+    }
+
+    /// What this folder is.
+    pub fn identity(&self) -> io::Result<Stat> {
+        Ok(stat_of(&self.0.dir_metadata()?))
+    }
+
+    /// Where the symlink `name` points.
+    pub fn read_link(&self, name: &OsStr) -> io::Result<PathBuf> {
+        self.0.read_link_contents(name)
+    }
+
+    /// Creates the symlink `name` to `target`: a folder link when `target`
+    /// is a folder now, a file link otherwise. Windows allows it only in
+    /// developer mode or with the privilege; the error says which.
+    pub fn symlink(&self, target: &str, name: &OsStr) -> io::Result<()> {
+        let t = Path::new(target);
+        let is_dir = if t.is_absolute() {
+            std::fs::metadata(t).is_ok_and(|m| m.is_dir())
+        } else {
+            self.0.metadata(t).is_ok_and(|m| m.is_dir())
+        };
+        if is_dir {
+            self.0.symlink_dir(target, name)
+        } else {
+            self.0.symlink_file(target, name)
+        }
+    }
+
+    /// Renames `from` to `to` in this folder, replacing what `to` names,
+    /// retried for a moment while another process holds `to`.
+    pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
+        let start = Instant::now();
+        loop {
+            match self.0.rename(from, &self.0, to) {
+                Err(e)
+                    if e.raw_os_error().is_some_and(|c| BUSY.contains(&c))
+                        && start.elapsed() < RENAME_PATIENCE =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Removes the file or symlink `name` (a folder symlink too).
+    pub fn remove_file(&self, name: &OsStr) -> io::Result<()> {
+        self.0.remove_file_or_symlink(name)
+    }
+
+    /// Removes the empty folder `name`.
+    pub fn remove_dir(&self, name: &OsStr) -> io::Result<()> {
+        self.0.remove_dir(name)
+    }
+
+    /// Creates the file `name`, which must not exist, for writing.
+    pub fn create_new(&self, name: &OsStr) -> io::Result<File> {
+        let mut o = OpenOptions::new();
+        o.write(true).create_new(true).follow(FollowSymlinks::No);
+        Ok(self.0.open_with(name, &o)?.into_std())
+    }
+
+    /// Opens the file or folder `name` (never through a symlink) to set
+    /// its mode.
+    pub fn open_nofollow(&self, name: &OsStr) -> io::Result<File> {
+        use cap_std::fs::OpenOptionsExt;
+        let mut o = OpenOptions::new();
+        o.access_mode(ATTRIBUTES)
+            .follow(FollowSymlinks::No)
+            .maybe_dir(true);
+        Ok(self.0.open_with(name, &o)?.into_std())
+    }
+
+    /// Sets this folder's mode: folders keep none on Windows.
+    pub fn set_mode(&self, _mode: u32) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Staged files were flushed through their own handle when written.
+    pub fn sync_file(&self, _name: &OsStr) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// A folder cannot be flushed on Windows: its names are as durable as
+    /// the file system makes them.
+    pub fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// There is no `syncfs` on Windows.
+    pub fn sync_file_system(&self) -> bool {
+        false
+    }
+
+    /// The names in this folder that `keep` picks (a failure to read is
+    /// no names).
+    pub fn names_where(&self, mut keep: impl FnMut(&OsStr) -> bool) -> Vec<OsString> {
+        let Ok(entries) = self.0.entries() else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| keep(n))
+            .collect()
+    }
+}
+
+/// Sets `mode` on an opened file: read-only unless the owner may write.
+pub(crate) fn set_mode(f: &File, mode: u32) -> io::Result<()> {
+    let mut p = f.metadata()?.permissions();
+    let read_only = mode & 0o200 == 0;
+    if p.readonly() != read_only {
+        p.set_readonly(read_only);
+        f.set_permissions(p)?;
+    }
+    Ok(())
+}
+
+/// Whether an open of a folder failed because something other than a
+/// folder is there.
+pub(crate) fn not_a_folder(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotADirectory || e.raw_os_error() == Some(267)
+}
+
+/// A path as bytes, for a file of paths: its UTF-8 (a path that has none
+/// is not written; see [`path_of_bytes`]).
+pub(crate) fn path_bytes(p: &Path) -> Option<Vec<u8>> {
+    p.to_str().map(|s| s.as_bytes().to_vec())
+}
+
+/// The path [`path_bytes`] made.
+pub(crate) fn path_of_bytes(b: &[u8]) -> Option<PathBuf> {
+    std::str::from_utf8(b).ok().map(PathBuf::from)
+}
