@@ -3,7 +3,6 @@
 //! of chunks for `prune`, and the numbers of `sgard stats`.
 
 use std::collections::HashSet;
-use std::os::unix::fs::MetadataExt;
 
 use sgard_store::Hash;
 use sgard_store::chunks::{ChunkStore, Setting};
@@ -200,7 +199,7 @@ impl Garden {
             let current = fresh
                 && j.source.as_ref().is_some_and(|s| {
                     std::fs::metadata(&s.key)
-                        .is_ok_and(|m| m.len() == s.size && (m.mtime(), m.mtime_nsec()) == s.mtime)
+                        .is_ok_and(|m| m.len() == s.size && crate::platform::mtime(&m) == s.mtime)
                 });
             if current {
                 marked.extend(j.chunks.iter().copied());

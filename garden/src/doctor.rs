@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, TryLockError};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use sgard_manifest::Manifest;
@@ -89,7 +88,16 @@ pub fn probe_lock(root: &Path) -> LockProbe {
 
 /// The processes holding an `flock` on the file at `path`, from
 /// `/proc/locks` (matched by device and inode); empty where that cannot
+/// be read (on Windows, always: no process can be named there).
+#[cfg(not(unix))]
+pub fn lock_holders(_path: &Path) -> Vec<Holder> {
+    Vec::new()
+}
+
+/// The processes holding an `flock` on the file at `path`, from
+/// `/proc/locks` (matched by device and inode); empty where that cannot
 /// be read.
+#[cfg(unix)]
 pub fn lock_holders(path: &Path) -> Vec<Holder> {
     let Ok(md) = fs::metadata(path) else {
         return Vec::new();
@@ -97,7 +105,8 @@ pub fn lock_holders(path: &Path) -> Vec<Holder> {
     let Ok(text) = fs::read_to_string("/proc/locks") else {
         return Vec::new();
     };
-    parse_locks(&text, md.dev(), md.ino())
+    let (dev, ino) = crate::platform::dev_ino(&md);
+    parse_locks(&text, dev, ino)
         .into_iter()
         .map(|(pid, exclusive)| Holder {
             pid,
@@ -111,6 +120,7 @@ pub fn lock_holders(path: &Path) -> Vec<Holder> {
 /// The (pid, exclusive) of each `FLOCK` held on (`dev`, `ino`) in the text
 /// of `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 1234 08:02:131074 0 EOF`);
 /// waiters (`1: -> FLOCK …`) are not holders.
+#[cfg(unix)]
 #[allow(clippy::unnecessary_cast, clippy::cast_possible_truncation)]
 fn parse_locks(text: &str, dev: u64, ino: u64) -> Vec<(u32, bool)> {
     // `dev_t` is an `i32` on macOS (which has no `/proc/locks` anyway).
@@ -146,6 +156,7 @@ fn parse_locks(text: &str, dev: u64, ino: u64) -> Vec<(u32, bool)> {
 
 /// Whether a `/proc/locks` file id (`MAJ:MIN:INODE`, the numbers of the
 /// device in hex) is `want`, whatever the padding of the hex numbers.
+#[cfg(unix)]
 fn same_file(id: &str, want: &str) -> bool {
     let norm = |s: &str| -> Option<(u64, u64, u64)> {
         let mut p = s.split(':');
@@ -158,6 +169,7 @@ fn same_file(id: &str, want: &str) -> bool {
 }
 
 /// A process's command line, its arguments joined by spaces.
+#[cfg(unix)]
 fn command_line(pid: u32) -> Option<String> {
     let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let words: Vec<String> = raw
@@ -169,6 +181,7 @@ fn command_line(pid: u32) -> Option<String> {
 }
 
 /// Whether a process is stopped (state `T` or `t` in `/proc/<pid>/stat`).
+#[cfg(unix)]
 fn is_stopped(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -526,11 +539,8 @@ fn writable(dir: &Path) -> Result<(), String> {
     let mut p = dir;
     loop {
         if fs::symlink_metadata(p).is_ok() {
-            return rustix::fs::access(
-                p,
-                rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
-            )
-            .map_err(|e| format!("{} is not writable ({e})", p.display()));
+            return crate::platform::may_write(p, false)
+                .map_err(|e| format!("{} is not writable ({e})", p.display()));
         }
         match p.parent() {
             Some(q) => p = q,
@@ -543,6 +553,7 @@ fn writable(dir: &Path) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn locks_are_matched_by_device_and_inode() {
         let text = "1: FLOCK  ADVISORY  WRITE 4242 08:02:131074 0 EOF\n\

@@ -245,9 +245,7 @@ impl Tx<'_> {
         } else {
             Zeroizing::new(self.repo.blob_of(&e)?)
         };
-        let dir = tempfile::Builder::new()
-            .prefix("sgard-edit-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        let dir = crate::platform::private(tempfile::Builder::new().prefix("sgard-edit-"), 0o700)
             .tempdir()
             .map_err(|err| Error::io("creating a private folder in", std::env::temp_dir(), err))?;
         let name = Path::new(&path)

@@ -173,8 +173,7 @@ impl Fingerprints {
         if durable::create_dir_all_durable(&dir).is_err() {
             return;
         }
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        let _ = crate::platform::set_path_mode(&dir, 0o700);
         if durable::write_atomic(&dir.join(FILE), text.as_bytes(), 0o600).is_ok() {
             self.dirty = false;
             for f in old_files {

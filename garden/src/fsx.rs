@@ -1,8 +1,7 @@
 //! Filesystem helpers: safe opening, hashing, and atomic restores.
 
-use std::fs::{self, File, Metadata, OpenOptions};
+use std::fs::{self, File, Metadata};
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use sgard_manifest::{EntryKind, Mode};
@@ -29,43 +28,21 @@ pub enum DiskKind {
 
 impl DiskKind {
     /// The kind a `st_mode` says.
-    #[allow(
-        clippy::useless_conversion,
-        reason = "the S_IF constants are u16 on macOS"
-    )]
     pub fn of_mode(mode: u32) -> Self {
-        let fmt = mode & u32::from(libc::S_IFMT);
-        if fmt == u32::from(libc::S_IFLNK) {
-            DiskKind::Link
-        } else if fmt == u32::from(libc::S_IFDIR) {
-            DiskKind::Dir
-        } else if fmt == u32::from(libc::S_IFIFO) {
-            DiskKind::Fifo
-        } else if fmt == u32::from(libc::S_IFSOCK) {
-            DiskKind::Socket
-        } else if fmt == u32::from(libc::S_IFBLK) || fmt == u32::from(libc::S_IFCHR) {
-            DiskKind::Device
-        } else {
-            DiskKind::File
+        use crate::platform::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFSOCK};
+        match mode & S_IFMT {
+            S_IFLNK => DiskKind::Link,
+            S_IFDIR => DiskKind::Dir,
+            S_IFIFO => DiskKind::Fifo,
+            S_IFSOCK => DiskKind::Socket,
+            S_IFBLK | S_IFCHR => DiskKind::Device,
+            _ => DiskKind::File,
         }
     }
 
     /// Classifies lstat metadata.
     pub fn of(md: &Metadata) -> Self {
-        let ft = md.file_type();
-        if ft.is_symlink() {
-            DiskKind::Link
-        } else if ft.is_dir() {
-            DiskKind::Dir
-        } else if ft.is_fifo() {
-            DiskKind::Fifo
-        } else if ft.is_socket() {
-            DiskKind::Socket
-        } else if ft.is_block_device() || ft.is_char_device() {
-            DiskKind::Device
-        } else {
-            DiskKind::File
-        }
+        Self::of_mode(crate::platform::st_mode(md))
     }
 
     /// The words for it in messages.
@@ -99,14 +76,14 @@ pub fn lstat(path: &Path) -> Result<Option<Metadata>> {
     match fs::symlink_metadata(path) {
         Ok(m) => Ok(Some(m)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => Ok(None),
         Err(e) => Err(Error::io("inspecting", path, e)),
     }
 }
 
 /// The permission bits of lstat metadata.
 pub fn mode_of(md: &Metadata) -> Mode {
-    Mode::from_st_mode(md.mode())
+    Mode::from_st_mode(crate::platform::st_mode(md))
 }
 
 /// Reads the first `head.len()` bytes of `f` and seeks back to the start;
@@ -146,9 +123,7 @@ pub(crate) fn unless_sqlite(mut f: File) -> Option<File> {
 /// # Errors
 /// [`Error::Io`] or [`Error::Unsupported`] when it is not a regular file.
 pub fn open_regular(path: &Path) -> Result<(File, Metadata)> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+    let f = crate::platform::read_nofollow()
         .open(path)
         .map_err(|e| Error::io("opening", path, e))?;
     let md = f.metadata().map_err(|e| Error::io("inspecting", path, e))?;

@@ -42,7 +42,6 @@
 
 use std::fs::Metadata;
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -107,18 +106,14 @@ impl std::fmt::Display for Fingerprint {
 
 impl Fingerprint {
     pub fn of(md: &Metadata) -> Self {
+        let (dev, ino) = crate::platform::dev_ino(md);
+        let ns = |(secs, nsec): (i64, i64)| secs.saturating_mul(1_000_000_000).saturating_add(nsec);
         Fingerprint {
-            dev: md.dev(),
-            ino: md.ino(),
-            size: md.size(),
-            mtime_ns: md
-                .mtime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(md.mtime_nsec()),
-            ctime_ns: md
-                .ctime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(md.ctime_nsec()),
+            dev,
+            ino,
+            size: md.len(),
+            mtime_ns: ns(crate::platform::mtime(md)),
+            ctime_ns: ns(crate::platform::ctime(md)),
         }
     }
 

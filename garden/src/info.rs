@@ -2,7 +2,6 @@
 
 use crate::Tx;
 use std::ffi::OsStr;
-use std::os::unix::fs::MetadataExt;
 
 use chrono::DateTime;
 use sgard_manifest::{Entry, EntryKind, Timestamp};
@@ -55,7 +54,8 @@ impl Tx<'_> {
         let abs = self.repo.env.expand(&e.path);
         let md = if applies { fsx::lstat(&abs)? } else { None };
         let disk_mtime = md.as_ref().and_then(|m| {
-            DateTime::from_timestamp(m.mtime(), u32::try_from(m.mtime_nsec()).unwrap_or(0))
+            let (secs, nsec) = crate::platform::mtime(m);
+            DateTime::from_timestamp(secs, u32::try_from(nsec).unwrap_or(0))
                 .map(Timestamp::from_datetime)
         });
         let mut info = Info {

@@ -58,6 +58,7 @@ mod own;
 mod par;
 mod paths;
 mod pathtable;
+mod platform;
 mod present;
 mod preview;
 mod prune;
@@ -84,7 +85,6 @@ pub mod watch;
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use sgard_manifest::history::{HISTORY_FILE, History};
@@ -1087,7 +1087,7 @@ impl Garden {
 
     /// Whether the repository folder can be written by this process.
     pub fn repository_is_read_only(&self) -> bool {
-        rustix::fs::access(&self.repo.root, rustix::fs::Access::WRITE_OK).is_err()
+        platform::may_write(&self.repo.root, true).is_err()
     }
 
     /// Checks this Garden may change the home folder (and record it).
@@ -1581,7 +1581,7 @@ impl Tx<'_> {
             let source = sgard_store::chunks::Source {
                 key: abs.to_string_lossy().into_owned(),
                 size,
-                mtime: (md.mtime(), md.mtime_nsec()),
+                mtime: platform::mtime(&md),
             };
             let c = cs.write(&mut f, params, Some(&source)).map_err(reading)?;
             let tilde = self.repo.env.shown(abs);

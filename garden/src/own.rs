@@ -10,7 +10,6 @@
 
 use std::ffi::OsStr;
 use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::{Env, Garden};
@@ -138,7 +137,7 @@ struct OwnDir {
 
 /// The device and inode of a file.
 fn id_of(md: &Metadata) -> Option<(u64, u64)> {
-    Some((md.dev(), md.ino()))
+    crate::platform::HAS_INODES.then(|| crate::platform::dev_ino(md))
 }
 
 impl OwnDirs {

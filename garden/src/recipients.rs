@@ -404,8 +404,7 @@ pub fn keygen(path: &Path, force: bool, now: sgard_manifest::Timestamp) -> Resul
     if let Some(dir) = path.parent() {
         let made = sgard_store::durable::create_dir_all_durable(dir)?;
         if made {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            crate::platform::set_path_mode(dir, 0o700)
                 .map_err(|e| Error::io("setting the mode of", dir, e))?;
         }
     }
@@ -427,9 +426,7 @@ pub fn keygen(path: &Path, force: bool, now: sgard_manifest::Timestamp) -> Resul
     // new file is written beside it and linked into place, which fails if
     // the name is taken.
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = tempfile::Builder::new()
-        .prefix(".sgard-keygen-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+    let tmp = crate::platform::private(tempfile::Builder::new().prefix(".sgard-keygen-"), 0o600)
         .tempfile_in(dir)
         .map_err(|e| Error::io("creating a file in", dir, e))?;
     {
@@ -460,11 +457,8 @@ pub type KeyPassphraseSource =
 /// and linked into `~/.ssh` is common, and a key file is no tracked
 /// content); the file itself must be a regular one (a FIFO never blocks).
 fn read_key_file(path: &Path) -> Result<Zeroizing<String>> {
-    use std::os::unix::fs::OpenOptionsExt;
     let io_err = |e: io::Error| Error::io("reading", path, e);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+    let f = crate::platform::read_nonblocking()
         .open(path)
         .map_err(|e| Error::io("opening", path, e))?;
     let md = f.metadata().map_err(|e| Error::io("inspecting", path, e))?;

@@ -4,7 +4,6 @@
 use crate::Tx;
 use std::ffi::OsString;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use chrono::DateTime;
@@ -957,9 +956,9 @@ impl Tx<'_> {
         let Some(md) = fsx::lstat(abs)? else {
             return Ok((None, false, None));
         };
-        let mtime =
-            DateTime::from_timestamp(md.mtime(), u32::try_from(md.mtime_nsec()).unwrap_or(0))
-                .map_or(self.repo.env.now, Timestamp::from_datetime);
+        let (secs, nsec) = crate::platform::mtime(&md);
+        let mtime = DateTime::from_timestamp(secs, u32::try_from(nsec).unwrap_or(0))
+            .map_or(self.repo.env.now, Timestamp::from_datetime);
         let kind = DiskKind::of(&md);
         let mut e = match kind {
             DiskKind::File => Entry::new(path.to_owned(), EntryKind::File, mtime),

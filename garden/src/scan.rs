@@ -19,7 +19,7 @@
 
 use crate::Tx;
 use std::fs::{self, Metadata};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sgard_manifest::EntryKind;
 use sgard_store::{Hash, Spooled};
@@ -360,9 +360,11 @@ impl Tx<'_> {
 /// absolute path (what `lstat` of 100,000 files spent most of its time on).
 /// Same answers as `lstat`: symlinks in the folder's own path are followed,
 /// the last component is not.
+/// (Windows: each file is looked up by its whole path.)
 #[derive(Default)]
 struct Folder {
-    open: Option<(PathBuf, rustix::fd::OwnedFd)>,
+    #[cfg(unix)]
+    open: Option<(std::path::PathBuf, rustix::fd::OwnedFd)>,
     /// Where in the stat cache this thread's last lookup ended (its entries
     /// come in path order).
     hint: usize,
@@ -370,6 +372,13 @@ struct Folder {
 
 impl Folder {
     /// `lstat` of `abs` (`None`: nothing there).
+    #[cfg(not(unix))]
+    fn lstat(&mut self, abs: &Path) -> Result<Option<Stat>> {
+        Ok(fsx::lstat(abs)?.as_ref().map(Stat::of))
+    }
+
+    /// `lstat` of `abs` (`None`: nothing there).
+    #[cfg(unix)]
     fn lstat(&mut self, abs: &Path) -> Result<Option<Stat>> {
         use rustix::fs::{AtFlags, CWD, Mode, OFlags};
         use rustix::io::Errno;
@@ -398,7 +407,7 @@ impl Folder {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

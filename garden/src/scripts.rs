@@ -87,11 +87,12 @@ impl Garden {
                 Error::Invalid("scripts need a state folder (XDG_STATE_HOME)".into())
             })?;
         sgard_store::durable::create_private_dir_all(&base)?;
-        let dir = tempfile::Builder::new()
-            .prefix(crate::own::RUN_PREFIX)
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir_in(&base)
-            .map_err(|e| Error::io("creating a private folder in", &base, e))?;
+        let dir = crate::platform::private(
+            tempfile::Builder::new().prefix(crate::own::RUN_PREFIX),
+            0o700,
+        )
+        .tempdir_in(&base)
+        .map_err(|e| Error::io("creating a private folder in", &base, e))?;
         if let Some(name) = dir.path().file_name() {
             sgard_store::cancel::register_prefix(&base, name);
         }

@@ -14,7 +14,6 @@
 //! missing, damaged or foreign index starts the cache empty, never trusted.
 
 use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sgard_store::Hash;
@@ -58,6 +57,7 @@ pub(crate) type Table = crate::pathtable::PathTable<(Stat, Hash)>;
 impl Stat {
     /// The stat of `st`, as `fstatat` returns it (the same values as
     /// [`Stat::of`] the metadata of the same file).
+    #[cfg(unix)]
     pub fn of_stat(st: &rustix::fs::Stat) -> Self {
         Stat {
             dev: sgard_store::durable::dev_of(st),
@@ -90,13 +90,15 @@ impl Stat {
     }
 
     pub fn of(md: &Metadata) -> Self {
+        let (dev, ino) = crate::platform::dev_ino(md);
+        let (m, c) = (crate::platform::mtime(md), crate::platform::ctime(md));
         Stat {
-            dev: md.dev(),
-            ino: md.ino(),
-            size: md.size(),
-            mode: md.mode(),
-            mtime_ns: ns(md.mtime(), md.mtime_nsec()),
-            ctime_ns: ns(md.ctime(), md.ctime_nsec()),
+            dev,
+            ino,
+            size: md.len(),
+            mode: crate::platform::st_mode(md),
+            mtime_ns: ns(m.0, m.1),
+            ctime_ns: ns(c.0, c.1),
         }
     }
 
@@ -281,6 +283,7 @@ mod tests {
         assert_eq!(c.lookup("~/f", &md), None);
     }
 
+    #[cfg(unix)]
     #[test]
     fn fstatat_and_metadata_give_the_same_stat() {
         let (d, f) = setup();

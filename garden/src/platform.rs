@@ -1,0 +1,227 @@
+//! What garden reads from a file's metadata, and the few file operations,
+//! where Unix and Windows differ. Each function says what Windows does.
+//!
+//! On Windows a file has no mode, device or inode in stable Rust's
+//! metadata: its mode is made from what it is and its read-only attribute
+//! (see [`st_mode`]), its device and inode are 0 (so nothing that compares
+//! them can match two files by them: the stat cache and fingerprints rest
+//! on size and times there, and sgard's own folders are known by path),
+//! and its change time is its write time.
+
+use std::fs::{Metadata, OpenOptions};
+use std::path::Path;
+
+/// `st_mode`'s file-type bits, as POSIX numbers them (the same on Linux and
+/// macOS; Windows has none, and [`st_mode`] makes them).
+pub(crate) const S_IFMT: u32 = 0o170_000;
+pub(crate) const S_IFSOCK: u32 = 0o140_000;
+pub(crate) const S_IFLNK: u32 = 0o120_000;
+#[cfg_attr(unix, allow(dead_code, reason = "made only on Windows"))]
+pub(crate) const S_IFREG: u32 = 0o100_000;
+pub(crate) const S_IFBLK: u32 = 0o060_000;
+pub(crate) const S_IFDIR: u32 = 0o040_000;
+pub(crate) const S_IFCHR: u32 = 0o020_000;
+pub(crate) const S_IFIFO: u32 = 0o010_000;
+
+/// The file's `st_mode`: its type and permission bits.
+#[cfg(unix)]
+pub(crate) fn st_mode(md: &Metadata) -> u32 {
+    std::os::unix::fs::MetadataExt::mode(md)
+}
+
+/// Windows: a folder is `0755`, a symlink `0777`, a file `0644`, less the
+/// write bits when it is read-only.
+#[cfg(windows)]
+pub(crate) fn st_mode(md: &Metadata) -> u32 {
+    let ft = md.file_type();
+    if ft.is_symlink() {
+        return S_IFLNK | 0o777;
+    }
+    let (kind, perm) = if ft.is_dir() {
+        (S_IFDIR, 0o755)
+    } else {
+        (S_IFREG, 0o644)
+    };
+    if md.permissions().readonly() {
+        kind | (perm & 0o555)
+    } else {
+        kind | perm
+    }
+}
+
+/// The file's device and inode.
+#[cfg(unix)]
+pub(crate) fn dev_ino(md: &Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (md.dev(), md.ino())
+}
+
+/// Windows: none in stable Rust's metadata: `(0, 0)`.
+#[cfg(windows)]
+pub(crate) fn dev_ino(_md: &Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+/// Whether [`dev_ino`] tells files apart on this platform.
+pub(crate) const HAS_INODES: bool = cfg!(unix);
+
+/// The file's last write: seconds and nanoseconds since the Unix epoch.
+#[cfg(unix)]
+pub(crate) fn mtime(md: &Metadata) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    (md.mtime(), md.mtime_nsec())
+}
+
+/// Windows: from `modified()` (100 ns steps).
+#[cfg(windows)]
+pub(crate) fn mtime(md: &Metadata) -> (i64, i64) {
+    md.modified().map_or((0, 0), split_time)
+}
+
+/// The file's last change of data or metadata (`st_ctime`).
+#[cfg(unix)]
+pub(crate) fn ctime(md: &Metadata) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    (md.ctime(), md.ctime_nsec())
+}
+
+/// Windows: the change time is not in stable Rust's metadata; the write
+/// time stands in (a change of the read-only attribute alone is seen by
+/// the mode, which every comparison reads too).
+#[cfg(windows)]
+pub(crate) fn ctime(md: &Metadata) -> (i64, i64) {
+    mtime(md)
+}
+
+/// A time as seconds and nanoseconds around the Unix epoch.
+#[cfg(windows)]
+fn split_time(t: std::time::SystemTime) -> (i64, i64) {
+    use std::time::UNIX_EPOCH;
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            i64::from(d.subsec_nanos()),
+        ),
+        Err(e) => {
+            let d = e.duration();
+            let (s, n) = (
+                i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                i64::from(d.subsec_nanos()),
+            );
+            if n == 0 {
+                (-s, 0)
+            } else {
+                (-s - 1, 1_000_000_000 - n)
+            }
+        }
+    }
+}
+
+/// Options to open a file for reading, never through a symlink at its
+/// last component and never blocking on a FIFO.
+#[cfg(unix)]
+pub(crate) fn read_nofollow() -> OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = OpenOptions::new();
+    o.read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    o
+}
+
+/// Windows: `FILE_FLAG_OPEN_REPARSE_POINT` opens a symlink itself (which
+/// the caller then refuses as not a regular file); there are no FIFOs in
+/// folders.
+#[cfg(windows)]
+pub(crate) fn read_nofollow() -> OpenOptions {
+    use std::os::windows::fs::OpenOptionsExt;
+    /// `FILE_FLAG_OPEN_REPARSE_POINT`.
+    const OPEN_REPARSE_POINT: u32 = 0x0020_0000;
+    let mut o = OpenOptions::new();
+    o.read(true).custom_flags(OPEN_REPARSE_POINT);
+    o
+}
+
+/// Options to open a file for reading without blocking on a FIFO
+/// (symlinks followed).
+#[cfg(unix)]
+pub(crate) fn read_nonblocking() -> OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = OpenOptions::new();
+    o.read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
+    o
+}
+
+/// Windows: a plain read (no FIFOs in folders).
+#[cfg(windows)]
+pub(crate) fn read_nonblocking() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.read(true);
+    o
+}
+
+/// Gives the file or folder at `path` exactly `mode` (a private folder's
+/// `0700`, a key's `0600`).
+///
+/// # Errors
+/// The OS error.
+#[cfg(unix)]
+pub(crate) fn set_path_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// Windows: nothing. What is under the user's profile is private to the
+/// user by its folders' access lists; a mode is not one.
+///
+/// # Errors
+/// None.
+#[cfg(windows)]
+pub(crate) fn set_path_mode(_path: &Path, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Makes `b` create its temp file or folder with `mode` (Unix; Windows:
+/// as [`set_path_mode`], nothing).
+pub(crate) fn private<'c, 'a, 'b>(
+    b: &'c mut tempfile::Builder<'a, 'b>,
+    mode: u32,
+) -> &'c mut tempfile::Builder<'a, 'b> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(mode))
+    }
+    #[cfg(windows)]
+    {
+        let _ = mode;
+        b
+    }
+}
+
+/// Whether this process may create and remove names in the folder `path`
+/// (Unix: `access(W_OK | X_OK)`; `write_only`: `W_OK` alone).
+#[cfg(unix)]
+pub(crate) fn may_write(path: &Path, write_only: bool) -> std::io::Result<()> {
+    use rustix::fs::Access;
+    let how = if write_only {
+        Access::WRITE_OK
+    } else {
+        Access::WRITE_OK | Access::EXEC_OK
+    };
+    Ok(rustix::fs::access(path, how)?)
+}
+
+/// Windows: a folder's read-only attribute says nothing (Explorer sets it
+/// for its own reasons), so the question is asked by making and removing a
+/// file there.
+#[cfg(windows)]
+pub(crate) fn may_write(path: &Path, _write_only: bool) -> std::io::Result<()> {
+    if !std::fs::metadata(path)?.is_dir() {
+        return Ok(());
+    }
+    tempfile::Builder::new()
+        .prefix(".sgard-probe-")
+        .tempfile_in(path)
+        .map(drop)
+}
