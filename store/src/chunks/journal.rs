@@ -21,7 +21,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{ALGORITHM, ChunkStore, Params};
 use crate::{Error, Hash, Result, durable};
@@ -167,7 +167,10 @@ fn parse(text: &str) -> std::result::Result<Parsed, String> {
 /// The journal of one write.
 pub(super) struct Journal {
     path: PathBuf,
-    file: File,
+    /// The journal open for appending (`None` while it is being replaced,
+    /// then opened again: Windows refuses to rename over, or at once
+    /// remove, a file still open).
+    file: Option<File>,
     /// The chunks an earlier write made durable, when it is reused.
     expected: Vec<(Hash, u32)>,
     /// How many chunk lines the file holds.
@@ -294,13 +297,10 @@ impl Journal {
             text.push_str(&format!("{} {len}\n", h.to_hex()));
         }
         durable::write_atomic(&path, text.as_bytes(), 0o644)?;
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io("opening journal", &path, e))?;
+        let file = open_to_append(&path)?;
         Ok(Journal {
             path,
-            file,
+            file: Some(file),
             written: expected.len(),
             expected,
             refused,
@@ -336,11 +336,9 @@ impl Journal {
         durable: &[Option<(Hash, u32)>],
     ) -> Result<()> {
         if self.restart {
+            self.file = None;
             durable::write_atomic(&self.path, header(source, params).as_bytes(), 0o644)?;
-            self.file = OpenOptions::new()
-                .append(true)
-                .open(&self.path)
-                .map_err(|e| Error::io("opening journal", &self.path, e))?;
+            self.file = Some(open_to_append(&self.path)?);
             self.written = 0;
             self.restart = false;
             self.expected.clear();
@@ -352,16 +350,20 @@ impl Journal {
         for (h, len) in new.iter().flatten() {
             text.push_str(&format!("{} {len}\n", h.to_hex()));
         }
-        self.file
-            .write_all(text.as_bytes())
-            .and_then(|()| self.file.sync_data())
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(open_to_append(&self.path)?),
+        };
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_data())
             .map_err(|e| Error::io("writing journal", &self.path, e))?;
         self.written = durable.len();
         Ok(())
     }
 
     /// The write is done (its list is durable): the journal goes.
-    pub(super) fn finish(self) -> Resume {
+    pub(super) fn finish(mut self) -> Resume {
+        self.file = None;
         let _ = fs::remove_file(&self.path);
         if let Some(why) = self.refused {
             Resume::Refused(why)
@@ -374,4 +376,12 @@ impl Journal {
             Resume::Fresh
         }
     }
+}
+
+/// Opens a journal to append chunk lines to.
+fn open_to_append(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io("opening journal", path, e))
 }
