@@ -3,6 +3,12 @@
 //! The protocol for any file that must survive a crash: write a temp file in
 //! the destination folder, `sync_all` it, rename it over the destination, then
 //! fsync the folder so the rename itself is durable.
+//!
+//! On Windows three steps differ (each function says how): a folder cannot
+//! be opened to be flushed, so [`fsync_dir`] does nothing there (NTFS
+//! journals its names itself); a flush needs a handle open for writing
+//! ([`open_to_sync`]); and a rename fails while another process holds the
+//! target or the file is read-only, so renames go through [`retry_rename`].
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -17,6 +23,7 @@ use crate::{Error, Result};
 ///
 /// # Errors
 /// [`Error::Io`] when the folder cannot be opened or the sync fails.
+#[cfg(unix)]
 pub fn fsync_dir(dir: &Path) -> Result<()> {
     let d = File::open(dir).map_err(|e| Error::io("opening folder", dir, e))?;
     match d.sync_all() {
@@ -26,6 +33,21 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
     }
 }
 
+/// Windows: nothing. A folder cannot be opened for a flush there
+/// (`FlushFileBuffers` needs a handle open for writing, which a folder
+/// does not give); NTFS logs its name changes in its own journal, so the
+/// file's data, flushed before the rename, is what this protocol can
+/// promise.
+///
+/// # Errors
+/// None on Windows.
+#[cfg(windows)]
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    let _ = dir;
+    Ok(())
+}
+
+#[cfg(unix)]
 fn is_unsupported(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTSUP))
         || e.kind() == io::ErrorKind::Unsupported
@@ -94,7 +116,7 @@ fn filled_temp(
         .map_err(|e| Error::io("creating temp file in", &dir, e))?;
     let written = fill(tmp.as_file_mut());
     written.map_err(|e| Error::io("writing", tmp.path().to_path_buf(), e))?;
-    set_mode(tmp.as_file(), mode).map_err(|e| Error::io("setting mode of", path, e))?;
+    set_temp_mode(tmp.as_file(), mode).map_err(|e| Error::io("setting mode of", path, e))?;
     if durable {
         tmp.as_file()
             .sync_all()
@@ -110,9 +132,159 @@ fn write_via_temp(
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> Result<()> {
     let (tmp, dir) = filled_temp(path, mode, durable, fill)?;
-    tmp.persist(path)
-        .map_err(|e| Error::io("renaming temp file to", path, e.error))?;
+    let file = retry_rename(path, tmp, |t| {
+        t.persist(path).map_err(|e| (e.error, e.file))
+    })
+    .map_err(|(e, _)| Error::io("renaming temp file to", path, e))?;
+    set_renamed_mode(&file, mode, durable).map_err(|e| Error::io("setting mode of", path, e))?;
     if durable { fsync_dir(&dir) } else { Ok(()) }
+}
+
+/// The mode of a temp file, set before it is renamed to its name (Unix).
+#[cfg(unix)]
+fn set_temp_mode(file: &File, mode: u32) -> io::Result<()> {
+    set_mode(file, mode)
+}
+
+/// Windows: nothing yet. The rename (`tempfile`'s `persist`) resets the
+/// file's attributes, the read-only one included; [`set_renamed_mode`]
+/// sets it once the file has its name.
+#[cfg(windows)]
+fn set_temp_mode(file: &File, mode: u32) -> io::Result<()> {
+    let _ = (file, mode);
+    Ok(())
+}
+
+/// Unix: nothing, the temp file had its mode before the rename.
+#[cfg(unix)]
+fn set_renamed_mode(file: &File, mode: u32, durable: bool) -> io::Result<()> {
+    let _ = (file, mode, durable);
+    Ok(())
+}
+
+/// Windows: a `mode` without the owner's write bit makes the renamed file
+/// read-only, flushed again when the write is `durable` (the attribute is
+/// the file's metadata); a writable mode needs nothing, the rename left
+/// the file writable.
+#[cfg(windows)]
+fn set_renamed_mode(file: &File, mode: u32, durable: bool) -> io::Result<()> {
+    if !is_read_only_mode(mode) {
+        return Ok(());
+    }
+    set_mode(file, mode)?;
+    if durable { file.sync_all() } else { Ok(()) }
+}
+
+/// Whether a Unix `mode` is read-only as Windows has it: the owner may not
+/// write.
+pub fn is_read_only_mode(mode: u32) -> bool {
+    mode & 0o200 == 0
+}
+
+/// How long [`retry_rename`] tries again while the target is held.
+#[cfg(windows)]
+const RENAME_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Renames a temp file: `rename` is one attempt (`tempfile`'s `persist` or
+/// `persist_noclobber`), which gives the temp file back with its error.
+///
+/// Unix: one attempt, as it is.
+///
+/// # Errors
+/// The attempt's error, with the temp file.
+#[cfg(unix)]
+pub fn retry_rename<T, R>(
+    target: &Path,
+    tmp: T,
+    rename: impl FnOnce(T) -> std::result::Result<R, (io::Error, T)>,
+) -> std::result::Result<R, (io::Error, T)> {
+    let _ = target;
+    rename(tmp)
+}
+
+/// Windows: a rename fails while another process has the target (or the
+/// temp file) open without sharing its deletion (an editor, a virus
+/// scanner, an indexer: `ERROR_SHARING_VIOLATION`, `ERROR_LOCK_VIOLATION`,
+/// `ERROR_ACCESS_DENIED`), and always over a read-only file, which a Unix
+/// rename replaces like any other. So a read-only `target` is made
+/// writable (read-only again if the rename still fails), and a held one is
+/// tried again for [`RENAME_PATIENCE`] at most.
+///
+/// # Errors
+/// The last attempt's error, with the temp file.
+#[cfg(windows)]
+pub fn retry_rename<T, R>(
+    target: &Path,
+    mut tmp: T,
+    mut rename: impl FnMut(T) -> std::result::Result<R, (io::Error, T)>,
+) -> std::result::Result<R, (io::Error, T)> {
+    let deadline = std::time::Instant::now() + RENAME_PATIENCE;
+    let mut made_writable = false;
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        let (e, back) = match rename(tmp) {
+            Ok(r) => return Ok(r),
+            Err(failed) => failed,
+        };
+        tmp = back;
+        if !is_held(&e) || std::time::Instant::now() >= deadline {
+            if made_writable {
+                let _ = set_path_read_only(target, true);
+            }
+            return Err((e, tmp));
+        }
+        if !made_writable
+            && e.kind() == io::ErrorKind::PermissionDenied
+            && fs::symlink_metadata(target).is_ok_and(|m| m.is_file() && m.permissions().readonly())
+            && set_path_read_only(target, false).is_ok()
+        {
+            made_writable = true;
+            continue;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Whether a failed rename may succeed once another process lets go of
+/// the file (Windows).
+#[cfg(windows)]
+fn is_held(e: &io::Error) -> bool {
+    /// `ERROR_SHARING_VIOLATION`: `std` has no `ErrorKind` for it.
+    const SHARING_VIOLATION: i32 = 32;
+    /// `ERROR_LOCK_VIOLATION`: as above.
+    const LOCK_VIOLATION: i32 = 33;
+    e.kind() == io::ErrorKind::PermissionDenied
+        || matches!(e.raw_os_error(), Some(SHARING_VIOLATION | LOCK_VIOLATION))
+}
+
+#[cfg(windows)]
+fn set_path_read_only(path: &Path, read_only: bool) -> io::Result<()> {
+    let mut p = fs::symlink_metadata(path)?.permissions();
+    p.set_readonly(read_only);
+    fs::set_permissions(path, p)
+}
+
+/// Opens a file whose written bytes are to be flushed (`sync_data`).
+///
+/// Unix: for reading; `fsync` takes any descriptor.
+///
+/// # Errors
+/// The open's error.
+#[cfg(unix)]
+pub fn open_to_sync(path: &Path) -> io::Result<File> {
+    File::open(path)
+}
+
+/// Windows: for writing, as `FlushFileBuffers` requires (a handle opened
+/// only for reading fails with `ERROR_ACCESS_DENIED`); nothing is written
+/// through it.
+///
+/// # Errors
+/// The open's error.
+#[cfg(windows)]
+pub fn open_to_sync(path: &Path) -> io::Result<File> {
+    fs::OpenOptions::new().write(true).open(path)
 }
 
 /// Durably creates `path` holding `data`, unless something is already
@@ -123,10 +295,17 @@ fn write_via_temp(
 /// [`Error::Io`] naming the path.
 pub fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     let (tmp, dir) = filled_temp(path, mode, true, |f| f.write_all(data))?;
-    match tmp.persist_noclobber(path) {
-        Ok(_) => fsync_dir(&dir),
-        Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(Error::io("creating", path, e.error)),
+    let linked = retry_rename(path, tmp, |t| {
+        t.persist_noclobber(path).map_err(|e| (e.error, e.file))
+    });
+    match linked {
+        Ok(file) => {
+            set_renamed_mode(&file, mode, true)
+                .map_err(|e| Error::io("setting mode of", path, e))?;
+            fsync_dir(&dir)
+        }
+        Err((e, _)) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err((e, _)) => Err(Error::io("creating", path, e)),
     }
 }
 
@@ -141,7 +320,6 @@ pub fn lstat_exists(path: &Path) -> bool {
 /// # Errors
 /// [`Error::Io`] naming the folder.
 pub fn create_private_dir_all(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     let mut missing = Vec::new();
     let mut cur = dir;
     while fs::symlink_metadata(cur).is_err() {
@@ -153,9 +331,24 @@ pub fn create_private_dir_all(dir: &Path) -> Result<()> {
     }
     create_dir_all_durable(dir)?;
     for d in missing {
-        fs::set_permissions(&d, fs::Permissions::from_mode(0o700))
-            .map_err(|e| Error::io("setting mode of", &d, e))?;
+        make_private(&d).map_err(|e| Error::io("setting mode of", &d, e))?;
     }
+    Ok(())
+}
+
+/// Gives a folder mode 0700.
+#[cfg(unix)]
+fn make_private(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+}
+
+/// Windows: nothing. Access is by ACL there, inherited from the parent:
+/// the user's profile (where machine-local state lives) is already theirs
+/// alone, and a mode has nothing to say about it.
+#[cfg(windows)]
+fn make_private(dir: &Path) -> io::Result<()> {
+    let _ = dir;
     Ok(())
 }
 
@@ -164,11 +357,38 @@ pub fn create_private_dir_all(dir: &Path) -> Result<()> {
 ///
 /// # Errors
 /// The OS error, or `InvalidInput` when the path is not a regular file.
+#[cfg(unix)]
 pub fn open_regular_file(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(f)
+}
+
+/// Windows: no FIFO can be opened by a path in a folder (named pipes live
+/// under `\\.\pipe\`), so nothing blocks. A folder opens only with
+/// `FILE_FLAG_BACKUP_SEMANTICS` (else it is `PermissionDenied`, which
+/// reads as a system failure): asked for, so a folder is refused with
+/// `InvalidInput` as on Unix.
+///
+/// # Errors
+/// The OS error, or `InvalidInput` when the path is not a regular file.
+#[cfg(windows)]
+pub fn open_regular_file(path: &Path) -> io::Result<File> {
+    use std::os::windows::fs::OpenOptionsExt;
+    /// `FILE_FLAG_BACKUP_SEMANTICS`.
+    const BACKUP_SEMANTICS: u32 = 0x0200_0000;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(BACKUP_SEMANTICS)
         .open(path)?;
     if !f.metadata()?.is_file() {
         return Err(io::Error::new(
@@ -228,9 +448,26 @@ pub fn read_regular_to_string_max(path: &Path, max: u64) -> io::Result<String> {
 ///
 /// # Errors
 /// The OS error of `fchmod`.
+#[cfg(unix)]
 pub fn set_mode(file: &File, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     file.set_permissions(fs::Permissions::from_mode(mode))
+}
+
+/// Windows: a file has no permission bits, only the read-only attribute,
+/// set when the owner may not write (see [`is_read_only_mode`]); the mode
+/// itself is kept in the data only.
+///
+/// # Errors
+/// The OS error of setting the attribute.
+#[cfg(windows)]
+pub fn set_mode(file: &File, mode: u32) -> io::Result<()> {
+    let mut p = file.metadata()?.permissions();
+    if p.readonly() == is_read_only_mode(mode) {
+        return Ok(());
+    }
+    p.set_readonly(is_read_only_mode(mode));
+    file.set_permissions(p)
 }
 
 /// Creates `dir` and its missing ancestors, fsyncing the parent of each
@@ -347,10 +584,11 @@ pub fn syncfs(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
+    #[cfg(unix)]
     #[test]
     fn write_atomic_replaces_and_sets_mode() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
         write_atomic(&p, b"one", 0o644).unwrap();
@@ -362,6 +600,51 @@ mod tests {
         );
         let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "temp file left behind");
+    }
+
+    /// A read-only file is replaced like any other (Windows refuses to
+    /// rename over one until it is made writable), and each write leaves
+    /// the read-only-ness its mode says.
+    #[test]
+    fn write_atomic_replaces_a_read_only_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        write_atomic(&p, b"one", 0o444).unwrap();
+        assert!(fs::metadata(&p).unwrap().permissions().readonly());
+        write_atomic(&p, b"two", 0o400).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert!(fs::metadata(&p).unwrap().permissions().readonly());
+        write_replace(&p, b"three", 0o644).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"three");
+        assert!(!fs::metadata(&p).unwrap().permissions().readonly());
+        write_new(&dir.path().join("g"), b"new", 0o444).unwrap();
+        assert!(
+            fs::metadata(dir.path().join("g"))
+                .unwrap()
+                .permissions()
+                .readonly()
+        );
+        let mut names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["f", "g"], "temp file left behind");
+        // Writable again, so the folder can be removed on Windows.
+        let mut w = fs::metadata(dir.path().join("g")).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        w.set_readonly(false);
+        fs::set_permissions(dir.path().join("g"), w).unwrap();
+    }
+
+    #[test]
+    fn open_regular_file_refuses_a_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open_regular_file(dir.path()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(is_damage(&e));
+        let e = open_regular_file(&dir.path().join("none")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

@@ -193,7 +193,8 @@ impl Batch {
         let mut leaves = std::collections::BTreeSet::new();
         for (tmp, hash, size) in std::mem::take(&mut self.pending) {
             if !batched {
-                let f = File::open(&tmp).map_err(|e| Error::io("opening", tmp.to_path_buf(), e))?;
+                let f = durable::open_to_sync(&tmp)
+                    .map_err(|e| Error::io("opening", tmp.to_path_buf(), e))?;
                 f.sync_data()
                     .map_err(|e| Error::io("syncing", tmp.to_path_buf(), e))?;
             }
@@ -203,16 +204,20 @@ impl Batch {
                 self.store.make_leaf(&leaf, batched)?;
                 leaves.insert(leaf.clone());
             }
-            match tmp.persist_noclobber(&dest) {
+            let linked = durable::retry_rename(&dest, tmp, |t| {
+                t.persist_noclobber(&dest).map_err(|e| (e.error, e.path))
+            });
+            match linked {
                 Ok(()) => {}
-                Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => {
+                Err((e, tmp)) if e.kind() == io::ErrorKind::AlreadyExists => {
                     if self.store.blob_size(&hash)? != Some(size) {
-                        e.path
-                            .persist(&dest)
-                            .map_err(|e| Error::io("replacing damaged blob", &dest, e.error))?;
+                        durable::retry_rename(&dest, tmp, |t| {
+                            t.persist(&dest).map_err(|e| (e.error, e.path))
+                        })
+                        .map_err(|(e, _)| Error::io("replacing damaged blob", &dest, e))?;
                     }
                 }
-                Err(e) => return Err(Error::io("renaming temp file to", &dest, e.error)),
+                Err((e, _)) => return Err(Error::io("renaming temp file to", &dest, e)),
             }
         }
         if batched && durable::syncfs(&root) {
@@ -510,18 +515,22 @@ impl Store {
         let dest = self.path_of(&hash);
         let leaf = durable::parent_of(&dest);
         durable::create_dir_all_durable(&leaf)?;
-        match tmp.persist_noclobber(&dest) {
+        let linked = durable::retry_rename(&dest, tmp, |t| {
+            t.persist_noclobber(&dest).map_err(|e| (e.error, e.file))
+        });
+        match linked {
             Ok(_) => {}
-            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => {
+            Err((e, tmp)) if e.kind() == io::ErrorKind::AlreadyExists => {
                 // Someone stored it meanwhile, or a damaged blob of the wrong
                 // size sits there: keep a good one, replace a bad one.
                 if self.blob_size(&hash)? != Some(size) {
-                    e.file
-                        .persist(&dest)
-                        .map_err(|e| Error::io("replacing damaged blob", &dest, e.error))?;
+                    durable::retry_rename(&dest, tmp, |t| {
+                        t.persist(&dest).map_err(|e| (e.error, e.file))
+                    })
+                    .map_err(|(e, _)| Error::io("replacing damaged blob", &dest, e))?;
                 }
             }
-            Err(e) => return Err(Error::io("renaming temp file to", &dest, e.error)),
+            Err((e, _)) => return Err(Error::io("renaming temp file to", &dest, e)),
         }
         durable::fsync_dir(&leaf)?;
         Ok(Written {
@@ -608,7 +617,7 @@ impl Store {
                 if matches!(
                     e.kind(),
                     io::ErrorKind::NotFound | io::ErrorKind::InvalidInput
-                ) || e.raw_os_error() == Some(libc::ENOTDIR) =>
+                ) || e.kind() == io::ErrorKind::NotADirectory =>
             {
                 return match &self.chunks {
                     Some(c) if c.contains(hash) => c.read_each(hash, chunk, each),

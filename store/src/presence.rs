@@ -12,10 +12,14 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+#[cfg(unix)]
 use std::sync::OnceLock;
 
+#[cfg(unix)]
 use rustix::fd::OwnedFd;
+#[cfg(unix)]
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags};
+#[cfg(unix)]
 use rustix::io::Errno;
 
 use crate::chunks::ChunkList;
@@ -53,13 +57,14 @@ pub fn leaf_of(hash: &Hash) -> u16 {
 /// added) moves its mtime and ctime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeafStat {
-    /// Device.
+    /// Device (Windows: the volume's serial number).
     pub dev: u64,
-    /// Inode.
+    /// Inode (Windows: the file index).
     pub ino: u64,
     /// Modification time, ns since the epoch.
     pub mtime_ns: i64,
-    /// Status change time, ns since the epoch.
+    /// Status change time, ns since the epoch (Windows: 0, `std` has no
+    /// change time there; a removal moves the folder's last write time).
     pub ctime_ns: i64,
 }
 
@@ -72,29 +77,99 @@ pub struct Presence<'a> {
     chunks: Folder,
 }
 
-/// A folder of the store in the blob layout, open when it could be opened.
+/// A folder of the store in the blob layout, open when it could be opened
+/// (Unix; on Windows, which has no `openat`, each name is looked up by its
+/// whole path).
 #[derive(Debug)]
 struct Folder {
     path: PathBuf,
     /// `None` when it does not exist (nothing is in it) or could not be
     /// opened (each name is then looked up by its whole path).
+    #[cfg(unix)]
     fd: Option<OwnedFd>,
     missing: bool,
     /// The fan-out folders `00/` … `ff/`, opened when first needed
     /// (`None`: missing, or looked up by path).
+    #[cfg(unix)]
     fanout: Box<[OnceLock<Option<OwnedFd>>]>,
 }
 
+/// What [`Folder::stat`] finds.
+#[cfg(unix)]
+type Stat = rustix::fs::Stat;
+/// What [`Folder::stat`] finds.
+#[cfg(windows)]
+type Stat = std::fs::Metadata;
+
+#[cfg(unix)]
+fn is_file(st: &Stat) -> bool {
+    FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+}
+
+#[cfg(unix)]
+fn is_dir(st: &Stat) -> bool {
+    FileType::from_raw_mode(st.st_mode) == FileType::Directory
+}
+
+#[cfg(windows)]
+fn is_file(st: &Stat) -> bool {
+    st.is_file()
+}
+
+#[cfg(windows)]
+fn is_dir(st: &Stat) -> bool {
+    st.is_dir()
+}
+
+/// The [`LeafStat`] of the folder whose stat is `st` (`path` gives its
+/// path).
+#[cfg(unix)]
+fn leaf_stat(st: &Stat, path: impl FnOnce() -> PathBuf) -> Result<LeafStat> {
+    let _ = path;
+    Ok(LeafStat {
+        dev: crate::durable::dev_of(st),
+        ino: st.st_ino,
+        mtime_ns: st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec as i64,
+        ctime_ns: st.st_ctime.saturating_mul(1_000_000_000) + st.st_ctime_nsec as i64,
+    })
+}
+
+/// Windows: the folder's identity (volume serial number and file index)
+/// needs a handle to it; its last write time is the mtime, and there is
+/// no ctime (0).
+#[cfg(windows)]
+fn leaf_stat(st: &Stat, path: impl FnOnce() -> PathBuf) -> Result<LeafStat> {
+    use std::os::windows::fs::MetadataExt;
+    let path = path();
+    /// 100 ns ticks from 1601-01-01 (a `FILETIME`) to the Unix epoch.
+    const EPOCH_TICKS: u64 = 116_444_736_000_000_000;
+    let h = winapi_util::Handle::from_path_any(&path)
+        .and_then(|h| winapi_util::file::information(&h))
+        .map_err(|e| Error::io("inspecting", &path, e))?;
+    let ticks = i64::try_from(st.last_write_time().saturating_sub(EPOCH_TICKS)).unwrap_or(i64::MAX);
+    Ok(LeafStat {
+        dev: h.volume_serial_number(),
+        ino: h.file_index(),
+        mtime_ns: ticks.saturating_mul(100),
+        ctime_ns: 0,
+    })
+}
+
+#[cfg(unix)]
 fn open_dir(at: &OwnedFd, name: &str) -> rustix::io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     rustix::fs::openat(at, name, flags, Mode::empty())
 }
 
 fn is_gone(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR))
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
 }
 
 impl Folder {
+    #[cfg(unix)]
     fn open(path: Option<&Path>) -> Folder {
         let fanout = (0..256).map(|_| OnceLock::new()).collect();
         let Some(path) = path else {
@@ -118,10 +193,31 @@ impl Folder {
         }
     }
 
+    /// Windows: nothing is held open; whether the folder is there is all
+    /// that is asked now.
+    #[cfg(windows)]
+    fn open(path: Option<&Path>) -> Folder {
+        let Some(path) = path else {
+            return Folder {
+                path: PathBuf::new(),
+                missing: true,
+            };
+        };
+        let missing = match std::fs::metadata(path) {
+            Ok(m) => !m.is_dir(),
+            Err(e) => is_gone(&e),
+        };
+        Folder {
+            path: path.to_path_buf(),
+            missing,
+        }
+    }
+
     /// `stat` of `rest` below the fan-out folder `first` (symlinks
     /// followed, as every read of the store follows them); `None` when
     /// nothing is there.
-    fn stat(&self, first: u8, rest: &str) -> Result<Option<rustix::fs::Stat>> {
+    #[cfg(unix)]
+    fn stat(&self, first: u8, rest: &str) -> Result<Option<Stat>> {
         if self.missing {
             return Ok(None);
         }
@@ -154,11 +250,34 @@ impl Folder {
         }
     }
 
+    /// Windows: by the whole path, `rest`'s components joined with the
+    /// platform's separator.
+    #[cfg(windows)]
+    fn stat(&self, first: u8, rest: &str) -> Result<Option<Stat>> {
+        if self.missing {
+            return Ok(None);
+        }
+        let path = self.below(first, rest);
+        match std::fs::metadata(&path) {
+            Ok(st) => Ok(Some(st)),
+            Err(e) if is_gone(&e) => Ok(None),
+            Err(e) => Err(Error::io("inspecting", path, e)),
+        }
+    }
+
+    /// The path of `rest` (components apart with `/`) below the fan-out
+    /// folder `first`.
+    fn below(&self, first: u8, rest: &str) -> PathBuf {
+        let mut p = self.path.join(format!("{first:02x}"));
+        p.extend(rest.split('/'));
+        p
+    }
+
     /// Whether a regular file named `hash` is in the folder.
     fn has(&self, hash: &Hash) -> Result<bool> {
         let hex = hash.to_hex();
         let st = self.stat(hash.as_bytes()[0], &format!("{}/{hex}", &hex[2..4]))?;
-        Ok(st.is_some_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile))
+        Ok(st.is_some_and(|st| is_file(&st)))
     }
 }
 
@@ -198,15 +317,12 @@ impl<'a> Presence<'a> {
     /// [`Error::Io`] when the store cannot be inspected.
     pub fn leaf(&self, area: Area, leaf: u16) -> Result<Option<LeafStat>> {
         let [first, second] = leaf.to_be_bytes();
-        let st = self.folder(area).stat(first, &format!("{second:02x}"))?;
-        Ok(st
-            .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
-            .map(|st| LeafStat {
-                dev: crate::durable::dev_of(&st),
-                ino: st.st_ino,
-                mtime_ns: st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec as i64,
-                ctime_ns: st.st_ctime.saturating_mul(1_000_000_000) + st.st_ctime_nsec as i64,
-            }))
+        let folder = self.folder(area);
+        let rest = format!("{second:02x}");
+        match folder.stat(first, &rest)? {
+            Some(st) if is_dir(&st) => leaf_stat(&st, || folder.below(first, &rest)).map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// The chunk list of the content `hash`, or what is wrong with it
@@ -313,6 +429,24 @@ mod tests {
         assert_eq!(p.leaf(Area::Blobs, leaf_of(&blob)).unwrap(), None);
     }
 
+    /// A folder opened so that its times can be set.
+    #[cfg(unix)]
+    fn open_folder_for_times(p: &Path) -> std::fs::File {
+        std::fs::File::open(p).unwrap()
+    }
+
+    /// Windows: a folder opens only with `FILE_FLAG_BACKUP_SEMANTICS`, and
+    /// its times are set through a handle allowed to write attributes.
+    #[cfg(windows)]
+    fn open_folder_for_times(p: &Path) -> std::fs::File {
+        use std::os::windows::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .access_mode(0x100) // FILE_WRITE_ATTRIBUTES
+            .custom_flags(0x0200_0000) // FILE_FLAG_BACKUP_SEMANTICS
+            .open(p)
+            .unwrap()
+    }
+
     #[test]
     fn a_leaf_folders_times_move_when_a_name_goes() {
         let d = tempfile::tempdir().unwrap();
@@ -321,10 +455,7 @@ mod tests {
         // The folder's times an hour back, so the removal surely moves them.
         let leaf = store.path_of(&a).parent().unwrap().to_path_buf();
         let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-        std::fs::File::open(&leaf)
-            .unwrap()
-            .set_modified(hour_ago)
-            .unwrap();
+        open_folder_for_times(&leaf).set_modified(hour_ago).unwrap();
         let p = Presence::open(&store);
         let before = p.leaf(Area::Blobs, leaf_of(&a)).unwrap().unwrap();
         assert_eq!(p.leaf(Area::Blobs, leaf_of(&a)).unwrap(), Some(before));
