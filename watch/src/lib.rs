@@ -19,7 +19,6 @@
 //! - a change to a folder above a path counts as a change to the path
 //!   ([`affects`]): a folder renamed, removed or replaced by a symlink.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -72,6 +71,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// The longest socket path used as it is (a Unix socket's address holds
 /// 108 bytes with its NUL on Linux, 104 on macOS).
+#[cfg(unix)]
 const SOCKET_PATH_MAX: usize = 100;
 
 /// A name for `socket` that fits a Unix socket's address: the path itself
@@ -164,6 +164,8 @@ enum WirePath {
 }
 
 impl WirePath {
+    /// Only the watcher (Linux) sends paths.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     fn of(p: &Path) -> Self {
         match p.to_str() {
             Some(s) => WirePath::Text(s.to_owned()),
@@ -292,6 +294,7 @@ pub fn probe(socket: &Path, timeout: Duration) -> Result<Info> {
 }
 
 /// The longest answer read (a watcher keeps at most [`LIMIT`] paths).
+#[cfg(unix)]
 const MAX_ANSWER: u64 = 256 << 20;
 
 /// Asks the watcher at `socket` what changed since `since`, for the set of
@@ -357,6 +360,7 @@ fn ask_with(
 /// One question, one answer.
 #[cfg(unix)]
 fn exchange(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
+    use std::io::{BufRead, BufReader, Read, Write};
     use std::os::unix::net::UnixStream;
     // A state folder not made yet: nothing can be answering there.
     let (_folder, name) = match socket_name(socket) {
@@ -400,6 +404,8 @@ fn exchange(socket: &Path, req: &Request, timeout: Duration) -> Result<Response>
     Ok(resp)
 }
 
+/// Windows: no watcher runs there (no inotify; `std` has no Unix sockets),
+/// so nothing answers: the caller looks at everything.
 #[cfg(not(unix))]
 fn exchange(_socket: &Path, _req: &Request, _timeout: Duration) -> Result<Response> {
     Err(Error::Unsupported)
@@ -419,6 +425,19 @@ mod tests {
         assert!("x".parse::<Token>().is_err());
         assert!("zz:1".parse::<Token>().is_err());
         assert!("1:-1".parse::<Token>().is_err());
+    }
+
+    /// Windows: no watcher runs, so every question gets "unsupported",
+    /// and the asker looks at everything.
+    #[cfg(not(unix))]
+    #[test]
+    fn no_watcher_answers_here() {
+        let d = tempfile::tempdir().unwrap();
+        let s = d.path().join("watch.sock");
+        let t = Duration::from_secs(1);
+        assert!(matches!(ask(&s, "set", None, t), Err(Error::Unsupported)));
+        assert!(matches!(now(&s, t), Err(Error::Unsupported)));
+        assert!(matches!(probe(&s, t), Err(Error::Unsupported)));
     }
 
     #[test]
