@@ -143,7 +143,12 @@ impl<'a> Sink<'a> {
                 c if c.len() >= 2 && c.as_bytes()[1] == b':' && out.is_empty() => {
                     return Err(hostile(name, "is an absolute path"));
                 }
-                c => out.push(c),
+                c => {
+                    if let Some(why) = unfit_here(c) {
+                        return Err(hostile(name, why));
+                    }
+                    out.push(c);
+                }
             }
         }
         Ok(out)
@@ -279,6 +284,37 @@ impl<'a> Sink<'a> {
         let mut from = fs::File::open(&src).map_err(|e| Error::io("opening", &src, e))?;
         self.file(name, rel, mode, &mut from)
     }
+}
+
+/// Why the file system here cannot hold a name component `c` as the
+/// archive means it (Unix: any name is a file's).
+#[cfg(unix)]
+fn unfit_here(c: &str) -> Option<&'static str> {
+    let _ = c;
+    None
+}
+
+/// Windows: `a:b` is a stream of the file `a`, a DOS device name (`CON`,
+/// `NUL`, `COM1`, … with or without an extension, in any case) opens the
+/// device instead of a file, and a trailing dot or space is dropped (the
+/// entry would land on another name).
+#[cfg(windows)]
+fn unfit_here(c: &str) -> Option<&'static str> {
+    if c.contains(':') {
+        return Some("has a `:` in a name, a stream of another file on Windows");
+    }
+    if c.ends_with(['.', ' ']) {
+        return Some("ends a name with a dot or a space, which Windows drops");
+    }
+    let stem = c.split('.').next().unwrap_or(c).trim_end_matches(' ');
+    let upper = stem.to_ascii_uppercase();
+    let device = matches!(
+        upper.as_str(),
+        "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$"
+    ) || (upper.len() == 4
+        && (upper.starts_with("COM") || upper.starts_with("LPT"))
+        && upper.as_bytes()[3].is_ascii_digit());
+    device.then_some("is a device name on Windows")
 }
 
 /// Refuses a symlink at `rel` (entry `name`) whose `target` is empty,

@@ -67,6 +67,8 @@ impl Case {
 
 use tar::EntryType as T;
 
+/// Unix: symlinks are made (see the test below for Windows).
+#[cfg(unix)]
 #[test]
 fn a_tar_gz_unpacks_stripped_with_its_modes_and_links() {
     let c = Case::new();
@@ -103,6 +105,46 @@ fn a_tar_gz_unpacks_stripped_with_its_modes_and_links() {
         assert_eq!(mode("bin/tool"), 0o755);
         assert_eq!(mode("README"), 0o644);
     }
+}
+
+/// Windows makes no symlink from an archive (that takes a privilege
+/// there): one with a symlink is refused, naming it, and without it the
+/// rest unpacks as on Unix.
+#[cfg(not(unix))]
+#[test]
+fn a_tar_gz_unpacks_stripped_with_its_links_but_no_symlink() {
+    let mut entries = vec![
+        ("pkg-1.0/", T::Directory, &b""[..], 0o755),
+        (
+            "pkg-1.0/bin/tool",
+            T::Regular,
+            &b"#!/bin/sh\necho hi\n"[..],
+            0o755,
+        ),
+        ("pkg-1.0/README", T::Regular, &b"read me\n"[..], 0o644),
+        ("pkg-1.0/copy", T::Link, &b"pkg-1.0/README"[..], 0o644),
+    ];
+    let c = Case::new();
+    let u = c
+        .run(&gz(&tar_of(&entries)), Format::TarGz, 1, &Limits::default())
+        .unwrap();
+    assert_eq!(u.files, 3);
+    let d = c.dest();
+    assert_eq!(
+        fs::read(d.join("bin/tool")).unwrap(),
+        b"#!/bin/sh\necho hi\n"
+    );
+    assert_eq!(fs::read(d.join("copy")).unwrap(), b"read me\n");
+    entries.push(("pkg-1.0/docs/link", T::Symlink, &b"../README"[..], 0o777));
+    let c = Case::new();
+    let e = c
+        .run(&gz(&tar_of(&entries)), Format::TarGz, 1, &Limits::default())
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Hostile { entry, why } if entry == "pkg-1.0/docs/link" && why.contains("cannot make")),
+        "{e}"
+    );
+    assert!(c.outside().is_empty());
 }
 
 #[test]
@@ -144,6 +186,42 @@ fn names_that_leave_the_folder_are_refused() {
         let e = c.run(&t, Format::Tar, 0, &Limits::default()).unwrap_err();
         assert!(e.to_string().contains(why), "{name}: {e}");
         assert!(c.outside().is_empty(), "{name}: {:?}", c.outside());
+    }
+}
+
+/// Names Windows would not keep as given: refused there (a stream, a
+/// device, a dot or space dropped); files like any other on Unix.
+#[test]
+fn names_windows_cannot_hold_are_refused_there() {
+    for name in [
+        "ab:c",
+        "d/a:b",
+        "d/nul",
+        "d/CON.txt",
+        "com1",
+        "Lpt9.log",
+        "dots.",
+        "space ",
+    ] {
+        let c = Case::new();
+        let t = tar_of(&[(name, T::Regular, b"x", 0o644)]);
+        let got = c.run(&t, Format::Tar, 0, &Limits::default());
+        if cfg!(windows) {
+            let e = got.unwrap_err();
+            assert!(matches!(e, Error::Hostile { .. }), "{name}: {e}");
+        } else {
+            assert_eq!(got.unwrap().files, 1, "{name}");
+            assert_eq!(fs::read(c.dest().join(name)).unwrap(), b"x");
+        }
+    }
+    // Names that only look like them are files everywhere.
+    for name in ["console", "com10", "nully.txt", "a.b.c"] {
+        let c = Case::new();
+        let t = tar_of(&[(name, T::Regular, b"x", 0o644)]);
+        assert_eq!(
+            c.run(&t, Format::Tar, 0, &Limits::default()).unwrap().files,
+            1
+        );
     }
 }
 
