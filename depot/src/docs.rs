@@ -17,7 +17,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, UpdateVersion};
-use sgard_store::durable::{TMP_PREFIX, fsync_dir};
+use sgard_store::durable::{TMP_PREFIX, fsync_dir, retry_rename};
 
 use crate::names::is_doc_name;
 use crate::{Backend, Depot, DocName, Error, Result, Scope};
@@ -350,6 +350,10 @@ impl Depot {
 /// replace and delete hold the document's lock file (`flock`) from the
 /// version check to the rename, and renames are atomic. Every step is
 /// durable: temp file synced, then the folder.
+///
+/// On Windows the folder is not synced (it cannot be opened for it), and
+/// a rename waits a moment while a reader of the document has it open
+/// (see `sgard_store::durable::retry_rename`).
 mod local {
     use super::*;
 
@@ -370,7 +374,10 @@ mod local {
                 }
                 let incarnation = incarnation(&file.display().to_string())?;
                 let temp = temp_with(&dir, &encode(incarnation, 1, content))?;
-                match temp.persist_noclobber(file) {
+                let linked = retry_rename(file, temp, |t| {
+                    t.persist_noclobber(file).map_err(|e| (e.error, e.file))
+                });
+                match linked {
                     Ok(_) => {
                         fsync_dir(&dir)?;
                         Ok(Written::Done(Version {
@@ -379,10 +386,10 @@ mod local {
                             e_tag: None,
                         }))
                     }
-                    Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => {
+                    Err((e, _)) if e.kind() == io::ErrorKind::AlreadyExists => {
                         Ok(Written::Conflict)
                     }
-                    Err(e) => Err(Error::io("creating", file, e.error)),
+                    Err((e, _)) => Err(Error::io("creating", file, e)),
                 }
             }
             Cond::Version(v) => {
@@ -403,8 +410,10 @@ mod local {
                 }
                 let next = next_generation(&v, &file.display().to_string())?;
                 let temp = temp_with(&dir, &encode(incarnation, next, content))?;
-                temp.persist(file)
-                    .map_err(|e| Error::io("renaming a temp file to", file, e.error))?;
+                retry_rename(file, temp, |t| {
+                    t.persist(file).map_err(|e| (e.error, e.file))
+                })
+                .map_err(|(e, _)| Error::io("renaming a temp file to", file, e))?;
                 fsync_dir(&dir)?;
                 Ok(Written::Done(Version {
                     incarnation,
