@@ -29,16 +29,34 @@ pub enum Error {
         reason: String,
     },
     /// A garden name outside `[a-z0-9][a-z0-9._-]{0,63}`.
-    #[error(
-        "invalid garden name {name:?}: use 1 to 64 of a-z 0-9 . _ -, beginning with a letter or digit"
+    #[cfg_attr(
+        not(windows),
+        error(
+            "invalid garden name {name:?}: use 1 to 64 of a-z 0-9 . _ -, beginning with a letter or digit"
+        )
+    )]
+    #[cfg_attr(
+        windows,
+        error(
+            "invalid garden name {name:?}: use 1 to 64 of a-z 0-9 . _ -, beginning with a letter or digit, not ending with a dot, and no device name (con, nul, com1, ...)"
+        )
     )]
     BadGarden {
         /// The name as given.
         name: String,
     },
     /// A document name outside `[A-Za-z0-9][A-Za-z0-9._-]{0,127}`.
-    #[error(
-        "invalid document name {name:?}: use 1 to 128 of A-Z a-z 0-9 . _ -, beginning with a letter or digit"
+    #[cfg_attr(
+        not(windows),
+        error(
+            "invalid document name {name:?}: use 1 to 128 of A-Z a-z 0-9 . _ -, beginning with a letter or digit"
+        )
+    )]
+    #[cfg_attr(
+        windows,
+        error(
+            "invalid document name {name:?}: use 1 to 128 of a-z 0-9 . _ -, beginning with a letter or digit, not ending with a dot, and no device name (con, nul, com1, ...)"
+        )
     )]
     BadName {
         /// The name as given.

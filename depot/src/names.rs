@@ -9,7 +9,8 @@ use crate::{Error, Result};
 
 /// A garden's name: 1 to 64 of `a-z 0-9 . _ -`, beginning with a letter or a
 /// digit (`[a-z0-9][a-z0-9._-]{0,63}`). [`Garden::default`] is `default`, the
-/// garden of requests that name none.
+/// garden of requests that name none. On Windows, also not ending with `.`
+/// and not a DOS device name (see [`kept_apart`]).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Garden(String);
 
@@ -29,7 +30,8 @@ impl Garden {
                 .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
             && name.bytes().all(|b| {
                 b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
-            });
+            })
+            && kept_apart(name);
         if valid {
             Ok(Self(name.to_owned()))
         } else {
@@ -73,7 +75,8 @@ impl fmt::Debug for Garden {
 /// A document's name: 1 to 128 of `A-Z a-z 0-9 . _ -`, beginning with a
 /// letter or a digit. No `/`, so a document never names a folder, and no
 /// leading `.`, so `.` and `..` (and the depot's own temp files) are never
-/// document names.
+/// document names. On Windows, also no capital, no trailing `.` and not a
+/// DOS device name (see [`kept_apart`]).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DocName(String);
 
@@ -107,6 +110,31 @@ pub(crate) fn is_doc_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && kept_apart(name)
+}
+
+/// Whether a folder depot's files keep `name` (a garden's or a
+/// document's, otherwise valid) apart from every other valid name, and
+/// from devices. Unix: always.
+#[cfg(not(windows))]
+fn kept_apart(name: &str) -> bool {
+    let _ = name;
+    true
+}
+
+/// Windows: its file names ignore case (`HEAD` is `head`), drop a trailing
+/// `.` (`a.` is `a`, in any part of a path: the garden `a.` would be the
+/// garden `a`), and a DOS device name (`con`, `nul`, `com1`, … with or
+/// without an extension) opens the device. Such names are refused, so two
+/// names never meet in one file and no garden reaches another's.
+#[cfg(windows)]
+fn kept_apart(name: &str) -> bool {
+    let stem = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
+    let device = matches!(stem.as_str(), "con" | "prn" | "aux" | "nul")
+        || (stem.len() == 4
+            && (stem.starts_with("com") || stem.starts_with("lpt"))
+            && stem.as_bytes()[3].is_ascii_digit());
+    !device && !name.ends_with('.') && !name.bytes().any(|b| b.is_ascii_uppercase())
 }
 
 impl FromStr for DocName {
@@ -219,9 +247,28 @@ mod tests {
         assert_eq!(Garden::default().as_str(), "default");
     }
 
+    /// Names a Windows folder cannot keep apart: refused there, and
+    /// valid elsewhere.
+    #[test]
+    fn names_that_fold_on_windows() {
+        for name in ["con", "nul.txt", "com1", "lpt9.x", "a.", "aux"] {
+            assert_eq!(Garden::new(name).is_err(), cfg!(windows), "{name}");
+            assert_eq!(DocName::new(name).is_err(), cfg!(windows), "{name}");
+        }
+        for name in ["HEAD", "Head", "x.Y"] {
+            assert_eq!(DocName::new(name).is_err(), cfg!(windows), "{name}");
+        }
+        for name in ["console", "com10", "nully", "a.b", "a..b"] {
+            assert!(Garden::new(name).is_ok(), "{name}");
+            assert!(DocName::new(name).is_ok(), "{name}");
+        }
+    }
+
     #[test]
     fn doc_names() {
-        for ok in ["head", "HEAD", "nonce.0a1b", "a-b_c.d", &"x".repeat(128)] {
+        #[cfg(not(windows))]
+        assert!(DocName::new("HEAD").is_ok());
+        for ok in ["head", "nonce.0a1b", "a-b_c.d", &"x".repeat(128)] {
             assert!(DocName::new(ok).is_ok(), "{ok}");
         }
         for bad in [

@@ -80,7 +80,14 @@ async fn nothing_is_written_outside_the_folder() {
                 .await
                 .unwrap();
         }
-        for n in ["head", "a..b", "x.", "HEAD"] {
+        // Windows refuses the names its files would fold into others
+        // (`HEAD` is `head`, `x.` is `x`: see `DocName`).
+        let names: &[&str] = if cfg!(windows) {
+            &["head", "a..b"]
+        } else {
+            &["head", "a..b", "x.", "HEAD"]
+        };
+        for n in names {
             let n = DocName::new(n).unwrap();
             assert!(depot.write_once(Scope::Garden(g), &n, b"x").await.unwrap());
         }
@@ -101,11 +108,14 @@ async fn nothing_is_written_outside_the_folder() {
     }
     // And every file is where the layout says.
     for path in walk(&root).into_iter().filter(|p| p.is_file()) {
+        // Joined with `/` whatever the platform's separator.
         let rel = path
             .strip_prefix(&root)
             .unwrap()
-            .to_string_lossy()
-            .into_owned();
+            .iter()
+            .map(|c| c.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
         let ok = rel.starts_with("server/docs/")
             || rel.starts_with("server/doc-locks/")
             || gardens
@@ -132,7 +142,10 @@ async fn a_document_without_the_header_is_an_error() {
     std::fs::write(docs.join("planted"), b"no header here").unwrap();
     let planted = DocName::new("planted").unwrap();
     match depot.read_doc(Scope::Server, &planted).await {
-        Err(Error::BadDoc { key, .. }) => assert!(key.ends_with("server/docs/planted"), "{key}"),
+        Err(Error::BadDoc { key, .. }) => assert!(
+            std::path::Path::new(&key).ends_with("server/docs/planted"),
+            "{key}"
+        ),
         other => panic!("{other:?}"),
     }
     // A stray file that is no document name is not listed.
