@@ -110,9 +110,7 @@ fn from_sources(
     if let Some(cv) = command_var
         && let Some(cmd) = std::env::var_os(cv).filter(|c| !c.is_empty())
     {
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&cmd)
+        let out = shell_command(&cmd)
             .stdin(std::process::Stdio::inherit())
             .stderr(std::process::Stdio::inherit())
             .output()
@@ -214,13 +212,49 @@ pub fn ssh_agent_socket() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The editor `sgard edit` runs: `VISUAL`, else `EDITOR`, else `vi` (a
-/// shell command line; the file is appended as an argument).
+/// The editor `sgard edit` runs: `VISUAL`, else `EDITOR`, else `vi`
+/// (Windows: `notepad`) (a shell command line; the file is appended as an
+/// argument).
 pub fn editor() -> String {
     ["VISUAL", "EDITOR"]
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
-        .unwrap_or_else(|| "vi".to_owned())
+        .unwrap_or_else(|| if cfg!(windows) { "notepad" } else { "vi" }.to_owned())
+}
+
+/// `line` run by the platform's shell: `sh -c LINE`.
+#[cfg(unix)]
+pub fn shell_command(line: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c").arg(line);
+    c
+}
+
+/// Windows: `%COMSPEC% /C LINE` (`cmd.exe` when `COMSPEC` is not set),
+/// the line given to it as it is, as `cmd` parses its own command line.
+#[cfg(windows)]
+pub fn shell_command(line: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    use std::os::windows::process::CommandExt;
+    let comspec = std::env::var_os("COMSPEC")
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "cmd.exe".into());
+    let mut c = std::process::Command::new(comspec);
+    c.arg("/C").raw_arg(line);
+    c
+}
+
+/// The command line `editor` (which may carry arguments: `code --wait`)
+/// run on `file`, which the shell never parses: `sh -c 'EDITOR "$@"' sh
+/// FILE` on Unix; on Windows the file is quoted on `cmd`'s line (a Windows
+/// path cannot hold a `"`).
+pub fn editor_command(editor: &str, file: &Path) -> std::process::Command {
+    if cfg!(windows) {
+        shell_command(format!("{editor} \"{}\"", file.display()))
+    } else {
+        let mut c = shell_command(format!("{editor} \"$@\""));
+        c.arg("sh").arg(file);
+        c
+    }
 }
 
 /// Which variable `sgard edit` takes its editor from (`None`: neither is
@@ -281,6 +315,25 @@ pub fn shell() -> Option<PathBuf> {
     std::env::var_os("SHELL")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
+}
+
+/// What a program's name in `PATH` may end with: nothing on Unix; on
+/// Windows the extensions of `PATHEXT` (`.COM;.EXE;.BAT;.CMD` when unset),
+/// nothing first.
+pub fn program_extensions() -> Vec<String> {
+    let mut out = vec![String::new()];
+    if cfg!(windows) {
+        let exts = std::env::var("PATHEXT")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| ".COM;.EXE;.BAT;.CMD".to_owned());
+        out.extend(
+            exts.split(';')
+                .filter(|e| e.starts_with('.'))
+                .map(str::to_ascii_lowercase),
+        );
+    }
+    out
 }
 
 /// The folders of `PATH`, in order.

@@ -22,6 +22,7 @@ use clap::Parser;
 /// registered temp files and ends here after a second (once no section
 /// that must end is open, see `sgard_store::cancel::commit_section`, or at
 /// a second signal).
+#[cfg(unix)]
 fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
@@ -43,25 +44,61 @@ fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
             })
             .is_some()
         {
-            sgard_store::cancel::request();
-            // A second to stop; a section that must end (a restore putting
-            // in place what its record names) is waited for, unless the
-            // user insists (a second signal).
-            let (mut ticks, mut insisted) = (0, false);
-            while ticks < 50 || (sgard_store::cancel::committing() && !insisted) {
-                if done.load(std::sync::atomic::Ordering::SeqCst) {
-                    return;
-                }
-                insisted |= signals.pending().next().is_some();
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                ticks += 1;
-            }
-            sgard_store::cancel::remove_registered();
-            let _bar = ui::progress::pause();
-            let _ = writeln!(io::stderr(), "\nsgard: interrupted");
-            std::process::exit(i32::from(exit::INTERRUPTED));
+            stop(&done, || signals.pending().next().is_some());
         }
     });
+}
+
+/// Windows: Ctrl-C and `SIGTERM` (the C runtime's signals; Ctrl-Break
+/// ends the process as Windows does, and the next run sweeps its temp
+/// files), noticed within 20 ms; otherwise as on Unix.
+#[cfg(windows)]
+fn watch_signals(done: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let hit = std::sync::Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        if signal_hook::flag::register(sig, hit.clone()).is_err() {
+            return;
+        }
+    }
+    std::thread::spawn(move || {
+        loop {
+            if done.load(Ordering::SeqCst) {
+                return;
+            }
+            // While an editor or a script runs, Ctrl-C is its own.
+            if hit.swap(false, Ordering::SeqCst) && !sgard_store::cancel::held() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        stop(&done, || hit.swap(false, Ordering::SeqCst));
+    });
+}
+
+/// After a signal: every loop is asked to stop, and the process ends with
+/// exit 130 a second later unless it ended by itself (`done`); a section
+/// that must end is waited for unless `insists` says the user signalled
+/// again.
+fn stop(done: &std::sync::atomic::AtomicBool, mut insists: impl FnMut() -> bool) {
+    sgard_store::cancel::request();
+    // A second to stop; a section that must end (a restore putting in place
+    // what its record names) is waited for, unless the user insists (a
+    // second signal).
+    let (mut ticks, mut insisted) = (0, false);
+    while ticks < 50 || (sgard_store::cancel::committing() && !insisted) {
+        if done.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        insisted |= insists();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ticks += 1;
+    }
+    sgard_store::cancel::remove_registered();
+    let _bar = ui::progress::pause();
+    let _ = writeln!(io::stderr(), "\nsgard: interrupted");
+    std::process::exit(i32::from(exit::INTERRUPTED));
 }
 
 fn main() -> ExitCode {

@@ -125,7 +125,7 @@ impl Env {
             Some(s) if Path::new(&s).is_absolute() => Some(PathBuf::from(s).join("sgard")),
             _ => Some(home.join(".config/sgard")),
         };
-        let username = ["USER", "LOGNAME"]
+        let username = ["USER", "LOGNAME", "USERNAME"]
             .iter()
             .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
             .unwrap_or_default();

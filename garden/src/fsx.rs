@@ -171,3 +171,21 @@ pub fn read_link(path: &Path) -> Result<String> {
             reason: "symlink target is not valid UTF-8".into(),
         })
 }
+
+/// Whether this process may list and enter the folder `dir` (Unix:
+/// `access(R_OK | X_OK)`; Windows: a listing of it).
+///
+/// # Errors
+/// The reason it may not.
+pub fn may_read_dir(dir: &Path) -> io::Result<()> {
+    crate::platform::may_read_dir(dir)
+}
+
+/// Whether this process may write in `dir` (Unix: `access(W_OK)`;
+/// Windows: by making and removing a file there).
+///
+/// # Errors
+/// The reason it may not.
+pub fn may_write_dir(dir: &Path) -> io::Result<()> {
+    crate::platform::may_write(dir, true)
+}

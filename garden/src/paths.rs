@@ -15,7 +15,7 @@ pub fn clean(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
-            Component::RootDir => out.push("/"),
+            Component::RootDir => out.push(std::path::MAIN_SEPARATOR_STR),
             Component::CurDir => {}
             Component::ParentDir => {
                 out.pop();
@@ -25,7 +25,7 @@ pub fn clean(path: &Path) -> PathBuf {
         }
     }
     if out.as_os_str().is_empty() {
-        out.push("/");
+        out.push(std::path::MAIN_SEPARATOR_STR);
     }
     out
 }

@@ -225,3 +225,16 @@ pub(crate) fn may_write(path: &Path, _write_only: bool) -> std::io::Result<()> {
         .tempfile_in(path)
         .map(drop)
 }
+
+/// Whether this process may list and enter the folder `path`.
+#[cfg(unix)]
+pub(crate) fn may_read_dir(path: &Path) -> std::io::Result<()> {
+    use rustix::fs::Access;
+    Ok(rustix::fs::access(path, Access::READ_OK | Access::EXEC_OK)?)
+}
+
+/// Windows: by listing it.
+#[cfg(windows)]
+pub(crate) fn may_read_dir(path: &Path) -> std::io::Result<()> {
+    std::fs::read_dir(path).map(drop)
+}

@@ -420,9 +420,37 @@ fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// Windows: counts Ctrl-C, Ctrl-Break, a closed console and a system
+/// shutdown, as SIGINT and SIGTERM are counted on Unix.
+#[cfg(windows)]
+fn signals() -> Result<tokio::sync::watch::Receiver<u32>> {
+    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close, ctrl_shutdown};
+    let mut c = ctrl_c().context("handling Ctrl-C")?;
+    let mut b = ctrl_break().context("handling Ctrl-Break")?;
+    let mut close = ctrl_close().context("handling the console's close")?;
+    let mut down = ctrl_shutdown().context("handling a shutdown")?;
+    let (tx, rx) = tokio::sync::watch::channel(0u32);
+    tokio::spawn(async move {
+        loop {
+            let got = tokio::select! {
+                s = c.recv() => s,
+                s = b.recv() => s,
+                s = close.recv() => s,
+                s = down.recv() => s,
+            };
+            if got.is_none() {
+                break;
+            }
+            tx.send_modify(|n| *n += 1);
+        }
+    });
+    Ok(rx)
+}
+
 /// Counts the SIGTERMs and SIGINTs received from now on (the handlers
 /// are in place when this returns, before the server says it serves): the
 /// first starts the shutdown, a second ends the grace period at once.
+#[cfg(unix)]
 fn signals() -> Result<tokio::sync::watch::Receiver<u32>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("handling SIGTERM")?;

@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use sgard_garden::{Access, EditOutcome, LockMode};
@@ -28,13 +28,9 @@ fn run(ctx: &Ctx, paths: &[OsString], no_apply: bool, out: &mut dyn Write) -> Re
             begun
         };
         let path = session.path.clone();
-        // `sh -c 'EDITOR "$@"' sh FILE`: the editor may carry arguments
-        // (`code --wait`), and the file name is never parsed by the shell.
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(format!("{editor} \"$@\""))
-            .arg("sh")
-            .arg(session.file());
+        // The editor may carry arguments (`code --wait`), and the file name
+        // is never parsed by the shell.
+        let mut cmd = context::editor_command(&editor, session.file());
         out.flush()?;
         sgard_store::cancel::hold(true);
         let status = cmd.status();

@@ -2,7 +2,6 @@
 //! and `sgard run-scripts`).
 
 use std::io::Write;
-use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
 
 use anyhow::{Result, anyhow};
@@ -138,7 +137,7 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<Failed>> {
             s.record_success()?;
             continue;
         }
-        if status.signal() == Some(signal_hook::consts::SIGINT) {
+        if died_of_ctrl_c(status) {
             sgard_store::cancel::request();
             return Err(anyhow!(sgard_store::Error::Interrupted));
         }
@@ -221,4 +220,18 @@ impl super::Run for Args {
     fn dry_run(&self) -> bool {
         self.dry_run
     }
+}
+
+/// Whether a child ended because of Ctrl-C (`SIGINT`).
+#[cfg(unix)]
+fn died_of_ctrl_c(status: std::process::ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal() == Some(signal_hook::consts::SIGINT)
+}
+
+/// Windows: a console process Ctrl-C ended exits with
+/// `STATUS_CONTROL_C_EXIT` (0xC000013A).
+#[cfg(windows)]
+fn died_of_ctrl_c(status: std::process::ExitStatus) -> bool {
+    status.code().map(|c| c as u32) == Some(0xC000_013A)
 }

@@ -182,10 +182,12 @@ pub fn load_token(path: Option<&Path>) -> Option<String> {
 /// Caches a token (folder 0700, file 0600).
 pub fn save_token(path: Option<&Path>, token: &str) -> Result<()> {
     let Some(path) = path else { return Ok(()) };
-    use std::os::unix::fs::PermissionsExt;
     let dir = sgard_store::durable::parent_of(path);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Windows: private by the profile's access lists; no mode to set.
+    #[cfg(unix)]
     for d in [dir.clone(), sgard_store::durable::parent_of(&dir)] {
+        use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
     }
     sgard_store::durable::write_atomic(path, format!("{token}\n").as_bytes(), 0o600)?;

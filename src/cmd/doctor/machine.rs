@@ -2,7 +2,6 @@
 //! there), git (and the repository's git state), the editor `sgard edit`
 //! runs, and the shell completion.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -17,18 +16,32 @@ use crate::cmd::Ctx;
 /// The executable `name` resolves to: a path as it is (when it has a
 /// `/`), else the first match in `PATH`.
 fn find_program(name: &str) -> Option<PathBuf> {
-    let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if name.contains('/') {
+    if name.contains('/') || (cfg!(windows) && name.contains('\\')) {
         let p = PathBuf::from(name);
         return runnable(&p).then_some(p);
     }
+    let names: Vec<String> = context::program_extensions()
+        .iter()
+        .map(|ext| format!("{name}{ext}"))
+        .collect();
     context::path_dirs()
         .into_iter()
         .filter(|d| !d.as_os_str().is_empty())
-        .map(|d| d.join(name))
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
         .find(|p| runnable(p))
+}
+
+/// Whether `p` is a file this user may run (an executable bit).
+#[cfg(unix)]
+fn runnable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Windows: a file (its extension, from `PATHEXT`, is what makes it run).
+#[cfg(windows)]
+fn runnable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file())
 }
 
 /// Runs a program to read its output (stdin closed); `None` when it cannot

@@ -39,10 +39,7 @@ pub(super) fn checks(ctx: &Ctx, out: &mut Vec<Finding>) -> Option<Manifest> {
     }
     let version_at = out.len();
     out.push(Finding::ok("version", version.clone()));
-    let read = rustix::fs::access(
-        root,
-        rustix::fs::Access::READ_OK | rustix::fs::Access::EXEC_OK,
-    );
+    let read = sgard_garden::fsx::may_read_dir(root);
     if let Err(e) = read {
         out.push(Finding::error(
             "repository",
@@ -51,7 +48,7 @@ pub(super) fn checks(ctx: &Ctx, out: &mut Vec<Finding>) -> Option<Manifest> {
         ));
         return None;
     }
-    let read_only = rustix::fs::access(root, rustix::fs::Access::WRITE_OK).is_err();
+    let read_only = sgard_garden::fsx::may_write_dir(root).is_err();
     out.push(if read_only {
         Finding::warning(
             "repository",
