@@ -30,6 +30,17 @@ pub fn clean(path: &Path) -> PathBuf {
     out
 }
 
+/// A path's text with `/` between its components, as the manifest and
+/// messages have it on every platform (Windows: its `\\` become `/`; no
+/// Windows name can hold one).
+fn slashed(s: &str) -> std::borrow::Cow<'_, str> {
+    if cfg!(windows) && s.contains('\\') {
+        std::borrow::Cow::Owned(s.replace('\\', "/"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
 impl Env {
     /// Resolves a command-line argument to a clean absolute path: `~` and
     /// `~/…` mean the home folder, relative paths start at the working folder.
@@ -60,9 +71,9 @@ impl Env {
             "~".to_owned()
         } else if let Ok(rest) = abs.strip_prefix(&home) {
             let rest = rest.to_str().ok_or_else(|| self.not_utf8(abs))?;
-            format!("~/{rest}")
+            format!("~/{}", slashed(rest))
         } else {
-            abs.to_str().ok_or_else(|| self.not_utf8(abs))?.to_owned()
+            slashed(abs.to_str().ok_or_else(|| self.not_utf8(abs))?).into_owned()
         };
         sgard_manifest::validate_path(&s).map_err(|reason| Error::BadPath {
             path: self.shown(abs),
@@ -85,7 +96,7 @@ impl Env {
             (String::new(), abs)
         };
         for chunk in rest.as_os_str().as_encoded_bytes().utf8_chunks() {
-            out.push_str(chunk.valid());
+            out.push_str(&slashed(chunk.valid()));
             for b in chunk.invalid() {
                 out.push_str(&format!("\\x{b:02x}"));
             }

@@ -272,7 +272,12 @@ mod tests {
         let md = std::fs::symlink_metadata(&f).unwrap();
         c.record("~/f", &md, &md, Hash::of(b"one"));
         // An old mtime does not help: set_modified just bumped the ctime.
-        assert_eq!(c.lookup("~/f", &md), None);
+        // (Windows has no change time in stable Rust's metadata: there the
+        // write time stands in, and a file whose write time was set back
+        // is trusted; see `platform`.)
+        if cfg!(unix) {
+            assert_eq!(c.lookup("~/f", &md), None);
+        }
         // A run starting well after the last change trusts it.
         c.trust_before_ns = i64::MAX;
         c.record("~/f", &md, &md, Hash::of(b"one"));
