@@ -593,14 +593,14 @@ impl Garden {
                     let w = self.tx().put_source(&source)?;
                     let mut e = Entry::new(tilde.clone(), EntryKind::File, self.repo.env.now);
                     e.hash = Some(w.hash);
-                    e.mode = Some(fsx::mode_of(&md));
+                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
                     content = Some(w.hash);
                     e
                 } else {
                     let (w, md) = self.tx().store_file(abs, ahead)?;
                     let mut e = Entry::new(tilde.clone(), EntryKind::File, self.repo.env.now);
                     e.hash = Some(w.hash);
-                    e.mode = Some(fsx::mode_of(&md));
+                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
                     content = Some(w.hash);
                     e
                 }
@@ -630,13 +630,13 @@ impl Garden {
                 let md = fsx::lstat(abs)?.ok_or_else(|| Error::NotFound(abs.to_path_buf()))?;
                 let mut e = Entry::new(tilde.clone(), EntryKind::Link, self.repo.env.now);
                 e.target = Some(fsx::read_link(abs)?);
-                e.mode = Some(fsx::mode_of(&md));
+                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
                 e
             }
             DiskKind::Dir => {
                 let md = fsx::lstat(abs)?.ok_or_else(|| Error::NotFound(abs.to_path_buf()))?;
                 let mut e = Entry::new(tilde.clone(), EntryKind::Directory, self.repo.env.now);
-                e.mode = Some(fsx::mode_of(&md));
+                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
                 e
             }
             DiskKind::Fifo | DiskKind::Socket | DiskKind::Device => {
@@ -783,7 +783,7 @@ impl Tx<'_> {
         let (plain, md) = self.repo.read_plain(abs)?;
         let mut e = Entry::new(tilde.to_owned(), EntryKind::File, self.repo.env.now);
         e.encrypted = true;
-        e.mode = Some(fsx::mode_of(&md));
+        e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
         match old.filter(|o| o.encrypted && o.kind == EntryKind::File) {
             // Kept only where it lies as this entry needs (a template's
             // source in chunks).

@@ -172,8 +172,8 @@ impl Garden {
             if DiskKind::of(&md) != DiskKind::Dir {
                 continue;
             }
-            let disk = fsx::mode_of(&md);
             let recorded = self.repo.manifest.folder_mode(f);
+            let disk = fsx::mode_to_record(fsx::mode_of(&md), recorded);
             let repo = recorded.unwrap_or(Mode::from_st_mode(DEFAULT_FOLDER_MODE));
             let take = match agreed.get(f) {
                 // Not moved here (the repository may have moved: left),

@@ -86,6 +86,14 @@ pub fn mode_of(md: &Metadata) -> Mode {
     Mode::from_st_mode(crate::platform::st_mode(md))
 }
 
+/// The mode to record (and compare) for a file whose mode on disk reads
+/// `disk`, tracked until now with `recorded`: `disk` on Unix; on Windows,
+/// where a file has only a read-only attribute, the recorded mode with its
+/// write bits as the attribute says.
+pub fn mode_to_record(disk: Mode, recorded: Option<Mode>) -> Mode {
+    crate::platform::mode_to_record(disk, recorded)
+}
+
 /// Reads the first `head.len()` bytes of `f` and seeks back to the start;
 /// false when the file is shorter.
 ///

@@ -387,7 +387,7 @@ impl Confine {
                     .components()
                     .take_while(|c| matches!(c, Component::Prefix(_) | Component::RootDir))
                     .collect();
-                if top.as_os_str().is_empty() {
+                if top.as_os_str().is_empty() || !top.is_absolute() {
                     return Err(Self::refuse(abs, "is not an absolute path"));
                 }
                 (top.as_path(), dir.strip_prefix(&top).unwrap_or(dir))
@@ -471,10 +471,10 @@ impl Confine {
         let mut staged = staged;
         staged.done = false;
         fill(&mut f)?;
+        dir::set_mode(&f, mode.bits()).map_err(|e| io_err("setting mode of", abs, e))?;
         if dir::FLUSH_WHEN_STAGED {
             f.sync_all().map_err(|e| io_err("syncing", abs, e))?;
         }
-        dir::set_mode(&f, mode.bits()).map_err(|e| io_err("setting mode of", abs, e))?;
         Ok(staged)
     }
 
@@ -660,6 +660,14 @@ impl Confine {
             Err(e) => return Err(io_err("inspecting", abs, e)),
         };
         let is_dir = st.kind == Kind::Dir;
+        if is_dir {
+            // Folders this run opened at or under it are gone with it: a
+            // handle kept would write into a removed folder (and, on
+            // Windows, keeps it from being removed at all).
+            if let Ok(mut m) = self.dirs.lock() {
+                m.retain(|d, _| !d.starts_with(abs));
+            }
+        }
         let r = if is_dir {
             p.fd.remove_dir(&p.name)
         } else {

@@ -238,3 +238,34 @@ pub(crate) fn may_read_dir(path: &Path) -> std::io::Result<()> {
 pub(crate) fn may_read_dir(path: &Path) -> std::io::Result<()> {
     std::fs::read_dir(path).map(drop)
 }
+
+/// The mode to record, and to compare with the recorded one, for a file
+/// whose mode on disk reads `disk`, tracked until now with `recorded`
+/// (`None`: new). Unix: `disk`, exactly.
+#[cfg(unix)]
+pub(crate) fn mode_to_record(
+    disk: sgard_manifest::Mode,
+    _recorded: Option<sgard_manifest::Mode>,
+) -> sgard_manifest::Mode {
+    disk
+}
+
+/// Windows: a file has only its read-only attribute, which [`st_mode`]
+/// shows as the write bits. So the recorded mode stands, with its write
+/// bits cleared when the file is read-only, and the owner's set when it is
+/// writable and had none: a `0600` key stays `0600` (never `0644`), and
+/// only a change of the attribute is a change of mode.
+#[cfg(windows)]
+pub(crate) fn mode_to_record(
+    disk: sgard_manifest::Mode,
+    recorded: Option<sgard_manifest::Mode>,
+) -> sgard_manifest::Mode {
+    use sgard_manifest::Mode;
+    let Some(r) = recorded else { return disk };
+    let writable = |m: Mode| m.bits() & 0o200 != 0;
+    match (writable(disk), writable(r)) {
+        (true, true) | (false, false) => r,
+        (true, false) => Mode::from_st_mode(r.bits() | 0o200),
+        (false, true) => Mode::from_st_mode(r.bits() & !0o222),
+    }
+}

@@ -151,7 +151,7 @@ impl Garden {
         };
         b.matches_disk(&Seen {
             kind: b.kind,
-            mode: fsx::mode_of(&md),
+            mode: fsx::mode_to_record(fsx::mode_of(&md), b.mode),
             content,
             target,
         })
@@ -309,7 +309,7 @@ impl Tx<'_> {
         let mut vouched = false;
         let mut seen = Seen {
             kind: e.kind,
-            mode: md.perm(),
+            mode: fsx::mode_to_record(md.perm(), e.mode),
             content: None,
             target: None,
         };

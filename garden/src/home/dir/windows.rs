@@ -114,20 +114,46 @@ impl Dir {
     }
 
     /// Renames `from` to `to` in this folder, replacing what `to` names,
-    /// retried for a moment while another process holds `to`.
+    /// retried for a moment while another process holds `to`. Windows
+    /// never renames over a read-only file, which a Unix rename replaces
+    /// like any other: its attribute is cleared first (and put back if the
+    /// rename still fails).
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
         let start = Instant::now();
+        let mut cleared = false;
         loop {
-            match self.0.rename(from, &self.0, to) {
-                Err(e)
-                    if e.raw_os_error().is_some_and(|c| BUSY.contains(&c))
-                        && start.elapsed() < RENAME_PATIENCE =>
-                {
-                    std::thread::sleep(Duration::from_millis(20));
+            let e = match self.0.rename(from, &self.0, to) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let busy = e.raw_os_error().is_some_and(|c| BUSY.contains(&c));
+            if !busy || start.elapsed() >= RENAME_PATIENCE {
+                if cleared {
+                    let _ = self.set_read_only(to, true);
                 }
-                r => return r,
+                return Err(e);
             }
+            if !cleared
+                && e.kind() == io::ErrorKind::PermissionDenied
+                && self
+                    .0
+                    .symlink_metadata(to)
+                    .is_ok_and(|m| m.is_file() && m.permissions().readonly())
+                && self.set_read_only(to, false).is_ok()
+            {
+                cleared = true;
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Sets or clears the read-only attribute of the file `name`.
+    fn set_read_only(&self, name: &OsStr, on: bool) -> io::Result<()> {
+        let f = self.open_nofollow(name)?;
+        let mut p = f.metadata()?.permissions();
+        p.set_readonly(on);
+        f.set_permissions(p)
     }
 
     /// Removes the file or symlink `name` (a folder symlink too).
