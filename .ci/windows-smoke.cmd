@@ -1,16 +1,22 @@
 @echo off
 rem The Windows smoke suite of issue 37, run by .ci/windows under wine:
-rem   windows-smoke.cmd SGARD.EXE SCRATCH-FOLDER
+rem   windows-smoke.cmd SGARD.EXE SCRATCH-FOLDER [SERVER-ADDRESS SSH-KEY]
 rem One repository in a shared folder (a USB stick), two profiles (two
 rem machines): init, add, checkpoint, status, history, encryption, a
-rem restore into the second profile, and undo there. Every step that
-rem fails ends the suite with its name; "smoke: ok" at the end.
+rem restore into the second profile, and undo there. With a server (a
+rem Linux sgardd on loopback) and a key it authorizes: a push from the
+rem first profile and a pull into a third, new repository. Every step
+rem that fails ends the suite with its name; "smoke: ok" at the end.
 setlocal EnableExtensions
 set "SG=%~1"
 set "ROOT=%~2"
 set "REPO=%ROOT%\repo"
 set "H1=%ROOT%\h1"
 set "H2=%ROOT%\h2"
+set "H3=%ROOT%\h3"
+set "ADDR=%~3"
+set "KEY=%~4"
+set "SSH_AUTH_SOCK="
 set "SGARD_NOW=2026-12-01T10:00:00Z"
 set "SGARD_PASSPHRASE=correct horse battery staple"
 set "XDG_STATE_HOME="
@@ -18,6 +24,7 @@ set "XDG_CACHE_HOME="
 set "XDG_CONFIG_HOME="
 mkdir "%H1%\.config\app"
 mkdir "%H2%"
+mkdir "%H3%"
 if not exist "%H1%\.config\app\" goto :fail_setup
 if not exist "%H2%\" goto :fail_setup
 
@@ -51,6 +58,9 @@ if errorlevel 1 goto :fail
 rem --- machine two: the same repository, another profile
 set "USERPROFILE=%H2%"
 set "SGARD_HOSTNAME=two"
+rem Here the passphrase comes from a command, which runs through %COMSPEC%.
+set "SGARD_PASSPHRASE="
+set "SGARD_PASSPHRASE_COMMAND=echo correct horse battery staple"
 call :run restore --repo "%REPO%"
 if errorlevel 1 goto :fail
 set "STEP=restored .bashrc differs"
@@ -77,6 +87,28 @@ set "STEP=undo did not bring the second version back"
 findstr /c:"EDITOR=nvim" "%H2%\.bashrc" >nul
 if errorlevel 1 goto :fail
 
+if "%ADDR%"=="" goto :done
+rem --- the sync server: push from machine one, pull into a new repository
+set "USERPROFILE=%H1%"
+set "SGARD_HOSTNAME=one"
+set "SGARD_PASSPHRASE_COMMAND="
+set "SGARD_PASSPHRASE=correct horse battery staple"
+call :run push --repo "%REPO%" -r %ADDR% --ssh-key "%KEY%"
+if errorlevel 1 goto :fail
+set "USERPROFILE=%H3%"
+set "SGARD_HOSTNAME=three"
+call :run pull --repo "%ROOT%\repo3" -r %ADDR% --ssh-key "%KEY%"
+if errorlevel 1 goto :fail
+set "STEP=pulled .bashrc differs"
+fc /b "%H1%\.bashrc" "%H3%\.bashrc" >nul
+if errorlevel 1 goto :fail
+set "STEP=pulled (decrypted) .netrc differs"
+fc /b "%H1%\.netrc" "%H3%\.netrc" >nul
+if errorlevel 1 goto :fail
+call :run status --repo "%ROOT%\repo3"
+if errorlevel 1 goto :fail
+
+:done
 echo smoke: ok
 exit /b 0
 
@@ -84,7 +116,9 @@ exit /b 0
 set "STEP=sgard %*"
 echo ^> sgard %*
 "%SG%" %*
-if errorlevel 1 exit /b 1
+rem Any exit but 0: a crash's code (0xC0000409 and the like) is negative,
+rem which `if errorlevel 1` would take for success.
+if not "%ERRORLEVEL%"=="0" exit /b 1
 exit /b 0
 
 :fail_setup

@@ -230,16 +230,22 @@ pub fn shell_command(line: impl AsRef<std::ffi::OsStr>) -> std::process::Command
     c
 }
 
-/// Windows: `%COMSPEC% /C LINE` (`cmd.exe` when `COMSPEC` is not set),
-/// the line given to it as it is, as `cmd` parses its own command line.
+/// Windows: `%COMSPEC% /S /C "LINE"` (`cmd.exe` when `COMSPEC` is not
+/// set), the line given to it as it is, as `cmd` parses its own command
+/// line.
 #[cfg(windows)]
 pub fn shell_command(line: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
     use std::os::windows::process::CommandExt;
     let comspec = std::env::var_os("COMSPEC")
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| "cmd.exe".into());
+    // `/S /C "LINE"`: cmd takes the outer quotes off and leaves the line
+    // as it is, quotes of its own included (`"C:\Program Files\…" --wait`).
+    let mut quoted = std::ffi::OsString::from("\"");
+    quoted.push(line);
+    quoted.push("\"");
     let mut c = std::process::Command::new(comspec);
-    c.arg("/C").raw_arg(line);
+    c.args(["/S", "/C"]).raw_arg(quoted);
     c
 }
 
