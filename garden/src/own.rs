@@ -169,10 +169,9 @@ impl OwnDirs {
         id: Option<(u64, u64)>,
         repository: impl FnOnce() -> bool,
     ) -> Option<Own> {
-        let found = self
-            .dirs
-            .iter()
-            .find(|d| path.starts_with(&d.path) || (id.is_some() && d.id == id));
+        let found = self.dirs.iter().find(|d| {
+            crate::platform::path_is_under(path, &d.path) || (id.is_some() && d.id == id)
+        });
         if let Some(d) = found {
             return Some(Own {
                 dir: d.path.clone(),

@@ -269,3 +269,108 @@ pub(crate) fn mode_to_record(
         (false, true) => Mode::from_st_mode(r.bits() & !0o222),
     }
 }
+
+/// Whether `path` is `base` or under it, as the file system tells names
+/// apart. Unix: component by component, exactly.
+#[cfg(unix)]
+pub(crate) fn path_is_under(path: &Path, base: &Path) -> bool {
+    path.starts_with(base)
+}
+
+/// Windows: names are compared without case, and a `\\?\` path (what
+/// `canonicalize` returns) is the same as its plain form, so
+/// `~/.Local/State/sgard` is sgard's state folder however it is spelt.
+#[cfg(windows)]
+pub(crate) fn path_is_under(path: &Path, base: &Path) -> bool {
+    let (p, b) = (comparable(path), comparable(base));
+    p.len() >= b.len() && p[..b.len()] == b[..]
+}
+
+/// A path's names, lower case, without a verbatim prefix (Windows).
+#[cfg(windows)]
+fn comparable(p: &Path) -> Vec<String> {
+    let s = p.to_string_lossy();
+    let s = if let Some(r) = s.strip_prefix(r"\\?\UNC\") {
+        format!(r"\\{r}")
+    } else if let Some(r) = s.strip_prefix(r"\\?\") {
+        r.to_owned()
+    } else {
+        s.into_owned()
+    };
+    s.replace('/', "\\")
+        .to_lowercase()
+        .split('\\')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{mode_to_record, path_is_under};
+    use sgard_manifest::Mode;
+    use std::path::Path;
+
+    fn m(bits: u32) -> Mode {
+        Mode::from_st_mode(bits)
+    }
+
+    /// Unix records the disk's mode; Windows, which shows only a read-only
+    /// attribute, keeps the recorded mode and changes only its write bits.
+    #[test]
+    fn a_recorded_mode_stands_where_the_disk_cannot_show_it() {
+        assert_eq!(mode_to_record(m(0o644), None), m(0o644));
+        if cfg!(unix) {
+            assert_eq!(mode_to_record(m(0o644), Some(m(0o600))), m(0o644));
+            assert_eq!(mode_to_record(m(0o444), Some(m(0o755))), m(0o444));
+        } else {
+            // A writable key stays private.
+            assert_eq!(mode_to_record(m(0o644), Some(m(0o600))), m(0o600));
+            assert_eq!(mode_to_record(m(0o644), Some(m(0o755))), m(0o755));
+            // Read-only now: no write bits left.
+            assert_eq!(mode_to_record(m(0o444), Some(m(0o664))), m(0o444));
+            assert_eq!(mode_to_record(m(0o444), Some(m(0o700))), m(0o500));
+            // Writable now: the owner's bit, nothing wider.
+            assert_eq!(mode_to_record(m(0o644), Some(m(0o400))), m(0o600));
+            assert_eq!(mode_to_record(m(0o444), Some(m(0o444))), m(0o444));
+        }
+    }
+
+    /// sgard's own folders are known however the file system spells them.
+    #[test]
+    fn a_path_is_under_a_folder_as_the_file_system_names_it() {
+        assert!(path_is_under(
+            Path::new("/h/.sgard/x"),
+            Path::new("/h/.sgard")
+        ));
+        assert!(!path_is_under(
+            Path::new("/h/.sgardx"),
+            Path::new("/h/.sgard")
+        ));
+        #[cfg(unix)]
+        assert!(!path_is_under(
+            Path::new("/h/.SGARD/x"),
+            Path::new("/h/.sgard")
+        ));
+        #[cfg(windows)]
+        {
+            let state = Path::new(r"C:\Users\a\.local\state\sgard");
+            assert!(path_is_under(
+                Path::new(r"c:\users\A\.Local\State\sgard\x"),
+                state
+            ));
+            assert!(path_is_under(
+                Path::new(r"\\?\C:\Users\a\.local\state\sgard"),
+                state
+            ));
+            assert!(path_is_under(
+                Path::new("C:/Users/a/.local/state/sgard/y"),
+                state
+            ));
+            assert!(!path_is_under(
+                Path::new(r"C:\Users\a\.local\state\sgardx"),
+                state
+            ));
+        }
+    }
+}
