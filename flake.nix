@@ -34,10 +34,29 @@
             mainProgram = "sgard";
           };
         };
+        # sgard.exe and sgardd.exe, cross-built with mingw-w64 from a Linux
+        # host (`nix build .#sgard-windows`): what CI builds and runs under
+        # wine. No completions or man pages: the host cannot run them.
+        sgardWindows =
+          let cross = pkgs.pkgsCross.mingwW64;
+          in cross.rustPlatform.buildRustPackage {
+            pname = "sgard-windows";
+            version = cargoToml.workspace.package.version;
+            src = ./.;
+            cargoLock.lockFile = ./Cargo.lock;
+            cargoBuildFlags = [ "--package" "sgard" "--package" "sgard-server" ];
+            buildInputs = [ cross.windows.pthreads ];
+            doCheck = false;
+            meta = sgard.meta // { platforms = pkgs.lib.platforms.windows; };
+          };
       in
       {
-        packages.sgard = sgard;
-        packages.default = sgard;
+        packages = {
+          sgard = sgard;
+          default = sgard;
+        } // pkgs.lib.optionalAttrs pkgs.stdenv.hostPlatform.isLinux {
+          sgard-windows = sgardWindows;
+        };
         apps.default = flake-utils.lib.mkApp { drv = sgard; };
         devShells.default = pkgs.mkShell {
           inputsFrom = [ sgard ];
