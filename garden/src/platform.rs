@@ -141,25 +141,6 @@ pub(crate) fn read_nofollow() -> OpenOptions {
     o
 }
 
-/// Options to open a file for reading without blocking on a FIFO
-/// (symlinks followed).
-#[cfg(unix)]
-pub(crate) fn read_nonblocking() -> OpenOptions {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut o = OpenOptions::new();
-    o.read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
-    o
-}
-
-/// Windows: a plain read (no FIFOs in folders).
-#[cfg(windows)]
-pub(crate) fn read_nonblocking() -> OpenOptions {
-    let mut o = OpenOptions::new();
-    o.read(true);
-    o
-}
-
 /// Gives the file or folder at `path` exactly `mode` (a private folder's
 /// `0700`, a key's `0600`).
 ///
@@ -214,14 +195,15 @@ pub(crate) fn may_write(path: &Path, write_only: bool) -> std::io::Result<()> {
 
 /// Windows: a folder's read-only attribute says nothing (Explorer sets it
 /// for its own reasons), so the question is asked by making and removing a
-/// file there.
+/// file there, named as sgard's temp files are (one left by a crash is
+/// passed by in walks and deleted by `prune`, as they are).
 #[cfg(windows)]
 pub(crate) fn may_write(path: &Path, _write_only: bool) -> std::io::Result<()> {
     if !std::fs::metadata(path)?.is_dir() {
         return Ok(());
     }
     tempfile::Builder::new()
-        .prefix(".sgard-probe-")
+        .prefix(sgard_store::durable::TMP_PREFIX)
         .tempfile_in(path)
         .map(drop)
 }

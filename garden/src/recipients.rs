@@ -458,16 +458,14 @@ pub type KeyPassphraseSource =
 /// content); the file itself must be a regular one (a FIFO never blocks).
 fn read_key_file(path: &Path) -> Result<Zeroizing<String>> {
     let io_err = |e: io::Error| Error::io("reading", path, e);
-    let f = crate::platform::read_nonblocking()
-        .open(path)
-        .map_err(|e| Error::io("opening", path, e))?;
+    let f = sgard_store::durable::open_regular_file(path).map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidInput {
+            Error::Invalid(format!("{} is not a regular file", path.display()))
+        } else {
+            Error::io("opening", path, e)
+        }
+    })?;
     let md = f.metadata().map_err(|e| Error::io("inspecting", path, e))?;
-    if !md.is_file() {
-        return Err(Error::Invalid(format!(
-            "{} is not a regular file",
-            path.display()
-        )));
-    }
     if md.len() > MAX_KEY_FILE {
         return Err(Error::Invalid(format!(
             "{} is over {MAX_KEY_FILE} bytes: not a key file",

@@ -215,6 +215,36 @@ pub fn retry_rename<T, R>(
 #[cfg(windows)]
 pub fn retry_rename<T, R>(
     target: &Path,
+    tmp: T,
+    rename: impl FnMut(T) -> std::result::Result<R, (io::Error, T)>,
+) -> std::result::Result<R, (io::Error, T)> {
+    let target = RenameTarget {
+        is_read_only_file: &|| {
+            fs::symlink_metadata(target).is_ok_and(|m| m.is_file() && m.permissions().readonly())
+        },
+        set_read_only: &|on| set_path_read_only(target, on),
+    };
+    retry_rename_to(&target, tmp, rename)
+}
+
+/// The target of a rename, as [`retry_rename_to`] needs it: whether it is
+/// a read-only file, and how to set or clear its read-only attribute
+/// (through a path, or through a folder handle).
+#[cfg(windows)]
+pub struct RenameTarget<'a> {
+    /// Whether the target is a file with its read-only attribute set.
+    pub is_read_only_file: &'a dyn Fn() -> bool,
+    /// Sets (`true`) or clears the target's read-only attribute.
+    pub set_read_only: &'a dyn Fn(bool) -> io::Result<()>,
+}
+
+/// [`retry_rename`]'s rule, for any rename of one temp over `target`.
+///
+/// # Errors
+/// The last attempt's error, with the temp file.
+#[cfg(windows)]
+pub fn retry_rename_to<T, R>(
+    target: &RenameTarget<'_>,
     mut tmp: T,
     mut rename: impl FnMut(T) -> std::result::Result<R, (io::Error, T)>,
 ) -> std::result::Result<R, (io::Error, T)> {
@@ -229,14 +259,14 @@ pub fn retry_rename<T, R>(
         tmp = back;
         if !is_held(&e) || std::time::Instant::now() >= deadline {
             if made_writable {
-                let _ = set_path_read_only(target, true);
+                let _ = (target.set_read_only)(true);
             }
             return Err((e, tmp));
         }
         if !made_writable
             && e.kind() == io::ErrorKind::PermissionDenied
-            && fs::symlink_metadata(target).is_ok_and(|m| m.is_file() && m.permissions().readonly())
-            && set_path_read_only(target, false).is_ok()
+            && (target.is_read_only_file)()
+            && (target.set_read_only)(false).is_ok()
         {
             made_writable = true;
             continue;
@@ -357,13 +387,8 @@ fn make_private(dir: &Path) -> io::Result<()> {
 ///
 /// # Errors
 /// The OS error, or `InvalidInput` when the path is not a regular file.
-#[cfg(unix)]
 pub fn open_regular_file(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
+    let f = regular_read_options().open(path)?;
     if !f.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -373,30 +398,30 @@ pub fn open_regular_file(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// Unix: never blocking on a FIFO (`O_NONBLOCK`), not inherited by
+/// children.
+#[cfg(unix)]
+fn regular_read_options() -> fs::OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = fs::OpenOptions::new();
+    o.read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
+    o
+}
+
 /// Windows: no FIFO can be opened by a path in a folder (named pipes live
 /// under `\\.\pipe\`), so nothing blocks. A folder opens only with
 /// `FILE_FLAG_BACKUP_SEMANTICS` (else it is `PermissionDenied`, which
 /// reads as a system failure): asked for, so a folder is refused with
 /// `InvalidInput` as on Unix.
-///
-/// # Errors
-/// The OS error, or `InvalidInput` when the path is not a regular file.
 #[cfg(windows)]
-pub fn open_regular_file(path: &Path) -> io::Result<File> {
+fn regular_read_options() -> fs::OpenOptions {
     use std::os::windows::fs::OpenOptionsExt;
     /// `FILE_FLAG_BACKUP_SEMANTICS`.
     const BACKUP_SEMANTICS: u32 = 0x0200_0000;
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(BACKUP_SEMANTICS)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    Ok(f)
+    let mut o = fs::OpenOptions::new();
+    o.read(true).custom_flags(BACKUP_SEMANTICS);
+    o
 }
 
 /// Whether a read error says the file is not what it should be (not a

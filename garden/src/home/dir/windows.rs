@@ -19,7 +19,6 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt, OpenOptionsMaybeDirExt};
 use cap_std::ambient_authority;
@@ -34,11 +33,6 @@ pub(crate) struct Dir(cap_std::fs::Dir);
 /// `FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES`: enough to set the
 /// read-only attribute of a file that has it.
 const ATTRIBUTES: u32 = 0x80 | 0x100;
-/// `ERROR_ACCESS_DENIED` and `ERROR_SHARING_VIOLATION`: what a rename
-/// meets while another process holds the target.
-const BUSY: [i32; 2] = [5, 32];
-/// How long a rename is retried while the target is held.
-const RENAME_PATIENCE: Duration = Duration::from_secs(2);
 
 fn stat_of(md: &cap_std::fs::Metadata) -> Stat {
     let ft = md.file_type();
@@ -119,33 +113,18 @@ impl Dir {
     /// like any other: its attribute is cleared first (and put back if the
     /// rename still fails).
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
-        let start = Instant::now();
-        let mut cleared = false;
-        loop {
-            let e = match self.0.rename(from, &self.0, to) {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            };
-            let busy = e.raw_os_error().is_some_and(|c| BUSY.contains(&c));
-            if !busy || start.elapsed() >= RENAME_PATIENCE {
-                if cleared {
-                    let _ = self.set_read_only(to, true);
-                }
-                return Err(e);
-            }
-            if !cleared
-                && e.kind() == io::ErrorKind::PermissionDenied
-                && self
-                    .0
+        let target = sgard_store::durable::RenameTarget {
+            is_read_only_file: &|| {
+                self.0
                     .symlink_metadata(to)
                     .is_ok_and(|m| m.is_file() && m.permissions().readonly())
-                && self.set_read_only(to, false).is_ok()
-            {
-                cleared = true;
-                continue;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            },
+            set_read_only: &|on| self.set_read_only(to, on),
+        };
+        sgard_store::durable::retry_rename_to(&target, (), |()| {
+            self.0.rename(from, &self.0, to).map_err(|e| (e, ()))
+        })
+        .map_err(|(e, ())| e)
     }
 
     /// Sets or clears the read-only attribute of the file `name`.
