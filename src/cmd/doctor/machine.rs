@@ -76,26 +76,41 @@ pub(super) fn platform(ctx: &Ctx, out: &mut Vec<Finding>) {
     } else {
         "the home's file system keeps case and Unicode forms apart".to_owned()
     };
-    let flush = if cfg!(target_vendor = "apple") {
-        "flushes with F_FULLFSYNC"
-    } else if cfg!(target_os = "linux") {
-        "flushes a batch with one syncfs, else fsync per file"
-    } else {
-        "flushes with fsync per file"
-    };
     let state = ctx
         .env
         .state_dir
         .as_deref()
         .map_or_else(|| "none".to_owned(), |d| show(ctx, d));
-    out.push(Finding::ok(
-        "platform",
-        format!(
-            "{} {}; {names}; {flush}; machine-local state in {state} (XDG)",
-            std::env::consts::OS,
-            std::env::consts::ARCH
-        ),
-    ));
+    let mut parts = vec![
+        format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        names,
+    ];
+    parts.extend(specifics().iter().map(|s| (*s).to_owned()));
+    parts.push(format!("machine-local state in {state} (XDG)"));
+    out.push(Finding::ok("platform", parts.join("; ")));
+}
+
+/// What sgard does on this platform that it does not do elsewhere, in the
+/// words of the README's *Platforms* section.
+fn specifics() -> &'static [&'static str] {
+    if cfg!(windows) {
+        &[
+            "flushes each file through its own handle (Windows cannot flush a folder), and retries a \
+             rename while another program holds the file",
+            "modes: only the read-only attribute is applied and read; the recorded mode stands",
+            "sgard's own folders are known by path (no inode numbers)",
+            "no watcher: status looks at every tracked file",
+        ]
+    } else if cfg!(target_vendor = "apple") {
+        &[
+            "flushes with F_FULLFSYNC",
+            "the lock check cannot name a lock's holder (no /proc/locks)",
+        ]
+    } else if cfg!(target_os = "linux") {
+        &["flushes a batch with one syncfs, else fsync per file"]
+    } else {
+        &["flushes with fsync per file"]
+    }
 }
 
 /// `git` on PATH; the repository's branch, uncommitted changes and
