@@ -87,6 +87,36 @@ set "STEP=undo did not bring the second version back"
 findstr /c:"EDITOR=nvim" "%H2%\.bashrc" >nul
 if errorlevel 1 goto :fail
 
+rem --- names that fold: Windows ignores case. A repository made where
+rem names do not fold (the hook says so for profile one) may track
+rem ~/.Xresources and ~/.xresources; restoring both here is refused.
+set "USERPROFILE=%H1%"
+set "SGARD_HOSTNAME=one"
+> "%H1%\.Xresources" echo XTerm*faceName: mono
+set "SGARD_TEST_FOLDING=none"
+call :run add --repo "%REPO%" "%H1%\.Xresources" "%H1%\.xresources"
+if errorlevel 1 goto :fail
+set "SGARD_TEST_FOLDING="
+set "USERPROFILE=%H2%"
+set "SGARD_HOSTNAME=two"
+set "STEP=restore of two names for one file here was not refused (exit 4)"
+"%SG%" restore --repo "%REPO%" -f "%H2%\.xresources"
+if not "%ERRORLEVEL%"=="4" goto :fail
+if exist "%H2%\.xresources" goto :fail
+set "USERPROFILE=%H1%"
+set "SGARD_HOSTNAME=one"
+call :run remove --repo "%REPO%" "%H1%\.xresources"
+if errorlevel 1 goto :fail
+
+rem --- doctor names what sgard does differently here
+set "STEP=doctor does not name the Windows specifics"
+"%SG%" doctor --repo "%REPO%" > "%ROOT%\doctor.txt" 2>&1
+type "%ROOT%\doctor.txt"
+findstr /c:"only the read-only attribute" "%ROOT%\doctor.txt" >nul
+if errorlevel 1 goto :fail
+findstr /c:"ignores case" "%ROOT%\doctor.txt" >nul
+if errorlevel 1 goto :fail
+
 if "%ADDR%"=="" goto :done
 rem --- the sync server: push from machine one, pull into a new repository
 set "USERPROFILE=%H1%"
