@@ -3,7 +3,8 @@ rem The Windows smoke suite of issue 37, run by .ci/windows under wine:
 rem   windows-smoke.cmd SGARD.EXE SCRATCH-FOLDER [SERVER-ADDRESS SSH-KEY]
 rem One repository in a shared folder (a USB stick), two profiles (two
 rem machines): init, add, checkpoint, status, history, encryption, a
-rem restore into the second profile, and undo there. With a server (a
+rem restore into the second profile (which runs a --run once script, once),
+rem and undo there. With a server (a
 rem Linux sgardd on loopback) and a key it authorizes: a push from the
 rem first profile and a pull into a third, new repository. Every step
 rem that fails ends the suite with its name; "smoke: ok" at the end.
@@ -42,6 +43,11 @@ call :run add --repo "%REPO%" "%H1%\.bashrc" "%H1%\.config\app"
 if errorlevel 1 goto :fail
 call :run add --repo "%REPO%" --encrypt "%H1%\.netrc"
 if errorlevel 1 goto :fail
+rem A script for machine two (see "scripts" below): a .cmd is recorded
+rem executable by its extension, and runs through cmd.exe.
+> "%H1%\setup.cmd" echo @echo ran^> script-ran.txt
+call :run add --repo "%REPO%" --run once "%H1%\setup.cmd"
+if errorlevel 1 goto :fail
 call :run checkpoint --repo "%REPO%" -m one
 if errorlevel 1 goto :fail
 call :run status --repo "%REPO%"
@@ -74,6 +80,16 @@ fc /b "%H1%\.netrc" "%H2%\.netrc" >nul
 if errorlevel 1 goto :fail
 call :run status --repo "%REPO%"
 if errorlevel 1 goto :fail
+
+rem --- scripts: the .cmd added with --run once ran at that restore (in the
+rem home), and does not run again at the next one.
+set "STEP=the --run once script did not run at restore"
+if not exist "%H2%\script-ran.txt" goto :fail
+del "%H2%\script-ran.txt"
+call :run restore --repo "%REPO%"
+if errorlevel 1 goto :fail
+set "STEP=the --run once script ran again"
+if exist "%H2%\script-ran.txt" goto :fail
 
 rem An older version back, then undone.
 call :run restore --repo "%REPO%" --at @~1 -f "%H2%\.bashrc"

@@ -349,6 +349,37 @@ pub fn path_dirs() -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// The executable `name` resolves to: a path as it is (when it has a
+/// `/`), else the first match in `PATH`.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') || (cfg!(windows) && name.contains('\\')) {
+        let p = PathBuf::from(name);
+        return runnable(&p).then_some(p);
+    }
+    let names: Vec<String> = program_extensions()
+        .iter()
+        .map(|ext| format!("{name}{ext}"))
+        .collect();
+    path_dirs()
+        .into_iter()
+        .filter(|d| !d.as_os_str().is_empty())
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
+        .find(|p| runnable(p))
+}
+
+/// Whether `p` is a file this user may run (an executable bit).
+#[cfg(unix)]
+fn runnable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Windows: a file (its extension, from `PATHEXT`, is what makes it run).
+#[cfg(windows)]
+fn runnable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file())
+}
+
 /// `XDG_DATA_HOME` (absolute), else `~/.local/share`.
 pub fn data_home(home: &Path) -> PathBuf {
     match std::env::var_os("XDG_DATA_HOME") {

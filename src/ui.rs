@@ -509,6 +509,10 @@ pub fn remedy(r: &sgard_garden::why::Remedy) -> String {
              through it)"
         ),
         R::FollowStores => "; `sgard add --follow` stores what it points to".to_owned(),
+        R::MakeExecutable if cfg!(windows) => format!(
+            " ({}: rename it or give it one, then add it with --run)",
+            sgard_garden::scripts::WINDOWS_REFUSED
+        ),
         R::MakeExecutable => " (`chmod +x` it, then add it with --run)".to_owned(),
         R::AddStoresAgain(path) => format!(" (`sgard add {path}` stores it again)"),
         R::PullTheirs => " (`sgard pull --theirs` takes the server's)".to_owned(),

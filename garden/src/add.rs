@@ -552,6 +552,9 @@ impl Garden {
         if self.repo.dry_run {
             return self.tx().preview_add(abs, kind, opts, report);
         }
+        // What a platform cannot show (Windows: all but the read-only
+        // attribute) is kept as it was recorded.
+        let recorded = recorded_mode(&self.repo.manifest, &tilde, kind);
         if kind != DiskKind::File && (opts.template || opts.run.is_some()) {
             report.notes.push((
                 tilde.clone(),
@@ -593,14 +596,14 @@ impl Garden {
                     let w = self.tx().put_source(&source)?;
                     let mut e = Entry::new(tilde.clone(), EntryKind::File, self.repo.env.now);
                     e.hash = Some(w.hash);
-                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
+                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), recorded, abs));
                     content = Some(w.hash);
                     e
                 } else {
                     let (w, md) = self.tx().store_file(abs, ahead)?;
                     let mut e = Entry::new(tilde.clone(), EntryKind::File, self.repo.env.now);
                     e.hash = Some(w.hash);
-                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
+                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), recorded, abs));
                     content = Some(w.hash);
                     e
                 }
@@ -630,13 +633,13 @@ impl Garden {
                 let md = fsx::lstat(abs)?.ok_or_else(|| Error::NotFound(abs.to_path_buf()))?;
                 let mut e = Entry::new(tilde.clone(), EntryKind::Link, self.repo.env.now);
                 e.target = Some(fsx::read_link(abs)?);
-                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
+                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), recorded, abs));
                 e
             }
             DiskKind::Dir => {
                 let md = fsx::lstat(abs)?.ok_or_else(|| Error::NotFound(abs.to_path_buf()))?;
                 let mut e = Entry::new(tilde.clone(), EntryKind::Directory, self.repo.env.now);
-                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
+                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), recorded, abs));
                 e
             }
             DiskKind::Fifo | DiskKind::Socket | DiskKind::Device => {
@@ -783,7 +786,11 @@ impl Tx<'_> {
         let (plain, md) = self.repo.read_plain(abs)?;
         let mut e = Entry::new(tilde.to_owned(), EntryKind::File, self.repo.env.now);
         e.encrypted = true;
-        e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
+        let recorded = old
+            .as_ref()
+            .filter(|o| o.kind == EntryKind::File)
+            .and_then(|o| o.mode);
+        e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), recorded, abs));
         match old.filter(|o| o.encrypted && o.kind == EntryKind::File) {
             // Kept only where it lies as this entry needs (a template's
             // source in chunks).
@@ -1034,6 +1041,19 @@ pub(crate) fn below_tracked(below: &str, above: &str) -> Error {
 }
 
 /// Why a script that is not executable is not added.
+/// The mode `manifest` records for `tilde` when it tracks it as what
+/// `kind` is (`None`: new, or another kind now).
+pub(crate) fn recorded_mode(
+    manifest: &sgard_manifest::Manifest,
+    tilde: &str,
+    kind: DiskKind,
+) -> Option<sgard_manifest::Mode> {
+    manifest
+        .get(tilde)
+        .filter(|e| kind.matches(e.kind))
+        .and_then(|e| e.mode)
+}
+
 pub(crate) const NOT_EXECUTABLE: &str = "is not executable; a script must be";
 
 /// Why a FIFO, socket or device is not tracked.

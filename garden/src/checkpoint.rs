@@ -462,7 +462,7 @@ impl Tx<'_> {
                     e.hash = Some(h);
                     e.plaintext_mac = Some(Box::new(mac));
                     e.plaintext_hash = None;
-                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&fmd), e.mode));
+                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&fmd), e.mode, &abs));
                     e.updated = self.repo.env.now;
                     return Ok(Some((e, EntryChange::Content)));
                 }
@@ -503,7 +503,7 @@ impl Tx<'_> {
                     }
                     let mut e = entry.clone();
                     e.hash = Some(w.hash);
-                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&fmd), e.mode));
+                    e.mode = Some(fsx::mode_to_record(fsx::mode_of(&fmd), e.mode, &abs));
                     e.updated = self.repo.env.now;
                     return Ok(Some((e, EntryChange::Content)));
                 }

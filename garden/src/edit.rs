@@ -152,7 +152,7 @@ impl Garden {
         if !s.is_copy() {
             // The file itself was edited: its mode is the entry's now.
             if let Some(md) = fsx::lstat(&s.file)? {
-                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
+                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode, &s.file));
             }
         }
         e.updated = self.repo.env.now;

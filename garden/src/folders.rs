@@ -173,7 +173,7 @@ impl Garden {
                 continue;
             }
             let recorded = self.repo.manifest.folder_mode(f);
-            let disk = fsx::mode_to_record(fsx::mode_of(&md), recorded);
+            let disk = fsx::mode_to_record(fsx::mode_of(&md), recorded, &env.expand(f));
             let repo = recorded.unwrap_or(Mode::from_st_mode(DEFAULT_FOLDER_MODE));
             let take = match agreed.get(f) {
                 // Not moved here (the repository may have moved: left),

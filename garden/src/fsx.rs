@@ -86,12 +86,29 @@ pub fn mode_of(md: &Metadata) -> Mode {
     Mode::from_st_mode(crate::platform::st_mode(md))
 }
 
-/// The mode to record (and compare) for a file whose mode on disk reads
-/// `disk`, tracked until now with `recorded`: `disk` on Unix; on Windows,
-/// where a file has only a read-only attribute, the recorded mode with its
-/// write bits as the attribute says.
-pub fn mode_to_record(disk: Mode, recorded: Option<Mode>) -> Mode {
-    crate::platform::mode_to_record(disk, recorded)
+/// The mode to record (and compare) for the file at `path`, whose mode on
+/// disk reads `disk`, tracked until now with `recorded` (`None`: new):
+/// `disk` on Unix; on Windows, where a file has only a read-only
+/// attribute, the recorded mode with its write bits as the attribute says,
+/// and for a new file, executable when Windows can run it as a script (by
+/// its name, or its first line, read here: unreadable, it counts as
+/// empty). See `platform::windows_mode_to_record`.
+pub fn mode_to_record(disk: Mode, recorded: Option<Mode>, path: &Path) -> Mode {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let mut head = Vec::new();
+    if crate::platform::READS_HEAD
+        && recorded.is_none()
+        && let Ok(f) = crate::platform::read_nofollow().open(path)
+    {
+        let _ = std::io::Read::read_to_end(
+            &mut std::io::Read::take(f, crate::scripts::HEAD_LEN as u64),
+            &mut head,
+        );
+    }
+    crate::platform::mode_to_record(disk, recorded, &name, &head)
 }
 
 /// Reads the first `head.len()` bytes of `f` and seeks back to the start;

@@ -132,12 +132,17 @@ pub use sgard_store as store;
 /// repository).
 pub const GITIGNORE: &str = "lock\nlock.turn\nsync-state\njwt.key\ntags\n.sgard-tmp-*\nblobs/tmp/\nchunks/tmp/\nchunks/journal/\n";
 
-/// The `.gitattributes` written by `init` (and added to a repository in a
-/// git work tree that lacks it): git merges the manifest and the history
-/// with `sgard git-merge-driver` (the `sgard` driver, defined in each
-/// clone's git config by sgard), and the retired data keys, which only
-/// ever grow by whole lines, as the union of both sides.
-pub const GITATTRIBUTES: &str = "# Written by sgard: git merges these files with `sgard git-merge-driver`\n\
+/// The `.gitattributes` written by `init` (and its lines added to a
+/// repository in a git work tree that lacks them): git never converts line
+/// endings (`* -text`: a clone on Windows with `core.autocrlf` would
+/// otherwise rewrite blobs, which are named by their bytes, and tracked
+/// files would no longer restore byte for byte), merges the manifest and
+/// the history with `sgard git-merge-driver` (the `sgard` driver, defined
+/// in each clone's git config by sgard), and the retired data keys, which
+/// only ever grow by whole lines, as the union of both sides.
+pub const GITATTRIBUTES: &str = "# Written by sgard: git keeps every file byte for byte (blobs are named by their bytes)\n\
+* -text\n\
+# and merges these files with `sgard git-merge-driver`\n\
 manifest.yaml merge=sgard\n\
 history.yaml merge=sgard\n\
 retired-keys merge=union\n";

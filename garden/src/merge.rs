@@ -207,7 +207,7 @@ impl Garden {
         // The merged file goes to disk as a restore would write it: stored
         // first (encrypted for a secret), recorded with a safety snapshot.
         let mut result = e.clone();
-        result.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), result.mode));
+        result.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), result.mode, &abs));
         result.updated = self.repo.env.now;
         // Kept with the safety snapshot, not in the repository (which may be
         // read-only): the next checkpoint stores what the user leaves on

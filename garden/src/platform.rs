@@ -222,28 +222,57 @@ pub(crate) fn may_read_dir(path: &Path) -> std::io::Result<()> {
 }
 
 /// The mode to record, and to compare with the recorded one, for a file
-/// whose mode on disk reads `disk`, tracked until now with `recorded`
-/// (`None`: new). Unix: `disk`, exactly.
+/// named `name` whose content begins with `head` (up to
+/// [`crate::scripts::HEAD_LEN`] bytes; read only where a rule needs it:
+/// [`READS_HEAD`]) and whose mode on disk reads `disk`, tracked until now
+/// with `recorded` (`None`: new). Unix: `disk`, exactly.
 #[cfg(unix)]
 pub(crate) fn mode_to_record(
     disk: sgard_manifest::Mode,
     _recorded: Option<sgard_manifest::Mode>,
+    _name: &str,
+    _head: &[u8],
 ) -> sgard_manifest::Mode {
     disk
 }
 
-/// Windows: a file has only its read-only attribute, which [`st_mode`]
-/// shows as the write bits. So the recorded mode stands, with its write
-/// bits cleared when the file is read-only, and the owner's set when it is
-/// writable and had none: a `0600` key stays `0600` (never `0644`), and
-/// only a change of the attribute is a change of mode.
+/// Windows: [`windows_mode_to_record`].
 #[cfg(windows)]
-pub(crate) fn mode_to_record(
+pub(crate) use windows_mode_to_record as mode_to_record;
+
+/// Whether [`mode_to_record`] reads a new file's first bytes here.
+pub(crate) const READS_HEAD: bool = cfg!(windows);
+
+/// What a Windows machine records for a file. Its only mode is the
+/// read-only attribute, which [`st_mode`] shows as the write bits, and
+/// Windows runs a file by its extension, not a mode bit. So:
+/// - a tracked file's recorded mode stands, with its write bits cleared
+///   when the file is read-only, and the owner's set when it is writable
+///   and had none: a `0600` key stays `0600` (never `0644`), and only a
+///   change of the attribute is a change of mode;
+/// - a new file is executable (`0755`, `0555` read-only) when Windows can
+///   run it as a script ([`crate::scripts::windows_start`]: `.exe`,
+///   `.com`, `.cmd`, `.bat`, `.ps1`, `.sh`, any case, or a `#!` first
+///   line, as Unix runs it), so what a Windows machine adds and can run
+///   runs on Unix too; else `0644` (`0444`).
+///
+/// Written for any platform, so Linux tests it too.
+#[cfg_attr(unix, allow(dead_code, reason = "used on Windows; tested everywhere"))]
+pub(crate) fn windows_mode_to_record(
     disk: sgard_manifest::Mode,
     recorded: Option<sgard_manifest::Mode>,
+    name: &str,
+    head: &[u8],
 ) -> sgard_manifest::Mode {
+    use crate::scripts::{Start, windows_start};
     use sgard_manifest::Mode;
-    let Some(r) = recorded else { return disk };
+    let Some(r) = recorded else {
+        if windows_start(name, head) == Start::Refused {
+            return disk;
+        }
+        // Executable wherever it is readable.
+        return Mode::from_st_mode(disk.bits() | ((disk.bits() & 0o444) >> 2));
+    };
     let writable = |m: Mode| m.bits() & 0o200 != 0;
     match (writable(disk), writable(r)) {
         (true, true) | (false, false) => r,
@@ -289,7 +318,7 @@ fn comparable(p: &Path) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{mode_to_record, path_is_under};
+    use super::{mode_to_record, path_is_under, windows_mode_to_record};
     use sgard_manifest::Mode;
     use std::path::Path;
 
@@ -301,20 +330,59 @@ mod tests {
     /// attribute, keeps the recorded mode and changes only its write bits.
     #[test]
     fn a_recorded_mode_stands_where_the_disk_cannot_show_it() {
-        assert_eq!(mode_to_record(m(0o644), None), m(0o644));
+        let here = |disk, recorded| mode_to_record(disk, recorded, "f", b"");
+        assert_eq!(here(m(0o644), None), m(0o644));
         if cfg!(unix) {
-            assert_eq!(mode_to_record(m(0o644), Some(m(0o600))), m(0o644));
-            assert_eq!(mode_to_record(m(0o444), Some(m(0o755))), m(0o444));
+            assert_eq!(here(m(0o644), Some(m(0o600))), m(0o644));
+            assert_eq!(here(m(0o444), Some(m(0o755))), m(0o444));
         } else {
-            // A writable key stays private.
-            assert_eq!(mode_to_record(m(0o644), Some(m(0o600))), m(0o600));
-            assert_eq!(mode_to_record(m(0o644), Some(m(0o755))), m(0o755));
-            // Read-only now: no write bits left.
-            assert_eq!(mode_to_record(m(0o444), Some(m(0o664))), m(0o444));
-            assert_eq!(mode_to_record(m(0o444), Some(m(0o700))), m(0o500));
-            // Writable now: the owner's bit, nothing wider.
-            assert_eq!(mode_to_record(m(0o644), Some(m(0o400))), m(0o600));
-            assert_eq!(mode_to_record(m(0o444), Some(m(0o444))), m(0o444));
+            assert_eq!(here(m(0o644), Some(m(0o600))), m(0o600));
+        }
+        let win = |disk, recorded| windows_mode_to_record(disk, recorded, "f", b"");
+        // A writable key stays private.
+        assert_eq!(win(m(0o644), Some(m(0o600))), m(0o600));
+        assert_eq!(win(m(0o644), Some(m(0o755))), m(0o755));
+        // Read-only now: no write bits left.
+        assert_eq!(win(m(0o444), Some(m(0o664))), m(0o444));
+        assert_eq!(win(m(0o444), Some(m(0o700))), m(0o500));
+        // Writable now: the owner's bit, nothing wider.
+        assert_eq!(win(m(0o644), Some(m(0o400))), m(0o600));
+        assert_eq!(win(m(0o444), Some(m(0o444))), m(0o444));
+    }
+
+    /// Unix records the disk's execute bits; Windows makes a new file
+    /// executable when it can run it as a script (its extension, or a `#!`
+    /// line), and leaves a tracked file's execute bits as recorded.
+    #[test]
+    fn windows_records_a_new_file_executable_by_its_extension_or_shebang() {
+        let win = |name, head: &[u8], disk, recorded| {
+            windows_mode_to_record(m(disk), recorded, name, head)
+        };
+        for name in ["a.exe", "a.COM", "a.bat", "a.Cmd", "a.ps1", "a.sh", "a.SH"] {
+            assert_eq!(win(name, b"", 0o644, None), m(0o755), "{name}");
+            assert_eq!(win(name, b"", 0o444, None), m(0o555), "{name}");
+        }
+        assert_eq!(
+            win("bin/tool", b"#!/usr/bin/env bash\n", 0o644, None),
+            m(0o755)
+        );
+        assert_eq!(win("a.txt", b"#!/bin/sh\r\n", 0o444, None), m(0o555));
+        for (name, head) in [
+            ("a.txt", &b""[..]),
+            ("a", b"echo"),
+            ("a.cmd.bak", b""),
+            ("a.py", b"#"),
+        ] {
+            assert_eq!(win(name, head, 0o644, None), m(0o644), "{name}");
+        }
+        // Tracked: the recorded mode stands, whatever the name says.
+        assert_eq!(win("a.cmd", b"", 0o644, Some(m(0o600))), m(0o600));
+        assert_eq!(win("a.txt", b"", 0o644, Some(m(0o755))), m(0o755));
+        let unix = mode_to_record(m(0o644), None, "a.cmd", b"#!/bin/sh\n");
+        if cfg!(unix) {
+            assert_eq!(unix, m(0o644));
+        } else {
+            assert_eq!(unix, m(0o755));
         }
     }
 

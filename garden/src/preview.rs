@@ -31,8 +31,11 @@ impl Tx<'_> {
             return Ok(());
         }
         if kind == DiskKind::File && opts.run.is_some() {
-            let executable =
-                fsx::lstat(abs)?.is_some_and(|md| fsx::mode_of(&md).bits() & 0o111 != 0);
+            // As the add would record it.
+            let recorded = crate::add::recorded_mode(&self.repo.manifest, &tilde, kind);
+            let executable = fsx::lstat(abs)?.is_some_and(|md| {
+                fsx::mode_to_record(fsx::mode_of(&md), recorded, abs).bits() & 0o111 != 0
+            });
             if !executable {
                 report.skipped.push((
                     tilde,

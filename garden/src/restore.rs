@@ -969,7 +969,7 @@ impl Tx<'_> {
             _ => return Ok((None, false, None)),
         };
         let mut content = None;
-        e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
+        e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode, abs));
         let mut new = false;
         match kind {
             DiskKind::File if encrypt => {
@@ -979,7 +979,7 @@ impl Tx<'_> {
                 e.hash = Some(h);
                 e.plaintext_mac = Some(Box::new(mac));
                 e.encrypted = true;
-                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&fmd), e.mode));
+                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&fmd), e.mode, abs));
                 new = is_new;
                 content = Some(sgard_store::Hash::of(&plain));
             }
@@ -1003,7 +1003,7 @@ impl Tx<'_> {
                     other => Error::Store(other),
                 })?;
                 e.hash = Some(w.hash);
-                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&fmd), e.mode));
+                e.mode = Some(fsx::mode_to_record(fsx::mode_of(&fmd), e.mode, abs));
                 new = w.new;
                 content = Some(w.hash);
             }

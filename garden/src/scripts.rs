@@ -53,7 +53,108 @@ pub struct DueScript {
 pub struct StagedScript {
     /// The file to execute.
     pub file: PathBuf,
+    /// How Windows starts it ([`windows_start`] of its name and first
+    /// line); Unix executes the file.
+    pub start: Start,
     _dir: tempfile::TempDir,
+}
+
+/// How much of a file's beginning [`windows_start`] reads: a longer `#!`
+/// line is cut there (Linux reads 256 bytes of it too).
+pub const HEAD_LEN: usize = 256;
+
+/// Why Windows cannot run a file as a script ([`Start::Refused`]).
+pub const WINDOWS_REFUSED: &str =
+    "on Windows a script runs by its extension (.cmd, .bat, .ps1, .exe) or its #! line";
+
+/// How Windows starts a file as a script: by its extension, as Windows
+/// does, else by its `#!` line, as Unix does (a mode bit means nothing
+/// there). The same rule says which new files a Windows machine records
+/// executable (`platform::windows_mode_to_record`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// A program (`.exe`, `.com`): the file itself.
+    Program,
+    /// A batch file (`.cmd`, `.bat`): the file itself, which Rust's std
+    /// runs through the system's `cmd.exe /e:ON /v:OFF /d /c` (no AutoRun,
+    /// no delayed expansion, the path quoted as `cmd` reads it), not
+    /// through `%COMSPEC%`, which any environment may point elsewhere.
+    Batch,
+    /// A PowerShell script (`.ps1`): `powershell.exe -NoProfile
+    /// -NonInteractive -ExecutionPolicy Bypass -File` and the file.
+    PowerShell,
+    /// The program its `#!` line names (its last path component, or the
+    /// word after `env`), or `sh` for a `.sh` file without one: found on
+    /// `PATH` (Git for Windows has `sh` and `bash`), given `args` and then
+    /// the file.
+    Interpreter {
+        /// The program's name, to find on `PATH`.
+        program: String,
+        /// The arguments before the file: the rest of the `#!` line, one
+        /// argument as Unix passes it (split into words after `env`).
+        args: Vec<String>,
+    },
+    /// Nothing says how: Windows cannot run it ([`WINDOWS_REFUSED`]).
+    Refused,
+}
+
+/// How Windows starts a script named `name` (its file name) whose content
+/// begins with `head` (up to [`HEAD_LEN`] bytes): `.exe`, `.com`, `.cmd`,
+/// `.bat` and `.ps1` (any case) by their extension; else a `#!` line's
+/// program; else `sh` for a `.sh` file; else [`Start::Refused`].
+pub fn windows_start(name: &str, head: &[u8]) -> Start {
+    let ext = std::path::Path::new(name)
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("exe" | "com") => return Start::Program,
+        Some("cmd" | "bat") => return Start::Batch,
+        Some("ps1") => return Start::PowerShell,
+        _ => {}
+    }
+    if let Some(start) = shebang(head) {
+        return start;
+    }
+    if ext.as_deref() == Some("sh") {
+        return Start::Interpreter {
+            program: "sh".into(),
+            args: Vec::new(),
+        };
+    }
+    Start::Refused
+}
+
+/// The program and arguments of a `#!` line at the start of `head`
+/// (`None`: there is none, or it names no program).
+fn shebang(head: &[u8]) -> Option<Start> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = std::str::from_utf8(line)
+        .ok()?
+        .trim_end_matches('\r')
+        .trim();
+    let (first, tail) = line
+        .split_once([' ', '\t'])
+        .map_or((line, ""), |(a, b)| (a, b.trim()));
+    let last = |w: &str| w.rsplit(['/', '\\']).next().unwrap_or_default().to_owned();
+    let named = |program: String, args: Vec<String>| {
+        (!program.is_empty() && program != "." && program != "..")
+            .then_some(Start::Interpreter { program, args })
+    };
+    if last(first) == "env" {
+        // `env [-S] [NAME=value]... program args...`
+        let mut words = tail
+            .split_whitespace()
+            .skip_while(|w| w.starts_with('-') || w.contains('='));
+        let program = last(words.next()?);
+        return named(program, words.map(str::to_owned).collect());
+    }
+    let args = if tail.is_empty() {
+        Vec::new()
+    } else {
+        vec![tail.to_owned()]
+    };
+    named(last(first), args)
 }
 
 /// One script's fate when the due list was drawn up.
@@ -104,7 +205,16 @@ impl Garden {
             .path()
             .join(if name.is_empty() { "script" } else { name });
         sgard_store::durable::write_atomic(&file, &s.content, 0o700)?;
-        Ok(StagedScript { file, _dir: dir })
+        let staged_name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let head = &s.content[..s.content.len().min(HEAD_LEN)];
+        Ok(StagedScript {
+            start: windows_start(&staged_name, head),
+            file,
+            _dir: dir,
+        })
     }
 }
 
@@ -258,4 +368,86 @@ fn ran_lines(dir: &Path) -> Result<(Vec<String>, Vec<PathBuf>)> {
     }
     found.retain(|p| *p != dir.join(RAN_FILE));
     Ok((lines, found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Start, windows_start};
+
+    fn via(program: &str, args: &[&str]) -> Start {
+        Start::Interpreter {
+            program: program.into(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+        }
+    }
+
+    /// Windows' own kinds go by their extension, in any case, whatever the
+    /// first line says.
+    #[test]
+    fn windows_runs_a_script_by_its_extension() {
+        assert_eq!(windows_start("setup.exe", b"MZ"), Start::Program);
+        assert_eq!(windows_start("SETUP.COM", b""), Start::Program);
+        assert_eq!(windows_start("setup.cmd", b"@echo off\r\n"), Start::Batch);
+        assert_eq!(windows_start("Setup.BAT", b"#!/bin/sh\n"), Start::Batch);
+        assert_eq!(
+            windows_start("setup.ps1", b"#!/usr/bin/env pwsh\n"),
+            Start::PowerShell
+        );
+        assert_eq!(windows_start("setup.sh", b"echo hi\n"), via("sh", &[]));
+    }
+
+    /// Else the `#!` line names the program: its last path component, or
+    /// the word after `env`; the rest of the line is one argument, as on
+    /// Unix (words after `env`).
+    #[test]
+    fn windows_runs_a_script_by_its_shebang() {
+        assert_eq!(windows_start("setup", b"#!/bin/sh\necho"), via("sh", &[]));
+        assert_eq!(
+            windows_start("setup", b"#!/bin/bash\r\necho"),
+            via("bash", &[])
+        );
+        assert_eq!(
+            windows_start("s.sh", b"#! /usr/bin/env bash\n"),
+            via("bash", &[])
+        );
+        assert_eq!(
+            windows_start("s.py", b"#!/usr/bin/env -S python3 -u\n"),
+            via("python3", &["-u"])
+        );
+        assert_eq!(
+            windows_start("s", b"#!/usr/bin/env LC_ALL=C perl -w\n"),
+            via("perl", &["-w"])
+        );
+        assert_eq!(
+            windows_start("s", b"#!/bin/bash -e -u\n"),
+            via("bash", &["-e -u"])
+        );
+        assert_eq!(
+            windows_start("s", br"#!C:\Git\bin\sh.exe"),
+            via("sh.exe", &[])
+        );
+        // A line cut by the head still names its program.
+        assert_eq!(windows_start("s", b"#!/bin/zsh"), via("zsh", &[]));
+    }
+
+    /// Anything else is refused, and so is a `#!` line that names nothing.
+    #[test]
+    fn windows_refuses_what_nothing_says_how_to_run() {
+        for (name, head) in [
+            ("setup", &b"echo hi\n"[..]),
+            ("setup.txt", b"#"),
+            ("setup", b""),
+            ("setup", b"#!\n/bin/sh"),
+            ("setup", b"#!/usr/bin/env\n"),
+            ("setup", b"#!/usr/bin/env -S\n"),
+            ("setup", b"#!/bin/..\n"),
+            ("setup", b"#!/bin/\n"),
+            ("setup", b"#!/bin/\xff\n"),
+            ("cmd", b"@echo off"),
+            ("setup.cmd.txt", b""),
+            (" #!/bin/sh", b" #!/bin/sh"),
+        ] {
+            assert_eq!(windows_start(name, head), Start::Refused, "{name}");
+        }
+    }
 }

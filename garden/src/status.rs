@@ -151,7 +151,7 @@ impl Garden {
         };
         b.matches_disk(&Seen {
             kind: b.kind,
-            mode: fsx::mode_to_record(fsx::mode_of(&md), b.mode),
+            mode: fsx::mode_to_record(fsx::mode_of(&md), b.mode, abs),
             content,
             target,
         })
@@ -309,7 +309,7 @@ impl Tx<'_> {
         let mut vouched = false;
         let mut seen = Seen {
             kind: e.kind,
-            mode: fsx::mode_to_record(md.perm(), e.mode),
+            mode: fsx::mode_to_record(md.perm(), e.mode, &abs),
             content: None,
             target: None,
         };

@@ -310,7 +310,7 @@ impl Garden {
                 });
             }
         };
-        e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode));
+        e.mode = Some(fsx::mode_to_record(fsx::mode_of(&md), e.mode, abs));
         match kind {
             DiskKind::File => e.hash = Some(fsx::hash_file(abs)?.0),
             DiskKind::Link => e.target = Some(fsx::read_link(abs)?),

@@ -15,8 +15,12 @@ use sgard_store::durable;
 use super::Ctx;
 use crate::ui;
 
-/// The line of [`GITATTRIBUTES`] that says the setup is there.
+/// The line of [`GITATTRIBUTES`] that says the merge setup is there.
 const ATTRIBUTE: &str = "manifest.yaml merge=sgard";
+
+/// The line of [`GITATTRIBUTES`] that keeps git from converting line
+/// endings.
+const BYTE_EXACT: &str = "* -text";
 
 /// The repository's git settings (`git.yaml`, committed with it).
 const SETTINGS_FILE: &str = "git.yaml";
@@ -373,18 +377,32 @@ pub fn missing_setup(repo: &Path) -> Vec<String> {
         )),
         Some(_) => {}
     }
-    if !has_attributes(repo) {
+    let missing = missing_attributes(repo);
+    if missing.contains(&ATTRIBUTE) {
         out.push(format!(
             "{} does not route manifest.yaml and history.yaml to the `sgard` merge driver",
+            repo.join(".gitattributes").display()
+        ));
+    }
+    if missing.contains(&BYTE_EXACT) {
+        out.push(format!(
+            "{} does not say `{BYTE_EXACT}`: a clone with core.autocrlf (git on Windows) \
+             changes the line endings of blobs, which then fail their hash",
             repo.join(".gitattributes").display()
         ));
     }
     out
 }
 
-fn has_attributes(repo: &Path) -> bool {
-    std::fs::read_to_string(repo.join(".gitattributes"))
-        .is_ok_and(|t| t.lines().any(|l| l.trim() == ATTRIBUTE))
+/// The lines of [`GITATTRIBUTES`] (but its comments) that the
+/// repository's `.gitattributes` lacks.
+fn missing_attributes(repo: &Path) -> Vec<&'static str> {
+    let text = std::fs::read_to_string(repo.join(".gitattributes")).unwrap_or_default();
+    GITATTRIBUTES
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| !text.lines().any(|t| t.trim() == *l))
+        .collect()
 }
 
 /// Makes git merge this repository with sgard, when it is in a git work
@@ -424,13 +442,27 @@ pub fn set_up(repo: &Path, attributes: bool) {
             ));
         }
     }
-    if attributes && !has_attributes(repo) {
+    let missing = missing_attributes(repo);
+    if attributes && !missing.is_empty() {
         let path = repo.join(".gitattributes");
         let mut text = std::fs::read_to_string(&path).unwrap_or_default();
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
-        text.push_str(GITATTRIBUTES);
+        if missing.len()
+            == GITATTRIBUTES
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .count()
+        {
+            text.push_str(GITATTRIBUTES);
+        } else {
+            // Written by an older sgard: only what it lacks.
+            for l in missing {
+                text.push_str(l);
+                text.push('\n');
+            }
+        }
         if let Err(e) = durable::write_atomic(&path, text.as_bytes(), 0o644) {
             ui::warn(&format!("could not write {}: {e}", path.display()));
         }

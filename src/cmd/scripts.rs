@@ -21,14 +21,19 @@ pub enum Scripts {
     Skip,
 }
 
-/// The scripts that are due, each staged for its run (or the reason it
-/// cannot run), drawn up while the repository is open.
+/// The scripts that are due, each staged for its run with the command
+/// that runs it (or the reason it cannot run), drawn up while the
+/// repository is open.
 pub struct Plan {
     what: Scripts,
-    items: Vec<std::result::Result<(DueScript, StagedScript), (String, String)>>,
+    items: Vec<std::result::Result<Ready, (String, String)>>,
     env: Vec<(&'static str, std::ffi::OsString)>,
     home: std::path::PathBuf,
 }
+
+/// A script ready to run: what it is, its staged copy, and the command
+/// that runs that.
+type Ready = (DueScript, StagedScript, Command);
 
 /// Draws up the scripts that are due (none with [`Scripts::Skip`]).
 ///
@@ -52,10 +57,16 @@ pub fn plan(g: &mut Garden, what: Scripts) -> Result<Plan> {
     }
     for check in g.scripts_due(false)? {
         p.items.push(match check {
-            ScriptCheck::Due(s) => match g.stage_script(&s) {
-                Ok(st) => Ok((s, st)),
-                Err(e) => Err((s.path.clone(), sgard_garden::error_chain(&e))),
-            },
+            ScriptCheck::Due(s) => {
+                let ready = g
+                    .stage_script(&s)
+                    .map_err(|e| sgard_garden::error_chain(&e))
+                    .and_then(|st| Ok((command(&st)?, st)));
+                match ready {
+                    Ok((cmd, st)) => Ok((s, st, cmd)),
+                    Err(why) => Err((s.path.clone(), why)),
+                }
+            }
             ScriptCheck::Broken(path, err) => Err((path, sgard_garden::error_chain(&err))),
         });
     }
@@ -80,7 +91,7 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<Failed>> {
     for item in p.items {
         // Told to end (during the last script, too): the rest waits.
         sgard_store::cancel::check()?;
-        let (s, staged) = match item {
+        let (s, staged, mut cmd) = match item {
             Ok(x) => x,
             Err((path, why)) => {
                 failed.push(Failed {
@@ -108,7 +119,6 @@ pub fn run_plan(p: Plan, out: &mut dyn Write) -> Result<Vec<Failed>> {
             ui::clean(&s.path)
         )?;
         out.flush()?;
-        let mut cmd = Command::new(&staged.file);
         cmd.current_dir(&p.home);
         for (k, v) in &p.env {
             cmd.env(k, v);
@@ -220,6 +230,52 @@ impl super::Run for Args {
     fn dry_run(&self) -> bool {
         self.dry_run
     }
+}
+
+/// The command that runs a staged script: the file itself (its mode and
+/// `#!` line say how).
+#[cfg(unix)]
+#[allow(clippy::unnecessary_wraps, reason = "Windows may refuse")]
+fn command(staged: &StagedScript) -> std::result::Result<Command, String> {
+    Ok(Command::new(&staged.file))
+}
+
+/// Windows: as its extension or `#!` line says
+/// ([`sgard_garden::scripts::windows_start`]); the error says why it
+/// cannot run.
+#[cfg(windows)]
+fn command(staged: &StagedScript) -> std::result::Result<Command, String> {
+    use sgard_garden::scripts::{Start, WINDOWS_REFUSED};
+    let file = &staged.file;
+    Ok(match &staged.start {
+        // std runs a batch file through the system's `cmd.exe /d /c`,
+        // quoting its path as cmd reads it.
+        Start::Program | Start::Batch => Command::new(file),
+        Start::PowerShell => {
+            let mut c = Command::new("powershell.exe");
+            c.args([
+                "-NoProfile",
+                "-NonInteractive",
+                "-ExecutionPolicy",
+                "Bypass",
+                "-File",
+            ])
+            .arg(file);
+            c
+        }
+        Start::Interpreter { program, args } => {
+            let found = sgard::context::find_program(program).ok_or_else(|| {
+                format!(
+                    "it runs with {program}, which is not on PATH (Git for Windows has sh and \
+                     bash)"
+                )
+            })?;
+            let mut c = Command::new(found);
+            c.args(args).arg(file);
+            c
+        }
+        Start::Refused => return Err(WINDOWS_REFUSED.to_owned()),
+    })
 }
 
 /// Whether a child ended because of Ctrl-C (`SIGINT`).

@@ -262,3 +262,140 @@ fn checkpoint_commits_and_pushes_as_asked_and_a_failed_push_loses_nothing() {
     lap.sg(&["log"]).ok().stdout_has("offline");
     lap.sg(&["status", "--exit-code"]).ok();
 }
+
+/// Every `.yaml` file of `repo` with `\r\n` line ends, as git on Windows
+/// with `core.autocrlf` checks text files out.
+fn yaml_to_crlf(repo: &Path) {
+    for e in fs::read_dir(repo).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "yaml") {
+            let text = fs::read_to_string(&p).unwrap();
+            assert!(!text.contains('\r'), "{}", p.display());
+            fs::write(&p, text.replace('\n', "\r\n")).unwrap();
+        }
+    }
+}
+
+/// A repository whose YAML files (manifest, history, data) were turned to
+/// `\r\n` still reads: status, log, verify, restore and restore --at work,
+/// and the files restore byte for byte, `\r\n` in a tracked file included.
+/// The head's snapshot blob keeps the bytes it was recorded with (blobs
+/// are named by their bytes), so verify still finds it sound.
+#[test]
+fn a_repository_whose_yaml_turned_to_crlf_still_reads() {
+    let t = TestEnv::init();
+    fs::write(
+        t.repo().join("data.yaml"),
+        "git:\n  email: ada@home.example\n",
+    )
+    .unwrap();
+    t.write(".bashrc", "one\n");
+    t.write(".crlf", b"a\r\nb\r\n");
+    t.write(".gitconfig", "email = {{ data.git.email }}\n");
+    t.sgard(["add", "~/.bashrc", "~/.crlf"]).ok();
+    t.sgard(["add", "--template", "~/.gitconfig"]).ok();
+    t.sgard(["checkpoint", "-m", "first"]).ok();
+    t.write(".bashrc", "two\n");
+    t.sgard(["checkpoint", "-m", "second"]).ok();
+    // The template's rendering in place.
+    t.sgard(["restore"]).ok();
+    t.sgard(["status", "--exit-code"]).ok();
+    yaml_to_crlf(&t.repo());
+
+    t.sgard(["status", "--exit-code"]).ok();
+    t.sgard(["log"])
+        .ok()
+        .stdout_has("first")
+        .stdout_has("second");
+    t.sgard(["verify"]).ok();
+    // The line ends are no change (of data.yaml either: its data is
+    // recorded with `\n`).
+    t.sgard(["checkpoint", "-m", "same"])
+        .ok()
+        .stdout_has("nothing changed");
+    for f in [".bashrc", ".crlf", ".gitconfig"] {
+        fs::remove_file(t.path(f)).unwrap();
+    }
+    t.sgard(["restore"]).ok();
+    assert_eq!(t.read(".bashrc"), b"two\n");
+    assert_eq!(t.read(".crlf"), b"a\r\nb\r\n");
+    assert_eq!(t.read(".gitconfig"), b"email = ada@home.example\n");
+    t.sgard(["restore", "--at", "@~1", "-f", "~/.bashrc"]).ok();
+    assert_eq!(t.read(".bashrc"), b"one\n");
+    t.sgard(["status", "--exit-code", "~/.crlf", "~/.gitconfig"])
+        .ok();
+    // The next save writes `\n` again.
+    t.write(".bashrc", "three\n");
+    t.sgard(["checkpoint", "-m", "third"]).ok();
+    assert!(!t.manifest().contains('\r'));
+    t.sgard(["verify"]).ok();
+    t.sgard(["show", "@"]).ok().stdout_has("~/.bashrc");
+}
+
+/// `init`'s `.gitattributes` keeps git from converting line endings: a
+/// clone with `core.autocrlf=true` (git on Windows) holds the blobs and
+/// sgard's YAML byte for byte, so its blobs verify and its files restore
+/// as they were, `\r\n` and `\n` alike.
+#[test]
+fn a_clone_with_autocrlf_keeps_every_file_byte_for_byte() {
+    if !have_git() {
+        eprintln!("git is not installed: skipped");
+        return;
+    }
+    let shared = tempfile::tempdir().unwrap();
+    let lap = Machine::new("laptop", &shared.path().join("lap-dots"));
+    let desk = Machine::new("desktop", &shared.path().join("desk-dots"));
+    lap.sg(&["init"]).ok();
+    lap.write(".bashrc", "export EDITOR=vi\n");
+    lap.write(".crlf", "a\r\nb\r\n");
+    lap.sg(&["add", "~/.bashrc", "~/.crlf"]).ok();
+    lap.sg(&["checkpoint", "-m", "first"]).ok();
+    git(&lap, &["init", "-q", "-b", "main"]).ok();
+    identity(&lap);
+    git(&lap, &["add", "-A"]).ok();
+    git(&lap, &["commit", "-q", "-m", "first"]).ok();
+    let out = Command::new("git")
+        .args(["-c", "core.autocrlf=true", "clone", "-q"])
+        .arg(&lap.repo)
+        .arg(&desk.repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for f in ["manifest.yaml", "history.yaml"] {
+        assert_eq!(
+            fs::read(lap.repo.join(f)).unwrap(),
+            fs::read(desk.repo.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    desk.sg(&["verify"]).ok();
+    desk.sg(&["restore"]).ok();
+    assert_eq!(desk.read(".bashrc"), "export EDITOR=vi\n");
+    assert_eq!(desk.read(".crlf"), "a\r\nb\r\n");
+}
+
+/// A `.gitattributes` an older sgard wrote (without `* -text`): doctor
+/// says what git with `core.autocrlf` would do, and the next command that
+/// writes the repository adds the line, once.
+#[test]
+fn an_older_gitattributes_gets_the_line_that_keeps_bytes() {
+    let Some((_shared, lap, _desk)) = two_clones() else {
+        return;
+    };
+    let path = lap.repo.join(".gitattributes");
+    let old = fs::read_to_string(&path).unwrap().replace("* -text\n", "");
+    fs::write(&path, &old).unwrap();
+    let r: Run = lap
+        .command(&["doctor"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+        .into();
+    r.stdout_has("core.autocrlf");
+    lap.write(".vimrc", "set nu\nset ai\n");
+    lap.sg(&["checkpoint"]).ok();
+    let now = fs::read_to_string(&path).unwrap();
+    assert_eq!(now, format!("{old}* -text\n"));
+    lap.sg(&["checkpoint"]).ok();
+    assert_eq!(fs::read_to_string(&path).unwrap(), now);
+}

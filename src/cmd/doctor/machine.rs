@@ -13,37 +13,6 @@ use super::{Parts, show};
 use crate::cli::Cli;
 use crate::cmd::Ctx;
 
-/// The executable `name` resolves to: a path as it is (when it has a
-/// `/`), else the first match in `PATH`.
-fn find_program(name: &str) -> Option<PathBuf> {
-    if name.contains('/') || (cfg!(windows) && name.contains('\\')) {
-        let p = PathBuf::from(name);
-        return runnable(&p).then_some(p);
-    }
-    let names: Vec<String> = context::program_extensions()
-        .iter()
-        .map(|ext| format!("{name}{ext}"))
-        .collect();
-    context::path_dirs()
-        .into_iter()
-        .filter(|d| !d.as_os_str().is_empty())
-        .flat_map(|d| names.iter().map(move |n| d.join(n)))
-        .find(|p| runnable(p))
-}
-
-/// Whether `p` is a file this user may run (an executable bit).
-#[cfg(unix)]
-fn runnable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Windows: a file (its extension, from `PATHEXT`, is what makes it run).
-#[cfg(windows)]
-fn runnable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file())
-}
-
 /// Runs a program to read its output (stdin closed); `None` when it cannot
 /// run or fails.
 fn output(cmd: &mut Command) -> Option<String> {
@@ -118,7 +87,7 @@ fn specifics() -> &'static [&'static str] {
 pub(super) fn git(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
     let repo = &ctx.repo;
     let in_tree = have_repo && repo.ancestors().any(|a| a.join(".git").exists());
-    let Some(git) = find_program("git") else {
+    let Some(git) = context::find_program("git") else {
         out.push(if in_tree {
             Finding::warning(
                 "git",
@@ -326,7 +295,7 @@ pub(super) fn editor(out: &mut Vec<Finding>) {
         Some(v) => format!("{v} is `{cmdline}`"),
         None => "neither VISUAL nor EDITOR is set, so `vi`".to_owned(),
     };
-    let found = first_word(&cmdline).and_then(|w| find_program(&w).map(|p| (w, p)));
+    let found = first_word(&cmdline).and_then(|w| context::find_program(&w).map(|p| (w, p)));
     out.push(match found {
         Some((_, p)) => Finding::ok("editor", format!("{label} ({})", p.display())),
         None => Finding::warning(
