@@ -133,6 +133,89 @@ if errorlevel 1 goto :fail
 findstr /c:"ignores case" "%ROOT%\doctor.txt" >nul
 if errorlevel 1 goto :fail
 
+rem --- tracked symlinks where Windows refuses them (SGARD_TEST_NO_SYMLINKS
+rem acts out the refusal; wine 8 makes no symlink at all: its
+rem CreateSymbolicLinkW says yes and does nothing, and it has no junctions).
+rem Wine cannot make the links to add, so machine one's repository gets the
+rem two link entries a Linux machine's `add` writes, as a git pull would
+rem bring them: ~/.vimrc -> dot/vimrc (a file), ~/.config/nvim ->
+rem ../dot/nvim (a folder); its next checkpoint records them.
+set "LREPO=%ROOT%\linkrepo"
+set "H4=%ROOT%\h4"
+set "USERPROFILE=%H1%"
+set "SGARD_HOSTNAME=one"
+set "SGARD_PASSPHRASE_COMMAND="
+mkdir "%H1%\dot\nvim"
+mkdir "%H4%"
+> "%H1%\dot\vimrc" echo set number
+> "%H1%\dot\nvim\init.lua" echo vim.opt.number = true
+call :run init --repo "%LREPO%"
+if errorlevel 1 goto :fail
+call :run add --repo "%LREPO%" "%H1%\dot"
+if errorlevel 1 goto :fail
+set "STEP=writing the link entries"
+>> "%LREPO%\manifest.yaml" echo     - path: ~/.vimrc
+>> "%LREPO%\manifest.yaml" echo       type: link
+>> "%LREPO%\manifest.yaml" echo       target: dot/vimrc
+>> "%LREPO%\manifest.yaml" echo       updated: 2026-12-01T10:00:00Z
+>> "%LREPO%\manifest.yaml" echo     - path: ~/.config/nvim
+>> "%LREPO%\manifest.yaml" echo       type: link
+>> "%LREPO%\manifest.yaml" echo       target: ../dot/nvim
+>> "%LREPO%\manifest.yaml" echo       updated: 2026-12-01T10:00:00Z
+call :run checkpoint --repo "%LREPO%" -m links
+if errorlevel 1 goto :fail
+rem Machine four restores with symlinks refused: the link to a file becomes
+rem a copy of it (made after the file itself is restored), the link to a
+rem folder a junction where the file system has them (not under wine: then
+rem it is skipped), each said in a warning.
+set "USERPROFILE=%H4%"
+set "SGARD_HOSTNAME=four"
+set "SGARD_TEST_NO_SYMLINKS=1"
+set "STEP=sgard restore --repo %LREPO% (links refused)"
+echo ^> sgard restore --repo "%LREPO%" (links refused)
+"%SG%" restore --repo "%LREPO%" 2> "%ROOT%\links.err"
+if not "%ERRORLEVEL%"=="0" goto :fail_links
+type "%ROOT%\links.err"
+set "STEP=restore said nothing of the copy standing in for ~/.vimrc"
+findstr /c:"~/.vimrc: wrote a copy of" "%ROOT%\links.err" >nul
+if errorlevel 1 goto :fail
+set "STEP=restore did not point at Developer Mode"
+findstr /c:"Developer Mode" "%ROOT%\links.err" >nul
+if errorlevel 1 goto :fail
+set "STEP=restore said nothing of ~/.config/nvim"
+findstr /c:"~/.config/nvim: " "%ROOT%\links.err" >nul
+if errorlevel 1 goto :fail
+set "STEP=the copy standing in for ~/.vimrc differs from its target"
+fc /b "%H4%\dot\vimrc" "%H4%\.vimrc" >nul
+if errorlevel 1 goto :fail
+rem The copy is the link as long as it matches: ok, and nothing to record.
+call :run status --repo "%LREPO%"
+if errorlevel 1 goto :fail
+call :run status --repo "%LREPO%" --exit-code "%H4%\.vimrc" "%H4%\dot"
+if errorlevel 1 goto :fail
+set "STEP=sgard checkpoint --repo %LREPO% (nothing to record)"
+echo ^> sgard checkpoint --repo "%LREPO%"
+"%SG%" checkpoint --repo "%LREPO%" -m nothing > "%ROOT%\links.out"
+if not "%ERRORLEVEL%"=="0" goto :fail_links
+type "%ROOT%\links.out"
+findstr /c:"nothing changed since snapshot" "%ROOT%\links.out" >nul
+if errorlevel 1 goto :fail
+rem An edited copy no longer stands in: a type change, said why, never
+rem recorded; restore -f copies the target again.
+>> "%H4%\.vimrc" echo set list
+set "STEP=status takes an edited copy for the link"
+"%SG%" status --repo "%LREPO%" --exit-code "%H4%\.vimrc" > "%ROOT%\links.out"
+if not errorlevel 1 goto :fail
+type "%ROOT%\links.out"
+findstr /c:"typechange" "%ROOT%\links.out" >nul
+if errorlevel 1 goto :fail
+call :run restore --repo "%LREPO%" -f "%H4%\.vimrc"
+if errorlevel 1 goto :fail
+set "STEP=restore -f did not copy the target again"
+fc /b "%H4%\dot\vimrc" "%H4%\.vimrc" >nul
+if errorlevel 1 goto :fail
+set "SGARD_TEST_NO_SYMLINKS="
+
 if "%ADDR%"=="" goto :done
 rem --- the sync server: push from machine one, pull into a new repository
 set "USERPROFILE=%H1%"
@@ -166,6 +249,10 @@ rem Any exit but 0: a crash's code (0xC0000409 and the like) is negative,
 rem which `if errorlevel 1` would take for success.
 if not "%ERRORLEVEL%"=="0" exit /b 1
 exit /b 0
+
+:fail_links
+type "%ROOT%\links.err" 2>nul
+goto :fail
 
 :fail_setup
 set "STEP=making the profiles"

@@ -423,6 +423,12 @@ impl Tx<'_> {
             return Ok(Some((entry.clone(), EntryChange::Missing)));
         };
         let disk = md.kind();
+        // The stand-in for a link Windows refused is the link, unchanged.
+        if entry.kind == EntryKind::Link
+            && crate::standin::is_stand_in(&abs, entry.target.as_deref(), disk)
+        {
+            return Ok(None);
+        }
         if !disk.matches(entry.kind) {
             return Ok(Some((
                 entry.clone(),

@@ -66,6 +66,10 @@ pub struct Env {
     /// `none`): how the home's file system compares names, instead of
     /// asking it (see `folding`).
     pub folding: Option<crate::folding::Folding>,
+    /// Test hook (`SGARD_TEST_NO_SYMLINKS`): on Windows, every symlink is
+    /// refused as Windows refuses it without Developer Mode, so restores
+    /// write their stand-ins (see `standin`). Nothing changes elsewhere.
+    pub no_symlinks: bool,
     /// How long a SQLite database locked by another process is waited for
     /// (`SGARD_SQLITE_TIMEOUT_MS`; `None`: 10 s).
     pub sqlite_timeout: Option<std::time::Duration>,
@@ -156,6 +160,7 @@ impl Env {
             scan_window,
             chunk_stall,
             folding,
+            no_symlinks: hook("SGARD_TEST_NO_SYMLINKS").is_some(),
             sqlite_timeout,
             config_dir,
             username,

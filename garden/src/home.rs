@@ -586,6 +586,36 @@ impl Confine {
         p.fd.sync().map_err(|e| io_err("syncing folder", &p.dir, e))
     }
 
+    /// Replaces `abs` with a directory junction to the folder `target`
+    /// (absolute): the stand-in for a folder symlink Windows refused (see
+    /// [`crate::standin`]). Made under a temp name and renamed into
+    /// place; a file or link in the way is removed first, as Windows never
+    /// renames a folder over one.
+    ///
+    /// # Errors
+    /// As [`Confine::parent`]; [`Error::Io`] (on Unix, always: it has no
+    /// junctions).
+    pub fn junction(&self, target: &Path, abs: &Path) -> Result<()> {
+        let p = self.parent(abs, true)?;
+        let tmp = temp_name(crate::own::LINK_PREFIX, &p.name);
+        p.fd.junction(&p.dir, target, &tmp)
+            .map_err(|e| io_err("creating a junction in", &p.dir, e))?;
+        let placed =
+            p.fd.rename(&tmp, &p.name)
+                .or_else(|e| match p.fd.stat(Path::new(&p.name)) {
+                    Ok(st) if st.kind != Kind::Dir => {
+                        p.fd.remove_file(&p.name)?;
+                        p.fd.rename(&tmp, &p.name)
+                    }
+                    _ => Err(e),
+                });
+        if let Err(e) = placed {
+            let _ = p.fd.remove_file(&tmp);
+            return Err(io_err("renaming into place", abs, e));
+        }
+        p.fd.sync().map_err(|e| io_err("syncing folder", &p.dir, e))
+    }
+
     /// Sets the mode of the file or folder at `abs` (never a symlink's
     /// target).
     ///

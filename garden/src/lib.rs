@@ -71,6 +71,7 @@ mod scan;
 pub mod scripts;
 pub mod secrets;
 mod sqlite;
+mod standin;
 mod statcache;
 mod stats;
 mod status;

@@ -114,6 +114,9 @@ pub enum RestoreAction {
     Conflict(String),
     /// It failed; nothing was written for it.
     Failed(String),
+    /// Nothing was written for it, and why: a symlink Windows refused
+    /// that nothing could stand in for (its target does not exist).
+    Skipped(String),
 }
 
 impl RestoreAction {
@@ -138,6 +141,9 @@ pub struct RestoreReport {
     pub failures: Vec<(String, Error)>,
     /// The safety snapshot recorded before anything was written, if any.
     pub before: Option<sgard_store::Hash>,
+    /// Things worth telling, by entry: the stand-ins written for symlinks
+    /// Windows refused.
+    pub notes: Vec<(String, String)>,
 }
 
 impl RestoreReport {
@@ -683,6 +689,10 @@ impl Garden {
         // flushes.
         let mut staged = Vec::new();
         let mut staged_steps = Vec::new();
+        // Where a link may be stood in for by a copy of its target
+        // (Windows), links are made after the files, so a copy is of what
+        // this restore wrote there.
+        let mut links_after = Vec::new();
         for (s, slot) in steps.iter().zip(&mut slots) {
             if !slot.live {
                 continue;
@@ -692,13 +702,14 @@ impl Garden {
                 staged_steps.push(s);
                 continue;
             }
-            match self.tx().perform(s) {
-                Ok(()) => {
-                    self.tx().settle_step(s);
-                    report.actions.push((s.path.clone(), s.action()));
-                }
-                Err(e) => report.fail(s.path.clone(), e),
+            if crate::standin::ACTIVE
+                && written(&self.repo.manifest.files, &s.op)
+                    .is_some_and(|e| e.kind == EntryKind::Link)
+            {
+                links_after.push(s);
+                continue;
             }
+            self.perform_step(s, report);
         }
         self.repo.env.crash_point("restore-staged");
         let mut failed = self.repo.confine.commit(staged).into_iter().peekable();
@@ -711,12 +722,36 @@ impl Garden {
                 Some((_, e)) => report.fail(s.path.clone(), e),
             }
         }
+        for s in links_after {
+            self.perform_step(s, report);
+        }
         self.repo.env.crash_point("restore-before-base");
         self.tx().flush_base()?;
         drop(section);
         // Done as recorded; a stop asked for meanwhile ends the command.
         sgard_store::cancel::check()?;
         Ok(())
+    }
+
+    /// Does one step that is not a staged file, recording what came of it
+    /// (a stand-in for a refused symlink is said in the report's notes; a
+    /// link nothing could stand in for is skipped, and not settled).
+    fn perform_step(&mut self, s: &Step, report: &mut RestoreReport) {
+        match self.tx().perform(s) {
+            Ok(Done::Skipped(why)) => {
+                report
+                    .actions
+                    .push((s.path.clone(), RestoreAction::Skipped(why)));
+            }
+            Ok(done) => {
+                if let Done::StoodIn(what) = done {
+                    report.notes.push((s.path.clone(), what));
+                }
+                self.tx().settle_step(s);
+                report.actions.push((s.path.clone(), s.action()));
+            }
+            Err(e) => report.fail(s.path.clone(), e),
+        }
     }
 
     /// Writes `bytes` as the file of `e` at `abs` (durably, with its mode).
@@ -1046,24 +1081,81 @@ impl Tx<'_> {
         stage_plain(&self.repo.confine, self.repo.stores(), e, abs)
     }
 
-    fn perform(&mut self, s: &Step) -> Result<()> {
+    fn perform(&mut self, s: &Step) -> Result<Done> {
+        let abs = self.repo.env.expand(&s.path);
         match &s.op {
             Op::Write { .. } => match written(&self.repo.manifest.files, &s.op) {
-                Some(entry) => self.write_entry(entry, &self.repo.env.expand(&s.path)),
+                Some(entry) => self.write_entry(entry, &abs),
                 None => Err(Error::Invalid(format!(
                     "{}: the head changed while restoring",
                     s.path
                 ))),
             },
-            Op::FixMode { mode, .. } => self
-                .repo
-                .confine
-                .chmod(&self.repo.env.expand(&s.path), *mode),
-            Op::Delete => self.repo.confine.remove(&self.repo.env.expand(&s.path)),
+            Op::FixMode { mode, .. } => {
+                self.repo.confine.chmod(&abs, *mode).map(|()| Done::Written)
+            }
+            Op::Delete => self.repo.confine.remove(&abs).map(|()| Done::Written),
         }
     }
 
-    pub(crate) fn write_entry(&mut self, e: &Entry, abs: &Path) -> Result<()> {
+    pub(crate) fn write_entry(&mut self, e: &Entry, abs: &Path) -> Result<Done> {
+        if e.kind == EntryKind::Link {
+            let target = e
+                .target
+                .as_deref()
+                .ok_or_else(|| Error::Invalid(format!("{}: no target", e.path)))?;
+            let made = if crate::standin::ACTIVE && self.repo.env.no_symlinks {
+                Err(crate::standin::refusal(abs))
+            } else {
+                self.repo.confine.symlink(target, abs)
+            };
+            return match made {
+                Err(err) if crate::standin::ACTIVE && crate::standin::is_refusal(&err) => {
+                    self.stand_in(target, abs)
+                }
+                r => r.map(|()| Done::Written),
+            };
+        }
+        self.write_file_entry(e, abs).map(|()| Done::Written)
+    }
+
+    /// Writes the stand-in for the link at `abs` to `target` that Windows
+    /// refused (see [`crate::standin`]): a junction to a folder, a copy of
+    /// a file (written as any restored file is), or nothing.
+    fn stand_in(&self, target: &str, abs: &Path) -> Result<Done> {
+        use crate::standin::{HINT, Plan};
+        Ok(match crate::standin::plan(abs, target) {
+            Plan::Junction(t) => match self.repo.confine.junction(&t, abs) {
+                Ok(()) => Done::StoodIn(format!(
+                    "wrote a directory junction to {} in place of the symlink to {target}; {HINT}",
+                    t.display()
+                )),
+                Err(err) => Done::Skipped(format!(
+                    "not restored: its target {} is a folder, and neither a symlink nor a \
+                     junction could be made here ({}); {HINT}",
+                    t.display(),
+                    crate::checkpoint::error_chain(&err)
+                )),
+            },
+            Plan::Copy(t) => {
+                self.repo
+                    .confine
+                    .write_file(abs, Mode::from_st_mode(0o644), |f| {
+                        let (mut src, _) = fsx::open_regular(&t)?;
+                        std::io::copy(&mut src, f).map_err(|err| Error::io("copying", &t, err))?;
+                        Ok(())
+                    })?;
+                Done::StoodIn(format!(
+                    "wrote a copy of {} in place of the symlink to {target} (a copy does not \
+                     follow later changes of its target); {HINT}",
+                    t.display()
+                ))
+            }
+            Plan::Skip(why) => Done::Skipped(format!("not restored: {why}; {HINT}")),
+        })
+    }
+
+    fn write_file_entry(&mut self, e: &Entry, abs: &Path) -> Result<()> {
         match e.kind {
             EntryKind::File if e.template => {
                 let out = self.rendering(e)?;
@@ -1086,16 +1178,20 @@ impl Tx<'_> {
                     copy_blob(self.repo.stores(), e, &hash, abs, f)
                 })
             }
-            EntryKind::Link => {
-                let target = e
-                    .target
-                    .as_deref()
-                    .ok_or_else(|| Error::Invalid(format!("{}: no target", e.path)))?;
-                self.repo.confine.symlink(target, abs)
-            }
+            EntryKind::Link => Err(Error::Invalid(format!("{}: a link, not a file", e.path))),
             EntryKind::Directory => self.repo.confine.mkdir(abs, e.mode),
         }
     }
+}
+
+/// What came of a step, beyond its action.
+pub(crate) enum Done {
+    /// Written as the entry says.
+    Written,
+    /// A stand-in was written for a symlink Windows refused (what, in words).
+    StoodIn(String),
+    /// Nothing could stand in for a refused symlink (why).
+    Skipped(String),
 }
 
 /// The mode a template's rendering is written with.

@@ -138,7 +138,9 @@ impl Garden {
             return false;
         };
         let disk = DiskKind::of(&md);
-        if !disk.matches(b.kind) {
+        let stood_in = b.kind == EntryKind::Link
+            && crate::standin::is_stand_in(abs, b.target.as_deref(), disk);
+        if !disk.matches(b.kind) && !stood_in {
             return false;
         }
         let content = match b.kind {
@@ -146,6 +148,7 @@ impl Garden {
             _ => None,
         };
         let target = match b.kind {
+            EntryKind::Link if stood_in => b.target.clone(),
             EntryKind::Link => fsx::read_link(abs).ok(),
             _ => None,
         };
@@ -298,10 +301,20 @@ impl Tx<'_> {
             return Ok(Judged::new(State::Missing, None));
         };
         let disk = md.kind();
-        if !disk.matches(e.kind) {
+        // A stand-in for a link Windows refused (a junction, a copy that
+        // still matches) is judged as the link it stands in for.
+        let stood_in = e.kind == EntryKind::Link
+            && crate::standin::is_stand_in(&abs, e.target.as_deref(), disk);
+        if !disk.matches(e.kind) && !stood_in {
+            let detail = match (e.kind, disk) {
+                (EntryKind::Link, DiskKind::File) => crate::standin::mismatch(e.target.as_deref()),
+                _ => None,
+            };
             let mut j = Judged::new(
                 State::TypeChange,
-                Some(format!("tracked as a {}, now {}", e.kind, disk.describe())),
+                Some(detail.unwrap_or_else(|| {
+                    format!("tracked as a {}, now {}", e.kind, disk.describe())
+                })),
             );
             j.md = Some(md);
             return Ok(j);
@@ -330,6 +343,7 @@ impl Tx<'_> {
                 seen.content = Some(h);
                 vouched = v;
             }
+            EntryKind::Link if stood_in => seen.target.clone_from(&e.target),
             EntryKind::Link => seen.target = Some(fsx::read_link(&abs)?),
             EntryKind::Directory => {}
         }

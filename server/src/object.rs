@@ -2033,6 +2033,7 @@ mod tests {
         Env {
             chunk_stall: None,
             folding: None,
+            no_symlinks: false,
             sqlite_timeout: None,
             config_dir: None,
             username: "u".into(),

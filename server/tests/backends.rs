@@ -35,6 +35,7 @@ fn env(home: &Path) -> Env {
         scan_window: None,
         chunk_stall: None,
         folding: None,
+        no_symlinks: false,
         sqlite_timeout: None,
         config_dir: None,
         username: "sgard".into(),

@@ -131,6 +131,10 @@ pub fn print_actions(
                 writeln!(out, "{w} {} ({})", clean(path), clean(why))?;
                 continue;
             }
+            RestoreAction::Skipped(why) => {
+                crate::ui::warn(&format!("{}: {}", clean(path), clean(why)));
+                continue;
+            }
             _ => {}
         }
         let word = match (action, dry_run) {
@@ -149,11 +153,16 @@ pub fn print_actions(
                 RestoreAction::UpToDate
                 | RestoreAction::NotTargeted
                 | RestoreAction::Refused(_)
-                | RestoreAction::WouldAsk(_),
+                | RestoreAction::WouldAsk(_)
+                | RestoreAction::Skipped(_),
                 _,
             ) => continue,
         };
         writeln!(out, "{} {}", crate::ui::word(colour, word, 10), clean(path))?;
+    }
+    // What stood in for symlinks Windows refused, once each.
+    for (path, what) in &report.notes {
+        crate::ui::warn(&format!("{}: {}", clean(path), clean(what)));
     }
     Ok(())
 }

@@ -99,6 +99,12 @@ impl Dir {
         Ok(rustix::fs::symlinkat(target, &self.0, name)?)
     }
 
+    /// There are no directory junctions on Unix (a symlink is always
+    /// made): an error.
+    pub fn junction(&self, _dir: &Path, _target: &Path, _name: &OsStr) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     /// Renames `from` to `to` in this folder, replacing what `to` names.
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
         Ok(rustix::fs::renameat(&self.0, from, &self.0, to)?)

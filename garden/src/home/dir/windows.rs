@@ -101,9 +101,38 @@ impl Dir {
             self.0.metadata(t).is_ok_and(|m| m.is_dir())
         };
         if is_dir {
-            self.0.symlink_dir(target, name)
+            self.0.symlink_dir(target, name)?;
         } else {
-            self.0.symlink_file(target, name)
+            self.0.symlink_file(target, name)?;
+        }
+        // Wine 8 says a symlink was made and makes none: that is a
+        // refusal too (see `crate::standin::refused`).
+        match self.0.symlink_metadata(name) {
+            Ok(m) if m.file_type().is_symlink() => Ok(()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "Windows said the symlink was made, but there is none",
+            )),
+        }
+    }
+
+    /// Creates the directory junction `name` (this folder is at `dir`) to
+    /// the folder `target` (absolute): the stand-in for a folder symlink,
+    /// which needs no privilege. The junction is made by path (Windows
+    /// has no call relative to a handle for it), then checked to be a link
+    /// in this very folder; a junction the path led elsewhere is an error.
+    pub fn junction(&self, dir: &Path, target: &Path, name: &OsStr) -> io::Result<()> {
+        if let Err(e) = junction::create(target, dir.join(name)) {
+            // It makes the (temp-named) folder first: a failure after that
+            // leaves it, empty.
+            let _ = self.0.remove_dir(name);
+            return Err(e);
+        }
+        match self.0.symlink_metadata(name) {
+            Ok(m) if m.file_type().is_symlink() => Ok(()),
+            _ => Err(io::Error::other(
+                "the junction is not in the folder sgard opened",
+            )),
         }
     }
 
@@ -224,4 +253,58 @@ pub(crate) fn path_bytes(p: &Path) -> Option<Vec<u8>> {
 /// The path [`path_bytes`] made.
 pub(crate) fn path_of_bytes(b: &[u8]) -> Option<PathBuf> {
     std::str::from_utf8(b).ok().map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wine 8 says yes to a symlink and makes none: sgard must take that
+    /// for the refusal it is, as it takes Windows' want of privilege.
+    #[test]
+    fn a_symlink_is_made_or_refused_never_pretended() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("target"), b"x").unwrap();
+        let d = Dir::open_root(t.path()).unwrap();
+        match d.symlink("target", OsStr::new("link")) {
+            Ok(()) => assert_eq!(
+                d.read_link(OsStr::new("link")).unwrap(),
+                Path::new("target")
+            ),
+            Err(e) => {
+                assert!(crate::standin::refused(&e), "{e}");
+                assert!(d.stat(Path::new("link")).is_err());
+            }
+        }
+    }
+
+    /// A junction is a link to its folder, and the stand-in for a link
+    /// entry to that folder; where none can be made (wine has none),
+    /// nothing is left behind.
+    #[test]
+    fn a_junction_stands_in_or_leaves_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let root = crate::clean(t.path());
+        std::fs::create_dir(root.join("folder")).unwrap();
+        let d = Dir::open_root(&root).unwrap();
+        match d.junction(&root, &root.join("folder"), OsStr::new("j")) {
+            Ok(()) => {
+                assert_eq!(d.stat(Path::new("j")).unwrap().kind, Kind::Symlink);
+                assert!(crate::standin::is_stand_in(
+                    &root.join("j"),
+                    Some("folder"),
+                    crate::fsx::DiskKind::Link
+                ));
+                assert!(!crate::standin::is_stand_in(
+                    &root.join("j"),
+                    Some("elsewhere"),
+                    crate::fsx::DiskKind::Link
+                ));
+            }
+            Err(e) => {
+                eprintln!("no junction here: {e}");
+                assert!(d.stat(Path::new("j")).is_err());
+            }
+        }
+    }
 }
