@@ -126,8 +126,14 @@ pub fn collisions<'a>(
         return Vec::new();
     }
     let mut first: HashMap<String, &str> = HashMap::new();
+    let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for p in paths {
+        // A path given twice (the head's entries and those a restore
+        // writes) makes its pair once.
+        if !seen.insert(p) {
+            continue;
+        }
         match first.get(&folding.key(p)) {
             Some(q) if *q != p => {
                 if only.is_none_or(|f| f(p) || f(q)) {
@@ -172,7 +178,9 @@ mod tests {
     fn names_that_fold_together_are_found() {
         let both = Folding::parse("both").unwrap();
         let decomposed = "~/cafe\u{301}";
-        let paths = ["~/.Foo", "~/.bar", "~/.foo", "~/café", decomposed, "~/.bar"];
+        let paths = [
+            "~/.Foo", "~/.bar", "~/.foo", "~/café", decomposed, "~/.bar", "~/.foo",
+        ];
         assert_eq!(
             collisions(both, paths, None),
             vec![

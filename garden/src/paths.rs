@@ -121,10 +121,17 @@ impl Env {
             let home = self.home.as_os_str();
             let mut p = std::ffi::OsString::with_capacity(home.len() + 1 + rest.len());
             p.push(home);
-            if !home.as_encoded_bytes().ends_with(b"/") {
-                p.push("/");
+            let sep = std::path::MAIN_SEPARATOR;
+            if !home.as_encoded_bytes().ends_with(&[sep as u8]) {
+                p.push(std::path::MAIN_SEPARATOR_STR);
             }
-            p.push(rest);
+            // Windows: its own separator, so a path sgard names reads as
+            // one (`C:\Users\me\.config\nvim`, not `…\me/.config/nvim`).
+            if cfg!(windows) {
+                p.push(rest.replace('/', std::path::MAIN_SEPARATOR_STR));
+            } else {
+                p.push(rest);
+            }
             PathBuf::from(p)
         } else {
             PathBuf::from(tilde)
@@ -197,5 +204,13 @@ mod tests {
         assert_eq!(e.expand("~/.x"), PathBuf::from("/home/u/.x"));
         assert_eq!(e.expand("~"), PathBuf::from("/home/u"));
         assert_eq!(e.expand("/etc/hosts"), PathBuf::from("/etc/hosts"));
+        // Spelt with the platform's separator, so a path sgard names reads
+        // as one on Windows too.
+        let want = if cfg!(windows) {
+            r"/home/u\.config\nvim"
+        } else {
+            "/home/u/.config/nvim"
+        };
+        assert_eq!(e.expand("~/.config/nvim").to_str(), Some(want));
     }
 }
