@@ -143,7 +143,7 @@ impl Ctx {
         // A command that writes the repository also adds what git needs
         // to merge it (`.gitattributes`), when it is under git.
         if write && self.git_setup {
-            git::set_up(&self.repo, true);
+            git::set_up(&self.repo, git::Attributes::Upgrade);
         }
         self.ready(g)
     }
@@ -242,7 +242,7 @@ impl Ctx {
     fn ready(&self, g: Garden) -> Result<Garden> {
         // A git clone gets the merge driver defined on first use.
         if self.git_setup {
-            git::set_up(&self.repo, false);
+            git::set_up(&self.repo, git::Attributes::Leave);
         }
         // A damaged history is the error of a command that needs it, said
         // once, before it starts; for the others, a warning.

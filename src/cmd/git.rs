@@ -179,7 +179,7 @@ fn run(ctx: &Ctx, args: &[OsString]) -> Result<ExitCode> {
         }
         return setting(ctx, which, words.get(1).copied().flatten());
     }
-    set_up(&ctx.repo, true);
+    set_up(&ctx.repo, Attributes::Route);
     let status = Command::new("git")
         .arg("-C")
         .arg(&ctx.repo)
@@ -355,41 +355,57 @@ fn driver_command() -> Option<String> {
     Some(format!("{program} git-merge-driver %O %A %B %P"))
 }
 
+/// A part of the git setup that is missing: what, and whether it is the
+/// line that keeps blobs byte-exact (else the merge driver's setup).
+pub struct Missing {
+    /// What is missing, naming the file.
+    pub what: String,
+    /// The `* -text` line, not the merge driver's setup.
+    pub byte_exact: bool,
+}
+
 /// What is missing of the git setup of `repo` (empty: all there, or not
 /// in a git work tree): for `doctor`.
-pub fn missing_setup(repo: &Path) -> Vec<String> {
+pub fn missing_setup(repo: &Path) -> Vec<Missing> {
     let Some(config) = git_config_file(repo) else {
         return Vec::new();
+    };
+    let merge = |what: String| Missing {
+        what,
+        byte_exact: false,
     };
     let mut out = Vec::new();
     match std::fs::read_to_string(&config)
         .ok()
         .and_then(|t| configured_driver(&t))
     {
-        None => out.push(format!(
+        None => out.push(merge(format!(
             "the clone's git config ({}) does not define the `sgard` merge driver: git merges \
              manifest.yaml and history.yaml as text and stops with conflict markers",
             config.display()
-        )),
-        Some(c) if !program_exists(&c) => out.push(format!(
+        ))),
+        Some(c) if !program_exists(&c) => out.push(merge(format!(
             "the `sgard` merge driver in {} runs a program that is not there ({c})",
             config.display()
-        )),
+        ))),
         Some(_) => {}
     }
     let missing = missing_attributes(repo);
     if missing.contains(&ATTRIBUTE) {
-        out.push(format!(
+        out.push(merge(format!(
             "{} does not route manifest.yaml and history.yaml to the `sgard` merge driver",
             repo.join(".gitattributes").display()
-        ));
+        )));
     }
     if missing.contains(&BYTE_EXACT) {
-        out.push(format!(
-            "{} does not say `{BYTE_EXACT}`: a clone with core.autocrlf (git on Windows) \
-             changes the line endings of blobs, which then fail their hash",
-            repo.join(".gitattributes").display()
-        ));
+        out.push(Missing {
+            what: format!(
+                "{} does not say `{BYTE_EXACT}`: a clone with core.autocrlf (git on Windows) \
+                 changes the line endings of blobs, which then fail their hash",
+                repo.join(".gitattributes").display()
+            ),
+            byte_exact: true,
+        });
     }
     out
 }
@@ -397,7 +413,11 @@ pub fn missing_setup(repo: &Path) -> Vec<String> {
 /// The lines of [`GITATTRIBUTES`] (but its comments) that the
 /// repository's `.gitattributes` lacks.
 fn missing_attributes(repo: &Path) -> Vec<&'static str> {
-    let text = std::fs::read_to_string(repo.join(".gitattributes")).unwrap_or_default();
+    missing_lines(&std::fs::read_to_string(repo.join(".gitattributes")).unwrap_or_default())
+}
+
+/// The lines of [`GITATTRIBUTES`] (but its comments) that `text` lacks.
+fn missing_lines(text: &str) -> Vec<&'static str> {
     GITATTRIBUTES
         .lines()
         .filter(|l| !l.starts_with('#'))
@@ -405,13 +425,27 @@ fn missing_attributes(repo: &Path) -> Vec<&'static str> {
         .collect()
 }
 
+/// What [`set_up`] may do to the repository's `.gitattributes`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Attributes {
+    /// Nothing (a reader never dirties the checkout).
+    Leave,
+    /// Add sgard's lines when the merge routing is missing (a repository
+    /// no sgard set up: before `sgard git pull` merges it).
+    Route,
+    /// As `Route`, and add `* -text` where an older sgard wrote the lines
+    /// without it (a command that writes the repository).
+    Upgrade,
+}
+
 /// Makes git merge this repository with sgard, when it is in a git work
 /// tree: defines the `sgard` driver in the clone's config where it is
-/// missing (or runs a program that is gone), and with `attributes` adds
-/// the lines of `.gitattributes` that route the files to it (a command
-/// that writes the repository; a reader never dirties the checkout).
+/// missing (or runs a program that is gone), and as `attributes` says,
+/// adds the lines of `.gitattributes` that route the files to it and keep
+/// git from converting them. Lines a user changed or removed otherwise
+/// are left as they are.
 /// Best effort: what fails is a warning, and `doctor` says it again.
-pub fn set_up(repo: &Path, attributes: bool) {
+pub fn set_up(repo: &Path, attributes: Attributes) {
     let Some(config) = git_config_file(repo) else {
         return;
     };
@@ -442,27 +476,38 @@ pub fn set_up(repo: &Path, attributes: bool) {
             ));
         }
     }
-    let missing = missing_attributes(repo);
-    if attributes && !missing.is_empty() {
-        let path = repo.join(".gitattributes");
-        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
+    if attributes == Attributes::Leave {
+        return;
+    }
+    let path = repo.join(".gitattributes");
+    let mut text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            // Not text, or not readable: never replaced by sgard's lines.
+            ui::warn(&format!(
+                "{} cannot be read ({e}); sgard's git lines were not added",
+                path.display()
+            ));
+            return;
         }
-        if missing.len()
-            == GITATTRIBUTES
-                .lines()
-                .filter(|l| !l.starts_with('#'))
-                .count()
-        {
-            text.push_str(GITATTRIBUTES);
-        } else {
-            // Written by an older sgard: only what it lacks.
-            for l in missing {
-                text.push_str(l);
-                text.push('\n');
-            }
-        }
+    };
+    let missing = missing_lines(&text);
+    let add: Vec<&str> = if missing.contains(&ATTRIBUTE) {
+        vec![GITATTRIBUTES]
+    } else if attributes == Attributes::Upgrade && missing.contains(&BYTE_EXACT) {
+        // Written by an older sgard: the line that keeps bytes exact.
+        vec![BYTE_EXACT, "\n"]
+    } else {
+        return;
+    };
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    for a in add {
+        text.push_str(a);
+    }
+    {
         if let Err(e) = durable::write_atomic(&path, text.as_bytes(), 0o644) {
             ui::warn(&format!("could not write {}: {e}", path.display()));
         }

@@ -25,7 +25,7 @@ fn run(ctx: &Ctx, dry_run: bool, out: &mut dyn Write) -> Result<ExitCode> {
     }
     let g = Garden::init(&ctx.repo, ctx.env.clone())?;
     ctx.finish(g)?;
-    super::git::set_up(&ctx.repo, false);
+    super::git::set_up(&ctx.repo, super::git::Attributes::Leave);
     writeln!(
         out,
         "Initialized sgard repository at {}",

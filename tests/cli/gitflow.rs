@@ -383,8 +383,16 @@ fn an_older_gitattributes_gets_the_line_that_keeps_bytes() {
         return;
     };
     let path = lap.repo.join(".gitattributes");
-    let old = fs::read_to_string(&path).unwrap().replace("* -text\n", "");
+    // An older sgard's lines, less one its user took out on purpose.
+    let old = fs::read_to_string(&path)
+        .unwrap()
+        .replace("* -text\n", "")
+        .replace("retired-keys merge=union\n", "");
     fs::write(&path, &old).unwrap();
+    // A reader, and `sgard git` itself, leave the checkout as it is.
+    lap.sg(&["status"]).ok();
+    lap.sg(&["git", "log", "-1", "--format=%s"]).ok();
+    assert_eq!(fs::read_to_string(&path).unwrap(), old);
     let r: Run = lap
         .command(&["doctor"])
         .stdin(std::process::Stdio::null())

@@ -140,9 +140,22 @@ pub(super) fn git(ctx: &Ctx, have_repo: bool, out: &mut Vec<Finding>) {
     }
     // What git needs to merge the manifest and the history.
     for missing in crate::cmd::git::missing_setup(repo) {
+        if missing.byte_exact {
+            p.raise(
+                Level::Warning,
+                missing.what,
+                format!(
+                    "a command that changes the repository adds the line; commit it \
+                     (`git -C {shown} add .gitattributes && git -C {shown} commit`), and on a \
+                     clone checked out with core.autocrlf check its files out again once: \
+                     `git -C {shown} rm --cached -r -q . && git -C {shown} reset --hard`"
+                ),
+            );
+            continue;
+        }
         p.raise(
             Level::Warning,
-            format!("{missing} (the `sgard` merge driver)"),
+            format!("{} (the `sgard` merge driver)", missing.what),
             format!(
                 "run any sgard command on the repository (`sgard status` defines the driver; \
                  a command that changes it adds .gitattributes), then commit .gitattributes: \
