@@ -647,6 +647,20 @@ impl Garden {
                 return Ok(());
             }
         };
+        // Windows runs a script by its name or `#!` line, not a mode bit: a
+        // file tracked before without one gets it when `--run` makes it a
+        // script Windows can start (on Unix the bit is the file's own).
+        if crate::platform::READS_HEAD
+            && entry.kind == EntryKind::File
+            && opts.run.is_some()
+            && let Some(m) = entry.mode
+            && m.bits() & 0o111 == 0
+        {
+            let as_new = fsx::mode_to_record(m, None, abs);
+            entry.mode = Some(sgard_manifest::Mode::from_st_mode(
+                m.bits() | (as_new.bits() & 0o111),
+            ));
+        }
         if entry.kind == EntryKind::File
             && opts.run.is_some()
             && entry.mode.is_some_and(|m| m.bits() & 0o111 == 0)
@@ -1040,7 +1054,6 @@ pub(crate) fn below_tracked(below: &str, above: &str) -> Error {
     }
 }
 
-/// Why a script that is not executable is not added.
 /// The mode `manifest` records for `tilde` when it tracks it as what
 /// `kind` is (`None`: new, or another kind now).
 pub(crate) fn recorded_mode(
@@ -1054,6 +1067,7 @@ pub(crate) fn recorded_mode(
         .and_then(|e| e.mode)
 }
 
+/// Why a script that is not executable is not added.
 pub(crate) const NOT_EXECUTABLE: &str = "is not executable; a script must be";
 
 /// Why a FIFO, socket or device is not tracked.

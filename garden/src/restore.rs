@@ -1124,35 +1124,38 @@ impl Tx<'_> {
     /// a file (written as any restored file is), or nothing.
     fn stand_in(&self, target: &str, abs: &Path) -> Result<Done> {
         use crate::standin::{HINT, Plan};
-        Ok(match crate::standin::plan(abs, target) {
-            Plan::Junction(t) => match self.repo.confine.junction(&t, abs) {
-                Ok(()) => Done::StoodIn(format!(
-                    "wrote a directory junction to {} in place of the symlink to {target}; {HINT}",
-                    t.display()
-                )),
-                Err(err) => Done::Skipped(format!(
-                    "not restored: its target {} is a folder, and neither a symlink nor a \
+        Ok(
+            match crate::standin::plan(abs, target, &self.repo.env.home) {
+                Plan::Junction(t) => match self.repo.confine.junction(&t, abs) {
+                    Ok(()) => Done::StoodIn(format!(
+                        "wrote a directory junction to {} in place of the symlink to {target}; {HINT}",
+                        t.display()
+                    )),
+                    Err(err) => Done::Skipped(format!(
+                        "not restored: its target {} is a folder, and neither a symlink nor a \
                      junction could be made here ({}); {HINT}",
-                    t.display(),
-                    crate::checkpoint::error_chain(&err)
-                )),
-            },
-            Plan::Copy(t) => {
-                self.repo
-                    .confine
-                    .write_file(abs, Mode::from_st_mode(0o644), |f| {
-                        let (mut src, _) = fsx::open_regular(&t)?;
-                        std::io::copy(&mut src, f).map_err(|err| Error::io("copying", &t, err))?;
-                        Ok(())
-                    })?;
-                Done::StoodIn(format!(
-                    "wrote a copy of {} in place of the symlink to {target} (a copy does not \
+                        t.display(),
+                        crate::checkpoint::error_chain(&err)
+                    )),
+                },
+                Plan::Copy(t) => {
+                    self.repo
+                        .confine
+                        .write_file(abs, Mode::from_st_mode(0o644), |f| {
+                            let (mut src, _) = fsx::open_regular(&t)?;
+                            std::io::copy(&mut src, f)
+                                .map_err(|err| Error::io("copying", &t, err))?;
+                            Ok(())
+                        })?;
+                    Done::StoodIn(format!(
+                        "wrote a copy of {} in place of the symlink to {target} (a copy does not \
                      follow later changes of its target); {HINT}",
-                    t.display()
-                ))
-            }
-            Plan::Skip(why) => Done::Skipped(format!("not restored: {why}; {HINT}")),
-        })
+                        t.display()
+                    ))
+                }
+                Plan::Skip(why) => Done::Skipped(format!("not restored: {why}; {HINT}")),
+            },
+        )
     }
 
     fn write_file_entry(&mut self, e: &Entry, abs: &Path) -> Result<()> {

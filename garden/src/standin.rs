@@ -119,13 +119,21 @@ pub(crate) enum Plan {
 }
 
 /// What to write for a link at `abs` to `target` that Windows refused,
-/// by what the target is now (followed, as a symlink would be).
-pub(crate) fn plan(abs: &Path, target: &str) -> Plan {
+/// by what the target is now (followed, as a symlink would be). A file is
+/// copied only from under `home`: a link may point anywhere, and a copy,
+/// unlike a link, duplicates what it holds where the link's folder lets
+/// others read it (a manifest from a clone or a server names the target).
+pub(crate) fn plan(abs: &Path, target: &str, home: &Path) -> Plan {
     let Some(t) = resolve(abs, target) else {
         return Plan::Skip(format!("its target {target} is not a path here"));
     };
     match std::fs::metadata(&t) {
         Ok(md) if md.is_dir() => Plan::Junction(t),
+        Ok(md) if md.is_file() && !crate::platform::path_is_under(&t, home) => Plan::Skip(format!(
+            "its target {} is a file outside the home, which sgard never copies in \
+                 place of a link",
+            t.display()
+        )),
         Ok(md) if md.is_file() => Plan::Copy(t),
         Ok(_) => Plan::Skip(format!(
             "its target {} is neither a file nor a folder",
@@ -229,16 +237,23 @@ mod tests {
         std::fs::write(dir.path().join("file"), b"x").unwrap();
         std::fs::create_dir(dir.path().join("folder")).unwrap();
         let link = dir.path().join("link");
+        let home = crate::clean(dir.path());
         assert_eq!(
-            plan(&link, "file"),
+            plan(&link, "file", &home),
             Plan::Copy(crate::clean(&dir.path().join("file")))
         );
         assert_eq!(
-            plan(&link, "folder"),
+            plan(&link, "folder", &home),
             Plan::Junction(crate::clean(&dir.path().join("folder")))
         );
         assert!(
-            matches!(plan(&link, "nothing"), Plan::Skip(why) if why.contains("does not exist"))
+            matches!(plan(&link, "nothing", &home), Plan::Skip(why) if why.contains("does not exist"))
+        );
+        // A file outside the home is never copied in: a link may point at
+        // anything, a copy would duplicate it.
+        let elsewhere = home.join("folder");
+        assert!(
+            matches!(plan(&link, "file", &elsewhere), Plan::Skip(why) if why.contains("outside the home"))
         );
     }
 
