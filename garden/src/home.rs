@@ -607,7 +607,12 @@ impl Confine {
                         p.fd.remove_file(&p.name)?;
                         p.fd.rename(&tmp, &p.name)
                     }
-                    _ => Err(e),
+                    // Never replaced: what a folder holds is not sgard's.
+                    Ok(_) => Err(std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        "a folder is in the way",
+                    )),
+                    Err(_) => Err(e),
                 });
         if let Err(e) = placed {
             let _ = p.fd.remove_file(&tmp);

@@ -722,8 +722,19 @@ impl Garden {
                 Some((_, e)) => report.fail(s.path.clone(), e),
             }
         }
-        for s in links_after {
-            self.perform_step(s, report);
+        // A link to another link comes after it: a stand-in needs what it
+        // stands in for to be there.
+        let links: Vec<(std::path::PathBuf, String)> = links_after
+            .iter()
+            .map(|s| {
+                let target = written(&self.repo.manifest.files, &s.op)
+                    .and_then(|e| e.target.clone())
+                    .unwrap_or_default();
+                (self.repo.env.expand(&s.path), target)
+            })
+            .collect();
+        for i in crate::standin::link_order(&links) {
+            self.perform_step(links_after[i], report);
         }
         self.repo.env.crash_point("restore-before-base");
         self.tx().flush_base()?;

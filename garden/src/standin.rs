@@ -172,6 +172,40 @@ pub(crate) fn refusal(abs: &Path) -> Error {
 pub(crate) const HINT: &str =
     "Windows refused the symlink (turn on Developer Mode in Settings for real symlinks)";
 
+/// The order in which to restore `links` (each its absolute path and its
+/// target), as indexes: a link whose target is another of them after that
+/// one, so a link to a link has something to stand in for by its turn
+/// (`~/.a -> .b` after `~/.b -> x`). Otherwise as given; a cycle is
+/// left in the order given.
+pub(crate) fn link_order(links: &[(PathBuf, String)]) -> Vec<usize> {
+    let at: std::collections::HashMap<&Path, usize> = links
+        .iter()
+        .enumerate()
+        .map(|(i, (p, _))| (p.as_path(), i))
+        .collect();
+    let next = |i: usize| {
+        let (p, t) = &links[i];
+        resolve(p, t).and_then(|abs| at.get(abs.as_path()).copied())
+    };
+    // How many links of the list stand between each and a target outside
+    // it: bounded by the list's length, so a cycle ends.
+    let depth = |mut i: usize| {
+        let mut d = 0;
+        while let Some(j) = next(i) {
+            if d >= links.len() {
+                break;
+            }
+            d += 1;
+            i = j;
+        }
+        d
+    };
+    let mut order: Vec<usize> = (0..links.len()).collect();
+    // Stable: links at one depth keep their (path) order.
+    order.sort_by_key(|&i| depth(i));
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +289,24 @@ mod tests {
         assert!(
             matches!(plan(&link, "file", &elsewhere), Plan::Skip(why) if why.contains("outside the home"))
         );
+    }
+
+    #[test]
+    fn a_link_to_a_link_is_restored_after_it() {
+        let h = home();
+        let links = vec![
+            (h.join(".a"), ".b".to_owned()),
+            (h.join(".b"), "dot/b".to_owned()),
+            (h.join(".c"), ".a".to_owned()),
+            (h.join(".d"), "dot/d".to_owned()),
+        ];
+        assert_eq!(link_order(&links), vec![1, 3, 0, 2]);
+        // A cycle ends, in the order given.
+        let cycle = vec![
+            (h.join(".x"), ".y".to_owned()),
+            (h.join(".y"), ".x".to_owned()),
+        ];
+        assert_eq!(link_order(&cycle), vec![0, 1]);
     }
 
     #[test]
