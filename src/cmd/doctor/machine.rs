@@ -74,6 +74,7 @@ fn specifics() -> &'static [&'static str] {
         &[
             "flushes with F_FULLFSYNC",
             "the lock check cannot name a lock's holder (no /proc/locks)",
+            "no watcher: status looks at every tracked file",
         ]
     } else if cfg!(target_os = "linux") {
         &["flushes a batch with one syncfs, else fsync per file"]
