@@ -804,7 +804,10 @@ impl Tx<'_> {
     /// Puts the head's snapshot blob back from manifest.yaml when it is
     /// gone: the Go sgard's `prune` deletes every blob the manifest does
     /// not name, snapshots included, and the head's is the one the next
-    /// checkpoint needs as its parent.
+    /// checkpoint needs as its parent. A head recorded only in this home's
+    /// local log (a restore before the first checkpoint) has its blob in
+    /// the local store: it is copied in the same way, without a word, since
+    /// nothing was lost.
     pub(crate) fn heal_head_snapshot(&mut self) {
         if !self
             .repo
@@ -820,8 +823,15 @@ impl Tx<'_> {
         {
             return;
         }
+        let shared = self
+            .repo
+            .repo_history
+            .records
+            .iter()
+            .any(|r| r.id == self.repo.head_hash);
         if let Some(text) = self.repo.head_text(&self.repo.head_hash)
             && self.repo.store.write_bytes(&text).is_ok()
+            && shared
         {
             self.work.note(format!(
                 "snapshot {} (the head) had lost its blob, as the Go sgard's prune does; \

@@ -1773,6 +1773,25 @@ fn the_head_snapshot_blob_deleted_by_a_go_prune_is_put_back() {
         .stdout_has("its snapshot blob is missing");
 }
 
+/// A restore before the first checkpoint records its snapshots in this
+/// home's local log only; the checkpoint after it is the repository's
+/// first snapshot, and nothing is reported lost on the way.
+#[test]
+fn a_checkpoint_after_a_first_restore_says_nothing_was_lost() {
+    let t = TestEnv::tracking(".a", "a\n");
+    t.write(".a", "z\n");
+    t.sgard(["restore", "-f"]).ok();
+    assert_eq!(t.read(".a"), b"a\n");
+    t.write(".a", "b\n");
+    let r = t.sgard(["checkpoint", "-m", "x"]);
+    r.ok();
+    assert!(!r.stderr.contains("lost its blob"), "{r:#?}");
+    let head = sha(fs::read(t.repo().join("manifest.yaml")).unwrap());
+    t.sgard(["show", &head]).ok().stdout_has("added      ~/.a");
+    t.sgard(["verify"]).ok();
+    t.sgard(["log"]).ok().stdout_has("before-restore");
+}
+
 /// A parsed snapshot document is kept in this machine's state folder under
 /// its id (a snapshot never changes) and used again instead of the blob; a
 /// damaged copy is parsed again from the blob and replaced; and a copy
