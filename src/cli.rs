@@ -158,7 +158,8 @@ pub enum Command {
     Version,
     /// Print a shell completion script
     Completion(crate::cmd::completion::Args),
-    /// Print the man page, or write one per command into a folder
+    /// Print the man page, or write one per command into a folder (`--markdown`: the book's
+    /// command reference, as markdown)
     Man(crate::cmd::man::Args),
 }
 

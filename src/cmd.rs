@@ -300,7 +300,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Command::Completion(a) => return completion::run(a.shell, &mut out),
-        Command::Man(a) => return man::run(a.dir.as_deref(), &mut out),
+        Command::Man(a) => return man::run(&a, &mut out),
         other => other,
     };
     let mut env = context::env()?;
