@@ -1212,3 +1212,12 @@ fn migrate_carries_a_gardens_purges() {
     )
     .ok();
 }
+
+/// Issue 39, defect 1, on a replica over S3.
+#[test]
+fn a_refused_push_leaves_no_false_conflict_on_s3() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(1);
+    let r = replica(&w, &m, &["--max-blob-size", "5000000"]);
+    a_refused_push_leaves_no_false_conflict(w.key(0), &r.addr);
+}

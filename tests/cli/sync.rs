@@ -586,6 +586,60 @@ pub(crate) fn track(t: &TestEnv, paths: &[&str]) {
     local(t, &["checkpoint"]).ok();
 }
 
+/// Issue 39, defect 1, on the server at `addr` (started with
+/// `--max-blob-size 5000000`): a push the server refuses (a 6 MB file,
+/// chunking off) changes nothing a later pull compares against. The pull
+/// finds nothing to take and no conflict, the file stays as it is here;
+/// a later edit is still this machine's alone, and once the big version is
+/// purged from the history the rest pushes and reaches another machine.
+#[track_caller]
+pub(crate) fn a_refused_push_leaves_no_false_conflict(key: &Path, addr: &str) {
+    let mut t = TestEnv::init();
+    local(&t, &["chunking", "--off"]).ok();
+    t.write("f", noise(2_000_000, 1));
+    track(&t, &["f"]);
+    sg(&t, key, &["push", "-r", addr]).ok();
+    t.now = now_plus(5);
+    let big = noise(6_000_000, 2);
+    t.write("f", &big);
+    local(&t, &["checkpoint", "-m", "big"]).ok();
+    let r = sg(&t, key, &["push", "-r", addr]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    r.stderr_has("larger than the server's limit");
+    let r = sg(&t, key, &["pull", "-r", addr]);
+    r.ok();
+    assert!(
+        !r.stdout.contains("conflict") && !r.stderr.contains("conflict"),
+        "{r:#?}"
+    );
+    assert_eq!(t.read("f"), big);
+    local(&t, &["status", "--exit-code"]).ok();
+    // Edited again here: still this machine's change alone, which pushes
+    // once it fits.
+    t.now = now_plus(10);
+    t.write("f", "small now\n");
+    local(&t, &["checkpoint", "-m", "small"]).ok();
+    let r = sg(&t, key, &["pull", "-r", addr]);
+    r.ok();
+    assert!(
+        !r.stdout.contains("conflict") && !r.stderr.contains("conflict"),
+        "{r:#?}"
+    );
+    assert_eq!(t.read("f"), b"small now\n");
+    // The history still holds the big version, so the push is refused
+    // again, for the same reason; purging it lets the rest through.
+    let r = sg(&t, key, &["push", "-r", addr]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    r.stderr_has("larger than the server's limit");
+    local(&t, &["purge", "~/f", "--keep-current", "-y"]).ok();
+    sg(&t, key, &["push", "-r", addr]).ok();
+    let mut other = TestEnv::init();
+    other.now = now_plus(15);
+    trust(&other, key);
+    sg(&other, key, &["pull", "-r", addr]).ok();
+    assert_eq!(other.read("f"), b"small now\n");
+}
+
 /// Writes `rel` and checkpoints.
 #[track_caller]
 pub(crate) fn change(t: &mut TestEnv, rel: &str, content: &str, mins: u32) {
@@ -3197,4 +3251,12 @@ fn fleet_shows_a_machine_behind() {
         .stdout_has("desktop")
         .stdout_has("behind");
     drop(srv);
+}
+
+/// Issue 39, defect 1, on a folder server.
+#[test]
+fn a_refused_push_leaves_no_false_conflict_on_a_folder_server() {
+    let w = world_or_skip!(1);
+    let srv = w.serve(&["--max-blob-size", "5000000"]);
+    a_refused_push_leaves_no_false_conflict(w.key(0), &srv.addr);
 }
