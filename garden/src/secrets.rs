@@ -2,7 +2,7 @@
 //! new one in plaintext unless told how (`--encrypt` or `--plaintext`), and
 //! `status` and `doctor` flag those already stored in plaintext.
 //!
-//! The detector is small on purpose (the README lists it):
+//! The detector is small on purpose (the guide lists it: docs/src/how-to/secrets.md):
 //! - a private key, in any file: a PEM or OpenSSH block (a line
 //!   `-----BEGIN … PRIVATE KEY-----` or `… PRIVATE KEY BLOCK-----` and its
 //!   `-----END` line) or a PuTTY key, in the first [`HEAD`] bytes;

@@ -11,7 +11,7 @@
 //! read without sgard. A failure is shrunk (delta debugging) to a short
 //! list of operations that can be saved and replayed.
 //!
-//! What it models and what it does not is in the README (`sgard-sim`) and
+//! What it models and what it does not is in the guide (docs/src/development.md) and
 //! ARCHITECTURE.md ("The simulation").
 
 use std::path::PathBuf;

@@ -184,7 +184,7 @@ async fn probe_async(o: &Opts) -> Vec<Finding> {
             "tls",
             "not used: tokens and unencrypted file contents cross the network in clear",
             "start sgardd with --tls-cert/--tls-key and run `sgard remote set ADDR --tls-ca \
-             cert.pem` here (see README, *Sync between machines*), or sync over a VPN",
+             cert.pem` here (see the guide, docs/src/how-to/sync.md#tls), or sync over a VPN",
         ));
     }
     login(o, host, &mut out).await;

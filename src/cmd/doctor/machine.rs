@@ -60,7 +60,7 @@ pub(super) fn platform(ctx: &Ctx, out: &mut Vec<Finding>) {
 }
 
 /// What sgard does on this platform that it does not do elsewhere, in the
-/// words of the README's *Platforms* section.
+/// words of the guide's *Platforms* page (docs/src/reference-extra/platforms.md).
 fn specifics() -> &'static [&'static str] {
     if cfg!(windows) {
         &[
