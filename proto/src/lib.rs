@@ -28,3 +28,9 @@ pub const CHUNK_SIZE: usize = 64 * 1024;
 
 /// The metadata key carrying the auth token.
 pub const TOKEN_METADATA_KEY: &str = "x-sgard-auth-token";
+
+/// The words of a push's refusal (`RESOURCE_EXHAUSTED`) for an object over
+/// the server's `--max-blob-size`: the server writes `blob HASH` before them
+/// and ` of N bytes` after, and the client finds the hash by them to name
+/// the file that holds it.
+pub const TOO_LARGE: &str = "is larger than the server's limit";

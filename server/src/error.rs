@@ -100,8 +100,17 @@ pub(crate) fn store_error(e: sgard_store::Error) -> Error {
             "blob {hash}: the bytes sent hash to {actual}; dropped"
         )),
         sgard_store::Error::TooLarge { limit } => Error::too_large(format!(
-            "blob larger than the server's limit of {limit} bytes; dropped"
+            "a blob larger than the server's limit of {limit} bytes; dropped"
         )),
         other => Error::internal(chain(&other)),
     }
+}
+
+/// An object over `--max-blob-size`, named by its hash so the client can
+/// say which of its files it is (both backends refuse with these words).
+pub(crate) fn blob_too_large(hash: &sgard_store::Hash, limit: u64) -> Error {
+    Error::too_large(format!(
+        "blob {hash} {} of {limit} bytes; dropped",
+        sgard_proto::TOO_LARGE
+    ))
 }

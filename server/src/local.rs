@@ -252,15 +252,30 @@ impl Backend for Local {
         let repo = self.garden_repo(garden)?;
         let store = sgard_store::Store::open(&repo);
         let mut sink = BlobSink::new(store, Some(self.max_blob));
+        // The object being received, to name it when it is too large.
+        let mut current = None;
+        let too_large =
+            |e: sgard_store::Error, current: Option<Hash>, limit: u64| match (e, current) {
+                (sgard_store::Error::TooLarge { .. }, Some(h)) => {
+                    crate::error::blob_too_large(&h, limit)
+                }
+                (e, _) => store_error(e),
+            };
         while let Some(piece) = pieces.next().await {
             let Piece { start, data } = piece?;
             if let Some((h, kind)) = start {
+                current = Some(h);
                 sink.start_kind(h, kind, Some(self.max_blob))
                     .await
-                    .map_err(store_error)?;
+                    .map_err(|e| too_large(e, current, self.max_blob))?;
             }
             crate::metrics::bytes_received(data.len());
-            if !data.is_empty() && !sink.feed(data).await.map_err(store_error)? {
+            if !data.is_empty()
+                && !sink
+                    .feed(data)
+                    .await
+                    .map_err(|e| too_large(e, current, self.max_blob))?
+            {
                 return Err(Error::invalid("data before any blob hash"));
             }
         }

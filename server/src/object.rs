@@ -1531,7 +1531,7 @@ impl Backend for Object {
         let g = garden_name(garden)?;
         /// What is being received.
         enum Current {
-            Object(Box<sgard_depot::ObjectWriter>, u64),
+            Object(Box<sgard_depot::ObjectWriter>, Hash, u64),
             List(Hash, Vec<u8>),
         }
         let mut current: Option<Current> = None;
@@ -1542,7 +1542,7 @@ impl Backend for Object {
             async move {
                 match c {
                     None => Ok(false),
-                    Some(Current::Object(w, _)) => {
+                    Some(Current::Object(w, _, _)) => {
                         w.finish().await.map(|()| true).map_err(|e| match e {
                             sgard_depot::Error::HashMismatch { .. } => Error::damaged(format!(
                                 "{e}: the bytes sent do not hash to their name; dropped"
@@ -1578,7 +1578,7 @@ impl Backend for Object {
                             .object_writer(&g, kind, &h)
                             .await
                             .map_err(depot_error)?;
-                        Current::Object(Box::new(w), 0)
+                        Current::Object(Box::new(w), h, 0)
                     }
                 });
             }
@@ -1593,13 +1593,10 @@ impl Backend for Object {
                     }
                     text.extend_from_slice(&data);
                 }
-                Some(Current::Object(w, n)) => {
+                Some(Current::Object(w, h, n)) => {
                     *n += data.len() as u64;
                     if *n > self.max_blob {
-                        return Err(Error::too_large(format!(
-                            "blob larger than the server's limit of {} bytes; dropped",
-                            self.max_blob
-                        )));
+                        return Err(crate::error::blob_too_large(h, self.max_blob));
                     }
                     w.write(&data).await.map_err(depot_error)?;
                 }

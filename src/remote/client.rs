@@ -1380,6 +1380,63 @@ fn push_once(g: &mut Garden, o: &Opts) -> Result<Push> {
             ))),
         }
     })?
+    .map_err(|e| name_large_blob(e, g, &m))
+}
+
+/// A push refused for an object over the server's `--max-blob-size`: the
+/// server names the blob by its hash, and this says which tracked file
+/// holds it, now or in a snapshot (newest first), and how to go on.
+fn name_large_blob(e: anyhow::Error, g: &mut Garden, m: &Manifest) -> anyhow::Error {
+    let text = format!("{e:#}");
+    if !text.contains(sgard_proto::TOO_LARGE) {
+        return e;
+    }
+    let Some(h) = text
+        .split(|c: char| !c.is_ascii_hexdigit())
+        .filter(|w| w.len() == 64)
+        .find_map(|w| Hash::parse(w).ok())
+    else {
+        return e;
+    };
+    let holds = |doc: &Manifest| -> Vec<String> {
+        doc.files
+            .iter()
+            .filter(|f| f.hash == Some(h))
+            .map(|f| f.path.clone())
+            .collect()
+    };
+    let now = holds(m);
+    if !now.is_empty() {
+        return e.context(format!(
+            "{} is over the server's size limit: the server keeps it out (turn chunking on with \
+             `sgard chunking --on` to send big files in pieces, or ask for a higher \
+             --max-blob-size)",
+            now.join(", ")
+        ));
+    }
+    let ids: Vec<Hash> = g
+        .shared_history()
+        .records
+        .iter()
+        .rev()
+        .map(|r| r.id)
+        .collect();
+    for id in ids {
+        let Ok(doc) = g.snapshot_doc(&id) else {
+            continue;
+        };
+        let then = holds(&doc);
+        if !then.is_empty() {
+            return e.context(format!(
+                "an older version of {} (snapshot {}) is over the server's size limit: \
+                 `sgard purge {} --keep-current` drops it from the history, and the rest pushes",
+                then.join(", "),
+                id.short(12),
+                then[0]
+            ));
+        }
+    }
+    e
 }
 
 /// What a push would do (`push --dry-run`), as the server answered a

@@ -606,6 +606,8 @@ pub(crate) fn a_refused_push_leaves_no_false_conflict(key: &Path, addr: &str) {
     let r = sg(&t, key, &["push", "-r", addr]);
     assert_eq!(r.code, 1, "{r:#?}");
     r.stderr_has("larger than the server's limit");
+    // The refusal names the file, not only a blob.
+    r.stderr_has("sgard: error: ~/f is over the server's size limit");
     let r = sg(&t, key, &["pull", "-r", addr]);
     r.ok();
     assert!(
@@ -631,6 +633,8 @@ pub(crate) fn a_refused_push_leaves_no_false_conflict(key: &Path, addr: &str) {
     let r = sg(&t, key, &["push", "-r", addr]);
     assert_eq!(r.code, 1, "{r:#?}");
     r.stderr_has("larger than the server's limit");
+    r.stderr_has("an older version of ~/f (snapshot ");
+    r.stderr_has("`sgard purge ~/f --keep-current` drops it from the history");
     local(&t, &["purge", "~/f", "--keep-current", "-y"]).ok();
     sg(&t, key, &["push", "-r", addr]).ok();
     let mut other = TestEnv::init();
