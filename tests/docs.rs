@@ -5,8 +5,12 @@
 //! ARCHITECTURE.md ("The docs test").
 //!
 //! `SGARD_DOCS_ONLY=README.md,docs/src/how-to/secrets.md` limits the
-//! examples and links checked to those files.
+//! examples and links checked to those files (empty: all of them).
 
+// Linux only: the pages run `sgard watch` (inotify) and the runner reads
+// /proc (processes of a session's group); on other systems they cannot run
+// as written.
+#![cfg(target_os = "linux")]
 #![allow(missing_docs)]
 
 mod docs {
@@ -64,8 +68,14 @@ fn config(timeout: Duration) -> Config {
 /// README.md and the book's pages but the generated reference, or the
 /// files SGARD_DOCS_ONLY names; and whether that is all of them.
 fn doc_files() -> (Vec<PathBuf>, bool) {
+    doc_files_of(std::env::var("SGARD_DOCS_ONLY").ok().as_deref())
+}
+
+/// `doc_files` for the value `only` of SGARD_DOCS_ONLY: one that names no
+/// file (empty, `,`) is as if unset.
+fn doc_files_of(only: Option<&str>) -> (Vec<PathBuf>, bool) {
     let root = root();
-    if let Ok(only) = std::env::var("SGARD_DOCS_ONLY") {
+    if let Some(only) = only.filter(|o| o.split(',').any(|s| !s.trim().is_empty())) {
         let files = only
             .split(',')
             .filter(|s| !s.trim().is_empty())
@@ -106,8 +116,12 @@ fn run_files(cfg: &Config, files: &[PathBuf]) -> Report {
     report
 }
 
+fn fixtures() -> PathBuf {
+    root().join("tests/docs/fixtures")
+}
+
 fn fixture(name: &str) -> PathBuf {
-    root().join("tests/docs/fixtures").join(name)
+    fixtures().join(name)
 }
 
 fn fail_with(what: &str, failures: &[String]) {
@@ -118,7 +132,7 @@ fn fail_with(what: &str, failures: &[String]) {
 
 #[test]
 fn examples() {
-    let (files, _) = doc_files();
+    let (files, all) = doc_files();
     let started = Instant::now();
     let report = run_files(&config(Duration::from_secs(60)), &files);
     let _ = writeln!(
@@ -132,7 +146,35 @@ fn examples() {
         report.failures.len(),
         started.elapsed().as_secs_f64()
     );
-    fail_with("failure(s) in the examples", &report.failures);
+    let mut failures = report.failures.clone();
+    if all {
+        failures.extend(too_few(&report));
+    }
+    fail_with("failure(s) in the examples", &failures);
+}
+
+/// Fewer sessions or commands than the pages hold: the test became vacuous
+/// (files not found, blocks not recognised, everything skipped). A file
+/// left out whole for want of SGARD_MOTO_SERVER counts as a session, so
+/// the test still passes without moto.
+const MIN_SESSIONS: usize = 30;
+const MIN_COMMANDS: usize = 400;
+
+fn too_few(report: &Report) -> Option<String> {
+    let sessions = report.sessions + report.without_moto;
+    (sessions < MIN_SESSIONS || report.commands < MIN_COMMANDS).then(|| {
+        format!(
+            "only {} session(s) (and {} file(s) left for want of moto) and {} command(s) ran \
+             (at least {MIN_SESSIONS} and {MIN_COMMANDS} expected): are the pages still found \
+             and their blocks recognised?",
+            report.sessions, report.without_moto, report.commands
+        )
+    })
+}
+
+/// SGARD_DOCS_BLESS rewrites only when it is `1`.
+fn blessing(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_some_and(|v| v == "1")
 }
 
 #[test]
@@ -143,7 +185,7 @@ fn links() {
         // The generated pages' links too (their examples are not run).
         files.extend(links::pages(&root.join("docs/src/reference")));
     }
-    let mut failures = links::check(&root, &files);
+    let mut failures = links::check(&root, &root.join("docs/src"), &files);
     if all {
         failures.extend(links::orphans(&root, &root.join("docs/src")));
     }
@@ -159,7 +201,7 @@ const END: &str = "<!-- reference:end -->";
 fn reference() {
     let root = root();
     let dir = root.join("docs/src/reference");
-    let bless = std::env::var_os("SGARD_DOCS_BLESS").is_some();
+    let bless = blessing(std::env::var_os("SGARD_DOCS_BLESS").as_deref());
     let fresh = tempfile::tempdir().unwrap();
     let target = if bless {
         dir.clone()
@@ -263,10 +305,10 @@ fn fixture_that_passes() {
         &report.failures,
     );
     assert_eq!(report.sessions, 1);
-    assert_eq!(report.commands, 17, "commands and blocks run");
+    assert_eq!(report.commands, 19, "commands and blocks run");
     assert_eq!(report.skips.len(), 1, "{:?}", report.skips);
     assert!(
-        report.skips[0].contains("pass.md:78: cannot run in CI"),
+        report.skips[0].contains("pass.md:90: cannot run in CI"),
         "{:?}",
         report.skips
     );
@@ -274,18 +316,22 @@ fn fixture_that_passes() {
         !marker_running(),
         "the session's background process outlived it"
     );
-    let links = links::check(&root(), &[fixture("pass.md")]);
+    let links = links::check(&root(), &fixtures(), &[fixture("pass.md")]);
     assert!(links.is_empty(), "{links:?}");
 }
 
-/// Runs one failing fixture; its failures.
-fn failures_of(name: &str, timeout: Duration) -> String {
+/// Runs one failing fixture; its report.
+fn report_of(name: &str, timeout: Duration) -> Report {
     let cfg = Config {
         moto: None,
         ..config(timeout)
     };
-    let report = run_files(&cfg, &[fixture(name)]);
-    report.failures.join("\n")
+    run_files(&cfg, &[fixture(name)])
+}
+
+/// Runs one failing fixture; its failures.
+fn failures_of(name: &str, timeout: Duration) -> String {
+    report_of(name, timeout).failures.join("\n")
 }
 
 #[test]
@@ -304,13 +350,78 @@ fn fixture_wrong_output() {
 
 #[test]
 fn fixture_failing_script() {
-    let f = failures_of("fail-sh.md", Duration::from_secs(20));
+    let report = report_of("fail-sh.md", Duration::from_secs(20));
+    let f = report.failures.join("\n");
     assert!(
         f.contains("fail-sh.md:4: this block failed (exit status 1)"),
         "{f}"
     );
     assert!(f.contains("the rest of this file was not run"), "{f}");
     assert!(!f.contains("not run\n"), "{f}");
+    // Only the failing block ran: not the console block after it.
+    assert_eq!(report.commands, 1, "commands and blocks run: {f}");
+    assert_eq!(report.failures.len(), 1, "{f}");
+}
+
+/// Scripts and setup run with `set -o pipefail`: a failure inside a pipe
+/// fails the setup.
+#[test]
+fn fixture_failing_pipe() {
+    let report = report_of("fail-pipe.md", Duration::from_secs(20));
+    let f = report.failures.join("\n");
+    assert!(
+        f.contains("fail-pipe.md:4: this docs-test setup failed (exit status 1)"),
+        "{f}"
+    );
+    assert_eq!(report.commands, 1, "commands and blocks run: {f}");
+}
+
+/// A console command that exits non-zero fails, unless the next command
+/// is exactly `echo $?`.
+#[test]
+fn fixture_exit_status() {
+    let report = report_of("fail-status.md", Duration::from_secs(20));
+    let f = report.failures.join("\n");
+    assert!(
+        f.contains("fail-status.md:4: exited with status 3: a command that fails must be followed by `$ echo $?`"),
+        "{f}"
+    );
+    assert!(f.contains("--- its output:\n    out"), "{f}");
+    assert!(!f.contains("fail-status.md:6:"), "{f}");
+    // The last command of a block has no next command.
+    assert!(f.contains("fail-status.md:11: exited with status 1"), "{f}");
+    // `echo "$?"` is not `echo $?`.
+    assert!(f.contains("fail-status.md:15: exited with status 1"), "{f}");
+    assert_eq!(report.failures.len(), 3, "{f}");
+    // A failed command does not end the file.
+    assert_eq!(report.commands, 7, "{f}");
+}
+
+/// A session dropped in the middle (a panic, an early return) kills its
+/// process group, and is gone when the drop returns.
+#[test]
+fn session_dropped_kills_its_group() {
+    let _guard = lock();
+    let cfg = Config {
+        moto: None,
+        ..config(Duration::from_secs(20))
+    };
+    let mut session = runner::Session::start(&cfg).unwrap();
+    let group = session.group();
+    let ran = session
+        .command("sleep 314159 > /dev/null 2>&1 &\nsh -c 'sleep 314160' > /dev/null 2>&1 &")
+        .unwrap();
+    assert_eq!(ran.map(|r| r.0), Some(0));
+    assert!(runner::group_alive(group));
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _session = session;
+        panic!("a failure in the middle of a session");
+    }));
+    assert!(panicked.is_err());
+    assert!(
+        !runner::group_alive(group),
+        "the session's processes outlived its drop"
+    );
 }
 
 #[test]
@@ -333,14 +444,31 @@ fn fixture_markup_mistakes() {
         f.contains("fail-markup.md:3: unknown docs-test directive `skipp typo`"),
         "{f}"
     );
-    assert!(
-        f.contains("fail-markup.md:5: `docs-test: skip` is not right before a code block"),
-        "{f}"
-    );
+    let apart = "a skip must be right before a code block";
+    // Followed by a paragraph, a list, a rule, a block quote.
+    for line in [5, 14, 22, 30] {
+        assert!(
+            f.contains(&format!("fail-markup.md:{line}: {apart}")),
+            "line {line}: {f}"
+        );
+    }
     assert!(
         f.contains("fail-markup.md:10: a console block's first line must be a command"),
         "{f}"
     );
+    for line in [38, 42] {
+        assert!(
+            f.contains(&format!(
+                "fail-markup.md:{line}: a docs-test comment must start its HTML block"
+            )),
+            "line {line}: {f}"
+        );
+    }
+    assert!(
+        f.contains("fail-markup.md:44: a docs-test comment must be alone in its HTML block"),
+        "{f}"
+    );
+    assert_eq!(f.matches("fail-markup.md:").count(), 9, "{f}");
 }
 
 #[test]
@@ -352,19 +480,73 @@ fn fixture_needs_moto() {
     let report = run_files(&cfg, &[fixture("needs-moto.md")]);
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     assert_eq!(report.sessions, 0);
+    assert_eq!(report.without_moto, 1);
     assert_eq!(report.skips.len(), 1);
 }
 
 #[test]
 fn fixture_broken_links() {
-    let f = links::check(&root(), &[fixture("fail-links.md")]).join("\n");
+    let f = links::check(&root(), &fixtures(), &[fixture("fail-links.md")]).join("\n");
     assert!(
         f.contains("fail-links.md:3: no-such-page.md: no such file"),
         "{f}"
     );
     assert!(f.contains("fail-links.md:3: pass.md#no-such-heading: tests/docs/fixtures/pass.md has no heading with the id `no-such-heading`"), "{f}");
     assert!(f.contains("fail-links.md:4: #nowhere:"), "{f}");
-    assert_eq!(f.lines().count(), 3, "{f}");
+    // Out of the book (here the fixtures' folder) though the file exists.
+    assert!(
+        f.contains("fail-links.md:5: ../runner.rs: leaves the book; link to the repository file by URL or name it in text"),
+        "{f}"
+    );
+    assert_eq!(f.lines().count(), 4, "{f}");
+    // A file outside the book (README.md) may link anywhere.
+    let outside = links::check(
+        &root(),
+        &root().join("docs/src"),
+        &[fixture("fail-links.md")],
+    );
+    assert_eq!(outside.len(), 3, "{outside:?}");
+}
+
+#[test]
+fn docs_only_empty_is_unset() {
+    for only in [None, Some(""), Some(" "), Some(",")] {
+        let (files, all) = doc_files_of(only);
+        assert!(all, "{only:?}");
+        assert!(files.len() > 30, "{only:?}: {files:?}");
+    }
+    let (files, all) = doc_files_of(Some("README.md"));
+    assert!(!all);
+    assert_eq!(files, vec![root().join("README.md")]);
+}
+
+#[test]
+fn bless_only_on_1() {
+    use std::ffi::OsStr;
+    assert!(blessing(Some(OsStr::new("1"))));
+    for v in ["", "0", "yes", "true"] {
+        assert!(!blessing(Some(OsStr::new(v))), "{v:?}");
+    }
+    assert!(!blessing(None));
+}
+
+#[test]
+fn too_few_examples_fail() {
+    let report = |sessions, commands| Report {
+        sessions,
+        commands,
+        ..Report::default()
+    };
+    assert!(too_few(&report(0, 0)).is_some());
+    assert!(too_few(&report(29, 1000)).is_some());
+    assert!(too_few(&report(100, 399)).is_some());
+    assert!(too_few(&report(30, 400)).is_none());
+    // Files left for want of moto count as sessions.
+    let mut without = report(27, 400);
+    without.without_moto = 3;
+    assert!(too_few(&without).is_none());
+    without.without_moto = 2;
+    assert!(too_few(&without).is_some());
 }
 
 #[test]
@@ -377,4 +559,33 @@ fn virtual_roots() {
         ),
         "ls /tmp/T/home/you x=/tmp/T/srv/a '/tmp/T/mnt/b' (/tmp/T/media/c) a:/tmp/T/home/d /homely a/home/x"
     );
+    // The roots alone, before the end, whitespace, a quote, `)`, `;`, `|`,
+    // `&` or `>`.
+    assert_eq!(runner::virtual_roots("ls /srv", t), "ls /tmp/T/srv");
+    assert_eq!(
+        runner::virtual_roots("ls /home /media\t/mnt\n'/srv' \"/srv\"", t),
+        "ls /tmp/T/home /tmp/T/media\t/tmp/T/mnt\n'/tmp/T/srv' \"/tmp/T/srv\""
+    );
+    assert_eq!(
+        runner::virtual_roots("(cd /srv);ls /mnt|wc; test -d /media&& x=/home>f", t),
+        "(cd /tmp/T/srv);ls /tmp/T/mnt|wc; test -d /tmp/T/media&& x=/tmp/T/home>f"
+    );
+    // After each boundary character.
+    assert_eq!(
+        runner::virtual_roots(
+            "a>/srv/1 <'/srv/2' {/srv/3,/mnt/4} x;/srv/5 y|/srv/6 z&/srv/7 \"/srv/8\"",
+            t
+        ),
+        "a>/tmp/T/srv/1 <'/tmp/T/srv/2' {/tmp/T/srv/3,/tmp/T/mnt/4} x;/tmp/T/srv/5 \
+         y|/tmp/T/srv/6 z&/tmp/T/srv/7 \"/tmp/T/srv/8\""
+    );
+    assert_eq!(runner::virtual_roots("</home", t), "</tmp/T/home");
+    // Not a root: another name, a path inside another, an unknown boundary.
+    for text in [
+        "/homely /srvx /mnt2 /media-x /srv.bak /home,",
+        "a/home/x ~/srv/a $X/mnt/b ./media/c -/srv",
+        "http://h/srv/x",
+    ] {
+        assert_eq!(runner::virtual_roots(text, t), text);
+    }
 }

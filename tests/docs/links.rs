@@ -1,5 +1,6 @@
-//! Relative links and images resolve to files, and `#fragment`s to
-//! headings of their target; the book's pages are all in SUMMARY.md.
+//! Relative links and images resolve to files (within the book, for its
+//! pages), and `#fragment`s to headings of their target; the book's pages
+//! are all in SUMMARY.md.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -8,8 +9,10 @@ use std::path::{Component, Path, PathBuf};
 use super::markdown;
 
 /// Checks the links of `files` (paths on disk, named relative to `root` in
-/// messages); one message per broken link.
-pub fn check(root: &Path, files: &[PathBuf]) -> Vec<String> {
+/// messages); one message per broken link. A page under `book` (the
+/// book's `src`) may only link within it: what lies outside is not in the
+/// built book, so such a link 404s there even though the file exists.
+pub fn check(root: &Path, book: &Path, files: &[PathBuf]) -> Vec<String> {
     let mut ids: HashMap<PathBuf, Option<Vec<String>>> = HashMap::new();
     let mut failures = Vec::new();
     for file in files {
@@ -46,6 +49,14 @@ pub fn check(root: &Path, files: &[PathBuf]) -> Vec<String> {
             };
             if !target.exists() {
                 failures.push(format!("{name}:{}: {dest}: no such file", link.line));
+                continue;
+            }
+            if normalize(file).starts_with(book) && !target.starts_with(book) {
+                failures.push(format!(
+                    "{name}:{}: {dest}: leaves the book; link to the repository file by URL \
+                     or name it in text",
+                    link.line
+                ));
                 continue;
             }
             let Some(fragment) = fragment else { continue };

@@ -28,7 +28,7 @@ pub enum Step {
     /// A `console` block.
     Console(Vec<Command>),
     /// A `sh`/`bash`/`shell` block, or a `<!-- docs-test` setup comment:
-    /// bash with `set -e`, output ignored.
+    /// bash with `set -eo pipefail`, output ignored.
     Script {
         line: usize,
         text: String,
@@ -55,6 +55,10 @@ pub struct Doc {
     /// The ids of the headings, as mdBook gives them.
     pub ids: Vec<String>,
 }
+
+/// What a skip comment followed by anything but its code block is.
+const SKIP_APART: &str =
+    "a skip must be right before a code block (`docs-test: skip`, then the block, nothing between)";
 
 /// The languages whose blocks run as scripts.
 const SCRIPTS: [&str; 3] = ["sh", "bash", "shell"];
@@ -86,7 +90,10 @@ pub fn parse(text: &str) -> Doc {
                     block(&mut doc, line, &info, &body, skip.take());
                 }
             }
-            Event::Start(Tag::HtmlBlock) => html = Some((line, String::new())),
+            Event::Start(Tag::HtmlBlock) => {
+                apart(&mut doc, &mut skip);
+                html = Some((line, String::new()));
+            }
             Event::End(TagEnd::HtmlBlock) => {
                 if let Some((line, body)) = html.take() {
                     comment(&mut doc, line, &body, &mut skip);
@@ -110,12 +117,7 @@ pub fn parse(text: &str) -> Doc {
                 }
             }
             Event::Start(Tag::Heading { id, .. }) => {
-                if let Some((l, _)) = skip.take() {
-                    doc.errors.push((
-                        l,
-                        "`docs-test: skip` is not right before a code block".into(),
-                    ));
-                }
+                apart(&mut doc, &mut skip);
                 heading = Some((id.map(|i| i.to_string()), String::new()));
             }
             Event::End(TagEnd::Heading(_)) => {
@@ -136,24 +138,22 @@ pub fn parse(text: &str) -> Doc {
                     dest: dest_url.to_string(),
                 });
             }
-            Event::Start(Tag::Paragraph | Tag::Table(_)) => {
-                if let Some((l, _)) = skip.take() {
-                    doc.errors.push((
-                        l,
-                        "`docs-test: skip` is not right before a code block".into(),
-                    ));
-                }
-            }
+            // Anything else between a skip and its block (a paragraph, a
+            // list, a block quote, a table, a rule, …) is a mistake: the
+            // skip would jump it and skip a later block.
+            Event::Start(_) | Event::Rule => apart(&mut doc, &mut skip),
             _ => {}
         }
     }
-    if let Some((l, _)) = skip {
-        doc.errors.push((
-            l,
-            "`docs-test: skip` is not right before a code block".into(),
-        ));
-    }
+    apart(&mut doc, &mut skip);
     doc
+}
+
+/// A pending skip that is not right before its code block: an error.
+fn apart(doc: &mut Doc, skip: &mut Option<(usize, String)>) {
+    if let Some((l, _)) = skip.take() {
+        doc.errors.push((l, SKIP_APART.into()));
+    }
 }
 
 /// mdBook's heading ids (and GitHub's, for what we write): lowercase,
@@ -238,11 +238,21 @@ fn console(first: usize, body: &str) -> Result<Vec<Command>, (usize, String)> {
 /// A `<!-- docs-test … -->` comment (other comments are left alone).
 fn comment(doc: &mut Doc, line: usize, body: &str, skip: &mut Option<(usize, String)>) {
     let trimmed = body.trim();
-    let Some(rest) = trimmed.strip_prefix("<!--") else {
-        return;
-    };
-    let rest = rest.trim_start_matches([' ', '\t']);
-    let Some(rest) = rest.strip_prefix("docs-test") else {
+    let own = trimmed
+        .strip_prefix("<!--")
+        .map(|r| r.trim_start_matches([' ', '\t']))
+        .and_then(|r| r.strip_prefix("docs-test"));
+    let Some(rest) = own else {
+        if body.contains("docs-test") {
+            // Not its block's start: mdBook's reader would see a comment
+            // the test silently ignored.
+            doc.errors.push((
+                line,
+                "a docs-test comment must start its HTML block (a blank line before it, \
+                 nothing else in the block)"
+                    .into(),
+            ));
+        }
         return;
     };
     let Some(inner) = rest.trim_end().strip_suffix("-->") else {
@@ -250,6 +260,13 @@ fn comment(doc: &mut Doc, line: usize, body: &str, skip: &mut Option<(usize, Str
             .push((line, "a docs-test comment must end with `-->`".into()));
         return;
     };
+    if inner.contains("-->") {
+        doc.errors.push((
+            line,
+            "a docs-test comment must be alone in its HTML block (blank lines around it)".into(),
+        ));
+        return;
+    }
     if let Some(directive) = inner.strip_prefix(':') {
         let directive = directive.trim();
         let (word, rest) = directive
@@ -262,10 +279,7 @@ fn comment(doc: &mut Doc, line: usize, body: &str, skip: &mut Option<(usize, Str
                     .push((line, "`docs-test: skip` needs a reason".into()));
             }
             if let Some((l, _)) = skip.replace((line, reason.to_owned())) {
-                doc.errors.push((
-                    l,
-                    "`docs-test: skip` is not right before a code block".into(),
-                ));
+                doc.errors.push((l, SKIP_APART.into()));
             }
         } else if directive == "needs moto" {
             doc.needs_moto = true;

@@ -2,7 +2,9 @@
 //! "The docs test"): each command is a bash
 //! process that restores the session's exported variables, working folder
 //! and `$?` from files, runs, and saves them again; all of them (and what
-//! they leave in the background) share one process group, killed at the end.
+//! they leave in the background) share one process group, killed when the
+//! session is dropped (its end, an early return or a panic) and waited for
+//! to be gone, so the next session can bind the same ports.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -29,6 +31,8 @@ pub struct Config {
 #[derive(Default)]
 pub struct Report {
     pub sessions: usize,
+    /// Files not run at all because they need moto and it is not set.
+    pub without_moto: usize,
     pub commands: usize,
     /// "file:line: reason", printed as they happen too.
     pub skips: Vec<String>,
@@ -50,7 +54,10 @@ const ENV: [(&str, &str); 10] = [
 ];
 
 /// The folders of the sandbox that paths in commands are moved into.
-const ROOTS: [&str; 4] = ["/home/", "/media/", "/mnt/", "/srv/"];
+const ROOTS: [&str; 4] = ["/home", "/media", "/mnt", "/srv"];
+
+/// How long a killed session's processes may take to be gone.
+const GONE_WITHIN: Duration = Duration::from_secs(5);
 
 /// Runs the file `path` (named `name` in messages) as one session.
 pub fn run_file(cfg: &Config, path: &Path, name: &str, report: &mut Report) {
@@ -66,6 +73,7 @@ pub fn run_file(cfg: &Config, path: &Path, name: &str, report: &mut Report) {
         report.failures.push(format!("{name}:{line}: {what}"));
     }
     if doc.needs_moto && cfg.moto.is_none() {
+        report.without_moto += 1;
         skip(
             report,
             format!("{name}: the whole file (needs moto: SGARD_MOTO_SERVER is not set)"),
@@ -126,12 +134,20 @@ pub fn run_file(cfg: &Config, path: &Path, name: &str, report: &mut Report) {
             }
             Step::Console(commands) => {
                 let mut ok = true;
-                for c in commands {
+                for (i, c) in commands.iter().enumerate() {
                     report.commands += 1;
                     match session.run(&c.text, false) {
                         Ok(Outcome::Done { output, status }) => {
                             if !matcher::matches(&c.expected, &output) {
                                 report.failures.push(mismatch(name, c, &output, status));
+                            } else if status != 0
+                                && commands
+                                    .get(i + 1)
+                                    .is_none_or(|n| n.text.trim() != "echo $?")
+                            {
+                                report
+                                    .failures
+                                    .push(failed_command(name, c, &output, status));
                             }
                         }
                         Ok(Outcome::TimedOut) => {
@@ -162,7 +178,8 @@ pub fn run_file(cfg: &Config, path: &Path, name: &str, report: &mut Report) {
             break;
         }
     }
-    session.end();
+    // Dropping the session kills what it left running.
+    drop(session);
 }
 
 fn skip(report: &mut Report, what: String) {
@@ -207,13 +224,24 @@ fn mismatch(name: &str, c: &markdown::Command, output: &[String], status: i32) -
     m
 }
 
+fn failed_command(name: &str, c: &markdown::Command, output: &[String], status: i32) -> String {
+    format!(
+        "{name}:{}: exited with status {status}: a command that fails must be followed by \
+         `$ echo $?` showing its code\n--- command:\n{}\n--- its output:\n{}",
+        c.line,
+        indent(&c.text),
+        indent(&matcher::trimmed(output).join("\n"))
+    )
+}
+
 enum Outcome {
     Done { status: i32, output: Vec<String> },
     TimedOut,
 }
 
-/// The sandbox T, the state between commands, and the process group.
-struct Session {
+/// The sandbox T, the state between commands, and the process group
+/// (killed when dropped).
+pub struct Session {
     dir: tempfile::TempDir,
     /// T, as it appears in paths and output.
     t: String,
@@ -224,7 +252,7 @@ struct Session {
 }
 
 impl Session {
-    fn start(cfg: &Config) -> std::io::Result<Self> {
+    pub fn start(cfg: &Config) -> std::io::Result<Self> {
         let dir = tempfile::Builder::new().prefix("sgard-docs-").tempdir()?;
         let root = dir.path().canonicalize()?;
         let t_path = root.join("t");
@@ -270,8 +298,22 @@ impl Session {
         })
     }
 
+    /// Runs one command of a console block; its exit status and output, or
+    /// `None` when it timed out.
+    pub fn command(&mut self, body: &str) -> std::io::Result<Option<(i32, Vec<String>)>> {
+        Ok(match self.run(body, false)? {
+            Outcome::Done { status, output } => Some((status, output)),
+            Outcome::TimedOut => None,
+        })
+    }
+
+    /// The process group's id.
+    pub fn group(&self) -> u32 {
+        self.leader.id()
+    }
+
     /// Runs `body` (a command of a console block, or a script with
-    /// `set -e`) in the session; its output with T taken out.
+    /// `set -eo pipefail`) in the session; its output with T taken out.
     fn run(&mut self, body: &str, script: bool) -> std::io::Result<Outcome> {
         let s = self.state.display();
         let mut text = format!(
@@ -279,10 +321,11 @@ impl Session {
              . \"$__state/env\"\n\
              __old=\"$OLDPWD\"; cd -- \"$(<\"$__state/cwd\")\" 2>/dev/null || cd ~; OLDPWD=\"$__old\"; unset __old\n\
              trap '__status=$?; export -p > \"$__state/env\"; pwd > \"$__state/cwd\"; \
-             echo $__status > \"$__state/status\"' EXIT\n"
+             echo $__status > \"$__state/status\"' EXIT\n\
+             umask 022\n"
         );
         if script {
-            text.push_str("set -e\n");
+            text.push_str("set -eo pipefail\n");
         } else {
             text.push_str("(exit \"$(<\"$__state/status\")\")\n");
         }
@@ -327,25 +370,62 @@ impl Session {
         })
     }
 
-    fn kill_group(&mut self) {
+    fn kill_group(&self) {
         let _ = Command::new("kill")
             .args(["-KILL", "--", &format!("-{}", self.leader.id())])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
     }
+}
 
-    /// Kills everything the session left running; T goes with `dir`.
-    fn end(mut self) {
-        self.kill_group();
-        let _ = self.leader.kill();
-        let _ = self.leader.wait();
+impl Drop for Session {
+    /// Kills everything the session left running, and waits (a few
+    /// seconds at most) until none of it is left; T goes with `dir`.
+    fn drop(&mut self) {
+        let group = self.leader.id();
+        let deadline = Instant::now() + GONE_WITHIN;
+        loop {
+            self.kill_group();
+            if self.leader.try_wait().ok().flatten().is_none() {
+                let _ = self.leader.kill();
+                let _ = self.leader.wait();
+            }
+            if !group_alive(group) || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let _ = fs::remove_dir_all(self.dir.path());
     }
 }
 
-/// `/home/…`, `/media/…`, `/mnt/…` and `/srv/…` at the start of a word,
-/// after `=`, a quote, `:` or `(`, moved into T.
+/// Whether a process of the group `pgid` still runs (zombies, which hold
+/// no port or file, aside).
+pub fn group_alive(pgid: u32) -> bool {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let Ok(stat) = fs::read_to_string(e.path().join("stat")) else {
+                return false;
+            };
+            // pid (comm) state ppid pgrp …: comm may hold spaces and parens.
+            let Some((_, after)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let mut fields = after.split_whitespace();
+            let state = fields.next().unwrap_or("Z");
+            let pgrp = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
+            state != "Z" && state != "X" && pgrp == Some(pgid)
+        })
+}
+
+/// `/home`, `/media`, `/mnt` and `/srv`, alone or followed by `/…`, moved
+/// into T: at the start of the text or after whitespace or one of
+/// `> < , { ; | & ( = : ' "`; alone, they must end the text or be followed
+/// by whitespace, a quote, `)`, `;`, `|`, `&` or `>`.
 pub fn virtual_roots(text: &str, t: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut prev: Option<char> = None;
@@ -353,9 +433,15 @@ pub fn virtual_roots(text: &str, t: &str) -> String {
     while let Some(c) = rest.chars().next() {
         let boundary = match prev {
             None => true,
-            Some(p) => p.is_whitespace() || matches!(p, '=' | '\'' | '"' | ':' | '('),
+            Some(p) => {
+                p.is_whitespace()
+                    || matches!(
+                        p,
+                        '>' | '<' | ',' | '{' | ';' | '|' | '&' | '(' | '=' | ':' | '\'' | '"'
+                    )
+            }
         };
-        if boundary && c == '/' && ROOTS.iter().any(|r| rest.starts_with(r)) {
+        if boundary && c == '/' && ROOTS.iter().any(|r| root_at(rest, r)) {
             out.push_str(t);
         }
         out.push(c);
@@ -363,4 +449,18 @@ pub fn virtual_roots(text: &str, t: &str) -> String {
         rest = &rest[c.len_utf8()..];
     }
     out
+}
+
+/// Whether `text` starts with the root `r`, then `/`, or then the end of a
+/// word.
+fn root_at(text: &str, r: &str) -> bool {
+    text.strip_prefix(r)
+        .is_some_and(|after| match after.chars().next() {
+            None => true,
+            Some(n) => {
+                n == '/'
+                    || n.is_whitespace()
+                    || matches!(n, '\'' | '"' | ')' | ';' | '|' | '&' | '>')
+            }
+        })
 }
