@@ -53,6 +53,10 @@
 //! and deleted so that the step writes into memory the VM already holds
 //! (see [`recycle_memory`]).
 //!
+//! With `--json FILE`, the best-of table's rows (each with every run's
+//! ratio) and the run's date, commit and machine also go to FILE as JSON
+//! (see [`crate::results`]), which `sgard-bench chart` draws.
+//!
 //! Each ratio uses the best time of each side. The file-creating steps are
 //! interleaved with their `cp -a` references because on a shared virtual
 //! disk their speed drifts several-fold within minutes; timing both sides
@@ -76,6 +80,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 
 use crate::measure::{self, Sample};
+use crate::results::{self, Limit, Quantity, ResultRow, Results, ratio_text};
 use crate::tree::{self, TreeSpec};
 use crate::{Ctx, compare_trees, free_bytes, sync};
 
@@ -95,32 +100,12 @@ const BIG_MIN_FREE: u64 = 8 << 30;
 /// cache trusts it is 2 s; wait a little longer than that.
 const CACHE_SETTLE: Duration = Duration::from_secs(3);
 
-/// A bound on a ratio.
-#[derive(Clone, Copy)]
-enum Limit {
-    AtMost(f64),
-    AtLeast(f64),
-}
-
-impl Limit {
-    fn met(self, ratio: f64) -> bool {
-        match self {
-            Limit::AtMost(l) => ratio <= l,
-            Limit::AtLeast(l) => ratio >= l,
-        }
-    }
-
-    fn describe(self) -> String {
-        match self {
-            Limit::AtMost(l) => format!("≤ {l:.2}"),
-            Limit::AtLeast(l) => format!("≥ {l:.2}"),
-        }
-    }
-}
-
 /// One line of the comparison table.
 struct Check {
     target: String,
+    /// The part that measured it (`T10k`, `T100k`, `BIG`, `GROW`); set by
+    /// [`run_once`] after each part.
+    tree: &'static str,
     sgard_what: String,
     sgard: String,
     reference_what: String,
@@ -142,6 +127,7 @@ impl Check {
     ) -> Self {
         Check {
             target: target.to_owned(),
+            tree: "",
             sgard_what: sgard_what.to_owned(),
             sgard,
             reference_what: reference_what.to_owned(),
@@ -372,6 +358,8 @@ pub struct Parts {
     pub t100k: bool,
     /// How many times everything runs.
     pub runs: usize,
+    /// Where to write every row as JSON (see [`results`]), if anywhere.
+    pub json: Option<PathBuf>,
 }
 
 /// Runs the comparison `parts.runs` times, printing each run's tables, then
@@ -404,10 +392,18 @@ pub fn run(ctx: &Ctx, parts: &Parts) -> Result<()> {
         println!("\n# Best of {} runs\n", parts.runs);
         print!("{}", best_table(&all));
     }
-    println!(
-        "\ncompare took {:.0} s in all",
-        start.elapsed().as_secs_f64()
-    );
+    let seconds = start.elapsed().as_secs_f64();
+    println!("\ncompare took {seconds:.0} s in all");
+    if let Some(path) = &parts.json {
+        let rows = result_rows(&all);
+        let results = Results {
+            schema: results::SCHEMA,
+            meta: meta(ctx, parts.runs, &rows, seconds),
+            rows,
+        };
+        results.write(path)?;
+        println!("wrote {} rows to {}", results.rows.len(), path.display());
+    }
     for root in roots {
         if ctx.keep {
             println!("kept {}", root.keep().display());
@@ -433,6 +429,7 @@ fn run_once(ctx: &Ctx, parts: &Parts, r: &Path) -> Result<Vec<Check>> {
             _ => {}
         }
         t10k_part(ctx, r, &mut rep)?;
+        tag(&mut rep, "T10k");
     } else {
         rep.note("T10k: skipped (--no-t10k)".to_owned());
     }
@@ -447,7 +444,10 @@ fn run_once(ctx: &Ctx, parts: &Parts, r: &Path) -> Result<Vec<Check>> {
                 free as f64 / f64::from(1 << 30),
                 T100K_MIN_FREE >> 30
             )),
-            _ => t100k_part(ctx, &r.join("t100k"), &mut rep)?,
+            _ => {
+                t100k_part(ctx, &r.join("t100k"), &mut rep)?;
+                tag(&mut rep, "T100k");
+            }
         }
     }
 
@@ -461,7 +461,10 @@ fn run_once(ctx: &Ctx, parts: &Parts, r: &Path) -> Result<Vec<Check>> {
                 free as f64 / f64::from(1 << 30),
                 BIG_MIN_FREE >> 30
             )),
-            _ => big_part(ctx, r, &mut rep)?,
+            _ => {
+                big_part(ctx, r, &mut rep)?;
+                tag(&mut rep, "BIG");
+            }
         }
     }
 
@@ -475,7 +478,10 @@ fn run_once(ctx: &Ctx, parts: &Parts, r: &Path) -> Result<Vec<Check>> {
                 free as f64 / f64::from(1 << 30),
                 grow::GROW_MIN_FREE >> 30
             )),
-            _ => grow::grow_part(ctx, r, &mut rep)?,
+            _ => {
+                grow::grow_part(ctx, r, &mut rep)?;
+                tag(&mut rep, "GROW");
+            }
         }
     }
 
@@ -495,8 +501,60 @@ fn run_once(ctx: &Ctx, parts: &Parts, r: &Path) -> Result<Vec<Check>> {
     Ok(rep.checks)
 }
 
+/// Sets the part of the checks the last part added.
+fn tag(rep: &mut Report, tree: &'static str) {
+    for c in rep.checks.iter_mut().filter(|c| c.tree.is_empty()) {
+        c.tree = tree;
+    }
+}
+
+/// One target across the runs.
+struct Best<'a> {
+    /// The first run's check: the target's name, limit and what is measured.
+    first: &'a Check,
+    /// The best run's check and ratio, if any run measured it.
+    best: Option<(&'a Check, f64)>,
+    /// Every run's ratio, in run order.
+    every: Vec<Option<f64>>,
+}
+
 /// Each target's best run: the lowest ratio of an "at most" target, the
-/// highest of an "at least" one, with every run's ratio beside it.
+/// highest of an "at least" one, with every run's ratio.
+fn bests(runs: &[Vec<Check>]) -> Vec<Best<'_>> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let same: Vec<&Check> = runs
+                .iter()
+                .filter_map(|r| r.get(i))
+                .filter(|x| x.target == c.target)
+                .collect();
+            let better = |a: f64, b: f64| match c.limit {
+                Limit::AtMost(_) => a < b,
+                Limit::AtLeast(_) => a > b,
+            };
+            let mut best: Option<(&Check, f64)> = None;
+            for x in &same {
+                if let Some(r) = x.ratio
+                    && best.is_none_or(|(_, b)| better(r, b))
+                {
+                    best = Some((x, r));
+                }
+            }
+            Best {
+                first: c,
+                best,
+                every: same.iter().map(|x| x.ratio).collect(),
+            }
+        })
+        .collect()
+}
+
+/// Each target's best run beside every run's ratio, as a table.
 fn best_table(runs: &[Vec<Check>]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -504,35 +562,14 @@ fn best_table(runs: &[Vec<Check>]) -> String {
         "| target | sgard | best sgard value | reference value | best ratio | every run | limit | met |"
     );
     let _ = writeln!(s, "|---|---|---:|---:|---:|---|---:|---|");
-    let Some(first) = runs.first() else {
-        return s;
-    };
-    for (i, c) in first.iter().enumerate() {
-        let same: Vec<&Check> = runs
+    for b in bests(runs) {
+        let c = b.first;
+        let every: Vec<String> = b
+            .every
             .iter()
-            .filter_map(|r| r.get(i))
-            .filter(|x| x.target == c.target)
+            .map(|x| x.map_or_else(|| "n/a".to_owned(), |r| ratio_text(r, c.limit)))
             .collect();
-        let better = |a: f64, b: f64| match c.limit {
-            Limit::AtMost(_) => a < b,
-            Limit::AtLeast(_) => a > b,
-        };
-        let mut best: Option<&Check> = None;
-        for x in &same {
-            if let Some(r) = x.ratio
-                && best.and_then(|b| b.ratio).is_none_or(|b| better(r, b))
-            {
-                best = Some(x);
-            }
-        }
-        let every: Vec<String> = same
-            .iter()
-            .map(|x| {
-                x.ratio
-                    .map_or_else(|| "n/a".to_owned(), |r| ratio_text(r, x.limit))
-            })
-            .collect();
-        let (value, reference, ratio, met) = match best.and_then(|b| Some((b, b.ratio?))) {
+        let (value, reference, ratio, met) = match b.best {
             Some((b, r)) => (
                 b.sgard.clone(),
                 b.reference.clone(),
@@ -558,6 +595,63 @@ fn best_table(runs: &[Vec<Check>]) -> String {
         );
     }
     s
+}
+
+/// Every target's best run, for `--json`.
+fn result_rows(runs: &[Vec<Check>]) -> Vec<ResultRow> {
+    bests(runs)
+        .into_iter()
+        .map(|b| {
+            let shown = b.best.map_or(b.first, |(c, _)| c);
+            ResultRow {
+                name: b.first.target.clone(),
+                tree: b.first.tree.to_owned(),
+                sgard_what: shown.sgard_what.clone(),
+                sgard: Quantity::parse(&shown.sgard),
+                reference_what: shown.reference_what.clone(),
+                reference: Quantity::parse(&shown.reference),
+                best_ratio: b.best.map(|(_, r)| r),
+                ratios: b.every,
+                limit: b.first.limit,
+                met: b.best.map(|(c, r)| c.limit.met(r)),
+            }
+        })
+        .collect()
+}
+
+/// The run's metadata, for `--json`; the parts are those that gave rows.
+fn meta(ctx: &Ctx, runs: usize, rows: &[ResultRow], seconds: f64) -> results::Meta {
+    let (commit, dirty) = results::source_commit();
+    let sgard_version = Command::new(&ctx.sgard)
+        .arg("version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map_or_else(
+            |_| "unknown".to_owned(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        );
+    let mut parts: Vec<String> = Vec::new();
+    for r in rows {
+        if !parts.contains(&r.tree) {
+            parts.push(r.tree.clone());
+        }
+    }
+    results::Meta {
+        date: results::now(),
+        commit,
+        dirty,
+        sgard_version,
+        runs,
+        parts,
+        seconds: (seconds * 10.0).round() / 10.0,
+        machine: results::Machine {
+            cpu: crate::cpu_model(),
+            cores: thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned()),
+        },
+    }
 }
 
 /// Free space T100k wants: the tree (~435 MB on disk: a block per file),
@@ -1352,6 +1446,7 @@ fn t10k_part(ctx: &Ctx, r: &Path, rep: &mut Report) -> Result<()> {
         )),
         None => rep.checks.push(Check {
             target: "3 first add vs restic".to_owned(),
+            tree: "",
             sgard_what: "`add` (durable, best of 2)".to_owned(),
             sgard: secs(add),
             reference_what: "restic: not installed (Debian: `apt-get install restic`)".to_owned(),
@@ -1666,20 +1761,6 @@ fn cell(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
-/// A ratio to two decimals, or three when two would round it onto the limit
-/// (so a "no" never reads `1.00 ≤ 1.00`).
-fn ratio_text(x: f64, limit: Limit) -> String {
-    let l = match limit {
-        Limit::AtMost(l) | Limit::AtLeast(l) => l,
-    };
-    let two = format!("{x:.2}");
-    if two == format!("{l:.2}") && x != l {
-        format!("{x:.3}")
-    } else {
-        two
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1711,6 +1792,56 @@ mod tests {
         assert_eq!(cell("a | b"), "a \\| b");
         assert_eq!(ratio_text(1.004, Limit::AtMost(1.0)), "1.004");
         assert_eq!(ratio_text(2.69, Limit::AtMost(2.0)), "2.69");
+    }
+
+    #[test]
+    fn json_rows_take_each_target_best_run_and_every_ratio() {
+        let run = |status_ms: u64, mbs: f64| {
+            let mut rep = Report::default();
+            rep.checks.push(Check::time(
+                "1 status",
+                "`status`",
+                Duration::from_millis(status_ms),
+                "`git status`",
+                Duration::from_millis(100),
+                1.0,
+            ));
+            tag(&mut rep, "T10k");
+            rep.checks.push(Check::new(
+                "4 BIG add",
+                "`add`",
+                format!("{mbs:.0} MB/s"),
+                "SHA-256",
+                "100 MB/s".to_owned(),
+                mbs / 100.0,
+                Limit::AtLeast(0.8),
+            ));
+            tag(&mut rep, "BIG");
+            rep.checks
+        };
+        let rows = result_rows(&[run(150, 70.0), run(90, 90.0), run(120, 60.0)]);
+        let round = |r: &[Option<f64>]| -> Vec<String> {
+            r.iter()
+                .map(|x| x.map_or_else(|| "n/a".to_owned(), |x| format!("{x:.6}")))
+                .collect()
+        };
+        assert_eq!(rows.len(), 2);
+        let (status, big) = (&rows[0], &rows[1]);
+        assert_eq!((status.tree.as_str(), big.tree.as_str()), ("T10k", "BIG"));
+        assert_eq!(round(&[status.best_ratio]), ["0.900000"]);
+        assert_eq!(status.sgard.text, "90.00 ms");
+        assert_eq!(
+            (status.sgard.value, status.sgard.unit.as_deref()),
+            (Some(90.0), Some("ms"))
+        );
+        assert_eq!(round(&status.ratios), ["1.500000", "0.900000", "1.200000"]);
+        assert_eq!(status.met, Some(true));
+        // An "at least" target's best is its highest ratio.
+        assert_eq!(round(&[big.best_ratio]), ["0.900000"]);
+        assert_eq!(big.sgard.unit.as_deref(), Some("MB/s"));
+        assert_eq!(big.limit, Limit::AtLeast(0.8));
+        assert_eq!(big.met, Some(true));
+        assert!(best_table(&[run(150, 70.0)]).contains("| 1.50 | 1.50 | ≤ 1.00 | **no** |"));
     }
 
     #[test]

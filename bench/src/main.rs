@@ -3,7 +3,8 @@
 //! ```text
 //! cargo build --release -p sgard -p sgard-bench
 //! target/release/sgard-bench <dotfiles|t10k|big|all> [--sgard PATH] [--dir DIR] [--keep]
-//! target/release/sgard-bench compare [--no-big] [--sgard PATH] [--dir DIR] [--keep]
+//! target/release/sgard-bench compare [--no-big] [--json FILE] [--sgard PATH] [--dir DIR] [--keep]
+//! target/release/sgard-bench chart FILE --out DIR
 //! target/release/sgard-bench server [--clients N] [--rounds R] [--contenders K]
 //!                                   [--store s3|dir|both] [--sgardd PATH]
 //! ```
@@ -11,6 +12,9 @@
 //! `server` runs many client machines against `sgardd` at once, on an
 //! object store (two replicas on a moto bucket) and on a folder; see
 //! [`server`].
+//!
+//! `compare --json FILE` also writes its rows as JSON ([`results`]), and
+//! `chart FILE --out DIR` draws them as SVG ([`chart`]).
 //!
 //! `compare` is different: it measures sgard side by side with git, restic,
 //! `cp -a` and `openssl dgst -sha256` on the same trees and checks the
@@ -41,8 +45,10 @@
 //! `sgard-bench`; `XDG_CACHE_HOME` and `XDG_STATE_HOME` point to folders of
 //! the run outside each HOME (the restore HOME gets its own). See [`measure`] for how peak RSS is measured.
 
+mod chart;
 mod compare;
 mod measure;
+mod results;
 mod server;
 mod tree;
 
@@ -67,6 +73,19 @@ use tree::TreeSpec;
 struct Args {
     /// Which tree to benchmark
     scenario: Scenario,
+
+    /// chart: the `compare --json` file to draw
+    #[arg(value_name = "FILE", required_if_eq("scenario", "chart"))]
+    file: Option<PathBuf>,
+
+    /// chart: the folder to write the SVG charts into
+    #[arg(long, value_name = "DIR", required_if_eq("scenario", "chart"))]
+    out: Option<PathBuf>,
+
+    /// compare: also write every row (best and every run's ratio, limit,
+    /// met) and the run's metadata to FILE as JSON, for `chart`
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 
     /// The sgard binary [default: `sgard` next to this binary]
     #[arg(long, value_name = "PATH")]
@@ -146,6 +165,8 @@ enum Scenario {
     /// Many clients pushing and pulling against sgardd at once: two
     /// replicas on a moto bucket, and one sgardd on a folder
     Server,
+    /// SVG charts of a `compare --json` file: `chart FILE --out DIR`
+    Chart,
 }
 
 /// Free space `big` wants: the tree, the repository, the restored tree and
@@ -181,6 +202,32 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<()> {
+    if args.scenario == Scenario::Chart {
+        let (Some(file), Some(out)) = (&args.file, &args.out) else {
+            bail!("usage: sgard-bench chart FILE --out DIR");
+        };
+        for written in chart::write_all(file, out)? {
+            println!("wrote {}", written.display());
+        }
+        return Ok(());
+    }
+    if args.file.is_some() || args.out.is_some() {
+        bail!("FILE and --out are for `chart` only");
+    }
+    if let Some(json) = &args.json {
+        if args.scenario != Scenario::Compare {
+            bail!("--json is for `compare` only");
+        }
+        // Checked now rather than after the comparison's minutes.
+        let parent = std::path::absolute(json)
+            .context("resolving --json")?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        if !parent.is_dir() {
+            bail!("--json {}: no folder {}", json.display(), parent.display());
+        }
+    }
     let sgard = sgard_binary(args.sgard.as_deref())?;
     let dir = match &args.dir {
         Some(d) => std::path::absolute(d).context("resolving --dir")?,
@@ -218,6 +265,7 @@ fn run(args: &Args) -> Result<()> {
                 t10k: !args.no_t10k,
                 grow: !args.no_grow,
                 runs: args.runs.max(1),
+                json: args.json.clone(),
             },
         );
     }
@@ -231,9 +279,11 @@ fn run(args: &Args) -> Result<()> {
         let (name, spec) = match s {
             Scenario::Dotfiles => ("dotfiles", tree::dotfiles()),
             Scenario::T10k => ("t10k", tree::t10k()),
-            Scenario::Big | Scenario::All | Scenario::Compare | Scenario::Server => {
-                ("big", tree::big())
-            }
+            Scenario::Big
+            | Scenario::All
+            | Scenario::Compare
+            | Scenario::Server
+            | Scenario::Chart => ("big", tree::big()),
         };
         if s == Scenario::Big {
             match free_bytes(&ctx.dir) {
