@@ -49,11 +49,17 @@ struct Rpc {
     rpc: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: &'static str,
+}
+
 /// The counters of one `sgardd` process.
 pub struct Metrics {
     registry: Registry,
     requests: Family<RpcCode, Counter>,
     duration: Family<Rpc, Histogram>,
+    refused: Family<Reason, Counter>,
     bytes_in: Counter,
     bytes_out: Counter,
     objects: Gauge,
@@ -90,6 +96,12 @@ impl Metrics {
             "Time to answer an RPC, by method (for PullBlobs: until its stream starts)",
             duration.clone(),
         );
+        let refused = Family::<Reason, Counter>::default();
+        registry.register(
+            "sgardd_refusals",
+            "Requests refused, by reason: a login or a token refused (`denied`, `unauthenticated`), an object too large (`too_large`), a busy server (`busy`), a push that must pull first (`pull_first`)",
+            refused.clone(),
+        );
         let bytes_in = Counter::default();
         registry.register(
             "sgardd_bytes_received",
@@ -118,6 +130,7 @@ impl Metrics {
             registry,
             requests,
             duration,
+            refused,
             bytes_in,
             bytes_out,
             objects,
@@ -200,6 +213,11 @@ pub fn rpc_done(rpc: &str, code: Code, took: Duration) {
     if code == Code::Ok && matches!(rpc, "PushBlobs" | "PushManifest" | "Prune") {
         m.store_changed.store(true, Ordering::Release);
     }
+}
+
+/// Counts one refusal, by reason (see `sgardd_refusals`).
+pub fn refused(reason: &'static str) {
+    global().refused.get_or_create(&Reason { reason }).inc();
 }
 
 /// Counts `n` object bytes received from a push.

@@ -54,6 +54,18 @@ impl Service {
     }
 
     /// Who called, and their garden.
+    /// [`Service::caller`], with a refusal logged and counted as the
+    /// RPC's outcome (a revoked key's cached token is refused here).
+    fn caller_logged<T>(
+        &self,
+        req: &Request<T>,
+        rpc: &str,
+        started: Instant,
+    ) -> Result<Caller, Status> {
+        self.caller(req)
+            .inspect_err(|s| log_rpc(rpc, "-", started, &Err::<(), _>(s.clone())))
+    }
+
     fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let who = self.who(req)?;
         let garden = match &self.auth {
@@ -161,16 +173,76 @@ fn parse_history(recs: &[v1::HistoryRecord]) -> Result<Vec<Record>, Status> {
         .map_err(invalid)
 }
 
+/// One line per RPC, at the level of what happened: INFO for an answer,
+/// WARN for a refusal of the client's request (a login, a token, a size,
+/// a busy server: the client can act on it), ERROR for the server's own
+/// failure (its store, a bug). A refusal is also counted by its reason.
 fn log_rpc(name: &str, who: &str, started: Instant, result: &Result<impl Sized, Status>) {
     let took = started.elapsed();
     let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
     let code = result.as_ref().map_or_else(Status::code, |_| Code::Ok);
     crate::metrics::rpc_done(name, code, took);
-    let code = crate::metrics::code_name(code);
-    match result {
-        Ok(_) => tracing::info!(rpc = name, client = who, ms, code = %code, "ok"),
-        Err(s) => tracing::info!(rpc = name, client = who, ms, code = %code, "{}", s.message()),
+    if let Some(reason) = result.as_ref().err().and_then(refusal_reason) {
+        crate::metrics::refused(reason);
     }
+    let level = level_of(code);
+    let code = crate::metrics::code_name(code);
+    match (result, level) {
+        (Ok(_), _) => tracing::info!(rpc = name, client = who, ms, code = %code, "ok"),
+        (Err(s), tracing::Level::ERROR) => {
+            tracing::error!(rpc = name, client = who, ms, code = %code, "{}", s.message());
+        }
+        (Err(s), tracing::Level::WARN) => {
+            tracing::warn!(rpc = name, client = who, ms, code = %code, "{}", s.message());
+        }
+        (Err(s), _) => {
+            tracing::info!(rpc = name, client = who, ms, code = %code, "{}", s.message());
+        }
+    }
+}
+
+/// The level an RPC's outcome is logged at (see [`log_rpc`]).
+fn level_of(code: Code) -> tracing::Level {
+    match code {
+        Code::Ok | Code::Cancelled | Code::NotFound | Code::AlreadyExists => tracing::Level::INFO,
+        Code::Internal
+        | Code::Unknown
+        | Code::Unavailable
+        | Code::DataLoss
+        | Code::DeadlineExceeded
+        | Code::Unimplemented => tracing::Level::ERROR,
+        Code::InvalidArgument
+        | Code::PermissionDenied
+        | Code::Unauthenticated
+        | Code::ResourceExhausted
+        | Code::FailedPrecondition
+        | Code::Aborted
+        | Code::OutOfRange => tracing::Level::WARN,
+    }
+}
+
+/// The `sgardd_refusals` reason of an RPC's code, when it is a refusal.
+fn refusal_reason(s: &Status) -> Option<&'static str> {
+    match s.code() {
+        Code::PermissionDenied => Some("denied"),
+        Code::Unauthenticated => Some("unauthenticated"),
+        Code::ResourceExhausted if s.message() == sgard_proto::wire::BUSY => Some("busy"),
+        Code::ResourceExhausted => Some("too_large"),
+        _ => None,
+    }
+}
+
+/// A push the server refused because the garden has changes it lacks: an
+/// answer (`Rejected`), not an error, so its RPC line says `ok`; this line
+/// and `sgardd_refusals{reason="pull_first"}` say it was refused.
+fn log_pull_first(who: &str) {
+    crate::metrics::refused("pull_first");
+    tracing::info!(
+        rpc = "PushManifest",
+        client = who,
+        decision = "rejected",
+        "push refused: the garden has changes this push lacks (the client pulls first)"
+    );
 }
 
 #[tonic::async_trait]
@@ -216,7 +288,7 @@ impl GardenSync for Service {
         req: Request<v1::PushManifestRequest>,
     ) -> Result<Response<v1::PushManifestResponse>, Status> {
         let started = Instant::now();
-        let c = self.caller(&req)?;
+        let c = self.caller_logged(&req, "PushManifest", started)?;
         let r = req.into_inner();
         let out = match push_of(&r) {
             Ok(push) => self
@@ -228,6 +300,11 @@ impl GardenSync for Service {
             Err(e) => Err(e),
         };
         log_rpc("PushManifest", &c.label, started, &out);
+        if let Ok(r) = &out
+            && r.decision == v1::push_manifest_response::Decision::Rejected as i32
+        {
+            log_pull_first(&c.label);
+        }
         out.map(Response::new)
     }
 
@@ -236,7 +313,7 @@ impl GardenSync for Service {
         req: Request<Streaming<v1::PushBlobsRequest>>,
     ) -> Result<Response<v1::PushBlobsResponse>, Status> {
         let started = Instant::now();
-        let c = self.caller(&req)?;
+        let c = self.caller_logged(&req, "PushBlobs", started)?;
         // Past the limit a push waits in line (the semaphore is fair) for
         // a while, then is refused; sgard clients try again after a pause.
         let slot = self.streams.clone();
@@ -288,7 +365,7 @@ impl GardenSync for Service {
         req: Request<v1::PullManifestRequest>,
     ) -> Result<Response<v1::PullManifestResponse>, Status> {
         let started = Instant::now();
-        let c = self.caller(&req)?;
+        let c = self.caller_logged(&req, "PullManifest", started)?;
         let out = self
             .backend
             .pull_manifest(&c.garden)
@@ -321,7 +398,7 @@ impl GardenSync for Service {
         req: Request<v1::PullBlobsRequest>,
     ) -> Result<Response<Self::PullBlobsStream>, Status> {
         let started = Instant::now();
-        let c = self.caller(&req)?;
+        let c = self.caller_logged(&req, "PullBlobs", started)?;
         let r = req.into_inner();
         let pull = Pull {
             hashes: parse_hashes(&r.hashes)?,
@@ -350,7 +427,7 @@ impl GardenSync for Service {
         req: Request<v1::MissingChunksRequest>,
     ) -> Result<Response<v1::MissingChunksResponse>, Status> {
         let started = Instant::now();
-        let c = self.caller(&req)?;
+        let c = self.caller_logged(&req, "MissingChunks", started)?;
         let hashes = req.into_inner().hashes;
         if hashes.len() > 1_000_000 {
             return Err(Status::invalid_argument(
@@ -376,7 +453,7 @@ impl GardenSync for Service {
         req: Request<v1::ReportRequest>,
     ) -> Result<Response<v1::ReportResponse>, Status> {
         let started = Instant::now();
-        let c = self.caller(&req)?;
+        let c = self.caller_logged(&req, "Report", started)?;
         let r = req.into_inner();
         let op = match r.op.as_str() {
             "push" => fleet::Op::Push,
@@ -404,7 +481,7 @@ impl GardenSync for Service {
         req: Request<v1::FleetRequest>,
     ) -> Result<Response<v1::FleetResponse>, Status> {
         let started = Instant::now();
-        let c = self.caller(&req)?;
+        let c = self.caller_logged(&req, "Fleet", started)?;
         let now = self.now();
         let out = self
             .backend
@@ -449,7 +526,7 @@ impl GardenSync for Service {
         req: Request<v1::PruneRequest>,
     ) -> Result<Response<v1::PruneResponse>, Status> {
         let started = Instant::now();
-        let c = self.caller(&req)?;
+        let c = self.caller_logged(&req, "Prune", started)?;
         let out = self
             .backend
             .prune(&c.garden)

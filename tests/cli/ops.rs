@@ -19,8 +19,9 @@ use tonic_health::pb::health_client::HealthClient;
 
 use crate::common::*;
 use crate::sync::{
-    LIMIT, Server, World, assert_no_temp_blobs, blob_names, client_cmd, files_under, held_push,
-    local, noise, pubkey, runtime, serve, sg, sgardd_exits, tmo, track, wait_run, world_or_skip,
+    LIMIT, Server, World, assert_no_temp_blobs, blob_names, change, client_cmd, files_under,
+    held_push, local, noise, pubkey, runtime, serve, sg, sgardd_exits, tmo, track, wait_run,
+    world_or_skip,
 };
 
 /// How long a stopping server may take: the default grace period (30 s)
@@ -293,6 +294,59 @@ fn metrics_count_requests_bytes_and_stored_objects() {
     assert!(head.starts_with("HTTP/1.1 404"), "{head}");
     let (head, _) = http(&maddr, "POST", "/metrics");
     assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+}
+
+/// Issue 39, items 3 and 4: every refusal is one log line with its code
+/// and counted by reason in `sgardd_refusals_total`. A push that must pull
+/// first is an answer (its RPC line says `ok`), so a line of its own says
+/// it was refused; a revoked key's cached token is refused before the RPC
+/// runs, and that refusal is logged (WARN, `PermissionDenied`) and counted
+/// too.
+#[test]
+fn refusals_are_logged_and_counted_by_reason() {
+    let w = world_or_skip!(2);
+    let srv = w.serve(&["--metrics", "127.0.0.1:0"]);
+    let maddr = metrics_addr(&srv);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let mut a = TestEnv::init();
+    a.write("f", "a\n");
+    track(&a, &["f"]);
+    sg(&a, ka, &["push", "-r", &srv.addr]).ok();
+    // B's own first checkpoint, never pulled: its push must pull first.
+    let b = TestEnv::init();
+    b.write("g", "b\n");
+    track(&b, &["g"]);
+    let r = sg(&b, kb, &["push", "-r", &srv.addr]);
+    assert_eq!(r.code, 4, "{r:#?}");
+    wait_log(&srv, "push refused: the garden has changes this push lacks");
+
+    // A's key is removed: the token A has cached is refused at once.
+    fs::write(w.auth_keys(), pubkey(kb)).unwrap();
+    set_mtime(&w.auth_keys(), 1_000_000_000);
+    change(&mut a, "f", "a2\n", 5);
+    let r = sg(&a, ka, &["push", "-r", &srv.addr]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    wait_log(&srv, "key no longer authorized");
+    let log = srv.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("key no longer authorized"))
+        .unwrap();
+    assert!(line.contains("WARN"), "{log}");
+    assert!(line.contains("PermissionDenied"), "{log}");
+    assert!(line.contains("PushManifest"), "{log}");
+
+    let (_, body) = http(&maddr, "GET", "/metrics");
+    let all = samples(&body);
+    assert_eq!(
+        sample(&all, "sgardd_refusals_total{reason=\"pull_first\"}"),
+        1.0,
+        "{body}"
+    );
+    assert!(
+        sample(&all, "sgardd_refusals_total{reason=\"denied\"}") >= 1.0,
+        "{body}"
+    );
 }
 
 /// `--log-format json`: every line on stderr is one JSON object, and each
