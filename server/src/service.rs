@@ -53,7 +53,6 @@ impl Service {
         }
     }
 
-    /// Who called, and their garden.
     /// [`Service::caller`], with a refusal logged and counted as the
     /// RPC's outcome (a revoked key's cached token is refused here).
     fn caller_logged<T>(
@@ -66,6 +65,7 @@ impl Service {
             .inspect_err(|s| log_rpc(rpc, "-", started, &Err::<(), _>(s.clone())))
     }
 
+    /// Who called, and their garden.
     fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let who = self.who(req)?;
         let garden = match &self.auth {
