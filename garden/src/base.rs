@@ -75,6 +75,32 @@ fn read_id(p: &Path) -> Option<String> {
         .then(|| id.to_owned())
 }
 
+/// The repository id recorded at `root`, if it has one.
+pub fn recorded_repo_id(root: &Path) -> Option<String> {
+    read_id(&root.join(ID_FILE))
+}
+
+/// The identity of the repository at `root`, made now when it has none
+/// and the folder is writable (else a key of its canonical path). A server
+/// names a folder garden by it.
+pub fn repository_id(root: &Path) -> String {
+    repo_key(root, true)
+}
+
+/// Records `id` (32 lowercase hex digits) as the id of the repository at
+/// `root`, replacing the one it had (`sgardd migrate` carries a garden's
+/// id into the folder it fills).
+///
+/// # Errors
+/// An id that is not one; write errors.
+pub fn set_repo_id(root: &Path, id: &str) -> Result<()> {
+    if !(id.len() == 32 && id.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))) {
+        return Err(Error::Invalid(format!("{id:?} is not a repository id")));
+    }
+    durable::write_atomic(&root.join(ID_FILE), format!("{id}\n").as_bytes(), 0o644)?;
+    Ok(())
+}
+
 /// Writes a new random id without replacing one another process wrote
 /// first (then that one is returned).
 pub(crate) fn create_id(root: &Path) -> Result<String> {

@@ -76,6 +76,7 @@ mod statcache;
 mod stats;
 mod status;
 mod sync;
+mod syncstate;
 mod tags;
 pub mod template;
 mod threeway;
@@ -94,6 +95,7 @@ use sgard_store::chunks::ChunkStore;
 use sgard_store::{Store, durable};
 
 pub use add::{AddOptions, AddOutcome, AddReport};
+pub use base::{recorded_repo_id, repository_id, set_repo_id};
 pub use checkpoint::{CheckpointOptions, CheckpointReport, EntryChange, error_chain};
 pub use chunking::ChunkSweep;
 pub use diff::Diff;
@@ -119,7 +121,7 @@ pub use restore::{Answer, Prompt, RestoreAction, RestoreOptions, RestoreReport};
 pub use stats::{SnapshotStats, Stats};
 pub use status::{State, StatusLine};
 pub use sync::{
-    Base, PullPlan, PullReport, PushDecision, Side, Trust, head_id_of, keep_go_dropped,
+    Base, PullPlan, PullReport, PushDecision, Side, SyncKey, Trust, head_id_of, keep_go_dropped,
 };
 pub use undo::{UndoReport, UndoSummary};
 pub use verify::{VerifyLine, VerifyState};

@@ -18,6 +18,7 @@ use sgard_manifest::{Entry, Manifest, Timestamp};
 use sgard_store::Hash;
 
 use crate::base::{BaseEntry, Seen};
+pub use crate::syncstate::SyncKey;
 use crate::{Error, Garden, Prompt, RestoreOptions, RestoreReport, Result};
 
 /// What a pushing client says it built on.
@@ -230,33 +231,30 @@ pub const SYNC_STATE_FILE: &str = "sync-state";
 pub const HEAD_SIGNATURE_FILE: &str = "head-signature";
 
 impl Garden {
-    /// The server head this repository last synced with at `server`.
-    pub fn sync_base(&self, server: &str) -> Option<Hash> {
-        let text =
-            sgard_store::durable::read_regular_to_string(&self.repo.root.join(SYNC_STATE_FILE))
-                .ok()?;
-        text.lines().find_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            (k == server).then(|| Hash::parse(v).ok()).flatten()
-        })
+    fn sync_state(&self) -> String {
+        sgard_store::durable::read_regular_to_string(&self.repo.root.join(SYNC_STATE_FILE))
+            .unwrap_or_default()
+    }
+
+    /// Whom a sync with the server at `addr` is with, before it answered:
+    /// the garden that address served last.
+    pub fn sync_key_at(&self, addr: &str) -> SyncKey {
+        SyncKey::remembered(&self.sync_state(), addr)
+    }
+
+    /// The server head this repository last synced with, with `key`'s
+    /// garden (or, for a server that names none, at its address).
+    pub fn sync_base(&self, key: &SyncKey) -> Option<Hash> {
+        crate::syncstate::base(&self.sync_state(), key)
     }
 
     /// Remembers the server head this repository synced with.
     ///
     /// # Errors
     /// Write errors.
-    pub fn set_sync_base(&self, server: &str, id: Hash) -> Result<()> {
+    pub fn set_sync_base(&self, key: &SyncKey, id: Hash) -> Result<()> {
         let path = self.repo.root.join(SYNC_STATE_FILE);
-        let old = sgard_store::durable::read_regular_to_string(&path).unwrap_or_default();
-        let mut lines: Vec<String> = old
-            .lines()
-            .filter(|l| l.rsplit_once(' ').is_none_or(|(k, _)| k != server))
-            .map(str::to_owned)
-            .collect();
-        lines.push(format!("{server} {}", id.to_hex()));
-        lines.sort();
-        let mut text = lines.join("\n");
-        text.push('\n');
+        let text = crate::syncstate::record(&self.sync_state(), key, id);
         sgard_store::durable::write_atomic(&path, text.as_bytes(), 0o644)?;
         Ok(())
     }

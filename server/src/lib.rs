@@ -174,4 +174,8 @@ pub trait Backend: Send + Sync + 'static {
     async fn fleet(&self, garden: &str) -> Result<FleetView>;
     /// Whether a login nonce is used for the first time (by any replica).
     async fn first_use_of_nonce(&self, nonce: &[u8], ts: i64) -> Result<bool>;
+    /// The garden's identity, kept with the garden (made at first ask), the
+    /// same through every replica: clients key their sync state by it, not
+    /// by the address they dialled.
+    async fn garden_id(&self, garden: &str) -> Result<String>;
 }

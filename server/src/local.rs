@@ -146,6 +146,14 @@ pub fn garden_error(e: sgard_garden::Error) -> Error {
 
 #[tonic::async_trait]
 impl Backend for Local {
+    async fn garden_id(&self, garden: &str) -> Result<String, Error> {
+        // The repository's own id (`repo-id`), made now if it has none.
+        let repo = self.garden_repo(garden)?;
+        tokio::task::spawn_blocking(move || sgard_garden::repository_id(&repo))
+            .await
+            .map_err(|e| Error::internal(format!("worker failed: {e}")))
+    }
+
     async fn pull_manifest(&self, garden: &str) -> Result<HeadView, Error> {
         let repo = self.garden_repo(garden)?;
         self.blocking(&repo, LockMode::Shared, |g| {

@@ -137,7 +137,22 @@ pub async fn migrate(
             r.copied += copied;
             r.present += results.len() as u64 - copied;
         }
-        if let Some(head) = from.head(&name, &env).await? {
+        let source_head = from.head(&name, &env).await?;
+        // The garden's id goes with its head (its machines keep their sync
+        // state under it): into a target that takes the head, or has none.
+        if !dry && let Some(gid) = from.garden_id(&name).await? {
+            let takes = match (&source_head, to.head_id(&name, &env).await?) {
+                (_, None) => true,
+                (None, Some(_)) => false,
+                (Some(h), Some(t)) => {
+                    head_id_of(&h.manifest) == t || h.history.iter().any(|r| r.id == t)
+                }
+            };
+            if takes {
+                to.set_garden_id(&name, &gid).await?;
+            }
+        }
+        if let Some(head) = source_head {
             let id = head_id_of(&head.manifest);
             r.head = Some(if dry {
                 match to.head_id(&name, &env).await? {
@@ -604,6 +619,25 @@ impl Side {
                 .await
             }
             Side::Objects(o) => o.import_head(g, head).await.map_err(status),
+        }
+    }
+
+    /// Garden `g`'s id, if it has one.
+    async fn garden_id(&self, g: &str) -> Result<Option<String>> {
+        match self {
+            Side::Dir(dir) => Ok(sgard_garden::recorded_repo_id(&garden_dir(dir, g))),
+            Side::Objects(o) => o.garden_id_if_any(g).await.map_err(status),
+        }
+    }
+
+    /// Makes `id` garden `g`'s id.
+    async fn set_garden_id(&self, g: &str, id: &str) -> Result<()> {
+        match self {
+            Side::Dir(dir) => {
+                let (repo, id) = (garden_dir(dir, g), id.to_owned());
+                blocking(move || Ok(sgard_garden::set_repo_id(&repo, &id)?)).await
+            }
+            Side::Objects(o) => o.set_garden_id(g, id).await.map_err(status),
         }
     }
 

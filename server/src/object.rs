@@ -45,6 +45,8 @@ const HEAD: &str = "head";
 const HEAD_MAGIC: &str = "sgard-head 1";
 /// The server's token key document.
 const TOKEN_KEY: &str = "token-key";
+/// A garden's identity document: 32 hex digits, written once.
+const GARDEN_ID: &str = "garden-id";
 /// How long a prune's list of condemned objects holds pushes back from
 /// naming any of them; past it the list is ignored (its prune died).
 const CONDEMNED_FOR: Duration = Duration::from_secs(3600);
@@ -332,6 +334,61 @@ impl Object {
         };
         token_key_of(&text)
             .ok_or_else(|| anyhow::anyhow!("the server's token key in the object store is damaged"))
+    }
+
+    /// The id stored with garden `g`, if it has one.
+    async fn stored_garden_id(&self, g: &GardenName) -> Result<Option<String>, Error> {
+        let Some((text, _)) = self
+            .depot
+            .read_doc(Scope::Garden(g), &doc(GARDEN_ID)?)
+            .await
+            .map_err(depot_error)?
+        else {
+            return Ok(None);
+        };
+        let id = text.trim_ascii();
+        if id.len() != 32 || !id.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(Error::damaged(format!(
+                "the id of garden {} in the object store is damaged",
+                g.as_str()
+            )));
+        }
+        Ok(Some(String::from_utf8_lossy(id).into_owned()))
+    }
+
+    /// Records `id` as garden `garden`'s (`sgardd migrate` carries a
+    /// garden's id with its head, so its machines carry on).
+    pub(crate) async fn set_garden_id(&self, garden: &str, id: &str) -> Result<(), Error> {
+        let g = garden_name(garden)?;
+        let name = doc(GARDEN_ID)?;
+        for _ in 0..FENCE_TRIES {
+            let cond = match self
+                .depot
+                .read_doc(Scope::Garden(&g), &name)
+                .await
+                .map_err(depot_error)?
+            {
+                Some((text, _)) if text.trim_ascii() == id.as_bytes() => return Ok(()),
+                Some((_, v)) => Cond::Version(v),
+                None => Cond::Absent,
+            };
+            let w = self
+                .depot
+                .write_doc(Scope::Garden(&g), &name, id.as_bytes(), cond)
+                .await
+                .map_err(depot_error)?;
+            if matches!(w, Written::Done(_)) {
+                return Ok(());
+            }
+        }
+        Err(Error::retry(format!(
+            "the id of garden {garden} kept changing while it was written"
+        )))
+    }
+
+    /// The id garden `garden` has, if any.
+    pub(crate) async fn garden_id_if_any(&self, garden: &str) -> Result<Option<String>, Error> {
+        self.stored_garden_id(&garden_name(garden)?).await
     }
 
     /// The depot the gardens are in.
@@ -1376,6 +1433,25 @@ fn decide(s: &State, m: &Manifest, base: Base) -> Option<Decision> {
 
 #[tonic::async_trait]
 impl Backend for Object {
+    async fn garden_id(&self, garden: &str) -> Result<String, Error> {
+        let g = garden_name(garden)?;
+        let name = doc(GARDEN_ID)?;
+        if let Some(id) = self.stored_garden_id(&g).await? {
+            return Ok(id);
+        }
+        // The first replica to ask makes it; any other reads that one.
+        let mut fresh = [0u8; 16];
+        getrandom::fill(&mut fresh).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
+        let hex: String = fresh.iter().map(|b| format!("{b:02x}")).collect();
+        self.depot
+            .write_once(Scope::Garden(&g), &name, hex.as_bytes())
+            .await
+            .map_err(depot_error)?;
+        self.stored_garden_id(&g)
+            .await?
+            .ok_or_else(|| Error::internal("the garden's id vanished from the object store"))
+    }
+
     async fn pull_manifest(&self, garden: &str) -> Result<HeadView, Error> {
         let g = garden_name(garden)?;
         let s = self.load(&g).await?;
@@ -2134,6 +2210,46 @@ mod tests {
             .unwrap();
         assert_eq!(r.decision, Decision::Accepted, "{r:?}");
         r.head.unwrap()
+    }
+
+    /// A garden's id is made once, by whichever replica asks first, and
+    /// every replica answers it; each garden has its own; a damaged one is
+    /// an error, never replaced.
+    #[test]
+    fn a_gardens_id_is_one_across_replicas() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            in_folder(&dir, Duration::ZERO),
+            in_folder(&dir, Duration::ZERO),
+        );
+        rt().block_on(async {
+            let id = a.garden_id("default").await.unwrap();
+            assert_eq!(id.len(), 32);
+            assert_eq!(b.garden_id("default").await.unwrap(), id);
+            assert_eq!(a.garden_id("default").await.unwrap(), id);
+            let other = b.garden_id("work").await.unwrap();
+            assert_ne!(other, id);
+            assert_eq!(a.garden_id("work").await.unwrap(), other);
+            // migrate's carry: set, then answered by every replica.
+            a.set_garden_id("work", &id).await.unwrap();
+            assert_eq!(b.garden_id("work").await.unwrap(), id);
+            let g = GardenName::new("work").unwrap();
+            let name = doc(GARDEN_ID).unwrap();
+            let (_, v) = a
+                .depot
+                .read_doc(Scope::Garden(&g), &name)
+                .await
+                .unwrap()
+                .unwrap();
+            let w = a
+                .depot
+                .write_doc(Scope::Garden(&g), &name, b"../../etc", Cond::Version(v))
+                .await
+                .unwrap();
+            assert!(matches!(w, Written::Done(_)));
+            let e = b.garden_id("work").await.unwrap_err();
+            assert!(e.message().contains("damaged"), "{e:?}");
+        });
     }
 
     #[test]

@@ -290,14 +290,17 @@ impl GardenSync for Service {
         let started = Instant::now();
         let c = self.caller_logged(&req, "PushManifest", started)?;
         let r = req.into_inner();
-        let out = match push_of(&r) {
-            Ok(push) => self
+        // The garden's id first: a push that installed its head is never
+        // answered with an error about something else.
+        let out = match (push_of(&r), self.backend.garden_id(&c.garden).await) {
+            (Ok(push), Ok(id)) => self
                 .backend
                 .push_manifest(&c.garden, &c.who, push)
                 .await
-                .map(push_reply)
+                .map(|o| push_reply(o, id))
                 .map_err(Status::from),
-            Err(e) => Err(e),
+            (Err(e), _) => Err(e),
+            (_, Err(e)) => Err(Status::from(e)),
         };
         log_rpc("PushManifest", &c.label, started, &out);
         if let Ok(r) = &out
@@ -366,11 +369,13 @@ impl GardenSync for Service {
     ) -> Result<Response<v1::PullManifestResponse>, Status> {
         let started = Instant::now();
         let c = self.caller_logged(&req, "PullManifest", started)?;
-        let out = self
-            .backend
-            .pull_manifest(&c.garden)
-            .await
-            .map(|h| v1::PullManifestResponse {
+        let out = match self.backend.garden_id(&c.garden).await {
+            Ok(id) => self.backend.pull_manifest(&c.garden).await.map(|h| (id, h)),
+            Err(e) => Err(e),
+        };
+        let out = out
+            .map(|(garden_id, h)| v1::PullManifestResponse {
+                garden_id,
                 manifest: Some(convert::manifest_to_proto(&h.manifest)),
                 head_id: h.id.to_hex(),
                 history: h.history.iter().map(convert::record_to_proto).collect(),
@@ -544,7 +549,7 @@ impl GardenSync for Service {
 pub type BlobStream = Pin<Box<dyn Stream<Item = Result<v1::PullBlobsResponse, Status>> + Send>>;
 
 /// The answer to a push's manifest.
-fn push_reply(o: crate::PushOutcome) -> v1::PushManifestResponse {
+fn push_reply(o: crate::PushOutcome, garden_id: String) -> v1::PushManifestResponse {
     use v1::push_manifest_response::Decision as Wire;
     v1::PushManifestResponse {
         decision: match o.decision {
@@ -555,6 +560,7 @@ fn push_reply(o: crate::PushOutcome) -> v1::PushManifestResponse {
         missing_blobs: o.missing.iter().map(Hash::to_hex).collect(),
         server_updated: o.server_updated.map(timestamp),
         head_id: o.head.map(|h| h.to_hex()).unwrap_or_default(),
+        garden_id,
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use std::collections::HashMap;
 
 use anyhow::{Context, Result, anyhow, bail};
-use sgard_garden::{Base, Garden, Prompt, PullReport, RestoreOptions, Side};
+use sgard_garden::{Base, Garden, Prompt, PullReport, RestoreOptions, Side, SyncKey};
 use sgard_manifest::history::Record;
 use sgard_manifest::{Manifest, Timestamp};
 use sgard_proto::convert;
@@ -152,6 +152,20 @@ pub struct ServerHead {
     pub signed: Option<(String, String)>,
     /// The purges the server applied, each with its signature (unchecked).
     pub purges: Vec<v1::PurgeStatement>,
+    /// The garden's id, as the server names it (empty: it names none).
+    pub garden: String,
+}
+
+/// The server's answer to a push's manifest.
+pub struct PushAnswer {
+    /// Its decision.
+    pub decision: Decision,
+    /// The blobs it lacks.
+    pub missing: Vec<Hash>,
+    /// Its head (an sgard server names it; a Go server does not).
+    pub head: Option<Hash>,
+    /// The garden's id, as the server names it (empty: it names none).
+    pub garden: String,
 }
 
 /// A connected, possibly authenticated client.
@@ -463,6 +477,7 @@ impl Client {
             sizes,
             signed,
             purges: r.purges,
+            garden: r.garden_id,
         })
     }
 
@@ -697,7 +712,7 @@ impl Client {
         extra: &[Hash],
         signed: Option<&(String, String)>,
         purges: &[v1::PurgeStatement],
-    ) -> Result<(Decision, Vec<Hash>, Option<Hash>)> {
+    ) -> Result<PushAnswer> {
         let (head_statement, head_signature) = signed.cloned().unwrap_or_default();
         let req = v1::PushManifestRequest {
             head_statement,
@@ -724,8 +739,12 @@ impl Client {
         let head = (!r.head_id.is_empty())
             .then(|| Hash::parse(&r.head_id).ok())
             .flatten();
-        let d = Decision::try_from(r.decision).unwrap_or(Decision::Unspecified);
-        Ok((d, missing, head))
+        Ok(PushAnswer {
+            decision: Decision::try_from(r.decision).unwrap_or(Decision::Unspecified),
+            missing,
+            head,
+            garden: r.garden_id,
+        })
     }
 
     /// Streams blobs from `store` to the server.
@@ -1070,6 +1089,9 @@ pub enum Pushed {
 /// What a push offers the server: the manifest, the history and the
 /// snapshot blobs, against the server head this repository last synced.
 struct PushInput {
+    /// Whom the push is with, as far as this repository knows before the
+    /// server answers (the garden the address served last).
+    key: SyncKey,
     base: Base,
     m: Manifest,
     history: Vec<Record>,
@@ -1082,13 +1104,12 @@ struct PushInput {
 impl PushInput {
     fn of(g: &mut Garden, o: &Opts) -> Result<PushInput> {
         g.require_history()?;
-        let base = match g.sync_base(&o.remote.addr) {
-            Some(b) => Base::Id(b),
-            None => Base::Never,
-        };
+        let key = g.sync_key_at(&o.remote.addr);
+        let base = base_of(g.sync_base(&key));
         let history = g.shared_history().records.clone();
         let extra = g.snapshot_blobs(&history);
         Ok(PushInput {
+            key,
             base,
             m: g.manifest().clone(),
             extra,
@@ -1099,15 +1120,23 @@ impl PushInput {
     }
 }
 
+/// The base a push offers: the head last synced, or none.
+fn base_of(b: Option<Hash>) -> Base {
+    match b {
+        Some(b) => Base::Id(b),
+        None => Base::Never,
+    }
+}
+
 /// Pushes the repository: a fast-forward of the server head this repository
 /// last synced with, or refused (exit 4) when the server has changes to pull.
 pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
     let mut moved = false;
     loop {
         match push_once(g, o)? {
-            Push::Done(pushed, server_head) => {
+            Push::Done(pushed, server_head, key) => {
                 let head = server_head.unwrap_or_else(|| g.head_id());
-                g.set_sync_base(&o.remote.addr, head)?;
+                g.set_sync_base(&key, head)?;
                 return Ok(pushed);
             }
             // A Go server made after this repository's last change looks
@@ -1129,8 +1158,9 @@ pub fn push(g: &mut Garden, o: &Opts) -> Result<Pushed> {
 
 /// How one push attempt ended.
 enum Push {
-    /// Pushed (or nothing to push); the server's new head, if it names one.
-    Done(Pushed, Option<Hash>),
+    /// Pushed (or nothing to push); the server's new head, if it names one,
+    /// and whom the push was with.
+    Done(Pushed, Option<Hash>, SyncKey),
     /// Refused by an empty Go server whose `updated` is this time.
     FreshGoServer(Timestamp),
 }
@@ -1299,6 +1329,7 @@ fn unasked_by_go(m: &Manifest) -> Vec<Hash> {
 
 fn push_once(g: &mut Garden, o: &Opts) -> Result<Push> {
     let PushInput {
+        key,
         base,
         m,
         history,
@@ -1314,13 +1345,34 @@ fn push_once(g: &mut Garden, o: &Opts) -> Result<Push> {
     let purges = sign_purges(o, &purges)?;
     block_on(async {
         let mut c = Client::connect(o).await?;
-        let (d, missing, server_head) = c
+        let (mut key, mut base) = (key, base);
+        let mut a = c
             .push_manifest(&m, base, &history, true, &extra, None, &purges)
             .await?;
+        // The server names its garden: when it is not the one this address
+        // served last (another replica's address, a moved server, another
+        // garden), the push is built on that garden's base instead.
+        let named = SyncKey::new(&o.remote.addr, &a.garden);
+        if named != key {
+            let b = base_of(g.sync_base(&named));
+            key = named;
+            if b != base {
+                base = b;
+                a = c
+                    .push_manifest(&m, base, &history, true, &extra, None, &purges)
+                    .await?;
+            }
+        }
+        let PushAnswer {
+            decision: d,
+            missing,
+            head: server_head,
+            ..
+        } = a;
         let ours = server_head.is_some();
         match d {
             Decision::UpToDate => {
-                return Ok::<_, anyhow::Error>(Push::Done(Pushed::UpToDate, server_head));
+                return Ok::<_, anyhow::Error>(Push::Done(Pushed::UpToDate, server_head, key));
             }
             Decision::Rejected => {
                 if !ours {
@@ -1353,9 +1405,13 @@ fn push_once(g: &mut Garden, o: &Opts) -> Result<Push> {
         c.push_objects(&store, &items, &pb).await?;
         if !ours {
             // A Go server installed the manifest at the end of PushBlobs.
-            return Ok(Push::Done(Pushed::Done(items.len()), None));
+            return Ok(Push::Done(Pushed::Done(items.len()), None, key));
         }
-        let (d, _, new_head) = c
+        let PushAnswer {
+            decision: d,
+            head: new_head,
+            ..
+        } = c
             .push_manifest(&m, base, &history, false, &extra, signed.as_ref(), &purges)
             .await?;
         match d {
@@ -1373,7 +1429,7 @@ fn push_once(g: &mut Garden, o: &Opts) -> Result<Push> {
                     store.add(&key)?;
                     store.note_signed()?;
                 }
-                Ok(Push::Done(Pushed::Done(missing.len()), new_head))
+                Ok(Push::Done(Pushed::Done(missing.len()), new_head, key))
             }
             _ => Err(anyhow::Error::new(Refused(
                 "the server changed during the push; run `sgard pull`, then push again".into(),
@@ -1462,12 +1518,12 @@ pub enum PushPlan {
 /// on either side.
 pub fn push_plan(g: &mut Garden, o: &Opts) -> Result<PushPlan> {
     let PushInput {
-        base,
         m,
         history,
         store,
         extra,
         purges,
+        ..
     } = PushInput::of(g, o)?;
     // Unsigned: a negotiation installs nothing.
     let purges: Vec<v1::PurgeStatement> = purges
@@ -1485,8 +1541,12 @@ pub fn push_plan(g: &mut Garden, o: &Opts) -> Result<PushPlan> {
         let ServerHead {
             manifest: theirs,
             id: server_head,
+            garden,
             ..
         } = c.pull_manifest().await?;
+        // Built on the base of the garden the server names, as the push
+        // would be.
+        let base = base_of(g.sync_base(&SyncKey::new(&o.remote.addr, &garden)));
         if server_head.is_none() {
             let fresh = theirs.files.is_empty() && theirs.encryption.is_none();
             if m.updated == theirs.updated {
@@ -1515,7 +1575,12 @@ pub fn push_plan(g: &mut Garden, o: &Opts) -> Result<PushPlan> {
                 bytes,
             });
         }
-        let (d, missing, server_head) = c
+        let PushAnswer {
+            decision: d,
+            missing,
+            head: server_head,
+            ..
+        } = c
             .push_manifest(&m, base, &history, true, &extra, None, &purges)
             .await?;
         match d {
@@ -1570,7 +1635,7 @@ pub fn pull(
     prompt: &mut dyn Prompt,
 ) -> Result<Pulled> {
     let store = g.store().clone();
-    let (theirs, history, blobs, newly_trusted, purges) = {
+    let (theirs, history, blobs, newly_trusted, purges, key) = {
         let g_ref = &mut *g;
         block_on(async {
             within(o.timeouts.total, &o.remote.addr, "pulling", async {
@@ -1583,8 +1648,10 @@ pub fn pull(
                     manifest: theirs,
                     id: _head,
                     sizes,
+                    garden,
                     ..
                 } = head;
+                let key = SyncKey::new(&o.remote.addr, &garden);
                 let history = checked.history;
                 let missing = g_ref.missing_for(&theirs, &history)?;
                 let pb = Progress::new(missing.len() as u64, "pulling", g_ref.env());
@@ -1595,7 +1662,7 @@ pub fn pull(
                 // The snapshot documents are here now: fetch what they reference.
                 let more = g_ref.snapshot_blobs_missing(&history)?;
                 n += c.pull_content(&store, &more, &sizes, &pb, ours).await?;
-                Ok::<_, anyhow::Error>((theirs, history, n, checked.newly_trusted, purges))
+                Ok::<_, anyhow::Error>((theirs, history, n, checked.newly_trusted, purges, key))
             })
             .await?
         })??
@@ -1616,7 +1683,7 @@ pub fn pull(
             )),
         );
     }
-    let base = g.sync_base(&o.remote.addr);
+    let base = g.sync_base(&key);
     // The server's head, and its entries, to tell after the merge whether
     // this machine has just that or changes of its own besides.
     let (their_id, their_files) = (sgard_garden::head_id_of(&theirs), theirs.files.clone());
@@ -1634,7 +1701,7 @@ pub fn pull(
         other => other?,
     };
     if let Some(b) = report.base {
-        g.set_sync_base(&o.remote.addr, b)?;
+        g.set_sync_base(&key, b)?;
     }
     // The purges the server applied, after the merge: the history they
     // rename is all here now, and a content this machine's head no longer
@@ -1821,7 +1888,7 @@ pub fn pull_plan(
     let theirs = head.manifest;
     // The content the pull would fetch (not the snapshot documents).
     let missing = g.missing_for(&theirs, &[])?.len();
-    let base = g.sync_base(&o.remote.addr);
+    let base = g.sync_base(&SyncKey::new(&o.remote.addr, &head.garden));
     let plan = g.plan_pull(&theirs, base, side, trust)?;
     Ok((plan, missing, checked.newly_trusted))
 }

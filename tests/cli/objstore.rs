@@ -634,6 +634,8 @@ fn migrate_moves_a_server_onto_s3_and_back() {
     track(&c, &["work-only"]);
     sg(&c, kc, &["push", "-r", &addr]).ok();
     let a_log = log_json(&a);
+    let a_state = std::fs::read_to_string(a.repo().join("sync-state")).unwrap();
+    assert!(a_state.starts_with("garden "), "{a_state}");
     drop(srv);
 
     // A dry run copies nothing.
@@ -687,6 +689,12 @@ fn migrate_moves_a_server_onto_s3_and_back() {
         "the old server's token was not taken"
     );
     assert_eq!(log_json(&a), a_log, "the history changed in the move");
+    // The garden kept its id: the machine's sync state is the same one.
+    assert_eq!(
+        std::fs::read_to_string(a.repo().join("sync-state")).unwrap(),
+        a_state,
+        "the garden's id did not come along"
+    );
     // The fleet came along; B pushes and A pulls through the S3 server.
     let v = json_of(
         sg_env(
@@ -753,6 +761,14 @@ fn migrate_moves_a_server_onto_s3_and_back() {
         &["verify", "--repo", back.to_str().unwrap()],
     )
     .ok();
+    // The garden's id came back with it.
+    let gid = a_state.split_whitespace().nth(1).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(back.join("repo-id"))
+            .unwrap()
+            .trim(),
+        gid
+    );
     srv = serve_at(&w, &m, &back, port);
     let mut d = TestEnv::new();
     d.now = now_plus(8);
@@ -1211,6 +1227,16 @@ fn migrate_carries_a_gardens_purges() {
         &["verify", "--repo", back.to_str().unwrap()],
     )
     .ok();
+}
+
+/// Issue 39, defect 2, on a replica over S3.
+#[test]
+fn a_machine_alternating_between_two_replicas_is_never_falsely_behind() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(2);
+    let (r1, r2) = (replica(&w, &m, &[]), replica(&w, &m, &[]));
+    assert_ne!(r1.addr, r2.addr);
+    alternating_addresses_are_one_garden(w.key(0), w.key(1), &r1.addr, &r2.addr);
 }
 
 /// Issue 39, defect 1, on a replica over S3.

@@ -644,6 +644,87 @@ pub(crate) fn a_refused_push_leaves_no_false_conflict(key: &Path, addr: &str) {
     assert_eq!(other.read("f"), b"small now\n");
 }
 
+/// Fails when a sync's output speaks of a conflict.
+#[track_caller]
+fn no_conflict(r: &Run) {
+    assert!(
+        !r.stdout.contains("conflict") && !r.stderr.contains("conflict"),
+        "{r:#?}"
+    );
+}
+
+/// Two machines sync one garden through two addresses of it (two replicas,
+/// or one server's two names), in turn: a machine synced through one
+/// address is neither behind nor in conflict through the other, and pushes
+/// through either. What each remembers is keyed by the garden's id.
+pub(crate) fn alternating_addresses_are_one_garden(ka: &Path, kb: &Path, r1: &str, r2: &str) {
+    let mut a = TestEnv::init();
+    a.write("fa", "a0\n");
+    a.write("fb", "b0\n");
+    track(&a, &["fa", "fb"]);
+    sg(&a, ka, &["push", "-r", r1]).ok();
+    let mut b = TestEnv::new();
+    local(&b, &["init"]).ok();
+    trust(&b, ka);
+    trust(&a, kb);
+    b.now = now_plus(1);
+    sg(&b, kb, &["pull", "-r", r1]).ok();
+
+    // A's edit, pushed through the first address, reaches B through the
+    // second: B never edited it, so it is simply taken.
+    change(&mut a, "fa", "a1\n", 2);
+    sg(&a, ka, &["push", "-r", r1]).ok();
+    b.now = now_plus(3);
+    let r = sg(&b, kb, &["pull", "-r", r2]);
+    r.ok();
+    no_conflict(&r);
+    assert_eq!(b.read("fa"), b"a1\n");
+    local(&b, &["status", "--exit-code"]).ok();
+    // B's edit pushes through the second address: a fast-forward of what
+    // it pulled, whichever address that came through.
+    change(&mut b, "fb", "b1\n", 4);
+    sg(&b, kb, &["push", "-r", r2]).ok();
+
+    // A, synced only through the first address, pulls through the second
+    // and pushes through it, then goes back to the first.
+    a.now = now_plus(5);
+    let r = sg(&a, ka, &["pull", "-r", r2]);
+    r.ok();
+    no_conflict(&r);
+    assert_eq!(a.read("fb"), b"b1\n");
+    change(&mut a, "fa", "a2\n", 6);
+    sg(&a, ka, &["push", "-r", r2]).ok();
+    sg(&a, ka, &["pull", "-r", r1])
+        .ok()
+        .stdout_has("Already up to date.");
+    sg(&a, ka, &["push", "-r", r1]).ok();
+    // Nothing here is behind either address.
+    for addr in [r1, r2] {
+        let r = sg(&a, ka, &["push", "--dry-run", "-r", addr]);
+        r.ok();
+        assert!(!r.stdout.contains("refused"), "{r:#?}");
+    }
+    b.now = now_plus(7);
+    let r = sg(&b, kb, &["pull", "-r", r1]);
+    r.ok();
+    no_conflict(&r);
+    assert_eq!(b.read("fa"), b"a2\n");
+    for t in [&a, &b] {
+        local(t, &["status", "--exit-code"]).ok();
+        assert_eq!(entries(t, &[]), entries(&a, &[]));
+        // One line for the garden, one per address naming it; none keyed
+        // by an address alone.
+        let state = std::fs::read_to_string(t.repo().join("sync-state")).unwrap();
+        let lines: Vec<&str> = state.lines().collect();
+        assert_eq!(lines.len(), 3, "{state}");
+        assert_eq!(
+            lines.iter().filter(|l| l.starts_with("garden ")).count(),
+            1,
+            "{state}"
+        );
+    }
+}
+
 /// Writes `rel` and checkpoints.
 #[track_caller]
 pub(crate) fn change(t: &mut TestEnv, rel: &str, content: &str, mins: u32) {
@@ -3255,6 +3336,16 @@ fn fleet_shows_a_machine_behind() {
         .stdout_has("desktop")
         .stdout_has("behind");
     drop(srv);
+}
+
+/// Issue 39, defect 2, on a folder server.
+#[test]
+fn two_addresses_of_one_folder_server_are_one_garden() {
+    let w = world_or_skip!(2);
+    // Two sgardd over one folder (an NFS mount served twice, or a server
+    // reached by two names).
+    let (s1, s2) = (w.serve(&[]), w.serve(&[]));
+    alternating_addresses_are_one_garden(w.key(0), w.key(1), &s1.addr, &s2.addr);
 }
 
 /// Issue 39, defect 1, on a folder server.
