@@ -317,6 +317,12 @@ fn garden_option(options: &str) -> std::result::Result<String, String> {
             if garden.is_some() {
                 return Err("two garden options".into());
             }
+            if v == DEFAULT_GARDEN {
+                return Err(format!(
+                    "garden {v:?} is reserved: it is the garden of every key without a \
+                     garden option; leave the option out to share it, or choose another name"
+                ));
+            }
             if !valid_garden(v) {
                 return Err(format!(
                     "garden {v:?} is not a garden name (a-z, 0-9, `.`, `_`, `-`, up to 64, \
@@ -384,6 +390,7 @@ mod tests {
             r#"garden="a/b""#,
             r#"garden="a",garden="b""#,
             r#"garden="open"#,
+            r#"garden="default""#,
         ] {
             assert!(garden_option(bad).is_err(), "{bad}");
         }

@@ -563,3 +563,39 @@ fn a_push_still_running_after_the_grace_period_is_cut_off_cleanly() {
     let after = fs::read_to_string(srv2.repo.join("manifest.yaml")).unwrap();
     assert!(after.contains("~/big2"), "{after}");
 }
+
+/// Issue 39, item 12: `garden="default"` is reserved (it would be the
+/// unnamed garden every key without the option shares): its line
+/// authorizes nothing, and the log names the file and the line; the other
+/// lines are read as ever.
+#[test]
+fn the_default_garden_name_is_reserved_in_authorized_keys() {
+    let w = world_or_skip!(2);
+    let keys = format!(
+        "# the team\n{}garden=\"default\" {}",
+        pubkey(w.key(0)),
+        pubkey(w.key(1))
+    );
+    fs::write(w.auth_keys(), keys).unwrap();
+    let srv = w.serve(&[]);
+    assert!(srv.banner.contains("(1 key)"), "{}", srv.banner);
+    let log = wait_log(&srv, "is reserved");
+    let line = log.lines().find(|l| l.contains("is reserved")).unwrap();
+    assert!(line.contains("WARN"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "{} line 3: garden \"default\" is reserved",
+            w.auth_keys().display()
+        )),
+        "{line}"
+    );
+    assert!(line.contains("the key is not authorized"), "{line}");
+
+    let a = TestEnv::init();
+    a.write("f", "a\n");
+    track(&a, &["f"]);
+    sg(&a, w.key(0), &["push", "-r", &srv.addr]).ok();
+    let r = sg(&TestEnv::new(), w.key(1), &["pull", "-r", &srv.addr]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert!(r.stderr.contains("not authorized"), "{r:#?}");
+}
