@@ -25,6 +25,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use tonic::Code;
 
@@ -60,6 +61,7 @@ pub struct Metrics {
     requests: Family<RpcCode, Counter>,
     duration: Family<Rpc, Histogram>,
     refused: Family<Reason, Counter>,
+    login_failures: Family<Reason, Counter>,
     bytes_in: Counter,
     bytes_out: Counter,
     objects: Gauge,
@@ -102,6 +104,24 @@ impl Metrics {
             "Requests refused, by reason: a login or a token refused (`denied`, `unauthenticated`), an object too large (`too_large`), a busy server (`busy`), a push that must pull first (`pull_first`)",
             refused.clone(),
         );
+        let login_failures = Family::<Reason, Counter>::default();
+        registry.register(
+            "sgardd_login_failures",
+            "Logins refused, by reason: `unknown_key` (not in authorized_keys), `weak_key` (RSA under 2048 bits), `clock` (signed more than 5 minutes off the server's clock), `bad_signature`, `replay` (a nonce used before), `malformed` (an unreadable key, a bad nonce); each is also one `sgardd_refusals_total` (`denied` for `unknown_key`, else `unauthenticated`)",
+            login_failures.clone(),
+        );
+        // Every reason from the start, so that a rate is defined before
+        // the first failure.
+        for reason in crate::auth::LoginFailure::ALL {
+            login_failures.get_or_create_owned(&Reason {
+                reason: reason.as_str(),
+            });
+        }
+        registry.register(
+            "sgardd_build",
+            "The sgardd build serving: its version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
         let bytes_in = Counter::default();
         registry.register(
             "sgardd_bytes_received",
@@ -131,6 +151,7 @@ impl Metrics {
             requests,
             duration,
             refused,
+            login_failures,
             bytes_in,
             bytes_out,
             objects,
@@ -218,6 +239,16 @@ pub fn rpc_done(rpc: &str, code: Code, took: Duration) {
 /// Counts one refusal, by reason (see `sgardd_refusals`).
 pub fn refused(reason: &'static str) {
     global().refused.get_or_create(&Reason { reason }).inc();
+}
+
+/// Counts one refused login, by reason (see `sgardd_login_failures`).
+pub fn login_failed(reason: crate::auth::LoginFailure) {
+    global()
+        .login_failures
+        .get_or_create(&Reason {
+            reason: reason.as_str(),
+        })
+        .inc();
 }
 
 /// Counts `n` object bytes received from a push.

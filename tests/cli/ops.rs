@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use sgard::remote::auth::unix_now;
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
@@ -19,9 +20,9 @@ use tonic_health::pb::health_client::HealthClient;
 
 use crate::common::*;
 use crate::sync::{
-    LIMIT, Server, World, assert_no_temp_blobs, blob_names, change, client_cmd, files_under,
-    held_push, local, noise, pubkey, runtime, serve, sg, sgardd_exits, tmo, track, wait_run,
-    world_or_skip,
+    LIMIT, Server, World, assert_no_temp_blobs, auth_request, blob_names, change, client_cmd,
+    connect, files_under, held_push, local, noise, nonce, pubkey, raw_auth, runtime, serve, sg,
+    sgardd_exits, tmo, track, try_serve_env, wait_run, world_or_skip,
 };
 
 /// How long a stopping server may take: the default grace period (30 s)
@@ -562,6 +563,148 @@ fn a_push_still_running_after_the_grace_period_is_cut_off_cleanly() {
     sg(&a, w.key(0), &["push", "-r", &srv2.addr]).ok();
     let after = fs::read_to_string(srv2.repo.join("manifest.yaml")).unwrap();
     assert!(after.contains("~/big2"), "{after}");
+}
+
+/// Issue 39, items 7 and 9: every refused login is counted by its reason
+/// in `sgardd_login_failures_total` (every reason shown from the start, at
+/// 0) and by its code in `sgardd_refusals_total`; a login refused for its
+/// time says which clock is ahead and by how much.
+#[test]
+fn refused_logins_are_counted_by_reason_and_a_clock_refusal_says_how_far() {
+    let w = world_or_skip!(2);
+    let srv = w.serve(&["--metrics", "127.0.0.1:0"]);
+    let maddr = metrics_addr(&srv);
+    let (_, body) = http(&maddr, "GET", "/metrics");
+    let all = samples(&body);
+    for reason in [
+        "unknown_key",
+        "weak_key",
+        "clock",
+        "bad_signature",
+        "replay",
+        "malformed",
+    ] {
+        let name = format!("sgardd_login_failures_total{{reason=\"{reason}\"}}");
+        assert_eq!(sample(&all, &name), 0.0, "{body}");
+    }
+
+    let (ka, kb) = (w.key(0), w.key(1));
+    let stranger = w.stranger();
+    let rt = runtime();
+    let clock = rt.block_on(async {
+        let mut c = connect(&srv.addr).await;
+        let ts = unix_now();
+        // Refused: unknown key, clock, bad signature, replay, malformed.
+        let e = raw_auth(&mut c, auth_request(&stranger, &nonce("s"), ts))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+        let e = raw_auth(&mut c, auth_request(ka, &nonce("old"), ts - 1000))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+        let clock = e.message().to_owned();
+        let mut mixed = auth_request(ka, &nonce("mixed"), ts);
+        mixed.public_key = pubkey(kb);
+        let e = raw_auth(&mut c, mixed).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+        let n = nonce("replay");
+        raw_auth(&mut c, auth_request(ka, &n, ts)).await.unwrap();
+        let e = raw_auth(&mut c, auth_request(ka, &n, ts))
+            .await
+            .unwrap_err();
+        assert!(e.message().contains("replayed"), "{e:?}");
+        let e = raw_auth(&mut c, auth_request(ka, b"short", ts))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+        clock
+    });
+    // 1000 s, or 1001 when the server's second ticked meanwhile.
+    assert!(
+        clock.starts_with(
+            "challenge timestamp outside the 5-minute window: the client's clock is 16 min 4"
+        ) && clock.contains(" s behind the server's"),
+        "{clock}"
+    );
+    let log = wait_log(&srv, "behind the server's");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains("16 min 4") && l.contains("Unauthenticated")),
+        "{log}"
+    );
+
+    let (_, body) = http(&maddr, "GET", "/metrics");
+    let all = samples(&body);
+    for reason in [
+        "unknown_key",
+        "clock",
+        "bad_signature",
+        "replay",
+        "malformed",
+    ] {
+        let name = format!("sgardd_login_failures_total{{reason=\"{reason}\"}}");
+        assert_eq!(sample(&all, &name), 1.0, "{reason}: {body}");
+    }
+    let weak = "sgardd_login_failures_total{reason=\"weak_key\"}";
+    assert_eq!(sample(&all, weak), 0.0, "{body}");
+    let refusals = |r: &str| sample(&all, &format!("sgardd_refusals_total{{reason=\"{r}\"}}"));
+    assert_eq!(refusals("denied"), 1.0, "{body}");
+    assert_eq!(refusals("unauthenticated"), 4.0, "{body}");
+    assert_eq!(
+        sample(
+            &all,
+            "sgardd_requests_total{rpc=\"Authenticate\",code=\"Unauthenticated\"}"
+        ),
+        4.0,
+        "{body}"
+    );
+}
+
+/// Issue 39, item 7, as a user meets it: a machine whose clock is 7
+/// minutes ahead of the server's is told so, by how much, when it logs in;
+/// and a clock 2 minutes off, which logins still pass (so a cached token
+/// hides it), is a `sgard doctor` warning with the amount.
+#[test]
+fn a_clock_off_is_named_with_its_amount_at_login_and_by_doctor() {
+    let w = world_or_skip!(1);
+    let key = w.key(0);
+    let env = |secs: &str| vec![("SGARD_TEST_CLOCK_OFFSET".to_owned(), secs.to_owned())];
+    // The server 432 s behind: this machine 7 min 12 s ahead.
+    let args = w.serve_args(0, &[]);
+    let srv = try_serve_env(&w.srv_home(), &w.srv_repo(), &args, &env("-432")).unwrap();
+    let a = TestEnv::init();
+    a.write(".bashrc", "export EDITOR=vi\n");
+    track(&a, &[".bashrc"]);
+    let r = sg(&a, key, &["push", "-r", &srv.addr]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(
+        r.stderr.contains("the client's clock is 7 min 1")
+            && r.stderr.contains(" s ahead of the server's"),
+        "{r:#?}"
+    );
+    drop(srv);
+
+    let srv = try_serve_env(&w.srv_home(), &w.srv_repo(), &args, &env("120")).unwrap();
+    sg(&a, key, &["push", "-r", &srv.addr]).ok();
+    let r = sg(&a, key, &["doctor", "-r", &srv.addr]);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("server-clock"))
+        .unwrap_or_else(|| panic!("no server-clock check: {r:#?}"));
+    assert!(line.trim_start().starts_with("warning"), "{line}");
+    assert!(
+        line.contains("ahead of this machine's clock; logins fail beyond 5 minutes"),
+        "{line}"
+    );
+    // 120 s, give or take the second the answer took.
+    assert!(
+        ["2 min ", "1 min 59 s ", "2 min 1 s "]
+            .iter()
+            .any(|s| line.contains(s)),
+        "{line}"
+    );
 }
 
 /// Issue 39, item 12: `garden="default"` is reserved (it would be the
