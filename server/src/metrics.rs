@@ -3,8 +3,10 @@
 //!
 //! The counters live in one process-wide [`Metrics`] (the RPC handlers feed
 //! it through [`rpc_done`], [`bytes_received`] and [`bytes_sent`], whether
-//! or not `--metrics` is given); `GET /metrics` encodes them in the text
-//! exposition format. `sgardd_objects_stored` is counted from the store
+//! or not `--metrics` is given); `GET /metrics` encodes them in the format
+//! the scraper asks for: OpenMetrics when its `Accept` header prefers it
+//! (Prometheus does), else the Prometheus text format 0.0.4, each under its
+//! own content type. `sgardd_objects_stored` is counted from the store
 //! when scraped: at the first scrape, then again only when a push or prune
 //! finished since the last count or the last count is older than
 //! [`OBJECTS_MAX_AGE`], so a busy scraper does not walk the store each time.
@@ -162,15 +164,23 @@ impl Metrics {
         }
     }
 
-    /// The exposition text, with `sgardd_objects_stored` brought up to date
-    /// from the store at `repo` when it is due (see the module's doc; an
-    /// object store is not counted: listing it costs requests).
-    fn render(&self, repo: Option<&Path>) -> String {
+    /// The exposition in `format`, with `sgardd_objects_stored` brought up
+    /// to date from the store at `repo` when it is due (see the module's
+    /// doc; an object store is not counted: listing it costs requests).
+    fn render(&self, repo: Option<&Path>, format: Format) -> String {
         if let Some(repo) = repo {
             self.refresh_objects(repo);
         }
         let mut out = String::new();
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+        let encoded = match format {
+            Format::OpenMetrics => {
+                prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            }
+            Format::Text => {
+                prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+            }
+        };
+        if let Err(e) = encoded {
             tracing::warn!("encoding the metrics: {e}");
         }
         out
@@ -358,41 +368,93 @@ where
     }
 }
 
-/// The content type of the answer: OpenMetrics when the scraper asks for
-/// it (Prometheus does), else the classic text format (the same bytes
-/// parse as both).
-fn content_type<B>(req: &http::Request<B>) -> &'static str {
-    let openmetrics = req
-        .headers()
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/openmetrics-text"));
-    if openmetrics {
-        "application/openmetrics-text; version=1.0.0; charset=utf-8"
-    } else {
-        "text/plain; version=0.0.4; charset=utf-8"
+/// An exposition format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    /// OpenMetrics 1.0 text (`# EOF` at the end, counters typed by their
+    /// family's name).
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4.
+    Text,
+}
+
+impl Format {
+    fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Text => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        }
     }
+}
+
+/// The format a scraper's `Accept` header asks for, as Prometheus'
+/// own libraries negotiate it: the media ranges by decreasing quality
+/// (`q`, 1 when absent; 0 refuses), the first that names OpenMetrics or
+/// the text format wins (`*/*` and `text/*` take text); with none of
+/// them, or no header, text.
+fn negotiate<'a>(accept: impl Iterator<Item = &'a str>) -> Format {
+    let mut ranges: Vec<(f32, Option<Format>)> = accept
+        .flat_map(|v| v.split(','))
+        .map(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or("").to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .map_or(1.0, |(_, v)| v.trim().parse::<f32>().unwrap_or(0.0));
+            let format = match media.as_str() {
+                "application/openmetrics-text" => Some(Format::OpenMetrics),
+                "text/plain" | "text/*" | "*/*" => Some(Format::Text),
+                _ => None,
+            };
+            (q, format)
+        })
+        .filter(|(q, f)| *q > 0.0 && f.is_some())
+        .collect();
+    // Stable: among equals, the scraper's order.
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranges.first().and_then(|(_, f)| *f).unwrap_or(Format::Text)
+}
+
+/// A plain-text answer.
+fn plain(status: http::StatusCode, body: &'static str) -> http::Response<Full<Bytes>> {
+    let mut resp = http::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
 }
 
 async fn answer<B>(
     req: http::Request<B>,
     repo: Option<PathBuf>,
 ) -> Result<http::Response<Full<Bytes>>, Infallible> {
-    let mut resp = http::Response::new(Full::new(Bytes::new()));
-    if req.method() != http::Method::GET || req.uri().path() != "/metrics" {
-        *resp.status_mut() = http::StatusCode::NOT_FOUND;
-        *resp.body_mut() = Full::new(Bytes::from_static(b"not found: try GET /metrics\n"));
-        return Ok(resp);
+    let path = if req.method() == http::Method::GET {
+        req.uri().path()
+    } else {
+        ""
+    };
+    if path != "/metrics" {
+        return Ok(plain(
+            http::StatusCode::NOT_FOUND,
+            "not found: try GET /metrics\n",
+        ));
     }
-    let ctype = content_type(&req);
-    let text = tokio::task::spawn_blocking(move || global().render(repo.as_deref()))
+    let format = negotiate(
+        req.headers()
+            .get_all(http::header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
+    let text = tokio::task::spawn_blocking(move || global().render(repo.as_deref(), format))
         .await
         .unwrap_or_default();
-    *resp.body_mut() = Full::new(Bytes::from(text));
+    let mut resp = http::Response::new(Full::new(Bytes::from(text)));
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static(ctype),
+        http::HeaderValue::from_static(format.content_type()),
     );
     Ok(resp)
 }
@@ -421,5 +483,71 @@ pub async fn serve(listener: tokio::net::TcpListener, repo: Option<PathBuf>) {
                 tracing::debug!("metrics: connection: {e}");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_is_the_one_the_scraper_prefers() {
+        let f = |accept: &[&str]| negotiate(accept.iter().copied());
+        assert_eq!(f(&[]), Format::Text);
+        assert_eq!(f(&["*/*"]), Format::Text);
+        assert_eq!(f(&["application/json"]), Format::Text);
+        assert_eq!(f(&["application/openmetrics-text"]), Format::OpenMetrics);
+        // Prometheus 2 and 3.
+        assert_eq!(
+            f(&[
+                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                 version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+            ]),
+            Format::OpenMetrics
+        );
+        assert_eq!(
+            f(&["text/plain;version=0.0.4;q=0.5, application/openmetrics-text;q=0.4"]),
+            Format::Text
+        );
+        assert_eq!(
+            f(&["application/openmetrics-text;q=0", "text/plain"]),
+            Format::Text
+        );
+        assert_eq!(f(&["application/openmetrics-text;q=oops"]), Format::Text);
+        // Equal quality: the scraper's order.
+        assert_eq!(
+            f(&["application/openmetrics-text, text/plain"]),
+            Format::OpenMetrics
+        );
+    }
+
+    #[test]
+    fn each_format_is_what_its_content_type_names() {
+        let m = Metrics::new();
+        let om = m.render(None, Format::OpenMetrics);
+        assert!(om.ends_with("# EOF\n"), "{om}");
+        assert!(om.contains("# TYPE sgardd_login_failures counter"), "{om}");
+        assert!(
+            om.contains("sgardd_login_failures_total{reason=\"clock\"} 0"),
+            "{om}"
+        );
+        assert!(om.contains("sgardd_build_info{version=\""), "{om}");
+        let text = m.render(None, Format::Text);
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(
+            text.contains("# TYPE sgardd_login_failures_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sgardd_login_failures_total{reason=\"clock\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "sgardd_build_info{{version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{text}"
+        );
     }
 }

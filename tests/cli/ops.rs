@@ -85,11 +85,17 @@ fn metrics_addr(srv: &Server) -> String {
 
 /// `METHOD path` over HTTP/1.1: (status line and headers, body).
 fn http(addr: &str, method: &str, path: &str) -> (String, String) {
+    http_with(addr, method, path, &[])
+}
+
+/// [`http`] with more header lines (`Name: value`).
+fn http_with(addr: &str, method: &str, path: &str, headers: &[&str]) -> (String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(LIMIT)).unwrap();
+    let more: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{more}Content-Length: 0\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
@@ -249,7 +255,10 @@ fn metrics_count_requests_bytes_and_stored_objects() {
             .contains("content-type: text/plain; version=0.0.4"),
         "{head}"
     );
-    assert!(body.contains("# TYPE sgardd_requests counter"), "{body}");
+    assert!(
+        body.contains("# TYPE sgardd_requests_total counter"),
+        "{body}"
+    );
     let all = samples(&body);
     for rpc in ["PushManifest", "PullManifest", "PushBlobs", "PullBlobs"] {
         let n = sample(
@@ -741,4 +750,66 @@ fn the_default_garden_name_is_reserved_in_authorized_keys() {
     let r = sg(&TestEnv::new(), w.key(1), &["pull", "-r", &srv.addr]);
     assert_ne!(r.code, 0, "{r:#?}");
     assert!(r.stderr.contains("not authorized"), "{r:#?}");
+}
+
+/// Issue 39, item 9: `/metrics` is served in the format its content type
+/// names: the Prometheus text format 0.0.4 by default (`curl`, `*/*`:
+/// counters typed by their `_total` name, no `# EOF`), OpenMetrics when
+/// the scraper prefers it (Prometheus' own `Accept` header: `# EOF` at the
+/// end). Both carry `sgardd_build_info{version}`.
+#[test]
+fn metrics_are_served_in_the_format_their_content_type_names() {
+    let w = world_or_skip!(1);
+    let srv = w.serve(&["--metrics", "127.0.0.1:0"]);
+    let maddr = metrics_addr(&srv);
+    let build = format!(
+        "sgardd_build_info{{version=\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    let ctype = |head: &str| {
+        head.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-type")
+                    .then(|| v.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no content type: {head}"))
+    };
+
+    for accept in [None, Some("Accept: */*"), Some("Accept: text/plain")] {
+        let (head, body) = http_with(&maddr, "GET", "/metrics", accept.as_slice());
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(
+            ctype(&head),
+            "text/plain; version=0.0.4; charset=utf-8",
+            "{accept:?}"
+        );
+        assert!(!body.contains("# EOF"), "{accept:?}: {body}");
+        assert!(
+            body.contains("# TYPE sgardd_login_failures_total counter"),
+            "{body}"
+        );
+        assert_eq!(sample(&samples(&body), &build), 1.0, "{body}");
+    }
+
+    let prometheus = "Accept: application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;\
+                      q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;\
+                      version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,\
+                      */*;q=0.2";
+    for accept in ["Accept: application/openmetrics-text", prometheus] {
+        let (head, body) = http_with(&maddr, "GET", "/metrics", &[accept]);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(
+            ctype(&head),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            "{accept}"
+        );
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        assert!(
+            body.contains("# TYPE sgardd_login_failures counter"),
+            "{body}"
+        );
+        assert!(body.contains("# TYPE sgardd_build info"), "{body}");
+        assert_eq!(sample(&samples(&body), &build), 1.0, "{body}");
+    }
 }
