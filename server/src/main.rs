@@ -3,8 +3,10 @@
 //! Serves one repository over gRPC (`sgard.v1.GardenSync`, wire-compatible
 //! with the Go sgardd) to `sgard push` / `sgard pull`, authenticating clients
 //! by their SSH keys. Operations: the standard gRPC health service,
-//! Prometheus metrics on `--metrics ADDR`, `--log-format json`, and a
-//! graceful shutdown on SIGTERM/SIGINT bounded by `--shutdown-grace`.
+//! Prometheus metrics and HTTP health probes on `--metrics ADDR`,
+//! `--log-format json`, and a graceful shutdown on SIGTERM/SIGINT:
+//! `--shutdown-delay` seconds still serving with health `NOT_SERVING`,
+//! then up to `--shutdown-grace` for the calls in progress.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -77,15 +79,22 @@ struct Args {
     #[arg(long, value_name = "SECONDS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(0..=50))]
     queue_wait: u64,
-    /// Serve Prometheus metrics at http://ADDR/metrics (no authentication:
-    /// use a loopback or private address)
+    /// Serve Prometheus metrics at http://ADDR/metrics, and health probes
+    /// at /healthz (the process is up) and /readyz (200 SERVING, or 503
+    /// NOT_SERVING once shutting down) (no authentication: use a loopback
+    /// or private address)
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
     /// How log lines are written on stderr
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// On SIGTERM or SIGINT, how long calls in progress may take to finish
-    /// before they are cut off
+    /// On SIGTERM or SIGINT, how long to go on serving with health
+    /// NOT_SERVING (so that load balancers stop sending calls here) before
+    /// closing the listener; the grace period follows
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    shutdown_delay: u64,
+    /// On SIGTERM or SIGINT, how long calls in progress may take to finish,
+    /// once the listener is closed, before they are cut off
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     shutdown_grace: u64,
 }
@@ -336,6 +345,7 @@ fn run(args: Args) -> Result<()> {
     };
     let service = Service::new(backend, auth.clone(), limits);
     let grace = Duration::from_secs(args.shutdown_grace);
+    let delay = Duration::from_secs(args.shutdown_delay);
     let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -374,10 +384,23 @@ fn run(args: Args) -> Result<()> {
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let mut first = signals.clone();
-        let shutdown = async move {
+        let draining = async move {
             // An error: the signal task is gone; serve on.
             if first.wait_for(|n| *n >= 1).await.is_err() {
                 std::future::pending::<()>().await;
+            }
+        };
+        // Polled once `draining` is over and health says NOT_SERVING (a
+        // second signal meanwhile: see `cut_off`).
+        let stop = async move {
+            if !delay.is_zero() {
+                tracing::info!(
+                    calls = metrics::calls_in_flight(),
+                    delay_secs = delay.as_secs(),
+                    "shutting down: health NOT_SERVING; still serving for the delay \
+                     (--shutdown-delay) before closing the listener"
+                );
+                tokio::time::sleep(delay).await;
             }
             tracing::info!(
                 calls = metrics::calls_in_flight(),
@@ -391,14 +414,14 @@ fn run(args: Args) -> Result<()> {
                 std::future::pending::<()>().await;
             }
             tokio::select! {
-                () = tokio::time::sleep(grace) => {}
+                () = tokio::time::sleep(delay.saturating_add(grace)) => {}
                 _ = more.wait_for(|n| *n >= 2) => {
                     tracing::info!("a second signal: not waiting any longer");
                 }
             }
         };
         tokio::select! {
-            served = serve(listener, service, tls, shutdown) => served.context("serving"),
+            served = serve(listener, service, tls, draining, stop) => served.context("serving"),
             () = cut_off => {
                 // Dropping the calls' tasks (below, with the runtime) ends
                 // each one where it waits: a push's unfinished blob is

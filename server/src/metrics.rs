@@ -1,12 +1,16 @@
 //! `sgardd`'s Prometheus metrics and the tiny HTTP server behind
-//! `--metrics ADDR`.
+//! `--metrics ADDR`, which also answers the health probes of load
+//! balancers and Kubernetes that cannot speak gRPC over TLS.
 //!
 //! The counters live in one process-wide [`Metrics`] (the RPC handlers feed
 //! it through [`rpc_done`], [`bytes_received`] and [`bytes_sent`], whether
 //! or not `--metrics` is given); `GET /metrics` encodes them in the format
 //! the scraper asks for: OpenMetrics when its `Accept` header prefers it
 //! (Prometheus does), else the Prometheus text format 0.0.4, each under its
-//! own content type. `sgardd_objects_stored` is counted from the store
+//! own content type. `GET /healthz` says the process is up; `GET /readyz`
+//! says whether it takes calls (`SERVING`) or is shutting down
+//! (`NOT_SERVING`, 503), as the gRPC health service does (see
+//! [`set_serving`]). `sgardd_objects_stored` is counted from the store
 //! when scraped: at the first scrape, then again only when a push or prune
 //! finished since the last count or the last count is older than
 //! [`OBJECTS_MAX_AGE`], so a busy scraper does not walk the store each time.
@@ -70,6 +74,9 @@ pub struct Metrics {
     pushes: Gauge,
     /// Calls (of any RPC) being served now.
     calls: AtomicU64,
+    /// The server takes calls: not before it serves, nor once it shuts
+    /// down (`/readyz`).
+    serving: AtomicBool,
     /// A push or prune finished since `objects` was counted.
     store_changed: AtomicBool,
     /// When `objects` was last counted.
@@ -159,6 +166,7 @@ impl Metrics {
             objects,
             pushes,
             calls: AtomicU64::new(0),
+            serving: AtomicBool::new(false),
             store_changed: AtomicBool::new(true),
             counted: Mutex::new(None),
         }
@@ -259,6 +267,12 @@ pub fn login_failed(reason: crate::auth::LoginFailure) {
             reason: reason.as_str(),
         })
         .inc();
+}
+
+/// Whether the server takes calls: `true` once it serves, `false` from
+/// the moment it shuts down. `GET /readyz` answers by it.
+pub fn set_serving(serving: bool) {
+    global().serving.store(serving, Ordering::Release);
 }
 
 /// Counts `n` object bytes received from a push.
@@ -436,11 +450,26 @@ async fn answer<B>(
     } else {
         ""
     };
-    if path != "/metrics" {
-        return Ok(plain(
-            http::StatusCode::NOT_FOUND,
-            "not found: try GET /metrics\n",
-        ));
+    match path {
+        "/metrics" => {}
+        // The process is up (a liveness probe).
+        "/healthz" => return Ok(plain(http::StatusCode::OK, "ok\n")),
+        // It takes calls (a readiness probe): as the gRPC health service.
+        "/readyz" if global().serving.load(Ordering::Acquire) => {
+            return Ok(plain(http::StatusCode::OK, "SERVING\n"));
+        }
+        "/readyz" => {
+            return Ok(plain(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "NOT_SERVING\n",
+            ));
+        }
+        _ => {
+            return Ok(plain(
+                http::StatusCode::NOT_FOUND,
+                "not found: try GET /metrics, /healthz or /readyz\n",
+            ));
+        }
     }
     let format = negotiate(
         req.headers()
@@ -459,8 +488,9 @@ async fn answer<B>(
     Ok(resp)
 }
 
-/// Serves `GET /metrics` (everything else: 404) on `listener` until the
-/// process ends; the object count comes from the repository at `repo`.
+/// Serves `GET /metrics`, `/healthz` and `/readyz` (everything else: 404)
+/// on `listener` until the process ends; the object count comes from the
+/// repository at `repo`.
 pub async fn serve(listener: tokio::net::TcpListener, repo: Option<PathBuf>) {
     loop {
         let stream = match listener.accept().await {

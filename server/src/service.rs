@@ -656,24 +656,31 @@ fn parse_hashes(hashes: &[String]) -> Result<Vec<Hash>, Status> {
         .collect()
 }
 
-/// Serves until `shutdown` resolves; in-flight calls finish first. The
-/// standard `grpc.health.v1.Health` service answers `SERVING` for `""` and
-/// `sgard.v1.GardenSync`, and `NOT_SERVING` once `shutdown` resolved.
+/// Serves `listener` until `draining`, then `stop`, resolve. The standard
+/// `grpc.health.v1.Health` service answers `SERVING` for `""` and
+/// `sgard.v1.GardenSync` (and the metrics listener's `/readyz` says so)
+/// until `draining` resolves; from then on both say `NOT_SERVING` while
+/// calls are still taken, so that load balancers stop sending any; once
+/// `stop` resolves the listener closes and the calls in flight finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     service: Service,
     tls: Option<tonic::transport::ServerTlsConfig>,
-    shutdown: impl std::future::Future<Output = ()> + Send,
+    draining: impl std::future::Future<Output = ()> + Send,
+    stop: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
     type SyncServer = v1::garden_sync_server::GardenSyncServer<Service>;
     let (health, health_svc) = tonic_health::server::health_reporter();
     health.set_serving::<SyncServer>().await;
+    crate::metrics::set_serving(true);
     let shutdown = async move {
-        shutdown.await;
+        draining.await;
+        crate::metrics::set_serving(false);
         health.set_not_serving::<SyncServer>().await;
         health
             .set_service_status("", tonic_health::ServingStatus::NotServing)
             .await;
+        stop.await;
     };
     let svc = SyncServer::new(service)
         .max_decoding_message_size(4 << 20)

@@ -813,3 +813,90 @@ fn metrics_are_served_in_the_format_their_content_type_names() {
         assert_eq!(sample(&samples(&body), &build), 1.0, "{body}");
     }
 }
+
+/// Issue 39, item 11: with `--shutdown-delay`, a SIGTERM turns health to
+/// `NOT_SERVING` (gRPC, and `/readyz` on the metrics listener: 503) while
+/// the listener stays open for the delay, so a probe on a new connection
+/// sees it and calls still succeed; then the listener closes and the
+/// server stops. `/healthz` answers 200 as long as the process is up.
+#[test]
+fn with_a_shutdown_delay_health_is_not_serving_before_the_listener_closes() {
+    let w = world_or_skip!(1);
+    let mut srv = w.serve(&["--metrics", "127.0.0.1:0", "--shutdown-delay", "6"]);
+    let maddr = metrics_addr(&srv);
+    let a = TestEnv::init();
+    a.write("f", "a\n");
+    track(&a, &["f"]);
+    sg(&a, w.key(0), &["push", "-r", &srv.addr]).ok();
+
+    let health = |addr: &str| {
+        runtime().block_on(async {
+            let ch = tmo(Channel::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect())
+            .await
+            .unwrap();
+            let mut h = HealthClient::new(ch);
+            let mut out = Vec::new();
+            for service in ["", "sgard.v1.GardenSync"] {
+                let r = tmo(h.check(HealthCheckRequest {
+                    service: service.into(),
+                }))
+                .await
+                .unwrap()
+                .into_inner();
+                out.push(r.status());
+            }
+            out
+        })
+    };
+    assert_eq!(health(&srv.addr), [ServingStatus::Serving; 2]);
+    let (head, body) = http(&maddr, "GET", "/readyz");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "SERVING\n");
+    let (head, body) = http(&maddr, "GET", "/healthz");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "ok\n");
+
+    let t0 = Instant::now();
+    signal(&srv, "-TERM");
+    wait_log(&srv, "shutting down: health NOT_SERVING");
+    // A new connection, within the delay.
+    assert_eq!(health(&srv.addr), [ServingStatus::NotServing; 2]);
+    let (head, body) = http(&maddr, "GET", "/readyz");
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert_eq!(body, "NOT_SERVING\n");
+    let (head, _) = http(&maddr, "GET", "/healthz");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Calls are still served.
+    let b = TestEnv::new();
+    sg(&b, w.key(0), &["pull", "-r", &srv.addr]).ok();
+    assert_eq!(b.read("f"), b"a\n");
+    assert!(
+        t0.elapsed() < Duration::from_secs(6),
+        "too slow to check within the delay; make it longer"
+    );
+
+    let st = wait_exit(&mut srv, STOP_LIMIT);
+    assert_eq!(st.code(), Some(0), "{}", srv.log());
+    assert!(t0.elapsed() >= Duration::from_secs(6), "{:?}", t0.elapsed());
+    let log = srv.log();
+    let closing = log
+        .find("shutting down: no new connections")
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(log.find("health NOT_SERVING").unwrap() < closing, "{log}");
+    assert!(log.contains("stopped"), "{log}");
+}
+
+/// A second signal during `--shutdown-delay` stops the server at once.
+#[test]
+fn a_second_signal_during_the_shutdown_delay_stops_at_once() {
+    let w = world_or_skip!(1);
+    let mut srv = w.serve(&["--shutdown-delay", "300"]);
+    signal(&srv, "-TERM");
+    wait_log(&srv, "shutting down: health NOT_SERVING");
+    signal(&srv, "-INT");
+    let st = wait_exit(&mut srv, LIMIT);
+    assert_eq!(st.code(), Some(0), "{}", srv.log());
+    assert!(srv.log().contains("a second signal"), "{}", srv.log());
+}
