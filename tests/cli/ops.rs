@@ -1,12 +1,15 @@
-//! `sgardd` operations: the gRPC health service, `--metrics`,
-//! `--log-format json`, and the graceful shutdown on SIGTERM.
+//! `sgardd` operations: the gRPC health service, `--metrics` (and its
+//! HTTP health probes), `--log-format json`, refused logins, and the
+//! graceful shutdown on SIGTERM.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -22,7 +25,7 @@ use crate::common::*;
 use crate::sync::{
     LIMIT, Server, World, assert_no_temp_blobs, auth_request, blob_names, change, client_cmd,
     connect, files_under, held_push, local, noise, nonce, pubkey, raw_auth, runtime, serve, sg,
-    sgardd_exits, tmo, track, try_serve_env, wait_run, world_or_skip,
+    sgardd_cmd, sgardd_exits, tmo, track, try_serve_env, wait_run, world_or_skip,
 };
 
 /// How long a stopping server may take: the default grace period (30 s)
@@ -68,6 +71,19 @@ pub(crate) fn wait_exit(srv: &mut Server, limit: Duration) -> ExitStatus {
             "sgardd did not stop within {limit:?}; its log: {}",
             srv.log()
         );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (at most `limit`) for `child` to exit by itself.
+#[track_caller]
+fn wait_child(child: &mut Child, limit: Duration) -> ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(t0.elapsed() < limit, "sgardd did not stop within {limit:?}");
         thread::sleep(Duration::from_millis(20));
     }
 }
@@ -359,12 +375,155 @@ fn refusals_are_logged_and_counted_by_reason() {
     );
 }
 
-/// `--log-format json`: every line on stderr is one JSON object, and each
-/// RPC's line carries `rpc`, `client`, `ms` and `code`.
+/// A `sgardd --log-format json` started by [`serve_json`]: what it wrote
+/// on stdout and on stderr. Killed (SIGKILL) and reaped when dropped.
+struct JsonServer {
+    child: Child,
+    /// `127.0.0.1:PORT`, from the `serving on` line's `addr` field.
+    addr: String,
+    out: Arc<Mutex<String>>,
+    err: Arc<Mutex<String>>,
+}
+
+impl Drop for JsonServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl JsonServer {
+    fn stdout(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    fn log(&self) -> String {
+        self.err.lock().unwrap().clone()
+    }
+
+    /// Every line on stderr so far, each parsed (the test fails on one
+    /// that is not a JSON object).
+    #[track_caller]
+    fn lines(&self) -> Vec<Value> {
+        json_lines(&self.log())
+    }
+
+    /// Waits (at most [`LIMIT`]) until a log line's message holds `what`.
+    #[track_caller]
+    fn wait_log(&self, what: &str) -> Value {
+        let t0 = Instant::now();
+        loop {
+            if let Some(v) = self
+                .lines()
+                .into_iter()
+                .find(|v| v["message"].as_str().is_some_and(|m| m.contains(what)))
+            {
+                return v;
+            }
+            assert!(
+                t0.elapsed() < LIMIT,
+                "the server never logged {what:?}; its log: {}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Each line of `text`, as a JSON object with a timestamp, a level and
+/// a message.
+#[track_caller]
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("a log line is not JSON ({e}): {line:?}\n{text}"));
+            assert!(v.is_object(), "{line}");
+            assert!(v["timestamp"].is_string(), "{line}");
+            assert!(v["level"].is_string(), "{line}");
+            assert!(v["message"].is_string(), "{line}");
+            v
+        })
+        .collect()
+}
+
+/// Keeps appending what `from` says to `to`, line by line.
+fn drain(from: impl Read + Send + 'static, to: Arc<Mutex<String>>) {
+    thread::spawn(move || {
+        let mut r = BufReader::new(from);
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 {
+            to.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+}
+
+/// Starts `sgardd --log-format json` over the world's repository (with
+/// `extra`) and waits (at most 20 s) for its `serving on` log line.
+#[track_caller]
+fn serve_json(w: &World, extra: &[&str]) -> JsonServer {
+    let mut args: Vec<OsString> = vec![
+        "--repo".into(),
+        w.srv_repo().into(),
+        "--init".into(),
+        "--log-format".into(),
+        "json".into(),
+    ];
+    args.extend(w.serve_args(0, extra));
+    let mut child = sgardd_cmd(&w.srv_home(), &args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (Arc::default(), Arc::default());
+    drain(child.stdout.take().unwrap(), Arc::clone(&out));
+    drain(child.stderr.take().unwrap(), Arc::clone(&err));
+    let mut srv = JsonServer {
+        child,
+        addr: String::new(),
+        out,
+        err,
+    };
+    let t0 = Instant::now();
+    loop {
+        let serving = srv.log().lines().find_map(|l| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            v["message"]
+                .as_str()?
+                .starts_with("sgardd serving on ")
+                .then(|| v["addr"].as_str().map(str::to_owned))?
+        });
+        if let Some(addr) = serving {
+            srv.addr = addr;
+            return srv;
+        }
+        assert!(
+            srv.child.try_wait().unwrap().is_none(),
+            "sgardd exited: {}",
+            srv.log()
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "sgardd did not start within 20 s: {}",
+            srv.log()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `--log-format json`: every line sgardd writes is one JSON object on
+/// stderr, from its first (a bad `authorized_keys` line, the start-up
+/// lines, with their values as fields) to its last (`stopped`), and
+/// nothing is written on stdout. Each RPC's line carries `rpc`, `client`,
+/// `ms` and `code`.
 #[test]
-fn json_logs_are_one_object_per_line_with_the_rpc_fields() {
+fn json_logs_are_one_object_per_line_from_start_to_stop() {
     let w = world_or_skip!(1);
-    let srv = w.serve(&["--log-format", "json"]);
+    let keys = format!("garden=\"Bad\" {}{}", pubkey(w.key(0)), pubkey(w.key(0)));
+    fs::write(w.auth_keys(), keys).unwrap();
+    let mut srv = serve_json(&w, &["--metrics", "127.0.0.1:0"]);
     let a = TestEnv::init();
     a.write(".bashrc", "export EDITOR=vi\n");
     track(&a, &[".bashrc"]);
@@ -374,22 +533,48 @@ fn json_logs_are_one_object_per_line_with_the_rpc_fields() {
         sg(&TestEnv::new(), &stranger, &["list", "-r", &srv.addr]).code,
         0
     );
-    wait_log(&srv, "PermissionDenied");
-    let log = wait_log(&srv, "PushManifest");
+    srv.wait_log(" not authorized");
+    let st = Command::new("kill")
+        .args(["-TERM", &srv.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = wait_child(&mut srv.child, STOP_LIMIT);
+    assert_eq!(st.code(), Some(0), "{}", srv.log());
+    srv.wait_log("stopped");
 
-    let mut rpcs: Vec<Value> = Vec::new();
-    for line in log.lines() {
-        let v: Value = serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("a log line is not JSON ({e}): {line:?}"));
-        assert!(v.is_object(), "{line}");
-        assert!(v["timestamp"].is_string(), "{line}");
-        assert!(v["level"].is_string(), "{line}");
-        assert!(v["message"].is_string(), "{line}");
+    let log = srv.log();
+    assert_eq!(srv.stdout(), "", "stdout is not empty; stderr: {log}");
+    let lines = srv.lines();
+    let said = |what: &str| -> &Value {
+        lines
+            .iter()
+            .find(|v| v["message"].as_str().is_some_and(|m| m.contains(what)))
+            .unwrap_or_else(|| panic!("no line says {what:?}: {log}"))
+    };
+    let bad = said("line 1: garden");
+    assert_eq!(bad["level"], "WARN", "{log}");
+    let auth = said("Auth enabled: ");
+    assert_eq!(auth["keys"], 1, "{log}");
+    assert_eq!(
+        auth["authorized_keys"],
+        w.auth_keys().display().to_string(),
+        "{log}"
+    );
+    let metrics = said("sgardd metrics on http://");
+    assert!(metrics["metrics"].as_str().unwrap().ends_with("/metrics"));
+    let serving = said("sgardd serving on ");
+    assert_eq!(serving["addr"], srv.addr.as_str(), "{log}");
+    assert_eq!(serving["store"], w.srv_repo().display().to_string());
+    assert_eq!(serving["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(said("shutting down")["grace_secs"], 30, "{log}");
+    let mut rpcs = Vec::new();
+    for v in &lines {
         if v.get("rpc").is_some() {
-            assert!(v["rpc"].is_string(), "{line}");
-            assert!(v["client"].is_string(), "{line}");
-            assert!(v["ms"].is_u64(), "{line}");
-            assert!(v["code"].is_string(), "{line}");
+            assert!(v["rpc"].is_string(), "{v}");
+            assert!(v["client"].is_string(), "{v}");
+            assert!(v["ms"].is_u64(), "{v}");
+            assert!(v["code"].is_string(), "{v}");
             rpcs.push(v);
         }
     }
@@ -404,6 +589,73 @@ fn json_logs_are_one_object_per_line_with_the_rpc_fields() {
             .any(|v| v["rpc"] == "Authenticate" && v["code"] == "PermissionDenied"),
         "{log}"
     );
+}
+
+/// With `--log-format json`, an error that stops sgardd before it serves
+/// is one JSON line too (level `ERROR`, its causes in `caused_by`), and
+/// nothing is written on stdout; a usage error, found before the format
+/// is known, stays plain text (exit 2).
+#[test]
+fn a_fatal_error_is_a_json_line_too() {
+    let w = world_or_skip!(1);
+    let keys = w.auth_keys();
+    let keys = keys.to_str().unwrap();
+    let r = sgardd_exits(
+        &w.srv_home(),
+        &[
+            "--repo",
+            "/nonexistent/sgard",
+            "--authorized-keys",
+            keys,
+            "--log-format",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert_eq!(r.stdout, "", "{r:#?}");
+    let lines = json_lines(&r.stderr);
+    let last = lines.last().unwrap();
+    assert_eq!(last["level"], "ERROR", "{r:#?}");
+    let msg = last["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("sgardd: error: no sgard repository at /nonexistent/sgard"),
+        "{msg}"
+    );
+
+    // A port taken: the error and its cause.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+    let r = sgardd_exits(
+        &w.srv_home(),
+        &[
+            "--repo",
+            w.srv_repo().to_str().unwrap(),
+            "--init",
+            "--authorized-keys",
+            keys,
+            "--listen",
+            &port,
+            "--log-format",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert_eq!(r.stdout, "", "{r:#?}");
+    let lines = json_lines(&r.stderr);
+    let last = lines.last().unwrap();
+    assert_eq!(last["level"], "ERROR", "{r:#?}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("listening on {port}")),
+        "{r:#?}"
+    );
+    assert!(last["caused_by"].is_string(), "{r:#?}");
+
+    let r = sgardd_exits(&w.srv_home(), &["--log-format", "json", "--no-such-flag"]);
+    assert_eq!(r.code, 2, "{r:#?}");
+    assert!(r.stderr.starts_with("error: unexpected argument"), "{r:#?}");
 }
 
 /// SIGTERM reaches the server in the middle of a push (its blob stream
@@ -572,6 +824,68 @@ fn a_push_still_running_after_the_grace_period_is_cut_off_cleanly() {
     sg(&a, w.key(0), &["push", "-r", &srv2.addr]).ok();
     let after = fs::read_to_string(srv2.repo.join("manifest.yaml")).unwrap();
     assert!(after.contains("~/big2"), "{after}");
+}
+
+/// Issue 39, item 9: `/metrics` is served in the format its content type
+/// names: the Prometheus text format 0.0.4 by default (`curl`, `*/*`:
+/// counters typed by their `_total` name, no `# EOF`), OpenMetrics when
+/// the scraper prefers it (Prometheus' own `Accept` header: `# EOF` at the
+/// end). Both carry `sgardd_build_info{version}`.
+#[test]
+fn metrics_are_served_in_the_format_their_content_type_names() {
+    let w = world_or_skip!(1);
+    let srv = w.serve(&["--metrics", "127.0.0.1:0"]);
+    let maddr = metrics_addr(&srv);
+    let build = format!(
+        "sgardd_build_info{{version=\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    let ctype = |head: &str| {
+        head.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-type")
+                    .then(|| v.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no content type: {head}"))
+    };
+
+    for accept in [None, Some("Accept: */*"), Some("Accept: text/plain")] {
+        let (head, body) = http_with(&maddr, "GET", "/metrics", accept.as_slice());
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(
+            ctype(&head),
+            "text/plain; version=0.0.4; charset=utf-8",
+            "{accept:?}"
+        );
+        assert!(!body.contains("# EOF"), "{accept:?}: {body}");
+        assert!(
+            body.contains("# TYPE sgardd_login_failures_total counter"),
+            "{body}"
+        );
+        assert_eq!(sample(&samples(&body), &build), 1.0, "{body}");
+    }
+
+    let prometheus = "Accept: application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;\
+                      q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;\
+                      version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,\
+                      */*;q=0.2";
+    for accept in ["Accept: application/openmetrics-text", prometheus] {
+        let (head, body) = http_with(&maddr, "GET", "/metrics", &[accept]);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(
+            ctype(&head),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            "{accept}"
+        );
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        assert!(
+            body.contains("# TYPE sgardd_login_failures counter"),
+            "{body}"
+        );
+        assert!(body.contains("# TYPE sgardd_build info"), "{body}");
+        assert_eq!(sample(&samples(&body), &build), 1.0, "{body}");
+    }
 }
 
 /// Issue 39, items 7 and 9: every refused login is counted by its reason
@@ -750,68 +1064,6 @@ fn the_default_garden_name_is_reserved_in_authorized_keys() {
     let r = sg(&TestEnv::new(), w.key(1), &["pull", "-r", &srv.addr]);
     assert_ne!(r.code, 0, "{r:#?}");
     assert!(r.stderr.contains("not authorized"), "{r:#?}");
-}
-
-/// Issue 39, item 9: `/metrics` is served in the format its content type
-/// names: the Prometheus text format 0.0.4 by default (`curl`, `*/*`:
-/// counters typed by their `_total` name, no `# EOF`), OpenMetrics when
-/// the scraper prefers it (Prometheus' own `Accept` header: `# EOF` at the
-/// end). Both carry `sgardd_build_info{version}`.
-#[test]
-fn metrics_are_served_in_the_format_their_content_type_names() {
-    let w = world_or_skip!(1);
-    let srv = w.serve(&["--metrics", "127.0.0.1:0"]);
-    let maddr = metrics_addr(&srv);
-    let build = format!(
-        "sgardd_build_info{{version=\"{}\"}}",
-        env!("CARGO_PKG_VERSION")
-    );
-    let ctype = |head: &str| {
-        head.lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("content-type")
-                    .then(|| v.trim().to_owned())
-            })
-            .unwrap_or_else(|| panic!("no content type: {head}"))
-    };
-
-    for accept in [None, Some("Accept: */*"), Some("Accept: text/plain")] {
-        let (head, body) = http_with(&maddr, "GET", "/metrics", accept.as_slice());
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        assert_eq!(
-            ctype(&head),
-            "text/plain; version=0.0.4; charset=utf-8",
-            "{accept:?}"
-        );
-        assert!(!body.contains("# EOF"), "{accept:?}: {body}");
-        assert!(
-            body.contains("# TYPE sgardd_login_failures_total counter"),
-            "{body}"
-        );
-        assert_eq!(sample(&samples(&body), &build), 1.0, "{body}");
-    }
-
-    let prometheus = "Accept: application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;\
-                      q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;\
-                      version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,\
-                      */*;q=0.2";
-    for accept in ["Accept: application/openmetrics-text", prometheus] {
-        let (head, body) = http_with(&maddr, "GET", "/metrics", &[accept]);
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        assert_eq!(
-            ctype(&head),
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            "{accept}"
-        );
-        assert!(body.ends_with("# EOF\n"), "{body}");
-        assert!(
-            body.contains("# TYPE sgardd_login_failures counter"),
-            "{body}"
-        );
-        assert!(body.contains("# TYPE sgardd_build info"), "{body}");
-        assert_eq!(sample(&samples(&body), &build), 1.0, "{body}");
-    }
 }
 
 /// Issue 39, item 11: with `--shutdown-delay`, a SIGTERM turns health to
