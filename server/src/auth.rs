@@ -25,27 +25,30 @@ use ssh_key::{HashAlg, PublicKey, Signature};
 const B64URL: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 /// Checks an RSA signature in SSH wire form (`ssh-rsa`, the SHA-1 one the
-/// Go sgard makes, or `rsa-sha2-256/512`) with the `rsa` crate.
+/// Go sgard makes, or `rsa-sha2-256/512`) with the `rsa` crate. An error
+/// says whether the key is too weak (`true`) or the signature bad.
 fn verify_rsa(
     key: &ssh_key::public::RsaPublicKey,
     payload: &[u8],
     sig: &[u8],
-) -> Result<(), String> {
+) -> Result<(), (bool, String)> {
     use rsa::signature::Verifier as _;
+    let bad = |e: String| (false, e);
     let mut r = sig;
-    let alg = String::decode(&mut r).map_err(|e| format!("unreadable signature: {e}"))?;
-    let blob = Vec::<u8>::decode(&mut r).map_err(|e| format!("unreadable signature: {e}"))?;
+    let alg = String::decode(&mut r).map_err(|e| bad(format!("unreadable signature: {e}")))?;
+    let blob = Vec::<u8>::decode(&mut r).map_err(|e| bad(format!("unreadable signature: {e}")))?;
     let b = |m: &ssh_key::Mpint| {
         m.as_positive_bytes()
             .map(rsa::BigUint::from_bytes_be)
-            .ok_or_else(|| "malformed RSA public key".to_owned())
+            .ok_or_else(|| bad("malformed RSA public key".to_owned()))
     };
-    let pk = rsa::RsaPublicKey::new(b(&key.n)?, b(&key.e)?).map_err(|e| format!("RSA key: {e}"))?;
+    let pk =
+        rsa::RsaPublicKey::new(b(&key.n)?, b(&key.e)?).map_err(|e| bad(format!("RSA key: {e}")))?;
     if rsa::traits::PublicKeyParts::size(&pk) < 256 {
-        return Err("RSA keys under 2048 bits are refused; use an ed25519 key (ssh-keygen -t ed25519) or RSA of 3072 bits".into());
+        return Err((true, "RSA keys under 2048 bits are refused; use an ed25519 key (ssh-keygen -t ed25519) or RSA of 3072 bits".into()));
     }
     let s = rsa::pkcs1v15::Signature::try_from(blob.as_slice())
-        .map_err(|e| format!("unreadable signature: {e}"))?;
+        .map_err(|e| bad(format!("unreadable signature: {e}")))?;
     let ok = match alg.as_str() {
         "ssh-rsa" => rsa::pkcs1v15::VerifyingKey::<sha1::Sha1>::new(pk).verify(payload, &s),
         "rsa-sha2-256" => {
@@ -54,9 +57,38 @@ fn verify_rsa(
         "rsa-sha2-512" => {
             rsa::pkcs1v15::VerifyingKey::<rsa::sha2::Sha512>::new(pk).verify(payload, &s)
         }
-        other => return Err(format!("unknown RSA signature algorithm {other:?}")),
+        other => return Err(bad(format!("unknown RSA signature algorithm {other:?}"))),
     };
-    ok.map_err(|_| "signature does not verify".into())
+    ok.map_err(|_| bad("signature does not verify".into()))
+}
+
+/// A span of seconds for people: `45 s`, `7 min 12 s`, `2 h 5 min`,
+/// `3 days` (as `sgard doctor` writes them).
+fn span(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => match s % 60 {
+            0 => format!("{} min", s / 60),
+            r => format!("{} min {r} s", s / 60),
+        },
+        s if s < 86_400 => match (s % 3600) / 60 {
+            0 => format!("{} h", s / 3600),
+            m => format!("{} h {m} min", s / 3600),
+        },
+        s => format!("{} days", s / 86_400),
+    }
+}
+
+/// Why a challenge signed at `ts` (the client's clock) is refused when
+/// the server's clock says `now`: which clock is ahead, and by how much.
+fn clock_words(ts: i64, now: i64) -> String {
+    let ahead = i128::from(ts) - i128::from(now);
+    let by = span(u64::try_from(ahead.unsigned_abs()).unwrap_or(u64::MAX));
+    let how = if ahead > 0 { "ahead of" } else { "behind" };
+    format!(
+        "challenge timestamp outside the 5-minute window: the client's clock is {by} {how} \
+         the server's; set the clock right on whichever machine is wrong, with NTP"
+    )
 }
 
 /// The authorized keys by fingerprint, each with the garden it names.
@@ -73,6 +105,75 @@ pub struct Authority {
     /// Seconds added to this machine's clock (a test hook; see
     /// [`Authority::with_clock_offset`]).
     offset: i64,
+}
+
+/// Why a login was refused: the `reason` label of
+/// `sgardd_login_failures_total` (a fixed set, so the label stays
+/// bounded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoginFailure {
+    /// The key is not in `authorized_keys`.
+    UnknownKey,
+    /// An RSA key under 2048 bits.
+    WeakKey,
+    /// Signed more than 5 minutes off the server's clock.
+    Clock,
+    /// The signature is unreadable or does not verify.
+    BadSignature,
+    /// The challenge's nonce was used before.
+    Replay,
+    /// An unreadable public key, or a nonce of the wrong size.
+    Malformed,
+}
+
+impl LoginFailure {
+    /// Every reason, for counters that start at 0.
+    pub const ALL: [LoginFailure; 6] = [
+        LoginFailure::UnknownKey,
+        LoginFailure::WeakKey,
+        LoginFailure::Clock,
+        LoginFailure::BadSignature,
+        LoginFailure::Replay,
+        LoginFailure::Malformed,
+    ];
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoginFailure::UnknownKey => "unknown_key",
+            LoginFailure::WeakKey => "weak_key",
+            LoginFailure::Clock => "clock",
+            LoginFailure::BadSignature => "bad_signature",
+            LoginFailure::Replay => "replay",
+            LoginFailure::Malformed => "malformed",
+        }
+    }
+}
+
+/// A refused login: why, and what the client is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoginRefused {
+    /// Why.
+    pub reason: LoginFailure,
+    /// What the client is told (and the log says).
+    pub message: String,
+}
+
+impl LoginRefused {
+    fn new(reason: LoginFailure, message: impl Into<String>) -> Self {
+        LoginRefused {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// A challenge whose nonce was already used.
+    pub fn replay() -> Self {
+        LoginRefused::new(
+            LoginFailure::Replay,
+            "challenge replayed: this nonce was already used",
+        )
+    }
 }
 
 /// What a token check found.
@@ -191,7 +292,6 @@ impl Authority {
         self.keys.lock().ok()?.1.get(fp).map(|(_, g)| g.clone())
     }
 
-    /// Checks a challenge response; returns a token.
     /// Checks a challenge response but for a replayed nonce (see
     /// [`Authority::first_use`]): the key's fingerprint and the server's
     /// time, to [`Authority::issue`] a token with once the nonce is known to
@@ -202,32 +302,38 @@ impl Authority {
         ts: i64,
         sig: &[u8],
         public_key: &str,
-    ) -> std::result::Result<(String, i64), (bool, String)> {
-        // (true, _) = permission denied, (false, _) = unauthenticated.
+    ) -> std::result::Result<(String, i64), LoginRefused> {
+        use LoginFailure::{BadSignature, Clock, Malformed, UnknownKey, WeakKey};
         let key = PublicKey::from_openssh(public_key.trim())
-            .map_err(|e| (false, format!("unreadable public key: {e}")))?;
+            .map_err(|e| LoginRefused::new(Malformed, format!("unreadable public key: {e}")))?;
         let fp = key.fingerprint(HashAlg::Sha256).to_string();
         if !self.authorized(&fp) {
-            return Err((true, format!("key {fp} not authorized")));
+            return Err(LoginRefused::new(
+                UnknownKey,
+                format!("key {fp} not authorized"),
+            ));
         }
         let now = self.now();
         if self.outside_window(ts) {
-            return Err((
-                false,
-                "challenge timestamp outside the 5-minute window".into(),
-            ));
+            return Err(LoginRefused::new(Clock, clock_words(ts, now)));
         }
         if nonce.len() < 16 || nonce.len() > 64 {
-            return Err((false, "challenge nonce must be 16 to 64 bytes".into()));
+            return Err(LoginRefused::new(
+                Malformed,
+                "challenge nonce must be 16 to 64 bytes",
+            ));
         }
         let payload = challenge_payload(nonce, ts);
         if let ssh_key::public::KeyData::Rsa(rk) = key.key_data() {
-            verify_rsa(rk, &payload, sig).map_err(|e| (false, e))?;
+            verify_rsa(rk, &payload, sig).map_err(|(weak, e)| {
+                LoginRefused::new(if weak { WeakKey } else { BadSignature }, e)
+            })?;
         } else {
-            let signature = Signature::decode(&mut &sig[..])
-                .map_err(|e| (false, format!("unreadable signature: {e}")))?;
+            let signature = Signature::decode(&mut &sig[..]).map_err(|e| {
+                LoginRefused::new(BadSignature, format!("unreadable signature: {e}"))
+            })?;
             Verifier::verify(&key, &payload, &signature)
-                .map_err(|_| (false, "signature does not verify".into()))?;
+                .map_err(|_| LoginRefused::new(BadSignature, "signature does not verify"))?;
         }
         Ok((fp, now))
     }
@@ -317,6 +423,12 @@ fn garden_option(options: &str) -> std::result::Result<String, String> {
             if garden.is_some() {
                 return Err("two garden options".into());
             }
+            if v == DEFAULT_GARDEN {
+                return Err(format!(
+                    "garden {v:?} is reserved: it is the garden of every key without a \
+                     garden option; leave the option out to share it, or choose another name"
+                ));
+            }
             if !valid_garden(v) {
                 return Err(format!(
                     "garden {v:?} is not a garden name (a-z, 0-9, `.`, `_`, `-`, up to 64, \
@@ -370,6 +482,21 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_login_says_which_clock_is_ahead_and_by_how_much() {
+        let w = clock_words(1_000_432, 1_000_000);
+        assert!(
+            w.contains("the client's clock is 7 min 12 s ahead of the server's"),
+            "{w}"
+        );
+        let w = clock_words(1_000_000, 1_007_500);
+        assert!(w.contains("is 2 h 5 min behind the server's"), "{w}");
+        assert!(w.starts_with("challenge timestamp outside the 5-minute window"));
+        // The ends of time: no overflow.
+        assert!(clock_words(i64::MIN, i64::MAX).contains("days behind"));
+        assert!(clock_words(i64::MAX, i64::MIN).contains("days ahead of"));
+    }
+
+    #[test]
     fn a_key_names_its_garden_in_its_options() {
         assert_eq!(garden_option("").unwrap(), "default");
         assert_eq!(garden_option(r#"garden="home" "#).unwrap(), "home");
@@ -384,6 +511,7 @@ mod tests {
             r#"garden="a/b""#,
             r#"garden="a",garden="b""#,
             r#"garden="open"#,
+            r#"garden="default""#,
         ] {
             assert!(garden_option(bad).is_err(), "{bad}");
         }

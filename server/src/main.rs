@@ -3,8 +3,11 @@
 //! Serves one repository over gRPC (`sgard.v1.GardenSync`, wire-compatible
 //! with the Go sgardd) to `sgard push` / `sgard pull`, authenticating clients
 //! by their SSH keys. Operations: the standard gRPC health service,
-//! Prometheus metrics on `--metrics ADDR`, `--log-format json`, and a
-//! graceful shutdown on SIGTERM/SIGINT bounded by `--shutdown-grace`.
+//! Prometheus metrics and HTTP health probes on `--metrics ADDR`,
+//! `--log-format json` (every line sgardd writes, once its flags are read),
+//! and a graceful shutdown on SIGTERM/SIGINT: `--shutdown-delay` seconds
+//! still serving with health `NOT_SERVING`, then up to `--shutdown-grace`
+//! for the calls in progress.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -77,15 +80,24 @@ struct Args {
     #[arg(long, value_name = "SECONDS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(0..=50))]
     queue_wait: u64,
-    /// Serve Prometheus metrics at http://ADDR/metrics (no authentication:
-    /// use a loopback or private address)
+    /// Serve Prometheus metrics at http://ADDR/metrics, and health probes
+    /// at /healthz (the process is up) and /readyz (200 SERVING, or 503
+    /// NOT_SERVING once shutting down) (no authentication: use a loopback
+    /// or private address)
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
-    /// How log lines are written on stderr
+    /// How log lines are written on stderr; with json, the start-up lines
+    /// and a fatal error are JSON log lines on stderr too, and nothing is
+    /// written on stdout
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// On SIGTERM or SIGINT, how long calls in progress may take to finish
-    /// before they are cut off
+    /// On SIGTERM or SIGINT, how long to go on serving with health
+    /// NOT_SERVING (so that load balancers stop sending calls here) before
+    /// closing the listener; the grace period follows
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    shutdown_delay: u64,
+    /// On SIGTERM or SIGINT, how long calls in progress may take to finish,
+    /// once the listener is closed, before they are cut off
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     shutdown_grace: u64,
 }
@@ -120,24 +132,47 @@ enum LogFormat {
 }
 
 fn main() -> ExitCode {
+    // A usage error (exit 2) is plain text on stderr: the log format is
+    // not known yet.
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) => e.exit(),
     };
+    let format = args.log_format;
+    init_logs(format);
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sgardd: error: {e}");
-            let mut last = e.to_string();
-            for c in e.chain().skip(1) {
-                let text = c.to_string();
-                if text != last {
-                    eprintln!("  caused by: {text}");
-                }
-                last = text;
-            }
+            fatal(format, &e);
             let refused = e.chain().any(|c| c.downcast_ref::<Refused>().is_some());
             ExitCode::from(if refused { 4 } else { 1 })
+        }
+    }
+}
+
+/// Says the error that stops sgardd: `sgardd: error: …` and its causes
+/// (`--log-format text`), or one ERROR log line with a `caused_by` field
+/// (`json`).
+fn fatal(format: LogFormat, e: &anyhow::Error) {
+    let mut causes = Vec::new();
+    let mut last = e.to_string();
+    for c in e.chain().skip(1) {
+        let text = c.to_string();
+        if text != last {
+            causes.push(text.clone());
+        }
+        last = text;
+    }
+    match format {
+        LogFormat::Text => {
+            eprintln!("sgardd: error: {e}");
+            for c in causes {
+                eprintln!("  caused by: {c}");
+            }
+        }
+        LogFormat::Json if causes.is_empty() => tracing::error!("sgardd: error: {e}"),
+        LogFormat::Json => {
+            tracing::error!(caused_by = causes.join(": "), "sgardd: error: {e}");
         }
     }
 }
@@ -255,7 +290,6 @@ fn init_logs(format: LogFormat) {
 }
 
 fn run(args: Args) -> Result<()> {
-    init_logs(args.log_format);
     if let Some(Command::Migrate { from, to, dry_run }) = &args.command {
         return migrate(from, to, *dry_run);
     }
@@ -277,52 +311,58 @@ fn run(args: Args) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     let clock = clock_offset();
-    let (backend, auth, repo, shown): (Arc<dyn Backend>, _, Option<PathBuf>, String) =
-        match location {
-            sgard_depot::Location::Dir(repo) => {
-                if !repo.join(sgard_manifest::MANIFEST_FILE).exists() {
-                    if !args.init {
-                        bail!(
-                            "no sgard repository at {} (use --init to create one)",
-                            repo.display()
-                        );
-                    }
-                    // Older than any machine's repository, so the Go
-                    // client's first push (taken only when newer than the
-                    // server's) is taken.
-                    Garden::init(&repo, env.clone())?.backdate_empty_head()?;
+    let (backend, auth, repo, shown, store): (
+        Arc<dyn Backend>,
+        _,
+        Option<PathBuf>,
+        String,
+        String,
+    ) = match location {
+        sgard_depot::Location::Dir(repo) => {
+            if !repo.join(sgard_manifest::MANIFEST_FILE).exists() {
+                if !args.init {
+                    bail!(
+                        "no sgard repository at {} (use --init to create one)",
+                        repo.display()
+                    );
                 }
-                let auth = match &args.authorized_keys {
-                    Some(k) => Some(Arc::new(Authority::new(k, &repo)?.with_clock_offset(clock))),
-                    None => None,
-                };
-                let backend = Local::new(
-                    repo.clone(),
-                    env_fn,
-                    auth.clone(),
-                    limits.max_blob,
-                    limits.prune_grace,
-                );
-                let shown = format!("repo: {}", repo.display());
-                (Arc::new(backend), auth, Some(repo), shown)
+                // Older than any machine's repository, so the Go
+                // client's first push (taken only when newer than the
+                // server's) is taken.
+                Garden::init(&repo, env.clone())?.backdate_empty_head()?;
             }
-            other => {
-                let shown = format!("store: {}", args.store);
-                let depot = sgard_depot::Depot::open(&other, &sgard_depot::AwsEnv::from_env())?;
-                rt.block_on(depot.check())?;
-                let backend = Object::new(depot, env_fn, limits.max_blob, limits.prune_grace);
-                let auth = match &args.authorized_keys {
-                    Some(k) => {
-                        let secret = rt.block_on(backend.token_secret())?;
-                        Some(Arc::new(
-                            Authority::with_secret(k, secret)?.with_clock_offset(clock),
-                        ))
-                    }
-                    None => None,
-                };
-                (Arc::new(backend), auth, None, shown)
-            }
-        };
+            let auth = match &args.authorized_keys {
+                Some(k) => Some(Arc::new(Authority::new(k, &repo)?.with_clock_offset(clock))),
+                None => None,
+            };
+            let backend = Local::new(
+                repo.clone(),
+                env_fn,
+                auth.clone(),
+                limits.max_blob,
+                limits.prune_grace,
+            );
+            let store = repo.display().to_string();
+            let shown = format!("repo: {store}");
+            (Arc::new(backend), auth, Some(repo), shown, store)
+        }
+        other => {
+            let shown = format!("store: {}", args.store);
+            let depot = sgard_depot::Depot::open(&other, &sgard_depot::AwsEnv::from_env())?;
+            rt.block_on(depot.check())?;
+            let backend = Object::new(depot, env_fn, limits.max_blob, limits.prune_grace);
+            let auth = match &args.authorized_keys {
+                Some(k) => {
+                    let secret = rt.block_on(backend.token_secret())?;
+                    Some(Arc::new(
+                        Authority::with_secret(k, secret)?.with_clock_offset(clock),
+                    ))
+                }
+                None => None,
+            };
+            (Arc::new(backend), auth, None, shown, args.store.clone())
+        }
+    };
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => {
             let cert = std::fs::read(c).with_context(|| format!("reading {}", c.display()))?;
@@ -336,6 +376,7 @@ fn run(args: Args) -> Result<()> {
     };
     let service = Service::new(backend, auth.clone(), limits);
     let grace = Duration::from_secs(args.shutdown_grace);
+    let delay = Duration::from_secs(args.shutdown_delay);
     let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -349,35 +390,73 @@ fn run(args: Args) -> Result<()> {
             ),
             None => None,
         };
+        // The start-up lines: plain on stdout (scripts wait for `sgardd
+        // serving on`), or log lines like every other (JSON).
+        let json = args.log_format == LogFormat::Json;
         if tls.is_some() {
-            println!("TLS enabled");
+            if json {
+                tracing::info!(tls = true, "TLS enabled");
+            } else {
+                println!("TLS enabled");
+            }
         }
         match &args.authorized_keys {
-            Some(k) => println!(
-                "Auth enabled: {} ({} key{})",
-                k.display(),
-                auth.as_ref().map_or(0, |a| a.key_count()),
-                if auth.as_ref().map_or(0, |a| a.key_count()) == 1 {
-                    ""
+            Some(k) => {
+                let n = auth.as_ref().map_or(0, |a| a.key_count());
+                let line = format!(
+                    "Auth enabled: {} ({n} key{})",
+                    k.display(),
+                    if n == 1 { "" } else { "s" }
+                );
+                if json {
+                    tracing::info!(authorized_keys = %k.display(), keys = n, "{line}");
                 } else {
-                    "s"
+                    println!("{line}");
                 }
-            ),
+            }
+            None if json => tracing::warn!("authentication disabled (--insecure-no-auth)"),
             None => println!("WARNING: authentication disabled (--insecure-no-auth)"),
         }
         let signals = signals()?;
         if let Some(l) = metrics_listener {
-            println!("sgardd metrics on http://{}/metrics", l.local_addr()?);
+            let url = format!("http://{}/metrics", l.local_addr()?);
+            if json {
+                tracing::info!(metrics = %url, "sgardd metrics on {url}");
+            } else {
+                println!("sgardd metrics on {url}");
+            }
             tokio::spawn(metrics::serve(l, repo.clone()));
         }
-        println!("sgardd serving on {local} ({shown})");
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
+        if json {
+            tracing::info!(
+                addr = %local,
+                store = %store,
+                version = env!("CARGO_PKG_VERSION"),
+                "sgardd serving on {local} ({shown})"
+            );
+        } else {
+            println!("sgardd serving on {local} ({shown})");
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+        }
         let mut first = signals.clone();
-        let shutdown = async move {
+        let draining = async move {
             // An error: the signal task is gone; serve on.
             if first.wait_for(|n| *n >= 1).await.is_err() {
                 std::future::pending::<()>().await;
+            }
+        };
+        // Polled once `draining` is over and health says NOT_SERVING (a
+        // second signal meanwhile: see `cut_off`).
+        let stop = async move {
+            if !delay.is_zero() {
+                tracing::info!(
+                    calls = metrics::calls_in_flight(),
+                    delay_secs = delay.as_secs(),
+                    "shutting down: health NOT_SERVING; still serving for the delay \
+                     (--shutdown-delay) before closing the listener"
+                );
+                tokio::time::sleep(delay).await;
             }
             tracing::info!(
                 calls = metrics::calls_in_flight(),
@@ -391,14 +470,14 @@ fn run(args: Args) -> Result<()> {
                 std::future::pending::<()>().await;
             }
             tokio::select! {
-                () = tokio::time::sleep(grace) => {}
+                () = tokio::time::sleep(delay.saturating_add(grace)) => {}
                 _ = more.wait_for(|n| *n >= 2) => {
                     tracing::info!("a second signal: not waiting any longer");
                 }
             }
         };
         tokio::select! {
-            served = serve(listener, service, tls, shutdown) => served.context("serving"),
+            served = serve(listener, service, tls, draining, stop) => served.context("serving"),
             () = cut_off => {
                 // Dropping the calls' tasks (below, with the runtime) ends
                 // each one where it waits: a push's unfinished blob is

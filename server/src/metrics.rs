@@ -1,10 +1,16 @@
 //! `sgardd`'s Prometheus metrics and the tiny HTTP server behind
-//! `--metrics ADDR`.
+//! `--metrics ADDR`, which also answers the health probes of load
+//! balancers and Kubernetes that cannot speak gRPC over TLS.
 //!
 //! The counters live in one process-wide [`Metrics`] (the RPC handlers feed
 //! it through [`rpc_done`], [`bytes_received`] and [`bytes_sent`], whether
-//! or not `--metrics` is given); `GET /metrics` encodes them in the text
-//! exposition format. `sgardd_objects_stored` is counted from the store
+//! or not `--metrics` is given); `GET /metrics` encodes them in the format
+//! the scraper asks for: OpenMetrics when its `Accept` header prefers it
+//! (Prometheus does), else the Prometheus text format 0.0.4, each under its
+//! own content type. `GET /healthz` says the process is up; `GET /readyz`
+//! says whether it takes calls (`SERVING`) or is shutting down
+//! (`NOT_SERVING`, 503), as the gRPC health service does (see
+//! [`set_serving`]). `sgardd_objects_stored` is counted from the store
 //! when scraped: at the first scrape, then again only when a push or prune
 //! finished since the last count or the last count is older than
 //! [`OBJECTS_MAX_AGE`], so a busy scraper does not walk the store each time.
@@ -25,6 +31,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use tonic::Code;
 
@@ -60,12 +67,16 @@ pub struct Metrics {
     requests: Family<RpcCode, Counter>,
     duration: Family<Rpc, Histogram>,
     refused: Family<Reason, Counter>,
+    login_failures: Family<Reason, Counter>,
     bytes_in: Counter,
     bytes_out: Counter,
     objects: Gauge,
     pushes: Gauge,
     /// Calls (of any RPC) being served now.
     calls: AtomicU64,
+    /// The server takes calls: not before it serves, nor once it shuts
+    /// down (`/readyz`).
+    serving: AtomicBool,
     /// A push or prune finished since `objects` was counted.
     store_changed: AtomicBool,
     /// When `objects` was last counted.
@@ -102,6 +113,24 @@ impl Metrics {
             "Requests refused, by reason: a login or a token refused (`denied`, `unauthenticated`), an object too large (`too_large`), a busy server (`busy`), a push that must pull first (`pull_first`)",
             refused.clone(),
         );
+        let login_failures = Family::<Reason, Counter>::default();
+        registry.register(
+            "sgardd_login_failures",
+            "Logins refused, by reason: `unknown_key` (not in authorized_keys), `weak_key` (RSA under 2048 bits), `clock` (signed more than 5 minutes off the server's clock), `bad_signature`, `replay` (a nonce used before), `malformed` (an unreadable key, a bad nonce); each is also one `sgardd_refusals_total` (`denied` for `unknown_key`, else `unauthenticated`)",
+            login_failures.clone(),
+        );
+        // Every reason from the start, so that a rate is defined before
+        // the first failure.
+        for reason in crate::auth::LoginFailure::ALL {
+            login_failures.get_or_create_owned(&Reason {
+                reason: reason.as_str(),
+            });
+        }
+        registry.register(
+            "sgardd_build",
+            "The sgardd build serving: its version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
         let bytes_in = Counter::default();
         registry.register(
             "sgardd_bytes_received",
@@ -131,25 +160,35 @@ impl Metrics {
             requests,
             duration,
             refused,
+            login_failures,
             bytes_in,
             bytes_out,
             objects,
             pushes,
             calls: AtomicU64::new(0),
+            serving: AtomicBool::new(false),
             store_changed: AtomicBool::new(true),
             counted: Mutex::new(None),
         }
     }
 
-    /// The exposition text, with `sgardd_objects_stored` brought up to date
-    /// from the store at `repo` when it is due (see the module's doc; an
-    /// object store is not counted: listing it costs requests).
-    fn render(&self, repo: Option<&Path>) -> String {
+    /// The exposition in `format`, with `sgardd_objects_stored` brought up
+    /// to date from the store at `repo` when it is due (see the module's
+    /// doc; an object store is not counted: listing it costs requests).
+    fn render(&self, repo: Option<&Path>, format: Format) -> String {
         if let Some(repo) = repo {
             self.refresh_objects(repo);
         }
         let mut out = String::new();
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+        let encoded = match format {
+            Format::OpenMetrics => {
+                prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            }
+            Format::Text => {
+                prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+            }
+        };
+        if let Err(e) = encoded {
             tracing::warn!("encoding the metrics: {e}");
         }
         out
@@ -218,6 +257,22 @@ pub fn rpc_done(rpc: &str, code: Code, took: Duration) {
 /// Counts one refusal, by reason (see `sgardd_refusals`).
 pub fn refused(reason: &'static str) {
     global().refused.get_or_create(&Reason { reason }).inc();
+}
+
+/// Counts one refused login, by reason (see `sgardd_login_failures`).
+pub fn login_failed(reason: crate::auth::LoginFailure) {
+    global()
+        .login_failures
+        .get_or_create(&Reason {
+            reason: reason.as_str(),
+        })
+        .inc();
+}
+
+/// Whether the server takes calls: `true` once it serves, `false` from
+/// the moment it shuts down. `GET /readyz` answers by it.
+pub fn set_serving(serving: bool) {
+    global().serving.store(serving, Ordering::Release);
 }
 
 /// Counts `n` object bytes received from a push.
@@ -327,47 +382,115 @@ where
     }
 }
 
-/// The content type of the answer: OpenMetrics when the scraper asks for
-/// it (Prometheus does), else the classic text format (the same bytes
-/// parse as both).
-fn content_type<B>(req: &http::Request<B>) -> &'static str {
-    let openmetrics = req
-        .headers()
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/openmetrics-text"));
-    if openmetrics {
-        "application/openmetrics-text; version=1.0.0; charset=utf-8"
-    } else {
-        "text/plain; version=0.0.4; charset=utf-8"
+/// An exposition format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    /// OpenMetrics 1.0 text (`# EOF` at the end, counters typed by their
+    /// family's name).
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4.
+    Text,
+}
+
+impl Format {
+    fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Text => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        }
     }
+}
+
+/// The format a scraper's `Accept` header asks for, as Prometheus'
+/// own libraries negotiate it: the media ranges by decreasing quality
+/// (`q`, 1 when absent; 0 refuses), the first that names OpenMetrics or
+/// the text format wins (`*/*` and `text/*` take text); with none of
+/// them, or no header, text.
+fn negotiate<'a>(accept: impl Iterator<Item = &'a str>) -> Format {
+    let mut ranges: Vec<(f32, Option<Format>)> = accept
+        .flat_map(|v| v.split(','))
+        .map(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or("").to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .map_or(1.0, |(_, v)| v.trim().parse::<f32>().unwrap_or(0.0));
+            let format = match media.as_str() {
+                "application/openmetrics-text" => Some(Format::OpenMetrics),
+                "text/plain" | "text/*" | "*/*" => Some(Format::Text),
+                _ => None,
+            };
+            (q, format)
+        })
+        .filter(|(q, f)| *q > 0.0 && f.is_some())
+        .collect();
+    // Stable: among equals, the scraper's order.
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranges.first().and_then(|(_, f)| *f).unwrap_or(Format::Text)
+}
+
+/// A plain-text answer.
+fn plain(status: http::StatusCode, body: &'static str) -> http::Response<Full<Bytes>> {
+    let mut resp = http::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
 }
 
 async fn answer<B>(
     req: http::Request<B>,
     repo: Option<PathBuf>,
 ) -> Result<http::Response<Full<Bytes>>, Infallible> {
-    let mut resp = http::Response::new(Full::new(Bytes::new()));
-    if req.method() != http::Method::GET || req.uri().path() != "/metrics" {
-        *resp.status_mut() = http::StatusCode::NOT_FOUND;
-        *resp.body_mut() = Full::new(Bytes::from_static(b"not found: try GET /metrics\n"));
-        return Ok(resp);
+    let path = if req.method() == http::Method::GET {
+        req.uri().path()
+    } else {
+        ""
+    };
+    match path {
+        "/metrics" => {}
+        // The process is up (a liveness probe).
+        "/healthz" => return Ok(plain(http::StatusCode::OK, "ok\n")),
+        // It takes calls (a readiness probe): as the gRPC health service.
+        "/readyz" if global().serving.load(Ordering::Acquire) => {
+            return Ok(plain(http::StatusCode::OK, "SERVING\n"));
+        }
+        "/readyz" => {
+            return Ok(plain(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "NOT_SERVING\n",
+            ));
+        }
+        _ => {
+            return Ok(plain(
+                http::StatusCode::NOT_FOUND,
+                "not found: try GET /metrics, /healthz or /readyz\n",
+            ));
+        }
     }
-    let ctype = content_type(&req);
-    let text = tokio::task::spawn_blocking(move || global().render(repo.as_deref()))
+    let format = negotiate(
+        req.headers()
+            .get_all(http::header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
+    let text = tokio::task::spawn_blocking(move || global().render(repo.as_deref(), format))
         .await
         .unwrap_or_default();
-    *resp.body_mut() = Full::new(Bytes::from(text));
+    let mut resp = http::Response::new(Full::new(Bytes::from(text)));
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static(ctype),
+        http::HeaderValue::from_static(format.content_type()),
     );
     Ok(resp)
 }
 
-/// Serves `GET /metrics` (everything else: 404) on `listener` until the
-/// process ends; the object count comes from the repository at `repo`.
+/// Serves `GET /metrics`, `/healthz` and `/readyz` (everything else: 404)
+/// on `listener` until the process ends; the object count comes from the
+/// repository at `repo`.
 pub async fn serve(listener: tokio::net::TcpListener, repo: Option<PathBuf>) {
     loop {
         let stream = match listener.accept().await {
@@ -390,5 +513,71 @@ pub async fn serve(listener: tokio::net::TcpListener, repo: Option<PathBuf>) {
                 tracing::debug!("metrics: connection: {e}");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_is_the_one_the_scraper_prefers() {
+        let f = |accept: &[&str]| negotiate(accept.iter().copied());
+        assert_eq!(f(&[]), Format::Text);
+        assert_eq!(f(&["*/*"]), Format::Text);
+        assert_eq!(f(&["application/json"]), Format::Text);
+        assert_eq!(f(&["application/openmetrics-text"]), Format::OpenMetrics);
+        // Prometheus 2 and 3.
+        assert_eq!(
+            f(&[
+                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                 version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+            ]),
+            Format::OpenMetrics
+        );
+        assert_eq!(
+            f(&["text/plain;version=0.0.4;q=0.5, application/openmetrics-text;q=0.4"]),
+            Format::Text
+        );
+        assert_eq!(
+            f(&["application/openmetrics-text;q=0", "text/plain"]),
+            Format::Text
+        );
+        assert_eq!(f(&["application/openmetrics-text;q=oops"]), Format::Text);
+        // Equal quality: the scraper's order.
+        assert_eq!(
+            f(&["application/openmetrics-text, text/plain"]),
+            Format::OpenMetrics
+        );
+    }
+
+    #[test]
+    fn each_format_is_what_its_content_type_names() {
+        let m = Metrics::new();
+        let om = m.render(None, Format::OpenMetrics);
+        assert!(om.ends_with("# EOF\n"), "{om}");
+        assert!(om.contains("# TYPE sgardd_login_failures counter"), "{om}");
+        assert!(
+            om.contains("sgardd_login_failures_total{reason=\"clock\"} 0"),
+            "{om}"
+        );
+        assert!(om.contains("sgardd_build_info{version=\""), "{om}");
+        let text = m.render(None, Format::Text);
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(
+            text.contains("# TYPE sgardd_login_failures_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sgardd_login_failures_total{reason=\"clock\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "sgardd_build_info{{version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{text}"
+        );
     }
 }

@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Request, Response, Status, Streaming};
 
-use crate::auth::{Authority, TokenCheck};
+use crate::auth::{Authority, LoginFailure, LoginRefused, TokenCheck};
 use crate::error::Kind;
 use crate::{Backend, Decision, Error, Limits, Pull, Push, Report, fleet};
 
@@ -245,6 +245,24 @@ fn log_pull_first(who: &str) {
     );
 }
 
+/// A refused login's status, counted by its reason in
+/// `sgardd_login_failures` (and, by [`log_rpc`], by its code in
+/// `sgardd_refusals`): an unknown key is denied; a login refused for its
+/// time carries a challenge dated by the server's clock (`sgard doctor`
+/// reads it; Go clients ignore the detail).
+fn login_refused(a: &Authority, r: LoginRefused) -> Status {
+    crate::metrics::login_failed(r.reason);
+    match r.reason {
+        LoginFailure::UnknownKey => Status::permission_denied(r.message),
+        LoginFailure::Clock => {
+            let mut nonce = [0u8; 32];
+            let _ = getrandom::fill(&mut nonce);
+            reauth_status(&r.message, &nonce, a.now())
+        }
+        _ => Status::unauthenticated(r.message),
+    }
+}
+
 #[tonic::async_trait]
 impl GardenSync for Service {
     async fn authenticate(
@@ -261,22 +279,10 @@ impl GardenSync for Service {
                     Ok(true) => Ok(Response::new(v1::AuthenticateResponse {
                         token: a.issue(&fp, now),
                     })),
-                    Ok(false) => Err(Status::unauthenticated(
-                        "challenge replayed: this nonce was already used",
-                    )),
+                    Ok(false) => Err(login_refused(a, LoginRefused::replay())),
                     Err(e) => Err(Status::from(e)),
                 },
-                Err((true, msg)) => Err(Status::permission_denied(msg)),
-                Err((false, msg)) if a.outside_window(r.timestamp) => {
-                    // The key is known (that is checked first); the clocks
-                    // disagree. A challenge dated by the server's clock
-                    // says by how much (`sgard doctor` reads it; Go clients
-                    // ignore the detail).
-                    let mut nonce = [0u8; 32];
-                    let _ = getrandom::fill(&mut nonce);
-                    Err(reauth_status(&msg, &nonce, a.now()))
-                }
-                Err((false, msg)) => Err(Status::unauthenticated(msg)),
+                Err(refused) => Err(login_refused(a, refused)),
             },
         };
         log_rpc("Authenticate", "-", started, &out);
@@ -656,24 +662,31 @@ fn parse_hashes(hashes: &[String]) -> Result<Vec<Hash>, Status> {
         .collect()
 }
 
-/// Serves until `shutdown` resolves; in-flight calls finish first. The
-/// standard `grpc.health.v1.Health` service answers `SERVING` for `""` and
-/// `sgard.v1.GardenSync`, and `NOT_SERVING` once `shutdown` resolved.
+/// Serves `listener` until `draining`, then `stop`, resolve. The standard
+/// `grpc.health.v1.Health` service answers `SERVING` for `""` and
+/// `sgard.v1.GardenSync` (and the metrics listener's `/readyz` says so)
+/// until `draining` resolves; from then on both say `NOT_SERVING` while
+/// calls are still taken, so that load balancers stop sending any; once
+/// `stop` resolves the listener closes and the calls in flight finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     service: Service,
     tls: Option<tonic::transport::ServerTlsConfig>,
-    shutdown: impl std::future::Future<Output = ()> + Send,
+    draining: impl std::future::Future<Output = ()> + Send,
+    stop: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
     type SyncServer = v1::garden_sync_server::GardenSyncServer<Service>;
     let (health, health_svc) = tonic_health::server::health_reporter();
     health.set_serving::<SyncServer>().await;
+    crate::metrics::set_serving(true);
     let shutdown = async move {
-        shutdown.await;
+        draining.await;
+        crate::metrics::set_serving(false);
         health.set_not_serving::<SyncServer>().await;
         health
             .set_service_status("", tonic_health::ServingStatus::NotServing)
             .await;
+        stop.await;
     };
     let svc = SyncServer::new(service)
         .max_decoding_message_size(4 << 20)
