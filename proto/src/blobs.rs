@@ -127,6 +127,15 @@ pub const MAX_LIST: u64 = 64 << 20;
 /// The blob being written: its data channel and the blocking writer.
 type Writer = (mpsc::Sender<Vec<u8>>, JoinHandle<sgard_store::Result<()>>);
 
+/// The size of the content a pushed chunk list assembles, when that is over
+/// `limit`: a server's size limit bounds a file whether it comes whole or
+/// in chunks, so both backends refuse such a list (a list that does not
+/// parse is refused on its own account when it is installed).
+pub fn list_over_limit(text: &str, limit: u64) -> Option<u64> {
+    let size = sgard_store::chunks::ChunkList::parse(text).ok()?.size;
+    (size > limit).then_some(size)
+}
+
 /// Writes a stream of `(hash, data)` chunks into the store: each blob is
 /// hashed while written to a temp file and kept only if it matches.
 pub struct BlobSink {
@@ -198,6 +207,11 @@ impl BlobSink {
                 return Err(bad("longer than any list sgard writes"));
             }
             let text = String::from_utf8(text).map_err(|_| bad("not UTF-8 text"))?;
+            if let Some(limit) = max
+                && list_over_limit(&text, limit).is_some()
+            {
+                return Err(sgard_store::Error::TooLarge { limit });
+            }
             cs.install_list(&hash, &text)
         });
         self.current = Some((tx, handle));

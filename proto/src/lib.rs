@@ -30,7 +30,7 @@ pub const CHUNK_SIZE: usize = 64 * 1024;
 pub const TOKEN_METADATA_KEY: &str = "x-sgard-auth-token";
 
 /// The words of a push's refusal (`RESOURCE_EXHAUSTED`) for an object over
-/// the server's `--max-blob-size`: the server writes `blob HASH` before them
+/// the server's `--max-file-size`: the server writes `content HASH` before them
 /// and ` of N bytes` after, and the client finds the hash by them to name
 /// the file that holds it.
 pub const TOO_LARGE: &str = "is larger than the server's limit";

@@ -106,11 +106,12 @@ pub(crate) fn store_error(e: sgard_store::Error) -> Error {
     }
 }
 
-/// An object over `--max-blob-size`, named by its hash so the client can
-/// say which of its files it is (both backends refuse with these words).
+/// A file's content over `--max-file-size` (sent whole, or as the chunk
+/// list of its chunks), named by its hash so the client can say which of
+/// its files it is (both backends refuse with these words).
 pub(crate) fn blob_too_large(hash: &sgard_store::Hash, limit: u64) -> Error {
     Error::too_large(format!(
-        "blob {hash} {} of {limit} bytes; dropped",
+        "content {hash} {} of {limit} bytes (--max-file-size); dropped",
         sgard_proto::TOO_LARGE
     ))
 }

@@ -39,7 +39,8 @@ pub use crate::service::{Service, serve};
 /// How the server is run.
 #[derive(Clone, Debug)]
 pub struct Limits {
-    /// The largest blob accepted.
+    /// The largest file accepted (`--max-file-size`), whole or as the
+    /// content of a chunk list; also the largest object of any kind.
     pub max_blob: u64,
     /// Push streams allowed at once.
     pub max_streams: usize,

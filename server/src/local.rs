@@ -272,6 +272,11 @@ impl Backend for Local {
         while let Some(piece) = pieces.next().await {
             let Piece { start, data } = piece?;
             if let Some((h, kind)) = start {
+                // The object before ends first, so that what stops it (a
+                // chunk list over the limit) is named by its own hash.
+                sink.finish()
+                    .await
+                    .map_err(|e| too_large(e, current, self.max_blob))?;
                 current = Some(h);
                 sink.start_kind(h, kind, Some(self.max_blob))
                     .await
@@ -287,7 +292,9 @@ impl Backend for Local {
                 return Err(Error::invalid("data before any blob hash"));
             }
         }
-        sink.finish().await.map_err(store_error)?;
+        sink.finish()
+            .await
+            .map_err(|e| too_large(e, current, self.max_blob))?;
         let received = sink.done;
         let pending = self
             .pending

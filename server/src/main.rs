@@ -68,9 +68,11 @@ struct Args {
     /// TLS private key (PEM); needs --tls-cert
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// The largest blob accepted, in bytes
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
-    max_blob_size: u64,
+    /// The largest file accepted, in bytes, whether it comes whole or in
+    /// chunks (its chunk list names its size); `--max-blob-size` is the old
+    /// name
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30, alias = "max-blob-size")]
+    max_file_size: u64,
     /// Push streams served at once
     #[arg(long, value_name = "N", default_value_t = 16)]
     max_streams: usize,
@@ -299,7 +301,7 @@ fn run(args: Args) -> Result<()> {
     let env = sgard_garden::Env::from_process()?;
     let location = location_of(&args.store, &env)?;
     let limits = Limits {
-        max_blob: args.max_blob_size,
+        max_blob: args.max_file_size,
         max_streams: args.max_streams,
         queue_wait: Duration::from_secs(args.queue_wait),
         prune_grace: prune_grace(),

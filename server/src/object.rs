@@ -1612,6 +1612,7 @@ impl Backend for Object {
         }
         let mut current: Option<Current> = None;
         let mut done = 0u64;
+        let max = self.max_blob;
         let finish = |c: Option<Current>, depot: &Depot, g: &GardenName| {
             let depot = depot.clone();
             let g = g.clone();
@@ -1629,6 +1630,9 @@ impl Backend for Object {
                     Some(Current::List(h, text)) => {
                         let t = String::from_utf8(text)
                             .map_err(|_| Error::invalid("a chunk list that is not text"))?;
+                        if sgard_proto::blobs::list_over_limit(&t, max).is_some() {
+                            return Err(crate::error::blob_too_large(&h, max));
+                        }
                         store_list(&depot, &g, &h, t).await.map(|()| true)
                     }
                 }

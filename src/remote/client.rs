@@ -1439,8 +1439,8 @@ fn push_once(g: &mut Garden, o: &Opts) -> Result<Push> {
     .map_err(|e| name_large_blob(e, g, &m))
 }
 
-/// A push refused for an object over the server's `--max-blob-size`: the
-/// server names the blob by its hash, and this says which tracked file
+/// A push refused for a file over the server's `--max-file-size`: the
+/// server names its content by its hash, and this says which tracked file
 /// holds it, now or in a snapshot (newest first), and how to go on.
 fn name_large_blob(e: anyhow::Error, g: &mut Garden, m: &Manifest) -> anyhow::Error {
     let text = format!("{e:#}");
@@ -1464,9 +1464,9 @@ fn name_large_blob(e: anyhow::Error, g: &mut Garden, m: &Manifest) -> anyhow::Er
     let now = holds(m);
     if !now.is_empty() {
         return e.context(format!(
-            "{} is over the server's size limit: the server keeps it out (turn chunking on with \
-             `sgard chunking --on` to send big files in pieces, or ask for a higher \
-             --max-blob-size)",
+            "{} is over the server's size limit: the server keeps it out, whole or in chunks \
+             (ask for a higher --max-file-size on the server, or stop tracking it with \
+             `sgard remove`)",
             now.join(", ")
         ));
     }

@@ -1244,6 +1244,16 @@ fn a_machine_alternating_between_two_replicas_is_never_falsely_behind() {
 fn a_refused_push_leaves_no_false_conflict_on_s3() {
     let m = moto_or_skip!();
     let w = world_or_skip!(1);
-    let r = replica(&w, &m, &["--max-blob-size", "5000000"]);
-    a_refused_push_leaves_no_false_conflict(w.key(0), &r.addr);
+    let r = replica(&w, &m, &["--max-file-size", "5000000"]);
+    a_refused_push_leaves_no_false_conflict(w.key(0), &r.addr, false);
+}
+
+/// Issue 39, item 6, on a replica over S3: `--max-file-size` bounds a file
+/// sent in chunks as it does a whole one.
+#[test]
+fn a_chunked_file_over_the_limit_is_refused_on_s3() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(1);
+    let r = replica(&w, &m, &["--max-file-size", "5000000"]);
+    a_refused_push_leaves_no_false_conflict(w.key(0), &r.addr, true);
 }

@@ -586,16 +586,19 @@ pub(crate) fn track(t: &TestEnv, paths: &[&str]) {
     local(t, &["checkpoint"]).ok();
 }
 
-/// Issue 39, defect 1, on the server at `addr` (started with
-/// `--max-blob-size 5000000`): a push the server refuses (a 6 MB file,
-/// chunking off) changes nothing a later pull compares against. The pull
-/// finds nothing to take and no conflict, the file stays as it is here;
-/// a later edit is still this machine's alone, and once the big version is
-/// purged from the history the rest pushes and reaches another machine.
+/// Issue 39, defect 1 and item 6, on the server at `addr` (started with
+/// a size limit of 5,000,000 bytes): a push the server refuses (a 6 MB
+/// file, sent whole, or `chunked`: a limit on files bounds them in chunks
+/// too) changes nothing a later pull compares against. The pull finds
+/// nothing to take and no conflict, the file stays as it is here; a later
+/// edit is still this machine's alone, and once the big version is purged
+/// from the history the rest pushes and reaches another machine.
 #[track_caller]
-pub(crate) fn a_refused_push_leaves_no_false_conflict(key: &Path, addr: &str) {
+pub(crate) fn a_refused_push_leaves_no_false_conflict(key: &Path, addr: &str, chunked: bool) {
     let mut t = TestEnv::init();
-    local(&t, &["chunking", "--off"]).ok();
+    if !chunked {
+        local(&t, &["chunking", "--off"]).ok();
+    }
     t.write("f", noise(2_000_000, 1));
     track(&t, &["f"]);
     sg(&t, key, &["push", "-r", addr]).ok();
@@ -607,7 +610,9 @@ pub(crate) fn a_refused_push_leaves_no_false_conflict(key: &Path, addr: &str) {
     assert_eq!(r.code, 1, "{r:#?}");
     r.stderr_has("larger than the server's limit");
     // The refusal names the file, not only a blob.
-    r.stderr_has("sgard: error: ~/f is over the server's size limit");
+    r.stderr_has("sgard: error: ~/f is over the server's size limit")
+        .stderr_has("whole or in chunks")
+        .stderr_has("--max-file-size");
     let r = sg(&t, key, &["pull", "-r", addr]);
     r.ok();
     assert!(
@@ -3352,6 +3357,16 @@ fn two_addresses_of_one_folder_server_are_one_garden() {
 #[test]
 fn a_refused_push_leaves_no_false_conflict_on_a_folder_server() {
     let w = world_or_skip!(1);
+    // The flag's old name still works.
     let srv = w.serve(&["--max-blob-size", "5000000"]);
-    a_refused_push_leaves_no_false_conflict(w.key(0), &srv.addr);
+    a_refused_push_leaves_no_false_conflict(w.key(0), &srv.addr, false);
+}
+
+/// Issue 39, item 6, on a folder server: `--max-file-size` bounds a file
+/// sent in chunks as it does a whole one.
+#[test]
+fn a_chunked_file_over_the_limit_is_refused_on_a_folder_server() {
+    let w = world_or_skip!(1);
+    let srv = w.serve(&["--max-file-size", "5000000"]);
+    a_refused_push_leaves_no_false_conflict(w.key(0), &srv.addr, true);
 }
