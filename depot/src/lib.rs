@@ -130,7 +130,7 @@ impl Depot {
                 }
                 let s3 = builder.build().map_err(|e| Error::Config {
                     location: shown,
-                    reason: e.to_string(),
+                    reason: with_causes(&e),
                 })?;
                 (
                     Arc::new(s3),
@@ -262,4 +262,21 @@ impl Depot {
 fn open_dir(dir: &FsPath) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io("creating folder", dir, e))?;
     std::fs::canonicalize(dir).map_err(|e| Error::io("resolving folder", dir, e))
+}
+
+/// An error with each of its causes, for an error whose message leaves
+/// them out (the S3 client's "builder error" says nothing of the missing
+/// CA certificates under it).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }

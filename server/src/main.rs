@@ -232,7 +232,7 @@ fn migrate(from: &str, to: &str, dry: bool) -> Result<()> {
         Ok(match loc {
             sgard_depot::Location::Dir(dir) => Side::Dir(dir),
             other => {
-                let depot = sgard_depot::Depot::open(&other, &sgard_depot::AwsEnv::from_env())?;
+                let depot = open_depot(&other)?;
                 rt.block_on(depot.check())
                     .with_context(|| format!("opening {shown}"))?;
                 Side::Objects(Arc::new(Object::new(
@@ -350,7 +350,7 @@ fn run(args: Args) -> Result<()> {
         }
         other => {
             let shown = format!("store: {}", args.store);
-            let depot = sgard_depot::Depot::open(&other, &sgard_depot::AwsEnv::from_env())?;
+            let depot = open_depot(&other)?;
             rt.block_on(depot.check())?;
             let backend = Object::new(depot, env_fn, limits.max_blob, limits.prune_grace);
             let auth = match &args.authorized_keys {
@@ -550,4 +550,21 @@ fn signals() -> Result<tokio::sync::watch::Receiver<u32>> {
         }
     });
     Ok(rx)
+}
+
+/// Opens an object store, saying what to do when an https store has no CA
+/// certificate to be verified with (a slim container image).
+fn open_depot(loc: &sgard_depot::Location) -> Result<sgard_depot::Depot> {
+    sgard_depot::Depot::open(loc, &sgard_depot::AwsEnv::from_env()).map_err(|e| {
+        let text = e.to_string();
+        let e = anyhow::Error::new(e);
+        if text.contains("CA certificates") {
+            e.context(
+                "no CA certificate to verify the store's https with: install the system's CA \
+                 certificates (Debian: ca-certificates) or set SSL_CERT_FILE to a PEM bundle",
+            )
+        } else {
+            e
+        }
+    })
 }

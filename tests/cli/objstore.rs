@@ -565,6 +565,122 @@ fn a_missing_bucket_or_credentials_stop_sgardd_at_start() {
     assert!(e.contains("AWS_SECRET_ACCESS_KEY"), "{e}");
 }
 
+/// An https front for `backend` (moto's plain HTTP) on 127.0.0.1, with
+/// the certificate `cert` and its key: what an S3 endpoint over https is
+/// to `sgardd`. Lives as long as the test process.
+fn https_front(backend: String, cert: &Path, key: &Path) -> String {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(key).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    l.set_nonblocking(true).unwrap();
+    thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).unwrap();
+            loop {
+                let Ok((client, _)) = l.accept().await else {
+                    continue;
+                };
+                let (acceptor, backend) = (acceptor.clone(), backend.clone());
+                tokio::spawn(async move {
+                    // A client that refuses the certificate ends here.
+                    let Ok(mut tls) = acceptor.accept(client).await else {
+                        return;
+                    };
+                    let Ok(mut up) = tokio::net::TcpStream::connect(&backend).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+                });
+            }
+        });
+    });
+    format!("https://localhost:{}", addr.port())
+}
+
+/// Issue 39, item 5: `sgardd` verifies an S3 store over https against the
+/// system's CA certificates, as the container image runs it (it carries
+/// Debian's; `SSL_CERT_FILE` names others). Without a CA that signs the
+/// store's certificate it does not start, and says why; with it, machines
+/// sync through it.
+#[test]
+fn an_s3_store_over_https_is_verified_against_the_system_cas() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(1);
+    let cdir = w.root().join("certs");
+    std::fs::create_dir_all(&cdir).unwrap();
+    let Some((ca, cert, key)) = make_certs(&cdir) else {
+        eprintln!("skipping: openssl is not installed");
+        return;
+    };
+    let plain = aws_vars(&m)
+        .into_iter()
+        .find(|(k, _)| k == "AWS_ENDPOINT_URL")
+        .unwrap()
+        .1;
+    let backend = plain.trim_start_matches("http://").to_owned();
+    let front = https_front(backend, &cert, &key);
+    let vars = |cas: &Path| {
+        let mut v: Vec<(String, String)> = aws_vars(&m)
+            .into_iter()
+            .filter(|(k, _)| k != "AWS_ENDPOINT_URL" && k != "AWS_ALLOW_HTTP")
+            .collect();
+        v.push(("AWS_ENDPOINT_URL".into(), front.clone()));
+        v.push(("SSL_CERT_FILE".into(), cas.to_str().unwrap().into()));
+        v
+    };
+    let args = w.serve_args(0, &[]);
+    // An image without CA certificates: nothing vouches for the store.
+    let none = cdir.join("no-cas.pem");
+    std::fs::write(&none, "").unwrap();
+    let e = try_serve_env(&w.srv_home(), Path::new(STORE), &args, &vars(&none))
+        .err()
+        .expect("sgardd started on a store it cannot verify");
+    assert!(e.contains("sgardd: error:"), "{e}");
+    assert!(e.contains("No CA certificates"), "{e}");
+    assert!(e.contains("SSL_CERT_FILE"), "{e}");
+    // CA certificates, none of which signed the store's.
+    let odir = w.root().join("other-certs");
+    std::fs::create_dir_all(&odir).unwrap();
+    let (other_ca, _, _) = make_certs(&odir).unwrap();
+    let e = try_serve_env(&w.srv_home(), Path::new(STORE), &args, &vars(&other_ca))
+        .err()
+        .expect("sgardd started on a store signed by an unknown CA");
+    assert!(e.contains("sgardd: error:"), "{e}");
+    assert!(e.to_lowercase().contains("certificate"), "{e}");
+    // With the CA that signed it, the store serves.
+    let srv = try_serve_env(&w.srv_home(), Path::new(STORE), &args, &vars(&ca))
+        .unwrap_or_else(|e| panic!("sgardd over https did not start: {e}"));
+    let a = TestEnv::init();
+    a.write("f", "over https\n");
+    track(&a, &["f"]);
+    sg(&a, w.key(0), &["push", "-r", &srv.addr]).ok();
+    let b = TestEnv::init();
+    trust(&b, w.key(0));
+    sg(&b, w.key(0), &["pull", "-r", &srv.addr]).ok();
+    assert_eq!(b.read("f"), b"over https\n");
+    drop(srv);
+}
+
 /// Runs `sgardd ARGS` to its end (at most [`LIMIT`]), pointed at `m`.
 fn sgardd_run(w: &World, m: &MotoServer, args: &[&str]) -> Run {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
