@@ -161,8 +161,10 @@ impl Depot {
         let key = self.doc_key(scope, name);
         let got = match self.inner.store.get(&key).await {
             Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(Error::store("reading", self.show(&key), e)),
+            Err(e @ object_store::Error::NotFound { .. }) if !self.no_bucket(&e) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(self.fail("reading", self.show(&key), e)),
         };
         let e_tag = match self.inner.backend {
             Backend::Dir { .. } => None,
@@ -263,16 +265,20 @@ impl Depot {
                 generation,
                 e_tag: put.e_tag,
             })),
+            // Never a conflict: a missing bucket (which a replace may
+            // answer as a failed precondition) would be read again as a
+            // missing document, and a push would start a fresh garden.
+            Err(e) if self.no_bucket(&e) => Err(self.fail("writing", shown, e)),
             // Creating answered "not found": the bucket itself is missing.
             Err(e @ object_store::Error::NotFound { .. }) if creating => {
-                Err(Error::store("writing", shown, e))
+                Err(self.fail("writing", shown, e))
             }
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. }
                 | object_store::Error::NotFound { .. },
             ) => Ok(Written::Conflict),
-            Err(e) => Err(Error::store("writing", shown, e)),
+            Err(e) => Err(self.fail("writing", shown, e)),
         }
     }
 
@@ -313,8 +319,9 @@ impl Depot {
                 .map_err(|_| Error::Interrupted { key: shown })?;
         }
         match self.inner.store.delete(&key).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(Error::store("deleting", shown, e)),
+            Ok(()) => Ok(()),
+            Err(e @ object_store::Error::NotFound { .. }) if !self.no_bucket(&e) => Ok(()),
+            Err(e) => Err(self.fail("deleting", shown, e)),
         }
     }
 
@@ -327,7 +334,7 @@ impl Depot {
         let mut listing = self.inner.store.list(Some(&base));
         let mut names = Vec::new();
         while let Some(item) = listing.next().await {
-            let meta = item.map_err(|e| Error::store("listing", self.show(&base), e))?;
+            let meta = item.map_err(|e| self.fail("listing", self.show(&base), e))?;
             let Some(parts) = meta.location.prefix_match(&base) else {
                 continue;
             };

@@ -216,11 +216,27 @@ impl MotoServer {
     /// # Errors
     /// When the request fails or is not answered `200`.
     pub fn create_bucket(&self, name: &str) -> io::Result<()> {
+        self.request("PUT", &format!("/{name}"))
+            .map_err(|e| io::Error::other(format!("creating bucket {name}: {e}")))
+    }
+
+    /// Resets the store, as an operator wiping it would: every bucket and
+    /// everything in it is gone (moto's `POST /moto-api/reset`).
+    ///
+    /// # Errors
+    /// When the request fails or is not answered `200`.
+    pub fn reset(&self) -> io::Result<()> {
+        self.request("POST", "/moto-api/reset")
+            .map_err(|e| io::Error::other(format!("resetting moto: {e}")))
+    }
+
+    /// Sends `METHOD path` with no body; `Ok` when answered `200`.
+    fn request(&self, method: &str, path: &str) -> io::Result<()> {
         let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port))?;
         stream.set_read_timeout(Some(START_LIMIT))?;
         write!(
             stream,
-            "PUT /{name} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
             self.port
         )?;
         let mut status = String::new();
@@ -232,7 +248,7 @@ impl MotoServer {
             Ok(())
         } else {
             Err(io::Error::other(format!(
-                "creating bucket {name}: moto answered {:?}",
+                "moto answered {:?}",
                 status.trim_end()
             )))
         }

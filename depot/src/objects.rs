@@ -11,7 +11,7 @@ use object_store::{ObjectStoreExt, PutMode, PutPayload, WriteMultipart};
 use sgard_store::{Hash, Hasher};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::{Depot, Error, Garden, Kind, Result};
+use crate::{Depot, Error, Garden, Kind, Result, fail_in};
 
 /// Size of each part of a multipart upload, and the most a streaming write
 /// holds before it starts one (S3 wants parts of at least 5 MiB).
@@ -66,7 +66,7 @@ impl Depot {
             .await
         {
             Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
-            Err(e) => Err(Error::store("writing", self.show(key), e)),
+            Err(e) => Err(self.fail("writing", self.show(key), e)),
         }
     }
 
@@ -227,6 +227,7 @@ impl Depot {
             .await
             .map_err(|e| self.read_error(&key, e))?;
         Ok(ObjectStream {
+            bucket: self.bucket().map(str::to_owned),
             size: got.meta.size,
             inner: got.into_stream(),
             hasher: Some(Hasher::new()),
@@ -252,8 +253,10 @@ impl Depot {
     async fn size_at(&self, key: &Path) -> Result<Option<u64>> {
         match self.inner.store.head(key).await {
             Ok(meta) => Ok(Some(meta.size)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(Error::store("looking up", self.show(key), e)),
+            // (S3 answers a HEAD without a body: a missing bucket looks
+            // like a missing key here, and is named by the next request.)
+            Err(e @ object_store::Error::NotFound { .. }) if !self.no_bucket(&e) => Ok(None),
+            Err(e) => Err(self.fail("looking up", self.show(key), e)),
         }
     }
 
@@ -268,7 +271,7 @@ impl Depot {
         let mut listing = self.inner.store.list(Some(&base));
         let mut found = Vec::new();
         while let Some(item) = listing.next().await {
-            let meta = item.map_err(|e| Error::store("listing", self.show(&base), e))?;
+            let meta = item.map_err(|e| self.fail("listing", self.show(&base), e))?;
             if let Some(hash) = object_name(&base, &meta.location) {
                 found.push((hash, meta.size));
             }
@@ -291,7 +294,7 @@ impl Depot {
         let mut listing = self.inner.store.list(Some(&base));
         let mut found = Vec::new();
         while let Some(item) = listing.next().await {
-            let meta = item.map_err(|e| Error::store("listing", self.show(&base), e))?;
+            let meta = item.map_err(|e| self.fail("listing", self.show(&base), e))?;
             if let Some(hash) = object_name(&base, &meta.location) {
                 found.push((hash, meta.size, meta.last_modified.into()));
             }
@@ -330,17 +333,18 @@ impl Depot {
     pub async fn delete_object(&self, garden: &Garden, kind: Kind, hash: &Hash) -> Result<()> {
         let key = self.object_key(garden, kind, hash);
         match self.inner.store.delete(&key).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(Error::store("deleting", self.show(&key), e)),
+            Ok(()) => Ok(()),
+            Err(e @ object_store::Error::NotFound { .. }) if !self.no_bucket(&e) => Ok(()),
+            Err(e) => Err(self.fail("deleting", self.show(&key), e)),
         }
     }
 
     pub(crate) fn read_error(&self, key: &Path, e: object_store::Error) -> Error {
         match e {
-            object_store::Error::NotFound { .. } => Error::NotFound {
+            object_store::Error::NotFound { .. } if !self.no_bucket(&e) => Error::NotFound {
                 key: self.show(key),
             },
-            e => Error::store("reading", self.show(key), e),
+            e => self.fail("reading", self.show(key), e),
         }
     }
 }
@@ -404,7 +408,8 @@ impl ObjectWriter {
                     .put_multipart(&self.key)
                     .await
                     .map_err(|e| {
-                        Error::store("starting an upload of", self.depot.show(&self.key), e)
+                        self.depot
+                            .fail("starting an upload of", self.depot.show(&self.key), e)
                     })?;
                 let mut upload = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
                 buf.extend_from_slice(data);
@@ -414,7 +419,7 @@ impl ObjectWriter {
             }
             State::Upload(upload) => {
                 if let Err(e) = upload.wait_for_capacity(PARALLEL_PARTS).await {
-                    let err = Error::store("uploading", self.depot.show(&self.key), e);
+                    let err = self.depot.fail("uploading", self.depot.show(&self.key), e);
                     if let State::Upload(upload) = std::mem::replace(&mut self.state, State::Done) {
                         // The upload's error is the one to report.
                         let _ = upload.abort().await;
@@ -454,7 +459,8 @@ impl ObjectWriter {
                     .await
             }
             State::Upload(upload) => upload.finish().await.map(|_| ()).map_err(|e| {
-                Error::store("completing an upload of", self.depot.show(&self.key), e)
+                self.depot
+                    .fail("completing an upload of", self.depot.show(&self.key), e)
             }),
             State::Done => Err(self.spent()),
         }
@@ -466,10 +472,10 @@ impl ObjectWriter {
     /// [`Error::Store`] when aborting the upload fails.
     pub async fn abort(mut self) -> Result<()> {
         match std::mem::replace(&mut self.state, State::Done) {
-            State::Upload(upload) => upload
-                .abort()
-                .await
-                .map_err(|e| Error::store("aborting an upload of", self.depot.show(&self.key), e)),
+            State::Upload(upload) => upload.abort().await.map_err(|e| {
+                self.depot
+                    .fail("aborting an upload of", self.depot.show(&self.key), e)
+            }),
             _ => Ok(()),
         }
     }
@@ -505,6 +511,8 @@ impl std::fmt::Debug for ObjectWriter {
 /// An object's content as a stream of chunks (see [`Depot::object_stream`]).
 pub struct ObjectStream {
     inner: BoxStream<'static, object_store::Result<Bytes>>,
+    /// The depot's bucket (S3), to name it when it is missing.
+    bucket: Option<String>,
     /// `None` once the stream has ended (or failed).
     hasher: Option<Hasher>,
     expected: Hash,
@@ -540,7 +548,8 @@ impl Stream for ObjectStream {
             }
             Poll::Ready(Some(Err(e))) => {
                 this.hasher = None;
-                Poll::Ready(Some(Err(Error::store("reading", this.key.clone(), e))))
+                let bucket = this.bucket.as_deref();
+                Poll::Ready(Some(Err(fail_in(bucket, "reading", this.key.clone(), e))))
             }
             Poll::Ready(None) => {
                 let actual = this.hasher.take().map(Hasher::finish);

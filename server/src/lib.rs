@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod error;
 pub mod fleet;
+pub mod health;
 pub mod local;
 pub mod metrics;
 pub mod migrate;

@@ -5,9 +5,10 @@
 //! by their SSH keys. Operations: the standard gRPC health service,
 //! Prometheus metrics and HTTP health probes on `--metrics ADDR`,
 //! `--log-format json` (every line sgardd writes, once its flags are read),
-//! and a graceful shutdown on SIGTERM/SIGINT: `--shutdown-delay` seconds
-//! still serving with health `NOT_SERVING`, then up to `--shutdown-grace`
-//! for the calls in progress.
+//! health that follows the store (checked every `--store-check-interval`
+//! seconds: `NOT_SERVING` while it fails), and a graceful shutdown on
+//! SIGTERM/SIGINT: `--shutdown-delay` seconds still serving with health
+//! `NOT_SERVING`, then up to `--shutdown-grace` for the calls in progress.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,9 +21,9 @@ use clap::Parser;
 use sgard_garden::Garden;
 use sgard_server::auth::Authority;
 use sgard_server::local::Local;
-use sgard_server::metrics;
 use sgard_server::object::Object;
 use sgard_server::{Backend, Limits, Service, serve};
+use sgard_server::{health, metrics};
 
 /// sgardd serves sgard gardens to `sgard push` and `sgard pull`, from a folder or an object store.
 #[derive(Parser, Debug)]
@@ -84,8 +85,8 @@ struct Args {
     queue_wait: u64,
     /// Serve Prometheus metrics at http://ADDR/metrics, and health probes
     /// at /healthz (the process is up) and /readyz (200 SERVING, or 503
-    /// NOT_SERVING once shutting down) (no authentication: use a loopback
-    /// or private address)
+    /// NOT_SERVING while the store fails or once shutting down) (no
+    /// authentication: use a loopback or private address)
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
     /// How log lines are written on stderr; with json, the start-up lines
@@ -102,6 +103,27 @@ struct Args {
     /// once the listener is closed, before they are cut off
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     shutdown_grace: u64,
+    /// How often to check that the store answers (an object store: one
+    /// list of its prefix; a folder: its manifest can be read), in seconds,
+    /// fractions allowed; 0: never. Two failed checks in a row turn health
+    /// NOT_SERVING until two pass; a call that fails UNAVAILABLE brings
+    /// the next check forward
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = check_interval)]
+    store_check_interval: Duration,
+}
+
+/// `--store-check-interval`: seconds (fractions allowed), 0 (never) or
+/// 0.1 to 3600.
+fn check_interval(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if secs == 0.0 || (0.1..=3600.0).contains(&secs) {
+        Ok(Duration::from_secs_f64(secs))
+    } else {
+        Err("give 0 (never) or 0.1 to 3600 seconds".to_owned())
+    }
 }
 
 /// What sgardd does besides serving.
@@ -313,12 +335,13 @@ fn run(args: Args) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     let clock = clock_offset();
-    let (backend, auth, repo, shown, store): (
+    let (backend, auth, repo, shown, store, probe): (
         Arc<dyn Backend>,
         _,
         Option<PathBuf>,
         String,
         String,
+        health::Probe,
     ) = match location {
         sgard_depot::Location::Dir(repo) => {
             if !repo.join(sgard_manifest::MANIFEST_FILE).exists() {
@@ -346,12 +369,14 @@ fn run(args: Args) -> Result<()> {
             );
             let store = repo.display().to_string();
             let shown = format!("repo: {store}");
-            (Arc::new(backend), auth, Some(repo), shown, store)
+            let probe = health::file_probe(repo.join(sgard_manifest::MANIFEST_FILE));
+            (Arc::new(backend), auth, Some(repo), shown, store, probe)
         }
         other => {
             let shown = format!("store: {}", args.store);
             let depot = open_depot(&other)?;
             rt.block_on(depot.check())?;
+            let probe = health::depot_probe(depot.clone());
             let backend = Object::new(depot, env_fn, limits.max_blob, limits.prune_grace);
             let auth = match &args.authorized_keys {
                 Some(k) => {
@@ -362,7 +387,14 @@ fn run(args: Args) -> Result<()> {
                 }
                 None => None,
             };
-            (Arc::new(backend), auth, None, shown, args.store.clone())
+            (
+                Arc::new(backend),
+                auth,
+                None,
+                shown,
+                args.store.clone(),
+                probe,
+            )
         }
     };
     let tls = match (&args.tls_cert, &args.tls_key) {
@@ -379,6 +411,11 @@ fn run(args: Args) -> Result<()> {
     let service = Service::new(backend, auth.clone(), limits);
     let grace = Duration::from_secs(args.shutdown_grace);
     let delay = Duration::from_secs(args.shutdown_delay);
+    let check = (!args.store_check_interval.is_zero()).then(|| health::StoreCheck {
+        store: store.clone(),
+        every: args.store_check_interval,
+        probe,
+    });
     let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -479,7 +516,9 @@ fn run(args: Args) -> Result<()> {
             }
         };
         tokio::select! {
-            served = serve(listener, service, tls, draining, stop) => served.context("serving"),
+            served = serve(listener, service, tls, draining, stop, check) => {
+                served.context("serving")
+            }
             () = cut_off => {
                 // Dropping the calls' tasks (below, with the runtime) ends
                 // each one where it waits: a push's unfinished blob is

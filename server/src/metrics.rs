@@ -8,9 +8,9 @@
 //! the scraper asks for: OpenMetrics when its `Accept` header prefers it
 //! (Prometheus does), else the Prometheus text format 0.0.4, each under its
 //! own content type. `GET /healthz` says the process is up; `GET /readyz`
-//! says whether it takes calls (`SERVING`) or is shutting down
-//! (`NOT_SERVING`, 503), as the gRPC health service does (see
-//! [`set_serving`]). `sgardd_objects_stored` is counted from the store
+//! says whether it takes calls (`SERVING`) or not (`NOT_SERVING`, 503: it
+//! is shutting down, or its store fails, named on a second line), as the
+//! gRPC health service does (see [`set_serving`] and `crate::health`). `sgardd_objects_stored` is counted from the store
 //! when scraped: at the first scrape, then again only when a push or prune
 //! finished since the last count or the last count is older than
 //! [`OBJECTS_MAX_AGE`], so a busy scraper does not walk the store each time.
@@ -72,6 +72,10 @@ pub struct Metrics {
     bytes_out: Counter,
     objects: Gauge,
     pushes: Gauge,
+    store_up: Gauge,
+    store_failures: Counter,
+    /// Why the store fails its checks, while it does (`/readyz`).
+    store_down: Mutex<Option<String>>,
     /// Calls (of any RPC) being served now.
     calls: AtomicU64,
     /// The server takes calls: not before it serves, nor once it shuts
@@ -155,6 +159,19 @@ impl Metrics {
             "PushBlobs and PushManifest calls being served",
             pushes.clone(),
         );
+        let store_up = Gauge::default();
+        store_up.set(1);
+        registry.register(
+            "sgardd_store_up",
+            "1 while the store answers its health checks, 0 while it fails them (--store-check-interval; health is NOT_SERVING then)",
+            store_up.clone(),
+        );
+        let store_failures = Counter::default();
+        registry.register(
+            "sgardd_store_check_failures",
+            "Store health checks that failed (each one, also those that did not turn health NOT_SERVING)",
+            store_failures.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -165,6 +182,9 @@ impl Metrics {
             bytes_out,
             objects,
             pushes,
+            store_up,
+            store_failures,
+            store_down: Mutex::new(None),
             calls: AtomicU64::new(0),
             serving: AtomicBool::new(false),
             store_changed: AtomicBool::new(true),
@@ -273,6 +293,21 @@ pub fn login_failed(reason: crate::auth::LoginFailure) {
 /// the moment it shuts down. `GET /readyz` answers by it.
 pub fn set_serving(serving: bool) {
     global().serving.store(serving, Ordering::Release);
+}
+
+/// The store fails its health checks (`Some(why)`), or answers them
+/// (`None`): `sgardd_store_up`, and the cause `/readyz` gives.
+pub fn set_store_down(why: Option<&str>) {
+    let m = global();
+    m.store_up.set(i64::from(why.is_none()));
+    if let Ok(mut down) = m.store_down.lock() {
+        *down = why.map(str::to_owned);
+    }
+}
+
+/// Counts one failed store health check.
+pub fn store_check_failed() {
+    global().store_failures.inc();
 }
 
 /// Counts `n` object bytes received from a push.
@@ -432,7 +467,12 @@ fn negotiate<'a>(accept: impl Iterator<Item = &'a str>) -> Format {
 
 /// A plain-text answer.
 fn plain(status: http::StatusCode, body: &'static str) -> http::Response<Full<Bytes>> {
-    let mut resp = http::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    text(status, body.to_owned())
+}
+
+/// A plain-text answer made at run time.
+fn text(status: http::StatusCode, body: String) -> http::Response<Full<Bytes>> {
+    let mut resp = http::Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -459,10 +499,12 @@ async fn answer<B>(
             return Ok(plain(http::StatusCode::OK, "SERVING\n"));
         }
         "/readyz" => {
-            return Ok(plain(
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                "NOT_SERVING\n",
-            ));
+            let why = global().store_down.lock().ok().and_then(|d| d.clone());
+            let body = match why {
+                Some(why) => format!("NOT_SERVING\nthe store fails: {why}\n"),
+                None => "NOT_SERVING\n".to_owned(),
+            };
+            return Ok(text(http::StatusCode::SERVICE_UNAVAILABLE, body));
         }
         _ => {
             return Ok(plain(

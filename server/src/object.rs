@@ -261,6 +261,10 @@ struct State {
     doc: HeadDoc,
 }
 
+/// A depot's error as the client is answered: a store that failed is
+/// `UNAVAILABLE` with its cause (the depot's words end with it: what the
+/// store answered, or why it could not be reached), and a bucket that is
+/// gone is named as such, never an empty garden.
 fn depot_error(e: sgard_depot::Error) -> Error {
     match e {
         sgard_depot::Error::NotFound { .. } => Error::not_found(e.to_string()),
@@ -268,6 +272,8 @@ fn depot_error(e: sgard_depot::Error) -> Error {
         | sgard_depot::Error::HashMismatch { .. }
         | sgard_depot::Error::TooLarge { .. }
         | sgard_depot::Error::BadDoc { .. } => Error::damaged(e.to_string()),
+        // Its words name the object store already.
+        sgard_depot::Error::NoBucket { .. } => Error::unavailable(e.to_string()),
         other => Error::unavailable(format!("the object store: {other}")),
     }
 }

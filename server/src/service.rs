@@ -185,6 +185,10 @@ fn log_rpc(name: &str, who: &str, started: Instant, result: &Result<impl Sized, 
     if let Some(reason) = result.as_ref().err().and_then(refusal_reason) {
         crate::metrics::refused(reason);
     }
+    if code == Code::Unavailable {
+        // Perhaps the store: check it now rather than at the next interval.
+        crate::health::suspect();
+    }
     let level = level_of(code);
     let code = crate::metrics::code_name(code);
     match (result, level) {
@@ -663,29 +667,30 @@ fn parse_hashes(hashes: &[String]) -> Result<Vec<Hash>, Status> {
 }
 
 /// Serves `listener` until `draining`, then `stop`, resolve. The standard
-/// `grpc.health.v1.Health` service answers `SERVING` for `""` and
-/// `sgard.v1.GardenSync` (and the metrics listener's `/readyz` says so)
-/// until `draining` resolves; from then on both say `NOT_SERVING` while
-/// calls are still taken, so that load balancers stop sending any; once
-/// `stop` resolves the listener closes and the calls in flight finish.
+/// `grpc.health.v1.Health` service answers for `""` and
+/// `sgard.v1.GardenSync` (and the metrics listener's `/readyz` says the
+/// same): `SERVING` while the store answers `check` (see
+/// [`crate::health`]; no check: always) and until `draining` resolves;
+/// `NOT_SERVING` while the store fails, and from `draining` on for good,
+/// while calls are still taken, so that load balancers stop sending any;
+/// once `stop` resolves the listener closes and the calls in flight
+/// finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     service: Service,
     tls: Option<tonic::transport::ServerTlsConfig>,
     draining: impl std::future::Future<Output = ()> + Send,
     stop: impl std::future::Future<Output = ()> + Send,
+    check: Option<crate::health::StoreCheck>,
 ) -> Result<(), tonic::transport::Error> {
     type SyncServer = v1::garden_sync_server::GardenSyncServer<Service>;
-    let (health, health_svc) = tonic_health::server::health_reporter();
-    health.set_serving::<SyncServer>().await;
-    crate::metrics::set_serving(true);
+    let (reporter, health_svc) = tonic_health::server::health_reporter();
+    let name = <SyncServer as tonic::server::NamedService>::NAME;
+    let gate = crate::health::Gate::new(reporter, name).await;
+    let watcher = check.map(|c| tokio::spawn(crate::health::watch(c, gate.clone())));
     let shutdown = async move {
         draining.await;
-        crate::metrics::set_serving(false);
-        health.set_not_serving::<SyncServer>().await;
-        health
-            .set_service_status("", tonic_health::ServingStatus::NotServing)
-            .await;
+        gate.drain().await;
         stop.await;
     };
     let svc = SyncServer::new(service)
@@ -697,7 +702,7 @@ pub async fn serve(
     if let Some(t) = tls {
         builder = builder.tls_config(t)?;
     }
-    builder
+    let served = builder
         .layer(crate::metrics::InFlightLayer)
         .add_service(health_svc)
         .add_service(svc)
@@ -705,6 +710,9 @@ pub async fn serve(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             shutdown,
         )
-        .await?;
-    Ok(())
+        .await;
+    if let Some(w) = watcher {
+        w.abort();
+    }
+    served
 }

@@ -1373,3 +1373,254 @@ fn a_chunked_file_over_the_limit_is_refused_on_s3() {
     let r = replica(&w, &m, &["--max-file-size", "5000000"]);
     a_refused_push_leaves_no_false_conflict(w.key(0), &r.addr, true);
 }
+
+/// The status of `""` and `sgard.v1.GardenSync` on the gRPC health
+/// service at `addr`.
+fn health_of(addr: &str) -> [tonic_health::pb::health_check_response::ServingStatus; 2] {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    runtime().block_on(async {
+        let ch = tmo(
+            tonic::transport::Channel::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect(),
+        )
+        .await
+        .unwrap();
+        let mut h = HealthClient::new(ch);
+        let mut out = [tonic_health::pb::health_check_response::ServingStatus::Unknown; 2];
+        for (slot, service) in out.iter_mut().zip(["", "sgard.v1.GardenSync"]) {
+            *slot = tmo(h.check(HealthCheckRequest {
+                service: service.into(),
+            }))
+            .await
+            .unwrap()
+            .into_inner()
+            .status();
+        }
+        out
+    })
+}
+
+/// Waits (at most [`LIMIT`]) until the gRPC health of `srv` says
+/// `serving` for both its services.
+#[track_caller]
+fn wait_health(srv: &Server, serving: bool) {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let want = if serving {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
+    };
+    let t0 = std::time::Instant::now();
+    loop {
+        let got = health_of(&srv.addr);
+        if got == [want; 2] {
+            return;
+        }
+        assert!(
+            t0.elapsed() < LIMIT,
+            "health stayed {got:?}, not {want:?}; the log: {}",
+            srv.log()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `GET path` on the metrics listener of `srv`: (status code, body).
+fn metrics_get(srv: &Server, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = srv
+        .banner
+        .lines()
+        .find_map(|l| l.strip_prefix("sgardd metrics on http://"))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in {:?}", srv.banner));
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (code, body.to_owned())
+}
+
+/// What a machine's repository says of itself (untouched by a failed
+/// sync): its status, its entries, its manifest.
+fn snapshot_of(t: &TestEnv) -> (String, Vec<(String, String)>, String) {
+    let status = local(t, &["status"]);
+    status.ok();
+    (status.stdout.clone(), entries(t, &[]), t.manifest())
+}
+
+/// Issue 39, item 8: the bucket deleted under a running replica (a store
+/// reset). Its health turns `NOT_SERVING` (gRPC and `/readyz`, which
+/// names the cause; `sgardd_store_up` 0), logged once at WARN; a pull and
+/// a push say the bucket is missing (exit 1, naming it), never an empty
+/// garden or a conflict, and change nothing on the machine. The bucket
+/// made again: `SERVING` again, logged at INFO. Once a shutdown began,
+/// the store coming back does not turn it `SERVING`.
+#[test]
+fn a_bucket_deleted_under_a_replica_is_named_and_turns_it_not_serving() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let m = moto_or_skip!();
+    let w = world_or_skip!(1);
+    let srv = replica(
+        &w,
+        &m,
+        &[
+            "--metrics",
+            "127.0.0.1:0",
+            "--store-check-interval",
+            "0.2",
+            "--shutdown-delay",
+            "300",
+        ],
+    );
+    let addr = srv.addr.as_str();
+    let ka = w.key(0);
+    let a = TestEnv::init();
+    a.write(".bashrc", "export A=1\n");
+    track(&a, &[".bashrc"]);
+    sg(&a, ka, &["push", "-r", addr]).ok();
+    wait_health(&srv, true);
+    assert_eq!(metrics_get(&srv, "/readyz"), (200, "SERVING\n".to_owned()));
+
+    m.reset().unwrap();
+    wait_health(&srv, false);
+    let (code, body) = metrics_get(&srv, "/readyz");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.starts_with("NOT_SERVING\n"), "{body}");
+    assert!(
+        body.contains(&format!("bucket {BUCKET} does not exist")),
+        "{body}"
+    );
+    let (_, metrics) = metrics_get(&srv, "/metrics");
+    assert!(metrics.contains("\nsgardd_store_up 0\n"), "{metrics}");
+    let log = wait_log(&srv, "health NOT_SERVING until it answers again");
+    assert!(log.contains(" WARN "), "{log}");
+
+    // A pull: the bucket is named, not an empty garden; nothing changes.
+    let before = snapshot_of(&a);
+    let missing = format!("the object store's bucket {BUCKET} does not exist");
+    sg(&a, ka, &["pull", "-r", addr])
+        .code(1)
+        .stderr_has(&missing);
+    assert_eq!(snapshot_of(&a), before);
+    assert_eq!(a.read(".bashrc"), b"export A=1\n");
+    // A push of a change: the same, and no conflict.
+    a.write(".bashrc", "export A=2\n");
+    local(&a, &["checkpoint"]).ok();
+    let before = snapshot_of(&a);
+    let r = sg(&a, ka, &["push", "-r", addr]);
+    r.code(1).stderr_has(&missing);
+    assert!(!r.stderr.contains("pull first"), "{r:#?}");
+    assert!(!r.stderr.contains("has changes"), "{r:#?}");
+    assert_eq!(snapshot_of(&a), before);
+    // A fresh machine's pull: not an empty garden either.
+    let b = TestEnv::new();
+    sg(&b, ka, &["pull", "-r", addr])
+        .code(1)
+        .stderr_has(&missing);
+
+    m.create_bucket(BUCKET).unwrap();
+    wait_health(&srv, true);
+    assert_eq!(metrics_get(&srv, "/readyz"), (200, "SERVING\n".to_owned()));
+    let (_, metrics) = metrics_get(&srv, "/metrics");
+    assert!(metrics.contains("\nsgardd_store_up 1\n"), "{metrics}");
+    let log = wait_log(&srv, "the store answers again: health SERVING");
+    assert_eq!(
+        log.matches("health NOT_SERVING until it answers again")
+            .count(),
+        1,
+        "{log}"
+    );
+
+    // Shutting down: the store coming back does not undo NOT_SERVING.
+    signal(&srv, "-TERM");
+    wait_log(&srv, "shutting down: health NOT_SERVING");
+    wait_health(&srv, false);
+    m.reset().unwrap();
+    wait_log_count(&srv, "health NOT_SERVING until it answers again", 2);
+    m.create_bucket(BUCKET).unwrap();
+    wait_log_count(&srv, "the store answers again: health SERVING", 2);
+    assert_eq!(health_of(&srv.addr), [ServingStatus::NotServing; 2]);
+    let (code, body) = metrics_get(&srv, "/readyz");
+    assert_eq!((code, body.as_str()), (503, "NOT_SERVING\n"));
+    signal(&srv, "-INT");
+    let mut srv = srv;
+    let st = wait_exit(&mut srv, STOP_LIMIT);
+    assert_eq!(st.code(), Some(0), "{}", srv.log());
+}
+
+/// Waits (at most [`LIMIT`]) until the log of `srv` holds `what` `n`
+/// times.
+#[track_caller]
+fn wait_log_count(srv: &Server, what: &str, n: usize) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let log = srv.log();
+        if log.matches(what).count() >= n {
+            return;
+        }
+        assert!(
+            t0.elapsed() < LIMIT,
+            "the server never logged {what:?} {n} times; its log: {log}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The store stopped under a replica: `NOT_SERVING`, with the cause in
+/// the log; a bad `--store-check-interval` is a usage error.
+#[test]
+fn a_stopped_store_turns_a_replica_not_serving_with_the_cause_logged() {
+    let m = moto_or_skip!();
+    let w = world_or_skip!(1);
+    let args = w.serve_args(0, &[]);
+    let mut bad: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
+    bad.extend(["--store", STORE, "--store-check-interval", "0.01"]);
+    let r = sgardd_run(&w, &m, &bad);
+    assert_eq!(r.code, 2, "{r:#?}");
+    assert!(r.stderr.contains("--store-check-interval"), "{r:#?}");
+
+    let srv = replica(&w, &m, &["--store-check-interval", "0.2"]);
+    wait_health(&srv, true);
+    drop(m);
+    wait_health(&srv, false);
+    let log = wait_log(&srv, "health NOT_SERVING until it answers again");
+    let line = log
+        .lines()
+        .find(|l| l.contains("health NOT_SERVING until it answers again"))
+        .unwrap();
+    assert!(line.contains(" WARN "), "{line}");
+    assert!(
+        line.to_lowercase().contains("connection refused"),
+        "no cause in {line:?}"
+    );
+    assert!(line.contains("s3://sgard-team/gardens"), "{line}");
+}
+
+/// The folder store's twin: its repository unreadable (here, its manifest
+/// moved away, as an unmounted volume would leave it) turns health
+/// `NOT_SERVING`, the file named in the log; back in place, `SERVING`.
+#[test]
+fn a_folder_store_gone_from_under_sgardd_turns_it_not_serving() {
+    let w = world_or_skip!(1);
+    let srv = w.serve(&["--store-check-interval", "0.2"]);
+    wait_health(&srv, true);
+    let manifest = w.srv_repo().join("manifest.yaml");
+    let aside = w.srv_repo().join("manifest.yaml.aside");
+    std::fs::rename(&manifest, &aside).unwrap();
+    wait_health(&srv, false);
+    let log = wait_log(&srv, "health NOT_SERVING until it answers again");
+    assert!(log.contains(&manifest.display().to_string()), "{log}");
+    std::fs::rename(&aside, &manifest).unwrap();
+    wait_health(&srv, true);
+    wait_log(&srv, "the store answers again: health SERVING");
+}

@@ -116,3 +116,13 @@ pub fn s3_location(path: &str) -> Option<(Location, AwsEnv)> {
     let location = Location::parse(&format!("s3://{BUCKET}/{path}")).expect("test location");
     Some((location, server.aws_env()))
 }
+
+/// The settings for `location` (any `s3://` location, say in a bucket that
+/// does not exist) on the shared moto server, if there is one.
+pub fn s3_at(location: &str) -> Option<(Location, AwsEnv)> {
+    let server = moto()?;
+    Some((
+        Location::parse(location).expect("test location"),
+        server.aws_env(),
+    ))
+}

@@ -10,3 +10,4 @@ mod hostile;
 mod isolation;
 mod moto;
 mod objects;
+mod outage;
