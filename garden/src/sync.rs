@@ -248,6 +248,28 @@ impl Garden {
         crate::syncstate::base(&self.sync_state(), key)
     }
 
+    /// As [`Garden::sync_base`], judged by the server's head and history:
+    /// of the bases this repository holds that may be the garden's (its
+    /// own, and those older versions kept per address), the latest the
+    /// server has.
+    pub fn sync_base_known(&self, key: &SyncKey, head: Hash, history: &[Record]) -> Option<Hash> {
+        let rank = |h: &Hash| {
+            if *h == head {
+                return Some(usize::MAX);
+            }
+            history.iter().enumerate().rev().find_map(|(i, r)| {
+                if r.id == *h {
+                    Some(2 * i + 1)
+                } else if r.head_before == Some(*h) {
+                    Some(2 * i)
+                } else {
+                    None
+                }
+            })
+        };
+        crate::syncstate::base_by_history(&self.sync_state(), key, rank)
+    }
+
     /// Remembers the server head this repository synced with.
     ///
     /// # Errors

@@ -104,6 +104,50 @@ pub fn base(state: &str, key: &SyncKey) -> Option<Hash> {
     }
 }
 
+/// Every base `state` holds that may be `key`'s, best first: the garden's,
+/// the address's own, then the lines of other addresses (left by versions
+/// that kept the base per address: one of them may be this garden's,
+/// synced through another replica).
+fn candidates(state: &str, key: &SyncKey) -> Vec<Hash> {
+    let mut out: Vec<Hash> = base(state, key).into_iter().collect();
+    let mine = |a: &str| a == key.addr;
+    for l in lines(state) {
+        if let Line::Addr(a, h) = l
+            && !out.contains(&h)
+        {
+            if mine(a) {
+                out.insert(out.len().min(1), h);
+            } else {
+                out.push(h);
+            }
+        }
+    }
+    out
+}
+
+/// The base for `key`, judged by what the server has: among the bases
+/// `state` holds that may be this garden's, the one `rank` puts latest in
+/// the server's history (`None`: not in it). That is the last sync, made
+/// through whichever address (or by an older sgard, which keeps it per
+/// address). When the history names none of them, [`base`].
+pub fn base_by_history(
+    state: &str,
+    key: &SyncKey,
+    rank: impl Fn(&Hash) -> Option<usize>,
+) -> Option<Hash> {
+    let c = candidates(state, key);
+    // The latest in the history; of equals, the first candidate.
+    let mut best: Option<(usize, Hash)> = None;
+    for h in c {
+        if let Some(r) = rank(&h)
+            && best.is_none_or(|(b, _)| r > b)
+        {
+            best = Some((r, h));
+        }
+    }
+    best.map(|(_, h)| h).or_else(|| base(state, key))
+}
+
 /// `state` after a sync with `key` ended at `head`. For a named garden the
 /// address's own line goes (what it held is the garden's now), and the
 /// address is remembered as serving that garden.
@@ -173,6 +217,41 @@ mod tests {
         let s = record(&s, &go, h(b"3"));
         assert_eq!(base(&s, &go), Some(h(b"3")));
         assert_eq!(base(&s, &g), Some(h(b"2")));
+    }
+
+    /// A machine that alternated replicas before servers named their
+    /// gardens has a line per address; the one the server's history puts
+    /// latest is its last sync, whichever address it is dialling now. A
+    /// line newer than the garden's (an older sgard synced since) wins too.
+    #[test]
+    fn the_latest_base_in_the_servers_history_wins() {
+        let (h3, h5, h9) = (h(b"3"), h(b"5"), h(b"9"));
+        let rank = |x: &Hash| [h3, h5].iter().position(|y| y == x);
+        let old = format!(
+            "a:1 {}
+b:1 {}
+x:1 {}
+",
+            h5.to_hex(),
+            h3.to_hex(),
+            h9.to_hex()
+        );
+        let via_b = SyncKey::new("b:1", "0123456789abcdef0123456789abcdef");
+        assert_eq!(base(&old, &via_b), Some(h3));
+        assert_eq!(base_by_history(&old, &via_b, rank), Some(h5));
+        // Another server's line (not in this history) is never taken.
+        let none = |_: &Hash| None;
+        assert_eq!(base_by_history(&old, &via_b, none), Some(h3));
+        let s = record(&old, &via_b, h3);
+        let later = format!(
+            "{s}a:1 {}
+",
+            h5.to_hex()
+        );
+        assert_eq!(base_by_history(&later, &via_b, rank), Some(h5));
+        // Of equals, the garden's own.
+        let same = |_: &Hash| Some(0);
+        assert_eq!(base_by_history(&s, &via_b, same), Some(h3));
     }
 
     #[test]

@@ -148,10 +148,16 @@ pub fn garden_error(e: sgard_garden::Error) -> Error {
 impl Backend for Local {
     async fn garden_id(&self, garden: &str) -> Result<String, Error> {
         // The repository's own id (`repo-id`), made now if it has none.
+        // None that stays (a read-only folder, a damaged file): none is
+        // named, and clients key their state by the address, rather than
+        // by a stand-in that would change with the folder's path.
         let repo = self.garden_repo(garden)?;
-        tokio::task::spawn_blocking(move || sgard_garden::repository_id(&repo))
-            .await
-            .map_err(|e| Error::internal(format!("worker failed: {e}")))
+        tokio::task::spawn_blocking(move || {
+            let _ = sgard_garden::repository_id(&repo);
+            sgard_garden::recorded_repo_id(&repo).unwrap_or_default()
+        })
+        .await
+        .map_err(|e| Error::internal(format!("worker failed: {e}")))
     }
 
     async fn pull_manifest(&self, garden: &str) -> Result<HeadView, Error> {

@@ -355,7 +355,9 @@ impl Object {
         let id = text.trim_ascii();
         if id.len() != 32 || !id.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
             return Err(Error::damaged(format!(
-                "the id of garden {} in the object store is damaged",
+                "the {GARDEN_ID} document of garden {} in the object store is damaged (not 32 \
+                 hex digits): restore it from a backup of the bucket, or delete it to give the \
+                 garden a new id (every machine's next sync of it then starts with no base)",
                 g.as_str()
             )));
         }

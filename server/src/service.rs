@@ -379,10 +379,11 @@ impl GardenSync for Service {
     ) -> Result<Response<v1::PullManifestResponse>, Status> {
         let started = Instant::now();
         let c = self.caller_logged(&req, "PullManifest", started)?;
-        let out = match self.backend.garden_id(&c.garden).await {
-            Ok(id) => self.backend.pull_manifest(&c.garden).await.map(|h| (id, h)),
-            Err(e) => Err(e),
-        };
+        let (id, head) = tokio::join!(
+            self.backend.garden_id(&c.garden),
+            self.backend.pull_manifest(&c.garden)
+        );
+        let out = id.and_then(|id| head.map(|h| (id, h)));
         let out = out
             .map(|(garden_id, h)| v1::PullManifestResponse {
                 garden_id,

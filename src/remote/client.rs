@@ -1683,7 +1683,7 @@ pub fn pull(
             )),
         );
     }
-    let base = g.sync_base(&key);
+    let base = g.sync_base_known(&key, sgard_garden::head_id_of(&theirs), &history);
     // The server's head, and its entries, to tell after the merge whether
     // this machine has just that or changes of its own besides.
     let (their_id, their_files) = (sgard_garden::head_id_of(&theirs), theirs.files.clone());
@@ -1888,7 +1888,11 @@ pub fn pull_plan(
     let theirs = head.manifest;
     // The content the pull would fetch (not the snapshot documents).
     let missing = g.missing_for(&theirs, &[])?.len();
-    let base = g.sync_base(&SyncKey::new(&o.remote.addr, &head.garden));
+    let base = g.sync_base_known(
+        &SyncKey::new(&o.remote.addr, &head.garden),
+        sgard_garden::head_id_of(&theirs),
+        &checked.history,
+    );
     let plan = g.plan_pull(&theirs, base, side, trust)?;
     Ok((plan, missing, checked.newly_trusted))
 }

@@ -3353,6 +3353,57 @@ fn two_addresses_of_one_folder_server_are_one_garden() {
     alternating_addresses_are_one_garden(w.key(0), w.key(1), &s1.addr, &s2.addr);
 }
 
+/// A machine that alternated between two addresses of one garden before
+/// servers named their gardens kept a base per address. After the
+/// upgrade, the first sync goes through the address whose base is older:
+/// the base the server's history puts latest is taken, so nothing this
+/// machine never edited is a conflict.
+#[test]
+fn an_upgrade_from_bases_kept_per_address_takes_the_latest() {
+    let w = world_or_skip!(2);
+    let (ka, kb) = (w.key(0), w.key(1));
+    let (s1, s2) = (w.serve(&[]), w.serve(&[]));
+    let mut a = TestEnv::init();
+    a.write("f", "1\n");
+    track(&a, &["f"]);
+    sg(&a, ka, &["push", "-r", &s1.addr]).ok();
+    let mut b = TestEnv::new();
+    local(&b, &["init"]).ok();
+    trust(&b, ka);
+    b.now = now_plus(1);
+    sg(&b, kb, &["pull", "-r", &s1.addr]).ok();
+    let head_of = |t: &TestEnv| {
+        let state = fs::read_to_string(t.repo().join("sync-state")).unwrap();
+        state
+            .lines()
+            .find_map(|l| l.strip_prefix("garden "))
+            .and_then(|l| l.split(' ').nth(1))
+            .unwrap()
+            .to_owned()
+    };
+    let h1 = head_of(&b);
+    change(&mut a, "f", "2\n", 2);
+    sg(&a, ka, &["push", "-r", &s1.addr]).ok();
+    b.now = now_plus(3);
+    sg(&b, kb, &["pull", "-r", &s2.addr]).ok();
+    let h2 = head_of(&b);
+    assert_ne!(h1, h2);
+    // As an older sgard left it: the first address's base is the older.
+    fs::write(
+        b.repo().join("sync-state"),
+        format!("{} {h1}\n{} {h2}\n", s1.addr, s2.addr),
+    )
+    .unwrap();
+    change(&mut a, "f", "3\n", 4);
+    sg(&a, ka, &["push", "-r", &s1.addr]).ok();
+    b.now = now_plus(5);
+    let r = sg(&b, kb, &["pull", "-r", &s1.addr]);
+    r.ok();
+    no_conflict(&r);
+    assert_eq!(b.read("f"), b"3\n");
+    local(&b, &["status", "--exit-code"]).ok();
+}
+
 /// Issue 39, defect 1, on a folder server.
 #[test]
 fn a_refused_push_leaves_no_false_conflict_on_a_folder_server() {
