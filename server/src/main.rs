@@ -178,14 +178,17 @@ fn main() -> ExitCode {
 /// (`--log-format text`), or one ERROR log line with a `caused_by` field
 /// (`json`).
 fn fatal(format: LogFormat, e: &anyhow::Error) {
+    // Wrapped errors often repeat their source's text (the S3 client's
+    // each do): a cause is said only when nothing said before holds it.
+    let mut said = vec![e.to_string()];
     let mut causes = Vec::new();
-    let mut last = e.to_string();
     for c in e.chain().skip(1) {
         let text = c.to_string();
-        if text != last {
-            causes.push(text.clone());
+        if text.trim().is_empty() || said.iter().any(|s| s.contains(&text)) {
+            continue;
         }
-        last = text;
+        said.push(text.clone());
+        causes.push(text);
     }
     match format {
         LogFormat::Text => {
