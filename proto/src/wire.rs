@@ -60,6 +60,24 @@ pub fn valid_garden(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(c))
 }
 
+/// A span of seconds for people: `45 s`, `7 min 12 s`, `2 h 5 min`,
+/// `3 days` (how far apart two clocks are, said alike by `sgardd` and
+/// `sgard doctor`).
+pub fn span(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => match s % 60 {
+            0 => format!("{} min", s / 60),
+            r => format!("{} min {r} s", s / 60),
+        },
+        s if s < 86_400 => match (s % 3600) / 60 {
+            0 => format!("{} h", s / 3600),
+            m => format!("{} h {m} min", s / 3600),
+        },
+        s => format!("{} days", s / 86_400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

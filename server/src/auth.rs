@@ -62,28 +62,11 @@ fn verify_rsa(
     ok.map_err(|_| bad("signature does not verify".into()))
 }
 
-/// A span of seconds for people: `45 s`, `7 min 12 s`, `2 h 5 min`,
-/// `3 days` (as `sgard doctor` writes them).
-fn span(secs: u64) -> String {
-    match secs {
-        s if s < 60 => format!("{s} s"),
-        s if s < 3600 => match s % 60 {
-            0 => format!("{} min", s / 60),
-            r => format!("{} min {r} s", s / 60),
-        },
-        s if s < 86_400 => match (s % 3600) / 60 {
-            0 => format!("{} h", s / 3600),
-            m => format!("{} h {m} min", s / 3600),
-        },
-        s => format!("{} days", s / 86_400),
-    }
-}
-
 /// Why a challenge signed at `ts` (the client's clock) is refused when
 /// the server's clock says `now`: which clock is ahead, and by how much.
 fn clock_words(ts: i64, now: i64) -> String {
     let ahead = i128::from(ts) - i128::from(now);
-    let by = span(u64::try_from(ahead.unsigned_abs()).unwrap_or(u64::MAX));
+    let by = sgard_proto::wire::span(u64::try_from(ahead.unsigned_abs()).unwrap_or(u64::MAX));
     let how = if ahead > 0 { "ahead of" } else { "behind" };
     format!(
         "challenge timestamp outside the 5-minute window: the client's clock is {by} {how} \

@@ -9,6 +9,7 @@
 //! (a Go sgardd only says it refused, which still tells the clocks are
 //! more than 5 minutes apart). Nothing is saved: the token is dropped.
 
+use sgard_proto::wire::span;
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -368,22 +369,6 @@ fn issued_at(token: &str) -> Option<i64> {
 /// when ours said `mid`.
 fn offset(server: i64, mid: f64) -> i64 {
     (server as f64 + 0.5 - mid).round() as i64
-}
-
-/// A span of seconds for people: `45 s`, `10 min`, `2 h 5 min`, `3 days`.
-pub fn span(secs: u64) -> String {
-    match secs {
-        s if s < 60 => format!("{s} s"),
-        s if s < 3600 => match s % 60 {
-            0 => format!("{} min", s / 60),
-            r => format!("{} min {r} s", s / 60),
-        },
-        s if s < 86_400 => match (s % 3600) / 60 {
-            0 => format!("{} h", s / 3600),
-            m => format!("{} h {m} min", s / 3600),
-        },
-        s => format!("{} days", s / 86_400),
-    }
 }
 
 /// The finding about a server clock `offset` seconds off ours (positive:
