@@ -58,6 +58,10 @@ pub struct Env {
     /// a scan or an add's copying covers (`None`: the default, 8192), so
     /// tests cross window boundaries with a few files.
     pub scan_window: Option<usize>,
+    /// Test hook (`SGARD_TEST_RENDER_ONCE_MAX`): the most entries a
+    /// checkpoint renders its head document for once, into memory (`None`:
+    /// the default, 20,000), so tests take the streamed way with a few.
+    pub render_once_max: Option<usize>,
     /// Test hook (`SGARD_TEST_CHUNK_STALL`): a chunked write stops for good
     /// (sleeps until killed) after this many commits, so a test can kill -9
     /// it at a known point.
@@ -142,6 +146,7 @@ impl Env {
         });
         let scan_window = hook("SGARD_TEST_SCAN_WINDOW").and_then(|s| s.parse().ok());
         let chunk_stall = hook("SGARD_TEST_CHUNK_STALL").and_then(|s| s.parse().ok());
+        let render_once_max = hook("SGARD_TEST_RENDER_ONCE_MAX").and_then(|s| s.parse().ok());
         let folding = hook("SGARD_TEST_FOLDING").and_then(|s| crate::folding::Folding::parse(&s));
         let sqlite_timeout = hook("SGARD_SQLITE_TIMEOUT_MS")
             .and_then(|s| s.parse().ok())
@@ -159,6 +164,7 @@ impl Env {
             wait_at,
             scan_window,
             chunk_stall,
+            render_once_max,
             folding,
             no_symlinks: hook("SGARD_TEST_NO_SYMLINKS").is_some(),
             sqlite_timeout,

@@ -12,6 +12,12 @@ use sgard_store::Hash;
 
 use crate::{Error, Garden, Result, VerifyState, identity};
 
+/// Up to this many entries a checkpoint renders the head document once,
+/// into memory, for both its snapshot blob and manifest.yaml (about 250
+/// bytes an entry: 5 MB here); above, it renders it twice, streamed (at
+/// 100,000 entries the 20 MB text held whole was a fifth of the peak).
+const RENDER_ONCE_MAX_ENTRIES: usize = 20_000;
+
 /// The store holding blob `h`: `repo`, unless only `local` has it.
 pub(crate) fn pick_store<'a>(
     repo: &'a sgard_store::Store,
@@ -213,10 +219,23 @@ impl Garden {
         // straight into its blob (and below into manifest.yaml again: at
         // 100,000 entries holding the 20 MB text was a fifth of the peak).
         self.tx().commit_batch()?;
-        let w = self
+        // A smaller head is rendered once, for both.
+        let most = self
             .repo
-            .store
-            .write_from(&mut |out| self.repo.manifest.write_yaml(out))?;
+            .env
+            .render_once_max
+            .unwrap_or(RENDER_ONCE_MAX_ENTRIES);
+        let once = (self.repo.manifest.files.len() <= most)
+            .then(|| {
+                let mut text = Vec::new();
+                self.repo.manifest.write_yaml(&mut text).map(|()| text)
+            })
+            .transpose()
+            .map_err(|e| Error::io("rendering", self.repo.manifest_path(), e))?;
+        let w = self.repo.store.write_from(&mut |out| match &once {
+            Some(text) => out.write_all(text),
+            None => self.repo.manifest.write_yaml(out),
+        })?;
         self.work.known_size(w.hash, w.size);
         let parent = self.repo.history.head().map(|r| r.id);
         let new_content = self.new_content(parent, stored, parent_blobs);
@@ -236,7 +255,10 @@ impl Garden {
         self.work.base.prepare()?;
         self.repo.env.crash_point("pending-before-head");
         self.push_records(vec![rec.clone()])?;
-        self.write_manifest()?;
+        match once {
+            Some(text) => self.write_manifest_text(&text, w.hash)?,
+            None => self.write_manifest()?,
+        }
         // Rendering is deterministic: manifest.yaml holds the snapshot's
         // bytes (past the commit point, a mismatch could only be reported).
         debug_assert_eq!(self.repo.head_hash, w.hash);

@@ -1192,6 +1192,20 @@ impl Garden {
         Ok(())
     }
 
+    /// Writes `text`, the rendering of `self.repo.manifest` whose hash is
+    /// `hash`, as manifest.yaml (as [`Garden::write_manifest`], which
+    /// renders it).
+    pub(crate) fn write_manifest_text(
+        &mut self,
+        text: &[u8],
+        hash: sgard_store::Hash,
+    ) -> Result<()> {
+        self.tx().keep_retired_keys();
+        durable::write_atomic(&self.repo.manifest_path(), text, 0o600)?;
+        self.manifest_written(hash);
+        Ok(())
+    }
+
     /// The head hash and the index's manifest section follow a manifest
     /// file just written (every caller writes the rendering of
     /// `self.repo.manifest`).

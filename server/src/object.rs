@@ -2117,6 +2117,7 @@ mod tests {
     fn env() -> Env {
         Env {
             chunk_stall: None,
+            render_once_max: None,
             folding: None,
             no_symlinks: false,
             sqlite_timeout: None,

@@ -34,6 +34,7 @@ fn env(home: &Path) -> Env {
         wait_at: None,
         scan_window: None,
         chunk_stall: None,
+        render_once_max: None,
         folding: None,
         no_symlinks: false,
         sqlite_timeout: None,

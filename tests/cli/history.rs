@@ -1904,3 +1904,42 @@ fn crc32(bytes: &[u8]) -> u32 {
     }
     !c
 }
+
+/// A checkpoint renders its head document once, into memory, for both its
+/// snapshot and manifest.yaml when the head is small, and twice, streamed,
+/// when it is big: either way manifest.yaml holds the snapshot's bytes, the
+/// log names them by their hash, and the next run reads them back.
+#[test]
+fn a_checkpoint_writes_the_same_document_as_its_snapshot_and_manifest() {
+    for most in [None, Some("0"), Some("2")] {
+        let t = TestEnv::init();
+        let run = |args: &[&str]| {
+            let mut c = t.command(args);
+            if let Some(m) = most {
+                c.env("SGARD_TEST_RENDER_ONCE_MAX", m);
+            }
+            let r: Run = c.stdin(Stdio::null()).output().unwrap().into();
+            r.ok();
+            r
+        };
+        for (i, name) in ["a", "b", "c"].iter().enumerate() {
+            t.write(name, format!("file {i}\n"));
+            run(&["add", &format!("~/{name}")]);
+        }
+        run(&["checkpoint", "-m", "first"]);
+        t.write("b", "changed\n");
+        run(&["checkpoint", "-m", "second"]);
+        let text = fs::read(t.repo().join("manifest.yaml")).unwrap();
+        let id = sha(&text);
+        let ids = checkpoint_ids(&t);
+        assert_eq!(ids.first(), Some(&id), "{most:?}: {ids:?}");
+        assert_eq!(blob(&t, &id), text, "{most:?}: the snapshot differs");
+        assert!(
+            String::from_utf8_lossy(&text).contains(&sha("changed\n")),
+            "{most:?}: the head lacks the change"
+        );
+        let r = run(&["status"]);
+        assert_eq!(r.stdout.matches("ok ").count(), 3, "{most:?}: {r:#?}");
+        run(&["verify"]);
+    }
+}
