@@ -41,7 +41,7 @@ use crate::{Garden, Tx};
 
 mod cache;
 pub(crate) use cache::Keep;
-pub use cache::{Before, Cached, Form, before_status, cached_status};
+pub use cache::{Before, Cached, Form, Text, before_status, cached_status};
 
 /// The token file's name in the repository's state folder.
 pub const TOKEN_FILE: &str = "watch-token";

@@ -29,7 +29,7 @@ fn run(
     {
         if let Some((text, changed)) = kept.text {
             // What the last status printed, printed as it was.
-            out.write_all(&text)?;
+            text.write_to(out)?;
             return Ok(if exit_code && changed {
                 ExitCode::from(1)
             } else {

@@ -95,7 +95,34 @@ pub struct Cached {
     /// What the status printed, when it was asked for in the form it was
     /// printed in (see [`Garden::keep_status`]), and whether any entry was
     /// not ok: the lines are then not decoded at all.
-    pub text: Option<(Vec<u8>, bool)>,
+    pub text: Option<(Text, bool)>,
+}
+
+/// What the last status printed, checked against its checksum and left in
+/// the file: at 100,000 entries it is 4 MB, which read into memory whole
+/// cost a fresh page per 4 KiB (a third of the answer).
+#[derive(Debug)]
+pub struct Text {
+    file: std::fs::File,
+    start: u64,
+    len: u64,
+}
+
+impl Text {
+    /// Copies the text to `out`, a piece at a time.
+    ///
+    /// # Errors
+    /// When reading the kept file or writing to `out` fails, or the file
+    /// was cut short since it was checked.
+    pub fn write_to(mut self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        use std::io::{Read, Seek};
+        self.file.seek(std::io::SeekFrom::Start(self.start))?;
+        let copied = std::io::copy(&mut (&mut self.file).take(self.len), out)?;
+        if copied != self.len {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(())
+    }
 }
 
 /// How the status that kept its output printed it.
@@ -205,6 +232,28 @@ fn section(f: &mut std::fs::File, n: u32, sum: u32) -> Option<Vec<u8>> {
     (buf.len() as u64 == u64::from(n) && crc32fast::hash(&buf) == sum).then_some(buf)
 }
 
+/// Reads a section of `n` bytes through a small buffer: `Some` when it is
+/// whole and its CRC-32 is `sum`.
+fn checked(f: &mut std::fs::File, n: u32, sum: u32) -> Option<()> {
+    use std::io::Read;
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut left = u64::from(n);
+    let mut part = f.take(left);
+    loop {
+        match part.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => {
+                crc.update(buf.get(..k)?);
+                left = left.checked_sub(k as u64)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    (left == 0 && crc.finalize() == sum).then_some(())
+}
+
 /// A section's length and CRC-32, as the head records them.
 fn span(r: &mut Reader<'_>) -> Option<(u32, u32)> {
     Some((r.u32()?, r.u32()?))
@@ -286,11 +335,20 @@ pub fn cached_status(
     if let (Some(want), Some((code, changed))) = (form, printed)
         && want.code() == code
     {
-        let bytes = section(&mut f, text.0, text.1)?;
+        use std::io::Seek;
+        let start = f.stream_position().ok()?;
+        checked(&mut f, text.0, text.1)?;
         return Some(Cached {
             lines: Vec::new(),
             secrets: Vec::new(),
-            text: Some((bytes, changed)),
+            text: Some((
+                Text {
+                    file: f,
+                    start,
+                    len: u64::from(text.0),
+                },
+                changed,
+            )),
         });
     }
     // Past what was printed, to the lines.
@@ -461,5 +519,55 @@ impl Garden {
         if durable::write_replace(&file, &bytes, 0o600).is_err() {
             let _ = std::fs::remove_file(&file);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Seek, SeekFrom, Write};
+
+    use super::*;
+
+    /// A file holding `before`, then `body`, positioned at `body`.
+    fn file_with(before: &[u8], body: &[u8]) -> std::fs::File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(before).unwrap();
+        f.write_all(body).unwrap();
+        f.seek(SeekFrom::Start(before.len() as u64)).unwrap();
+        f
+    }
+
+    #[test]
+    fn a_kept_text_is_checked_across_many_reads_and_copied_whole() {
+        // Past the 64 KiB buffer, at an odd length.
+        let body: Vec<u8> = (0..200_003u32).map(|i| (i % 251) as u8).collect();
+        let n = u32::try_from(body.len()).unwrap();
+        let sum = crc32fast::hash(&body);
+        let mut f = file_with(b"head", &body);
+        assert_eq!(checked(&mut f, n, sum), Some(()));
+        let text = Text {
+            file: f,
+            start: 4,
+            len: u64::from(n),
+        };
+        let mut out = Vec::new();
+        text.write_to(&mut out).unwrap();
+        assert_eq!(out, body);
+        // One byte past the first buffer changed, a wrong sum, a length
+        // past the end of the file: refused.
+        let mut bad = body.clone();
+        bad[70_000] ^= 1;
+        assert_eq!(checked(&mut file_with(b"head", &bad), n, sum), None);
+        assert_eq!(checked(&mut file_with(b"head", &body), n, sum ^ 1), None);
+        assert_eq!(checked(&mut file_with(b"head", &body), n + 1, sum), None);
+        // A file cut short after it was checked: an error, not a short copy.
+        let f = file_with(b"head", &body);
+        f.set_len(100_000).unwrap();
+        let cut = Text {
+            file: f,
+            start: 4,
+            len: u64::from(n),
+        };
+        assert!(cut.write_to(&mut Vec::new()).is_err());
     }
 }
