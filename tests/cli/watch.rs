@@ -717,3 +717,36 @@ fn a_state_folder_deeper_than_a_sockets_address_still_gets_a_watcher() {
     assert_eq!(not_ok(&entries(&v)), vec![pair("~/.zshrc", "modified")]);
     drop(w);
 }
+
+/// A folder of tracked files removed, then made again after quiet
+/// answers: the watcher watches it again, so a later change deep in it
+/// (same size, only the watcher can tell without a look) is seen.
+#[test]
+fn a_folder_of_tracked_files_removed_and_made_again_is_watched_again() {
+    let t = settled();
+    let _w = start(&t, None);
+    warm(&t);
+    std::fs::remove_dir_all(t.path(".config/nvim")).unwrap();
+    let (_, e) = status(&t);
+    assert_eq!(state_of(&e, "~/.config/nvim/lua/plug.lua"), "missing");
+    for _ in 0..3 {
+        let (w, _) = status(&t);
+        assert_eq!(w["state"], "unchanged", "{w}");
+    }
+    t.write(".config/nvim/init.lua", "init\n");
+    t.write(".config/nvim/lua/plug.lua", "plug\n");
+    let (_, e) = status(&t);
+    assert_eq!(not_ok(&e), vec![], "{e:?}");
+    // Settled, vouched for, then quiet answers again.
+    std::thread::sleep(Duration::from_millis(2200));
+    for _ in 0..3 {
+        let _ = status(&t);
+    }
+    let (w, _) = status(&t);
+    assert_eq!(w["state"], "unchanged", "{w}");
+    t.write(".config/nvim/lua/plug.lua", "plig\n");
+    let (w, e) = status(&t);
+    assert_ne!(w["state"], "unchanged", "{w}");
+    assert_eq!(state_of(&e, "~/.config/nvim/lua/plug.lua"), "modified");
+    assert_eq!(e, truth(&t), "with and without the watcher alike");
+}

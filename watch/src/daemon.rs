@@ -127,6 +127,13 @@ struct State {
     cookies: PathBuf,
     next_cookie: u64,
     pending: Vec<Pending>,
+    /// The wanted folders whose folder above is not wanted (the home, or
+    /// `/` for paths outside it).
+    roots: Vec<PathBuf>,
+    /// Whether the next answer walks every wanted folder to watch those
+    /// that appeared (see [`State::verify`]): false only after a walk that
+    /// found nothing to do, until an event, a new set or a new watch.
+    walk_needed: bool,
 }
 
 /// A watched folder.
@@ -216,6 +223,8 @@ pub fn serve(cfg: Config<'_>) -> Result<()> {
         cookies: cookies.clone(),
         next_cookie: 0,
         pending: Vec::new(),
+        roots: Vec::new(),
+        walk_needed: true,
     };
     st.watch_path(&cookies);
     st.replace_set(set);
@@ -474,6 +483,12 @@ impl State {
         for p in gone {
             self.unwatch(&p);
         }
+        self.roots = wanted
+            .iter()
+            .filter(|p| p.parent().is_none_or(|up| !wanted.contains(up)))
+            .cloned()
+            .collect();
+        self.walk_needed = true;
         self.wanted = wanted;
         self.sorted = set.paths.clone();
         self.sorted.sort();
@@ -629,9 +644,22 @@ impl State {
             .filter(|(p, w)| **p != self.cookies && ident(p, true) != Some(w.id))
             .map(|(p, _)| p.clone())
             .collect();
-        for p in moved {
-            self.log.record(&p);
-            self.rewatch(&p);
+        for p in &moved {
+            self.log.record(p);
+            self.rewatch(p);
+        }
+        // Which wanted folders exist unwatched can change only through an
+        // event (every wanted folder's folder above is wanted too, up to a
+        // root: watched, an appearance there is an event; blind, what is
+        // under it is named in every answer), a mount, a new set or a new
+        // watch. Without any of those since a walk that found nothing to
+        // do, walking again (~2 ms at 11,000 folders) would find nothing.
+        let roots_watched = self
+            .roots
+            .iter()
+            .all(|r| self.watched.contains_key(r) || self.blind.contains(r));
+        if !self.walk_needed && !all && moved.is_empty() && recheck.is_empty() && roots_watched {
+            return self.check_repo();
         }
         // Both sorted alike: walked side by side (a lookup per folder
         // compares paths component by component, ~11,000 times a question).
@@ -647,10 +675,16 @@ impl State {
             .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir()))
             .cloned()
             .collect();
+        self.walk_needed = !appeared.is_empty() || !moved.is_empty();
         for p in appeared {
             self.log.record(&p);
             self.watch_path(&p);
         }
+        self.check_repo();
+    }
+
+    /// The repository folder's path still leads to the folder watched.
+    fn check_repo(&mut self) {
         if let Some((repo, id)) = self.repo_watched.clone()
             && ident(&repo, true) != Some(id)
         {
@@ -731,6 +765,9 @@ impl State {
     }
 
     fn on_event(&mut self, raw: Raw, say: &dyn Fn(&str)) {
+        // Any event but a cookie's may make or unmake a wanted folder.
+        let walk_was_needed = self.walk_needed;
+        self.walk_needed = true;
         let (wd, mask, name) = match raw {
             Raw::Failed(e) => {
                 say(&format!("reading the kernel's events failed: {e}"));
@@ -778,9 +815,12 @@ impl State {
             return;
         };
         if self.set.ignored.contains(&p) {
+            // sgard's own lock files: never a folder.
+            self.walk_needed = walk_was_needed;
             return;
         }
         if p.starts_with(&self.cookies) {
+            self.walk_needed = walk_was_needed;
             if created {
                 self.cookie_seen(&p);
             }
