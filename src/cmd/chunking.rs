@@ -53,6 +53,17 @@ fn describe(s: &Setting, out: &mut dyn Write) -> Result<()> {
                 bytes(avg.into()),
                 bytes(max.into())
             )?;
+            if *params == Params::default() {
+                let (min, avg, max) = Params::LARGE.sizes();
+                writeln!(
+                    out,
+                    "From {}: {} min, {} average, {} max",
+                    bytes(sgard_store::chunks::LARGE_FROM),
+                    bytes(min.into()),
+                    bytes(avg.into()),
+                    bytes(max.into())
+                )?;
+            }
         }
     }
     Ok(())
@@ -133,7 +144,7 @@ pub struct Args {
     /// Files at least this big are chunked (bytes, or with K, M, G)
     #[arg(long, value_name = "SIZE")]
     threshold: Option<String>,
-    /// The chunker's minimum, average and maximum chunk sizes [default: 16K,64K,256K]
+    /// The chunker's minimum, average and maximum chunk sizes [default: 16K,64K,256K; from 256 MiB, 256K,1M,4M]
     #[arg(long, value_name = "MIN,AVG,MAX")]
     sizes: Option<String>,
 }

@@ -82,7 +82,35 @@ impl Default for Params {
     }
 }
 
+/// From this size on, a file is cut with [`Params::LARGE`] instead of the
+/// default sizes (see [`Params::for_size`]).
+pub const LARGE_FROM: u64 = 256 << 20;
+
 impl Params {
+    /// 256 KiB / 1 MiB / 4 MiB, restic's average: a 1 GiB file is about
+    /// 1,000 chunks rather than 16,000.
+    pub const LARGE: Params = Params {
+        min: 256 * 1024,
+        avg: 1024 * 1024,
+        max: 4 * 1024 * 1024,
+    };
+
+    /// The sizes to cut content of `size` bytes with: with the default
+    /// sizes, a file of [`LARGE_FROM`] or more is cut with
+    /// [`Params::LARGE`]. Creating a chunk file costs more than hashing
+    /// its bytes (a 1 GiB add spent as much in the kernel, making 16,000
+    /// files and their folders, as in SHA-256), and an edit there costs a
+    /// megabyte or two either way. Sizes set by hand are kept. A file that
+    /// grows past the mark is stored anew once: its next version shares no
+    /// chunk with the last.
+    pub fn for_size(self, size: u64) -> Params {
+        if self == Params::default() && size >= LARGE_FROM {
+            Params::LARGE
+        } else {
+            self
+        }
+    }
+
     /// Sizes the chunker accepts: `min ≤ avg ≤ max`, each within FastCDC's
     /// bounds.
     ///

@@ -472,3 +472,58 @@ fn prune_keeps_a_fresh_journal_drops_an_abandoned_one_and_sweeps_interrupted_wri
     t.sgard(["restore", "big.bin"]).ok();
     assert!(t.read("big.bin") == data);
 }
+
+/// A file of 256 MiB or more is cut into bigger chunks (256 KiB / 1 MiB /
+/// 4 MiB) with the default sizes, so a big image is hundreds of chunk
+/// files rather than thousands; sizes set by hand stay as they are; the
+/// file restores whole.
+#[test]
+fn a_very_big_file_is_cut_into_bigger_chunks_and_restores_whole() {
+    use std::os::unix::fs::FileExt;
+    let t = TestEnv::init();
+    // 256 MiB: noise at both ends, a hole between (zeros, which FastCDC
+    // cuts at the maximum size).
+    let p = t.write("big.img", noise(6 << 20, 7));
+    let f = fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(256 << 20).unwrap();
+    f.write_all_at(&noise(3 << 20, 8), (256 << 20) - (3 << 20))
+        .unwrap();
+    drop(f);
+    let want = sha(fs::read(&p).unwrap());
+    t.sgard(["add", "~/big.img"]).ok();
+    let lists = files_under(&t.repo().join("chunk-lists"));
+    assert_eq!(lists.len(), 1, "{lists:?}");
+    let text = fs::read_to_string(&lists[0]).unwrap();
+    assert!(
+        text.contains("\nfastcdc-2020 262144 1048576 4194304\n"),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    let n = chunk_files(&t).len();
+    // 64 KiB chunks would be ~140 for the 9 MiB of noise alone.
+    assert!((3..40).contains(&n), "{n} chunk files");
+    t.sgard(["chunking"])
+        .ok()
+        .stdout_has("From 256.0 MiB: 256.0 KiB min, 1.0 MiB average, 4.0 MiB max");
+    fs::remove_file(&p).unwrap();
+    t.sgard(["restore", "--force", "~/big.img"]).ok();
+    assert_eq!(sha(fs::read(&p).unwrap()), want);
+
+    // Sizes set by hand are used whatever the size.
+    t.sgard(["chunking", "--sizes", "32K,128K,512K"]).ok();
+    let r = t.sgard(["chunking"]);
+    r.ok()
+        .stdout_has("Chunk sizes: 32.0 KiB min, 128.0 KiB average, 512.0 KiB max");
+    assert!(!r.stdout.contains("From 256"), "{r:#?}");
+    let f = fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.write_all_at(b"edited", 1 << 20).unwrap();
+    drop(f);
+    t.sgard(["checkpoint", "-m", "edited"]).ok();
+    let lists = files_under(&t.repo().join("chunk-lists"));
+    assert_eq!(lists.len(), 2, "{lists:?}");
+    assert!(lists.iter().any(|l| {
+        fs::read_to_string(l)
+            .unwrap()
+            .contains("\nfastcdc-2020 32768 131072 524288\n")
+    }));
+}

@@ -52,7 +52,7 @@ impl Setting {
     /// is stored whole.
     pub fn params_for(&self, size: u64) -> Option<Params> {
         match *self {
-            Setting::On { threshold, params } if size >= threshold => Some(params),
+            Setting::On { threshold, params } if size >= threshold => Some(params.for_size(size)),
             _ => None,
         }
     }
@@ -168,6 +168,24 @@ mod tests {
         }
         assert_eq!(on.params_for(4095), None);
         assert!(on.params_for(4096).is_some());
+        // The default sizes grow for a big file; sizes set by hand do not.
+        let dflt = Setting::default();
+        let from = crate::chunks::LARGE_FROM;
+        assert_eq!(dflt.params_for(from - 1), Some(Params::default()));
+        assert_eq!(dflt.params_for(from), Some(Params::LARGE));
+        let own = Setting::On {
+            threshold: 1,
+            params: Params::new(8192, 32768, 131_072).unwrap(),
+        };
+        assert_eq!(
+            own.params_for(u64::MAX).map(|p| p.sizes()),
+            Some((8192, 32768, 131_072))
+        );
+        let (min, avg, max) = Params::LARGE.sizes();
+        assert!(
+            Params::new(min, avg, max).is_ok(),
+            "within FastCDC's bounds"
+        );
         assert_eq!(Setting::Off.params_for(u64::MAX), None);
         for bad in [
             "",
