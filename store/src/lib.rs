@@ -223,15 +223,18 @@ impl Batch {
         if batched && durable::syncfs(&root) {
             return Ok(());
         }
-        // A leaf made on a spooling thread (see `prepare_leaf`) was not
-        // synced into its fan-out folder, nor a new fan-out folder into
-        // `blobs/`: each folder above a leaf is synced too, once.
+        // On Linux, a leaf made on a spooling thread (see `prepare_leaf`)
+        // was not synced into its fan-out folder, nor a new fan-out folder
+        // into `blobs/`: each folder above a leaf is synced too, once.
+        // Elsewhere `make_leaf` synced whatever it made.
         let mut above = std::collections::BTreeSet::new();
         for leaf in leaves {
             durable::fsync_dir(&leaf)?;
-            let fanout = durable::parent_of(&leaf);
-            above.insert(durable::parent_of(&fanout));
-            above.insert(fanout);
+            if cfg!(target_os = "linux") {
+                let fanout = durable::parent_of(&leaf);
+                above.insert(durable::parent_of(&fanout));
+                above.insert(fanout);
+            }
         }
         for dir in above {
             durable::fsync_dir(&dir)?;
