@@ -315,6 +315,9 @@ pub(crate) struct Base {
     /// into the index and removes that file.
     legacy: bool,
     dirty: bool,
+    /// The paths whose records changed since it was loaded or last saved:
+    /// what [`Base::prepare`] journals.
+    changed: std::collections::BTreeSet<String>,
     /// Records set for a head not written yet, by path: the entry that
     /// head holds (see [`Base::put_with_head`]).
     awaiting: BTreeMap<String, BaseEntry>,
@@ -403,18 +406,20 @@ impl Base {
         if !self.dirty {
             return Ok(());
         }
-        let removed = self
-            .awaiting
-            .keys()
-            .filter(|k| self.map.get(k).is_none())
-            .map(|k| (k.as_str(), None));
+        // Only what changed since the base was loaded or saved: a record
+        // the journal does not name is the one the index holds already (a
+        // 1% checkpoint of 10,000 entries wrote all 10,000). A record
+        // waiting for a head goes in even when it did not change, as the
+        // head it waits for is the point.
+        let changed: std::collections::BTreeSet<&str> = self
+            .changed
+            .iter()
+            .chain(self.awaiting.keys())
+            .map(String::as_str)
+            .collect();
         write_records_when(
             &p,
-            self.map
-                .sorted()
-                .into_iter()
-                .map(|(k, v)| (k, Some(v)))
-                .chain(removed),
+            changed.into_iter().map(|k| (k, self.map.get(k))),
             self.awaiting.iter().map(|(k, v)| (k.as_str(), v)),
         )
     }
@@ -550,7 +555,15 @@ impl Base {
     pub fn settle(&mut self, path: &str, b: BaseEntry) {
         if self.get(path) != Some(&b) {
             self.map.insert(path, b);
-            self.dirty = true;
+            self.changed(path);
+        }
+    }
+
+    /// Notes that the record of `path` changed (for [`Base::prepare`]).
+    fn changed(&mut self, path: &str) {
+        self.dirty = true;
+        if !self.changed.contains(path) {
+            self.changed.insert(path.to_owned());
         }
     }
 
@@ -571,6 +584,7 @@ impl Base {
             // for a save, which then writes the one on disk.
             Err(_) => {
                 self.dirty = false;
+                self.changed.clear();
                 self.legacy = false;
                 self.awaiting.clear();
                 self.not_on_disk();
@@ -596,7 +610,9 @@ impl Base {
             Some(b) => self.map.insert(path, b.clone()) != Some(b),
             None => self.map.remove(path).is_some(),
         };
-        self.dirty |= changed;
+        if changed {
+            self.changed(path);
+        }
     }
 
     /// Whether it changed since loaded or last saved (or must move out of
@@ -642,6 +658,7 @@ impl Base {
     /// build's file are no longer needed.
     pub fn saved(&mut self) {
         self.dirty = false;
+        self.changed.clear();
         self.awaiting.clear();
         self.damaged = false;
         self.new = false;
@@ -993,6 +1010,62 @@ mod tests {
         let e = entry(EntryKind::File);
         write_records_when(&p, std::iter::empty(), std::iter::once(("~/c", &e))).unwrap();
         assert!(load_prior(&p).is_none());
+    }
+
+    /// The crash journal names only what changed since the base was
+    /// saved; a run cut off after it still ends with the whole base.
+    #[test]
+    fn the_journal_holds_only_changed_records_and_recovery_completes_the_base() {
+        let d = tempfile::tempdir().unwrap();
+        let mut b = Base::load(Some(d.path()), None).unwrap();
+        let names: Vec<String> = (0..50).map(|i| format!("~/f{i:02}")).collect();
+        for n in &names {
+            b.settle(n, entry(EntryKind::File));
+        }
+        let file = b.index().unwrap().to_path_buf();
+        index::write(&file, None, [None; 2], b.to_write(), &[]).unwrap();
+        b.saved();
+        let mut changed = entry(EntryKind::File);
+        changed.stored = Some(Hash::of(b"new"));
+        changed.content = changed.stored;
+        b.settle("~/f07", changed.clone());
+        b.settle("~/f08", entry(EntryKind::File)); // the same: no change
+        b.put("~/f09", None);
+        b.prepare().unwrap();
+        let pending = d.path().join("base.pending");
+        let (records, awaited) =
+            parse_records_when(&std::fs::read_to_string(&pending).unwrap()).unwrap();
+        assert!(awaited.is_empty());
+        assert_eq!(
+            records,
+            vec![
+                ("~/f07".to_owned(), Some(changed.clone())),
+                ("~/f09".to_owned(), None),
+            ]
+        );
+        // Cut off before the index: the next run reads the saved base and
+        // takes the change the repository holds.
+        let mut found = index::read(&file).unwrap();
+        let mut again = Base::load(Some(d.path()), Some(&mut found)).unwrap();
+        again
+            .resolve_pending(|p| {
+                let mut e =
+                    Entry::new(p.into(), EntryKind::File, sgard_manifest::Timestamp::zero());
+                e.hash = Some(Hash::of(if p == "~/f07" { b"new" } else { b"a" }));
+                Some(e)
+            })
+            .unwrap();
+        assert_eq!(again.get("~/f07"), Some(&changed));
+        for n in names.iter().filter(|n| *n != "~/f07") {
+            assert_eq!(again.get(n), Some(&entry(EntryKind::File)), "{n}");
+        }
+        // Saved, nothing is journalled again.
+        b.saved();
+        assert!(!pending.exists());
+        b.settle("~/f10", changed.clone());
+        b.prepare().unwrap();
+        let (records, _) = parse_records_when(&std::fs::read_to_string(&pending).unwrap()).unwrap();
+        assert_eq!(records, vec![("~/f10".to_owned(), Some(changed))]);
     }
 
     #[test]
