@@ -1192,16 +1192,16 @@ impl Garden {
         Ok(())
     }
 
-    /// Writes `text`, the rendering of `self.repo.manifest` whose hash is
-    /// `hash`, as manifest.yaml (as [`Garden::write_manifest`], which
-    /// renders it).
-    pub(crate) fn write_manifest_text(
+    /// Installs `staged`, the rendering of `self.repo.manifest` whose hash
+    /// is `hash` written beside manifest.yaml, as manifest.yaml (as
+    /// [`Garden::write_manifest`], which renders it).
+    pub(crate) fn install_manifest(
         &mut self,
-        text: &[u8],
+        staged: sgard_store::durable::Staged,
         hash: sgard_store::Hash,
     ) -> Result<()> {
         self.tx().keep_retired_keys();
-        durable::write_atomic(&self.repo.manifest_path(), text, 0o600)?;
+        staged.install()?;
         self.manifest_written(hash);
         Ok(())
     }
@@ -1243,9 +1243,12 @@ impl Garden {
 }
 
 impl Work {
-    /// Every blob size this run noted.
-    pub(crate) fn known_sizes(&self) -> std::collections::HashMap<sgard_store::Hash, u64> {
-        self.writes.sizes.iter().copied().collect()
+    /// Every blob size this run noted, sorted by hash, each once.
+    pub(crate) fn known_sizes(&self) -> Vec<(sgard_store::Hash, u64)> {
+        let mut v = self.writes.sizes.clone();
+        v.sort_unstable_by_key(|a| a.0);
+        v.dedup_by(|a, b| a.0 == b.0);
+        v
     }
 
     /// Whether blob writes are being batched.

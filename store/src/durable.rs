@@ -132,12 +132,65 @@ fn write_via_temp(
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> Result<()> {
     let (tmp, dir) = filled_temp(path, mode, durable, fill)?;
+    rename_temp(path, tmp, &dir, mode, durable)
+}
+
+/// Gives a filled temp file (see [`filled_temp`]) its name.
+fn rename_temp(
+    path: &Path,
+    tmp: tempfile::NamedTempFile,
+    dir: &Path,
+    mode: u32,
+    durable: bool,
+) -> Result<()> {
     let file = retry_rename(path, tmp, |t| {
         t.persist(path).map_err(|e| (e.error, e.file))
     })
     .map_err(|(e, _)| Error::io("renaming temp file to", path, e))?;
     set_renamed_mode(&file, mode, durable).map_err(|e| Error::io("setting mode of", path, e))?;
-    if durable { fsync_dir(&dir) } else { Ok(()) }
+    if durable { fsync_dir(dir) } else { Ok(()) }
+}
+
+/// [`write_atomic`] in two steps: the bytes are written and synced beside
+/// `path` now (on any thread, while other writes wait for the disk), and
+/// the file takes its name at [`Staged::install`], where the order of a
+/// crash-safe sequence of writes wants it. Dropped uninstalled, the temp
+/// file is removed and `path` is untouched.
+///
+/// # Errors
+/// [`Error::Io`] naming the path.
+pub fn stage_atomic(path: &Path, data: &[u8], mode: u32) -> Result<Staged> {
+    let (tmp, dir) = filled_temp(path, mode, true, |f| f.write_all(data))?;
+    Ok(Staged {
+        path: path.to_path_buf(),
+        tmp,
+        dir,
+        mode,
+    })
+}
+
+/// A file written and synced beside its name (see [`stage_atomic`]).
+#[derive(Debug)]
+pub struct Staged {
+    path: PathBuf,
+    tmp: tempfile::NamedTempFile,
+    dir: PathBuf,
+    mode: u32,
+}
+
+impl Staged {
+    /// The name it takes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames it to its name, durably (as [`write_atomic`] ends).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the path; the old file is then untouched.
+    pub fn install(self) -> Result<()> {
+        rename_temp(&self.path, self.tmp, &self.dir, self.mode, true)
+    }
 }
 
 /// The mode of a temp file, set before it is renamed to its name (Unix).
