@@ -51,12 +51,16 @@ pub(crate) struct Present {
     /// The stat cache's hash of the file, if it vouched for `md`.
     cached: Option<Hash>,
     /// The content's SHA-256 and the metadata of the file it was read from,
-    /// when the scan had to read it.
-    hashed: Option<Box<(Hash, Stat)>>,
+    /// when the scan had to read it, and whether that same read found it
+    /// no SQLite database.
+    hashed: Option<Box<(Hash, Stat, bool)>>,
     /// A copy of the file already in the store (a checkpoint of a file
     /// whose hash moved) and the metadata of the file as copied.
     spooled: Option<Box<(Spooled, Metadata)>>,
 }
+
+/// From how many files to read in one window they are read on all cores.
+const READ_IN_PARALLEL_FROM: usize = 8;
 
 /// How many selected entries one window of a scan looks at together.
 pub(crate) const WINDOW: usize = 8192;
@@ -157,6 +161,15 @@ impl Found {
         }
     }
 
+    /// Whether the read that [`Found::hashed`] comes from also found the
+    /// file no SQLite database (for `md`, as that).
+    fn read_plain(&self, md: &Stat) -> bool {
+        matches!(self, Found::Present(Present {
+            hashed: Some(hashed),
+            ..
+        }) if hashed.1 == *md && hashed.2)
+    }
+
     /// The scan's copy of the file in the store, taken out of it.
     pub(crate) fn take_spooled(&mut self) -> Option<(Spooled, Metadata)> {
         match self {
@@ -251,8 +264,11 @@ impl Tx<'_> {
             }
         });
         // The files the cache cannot vouch for are read: (position in the
-        // window, manifest index).
-        let work: Vec<(usize, usize)> = found
+        // window, manifest index, whether it surely differs from what is
+        // stored: the cache saw the stored content on disk at another
+        // size). Only how it is read depends on it.
+        let mut hint = 0;
+        let work: Vec<(usize, usize, bool, u64)> = found
             .iter()
             .zip(window)
             .enumerate()
@@ -260,23 +276,39 @@ impl Tx<'_> {
                 Some(Found::Present(p))
                     if p.cached.is_none() && p.md.is_file() && files[i].kind == EntryKind::File =>
                 {
-                    Some((k, i))
+                    let e = &files[i];
+                    let resized = cache
+                        .record_near(&e.path, &mut hint)
+                        .is_some_and(|(st, h)| Some(h) == e.hash && st.len() != p.md.len());
+                    Some((k, i, resized, p.md.len()))
                 }
                 _ => None,
             })
             .collect();
-        // A few files are hashed as they are judged: threads would cost more.
-        if work.len() < 64 {
+        // A few files are hashed as they are judged: threads would cost
+        // more. From a handful on they pay (a changed file is read, hashed
+        // and copied: a tenth of a millisecond and more, where starting
+        // the threads is a few hundredths).
+        if work.len() < READ_IN_PARALLEL_FROM {
             return found;
         }
         let store = &self.repo.store;
         let big = self.chunk_threshold().unwrap_or(u64::MAX);
-        let results = par::map(&work, 64, |&(_, i)| {
+        let results = par::map(&work, READ_IN_PARALLEL_FROM, |&(_, i, resized, len)| {
             let e = &files[i];
             let abs = env.expand(&e.path);
+            // A file that cannot hold the stored content any more is copied
+            // into the store as it is hashed: read once, hashed once.
+            let storable = |len: u64| spool && !e.encrypted && !e.locked && len < big;
+            if resized
+                && storable(len)
+                && let Some(read) = hash_spooling(store, &abs, e.hash)
+            {
+                return Some(read);
+            }
             let (h, opened) = fsx::hash_file(&abs).ok()?;
             let after = fs::symlink_metadata(&abs).ok()?;
-            let storable = spool && !e.encrypted && !e.locked && opened.len() < big;
+            let storable = storable(opened.len());
             let copy = match e.hash {
                 Some(expected) if storable && expected != h => {
                     fsx::open_regular(&abs).ok().and_then(|(f, md)| {
@@ -287,16 +319,16 @@ impl Tx<'_> {
                 _ => None,
             };
             // Stats, not `Metadata`s (144 bytes each), wait for the pass.
-            Some((h, Stat::of(&opened), Stat::of(&after), copy))
+            Some((h, Stat::of(&opened), Stat::of(&after), copy, false))
         });
         let cache = &mut self.work.statcache;
-        for (&(k, i), r) in work.iter().zip(results) {
-            let Some(Some((h, opened, after, copy))) = r else {
+        for (&(k, i, ..), r) in work.iter().zip(results) {
+            let Some(Some((h, opened, after, copy, plain))) = r else {
                 continue;
             };
             cache.record_stats(&files[i].path, opened, after, h);
             if let Some(Some(Found::Present(p))) = found.get_mut(k) {
-                p.hashed = Some(Box::new((h, opened)));
+                p.hashed = Some(Box::new((h, opened, plain)));
                 p.spooled = copy;
             }
         }
@@ -319,7 +351,10 @@ impl Tx<'_> {
         // A database whose bytes differ from what is stored may hold the
         // same transactions (SQLite rewrites its file, its WAL holds rows):
         // it is compared by what a capture of it holds.
-        if stored.is_some_and(|s| s != h) && crate::sqlite::is_database(abs) {
+        if stored.is_some_and(|s| s != h)
+            && !found.read_plain(md)
+            && crate::sqlite::is_database(abs)
+        {
             let tmp = self.repo.capture_sqlite(abs)?;
             let (logical, _) = fsx::hash_file(tmp.path())?;
             return Ok((logical, false));
@@ -445,4 +480,24 @@ mod tests {
             "the last component is not followed"
         );
     }
+}
+
+/// What the scan learned by reading a file: its hash, its metadata as
+/// opened and after, its copy in the store when it is not `expected`, and
+/// whether that read found it no SQLite database.
+type Read = (Hash, Stat, Stat, Option<Box<(Spooled, Metadata)>>, bool);
+
+/// Reads the file at `abs` once, copying it into the store's temp folder
+/// while hashing it; the copy is kept only when the hash is not
+/// `expected`. `None` when it cannot be read so (a SQLite database is
+/// captured, not copied; an error is the slower path's to report).
+fn hash_spooling(store: &sgard_store::Store, abs: &Path, expected: Option<Hash>) -> Option<Read> {
+    let (f, opened) = fsx::open_regular(abs).ok()?;
+    let mut f = fsx::unless_sqlite(f)?;
+    let spooled = store.spool_blob(&mut f).ok()?;
+    let after = fs::symlink_metadata(abs).ok()?;
+    let h = spooled.hash();
+    let (before, after) = (Stat::of(&opened), Stat::of(&after));
+    let copy = (Some(h) != expected).then(|| Box::new((spooled, opened)));
+    Some((h, before, after, copy, true))
 }

@@ -200,13 +200,22 @@ impl Batch {
             }
             let dest = self.store.path_of(&hash);
             let leaf = durable::parent_of(&dest);
-            if !leaves.contains(&leaf) {
-                self.store.make_leaf(&leaf, batched)?;
-                leaves.insert(leaf.clone());
-            }
-            let linked = durable::retry_rename(&dest, tmp, |t| {
-                t.persist_noclobber(&dest).map_err(|e| (e.error, e.path))
-            });
+            let rename = |tmp| {
+                durable::retry_rename(&dest, tmp, |t: tempfile::TempPath| {
+                    t.persist_noclobber(&dest).map_err(|e| (e.error, e.path))
+                })
+            };
+            // Most leaves are there already (on Linux the spooling threads
+            // made them): the folder is made only when the rename says it
+            // is missing.
+            let linked = match rename(tmp) {
+                Err((e, tmp)) if e.kind() == io::ErrorKind::NotFound => {
+                    self.store.make_leaf(&leaf, batched)?;
+                    rename(tmp)
+                }
+                linked => linked,
+            };
+            leaves.insert(leaf);
             match linked {
                 Ok(()) => {}
                 Err((e, tmp)) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -256,6 +265,13 @@ pub struct Spooled {
     /// (looked up on the spooling thread, so batches of them look up in
     /// parallel; the writer's exclusive lock keeps it true).
     stored: bool,
+}
+
+impl Spooled {
+    /// The name of the bytes copied.
+    pub fn hash(&self) -> Hash {
+        self.hash
+    }
 }
 
 /// A blob found by [`Store::list`].
@@ -331,8 +347,14 @@ impl Store {
     /// does.
     fn prepare_leaf(&self, hash: &Hash) {
         if cfg!(target_os = "linux") {
-            let dest = self.path_of(hash);
-            let _ = fs::create_dir_all(durable::parent_of(&dest));
+            let leaf = durable::parent_of(&self.path_of(hash));
+            // One `mkdir` when the fan-out folder is there (`create_dir_all`
+            // looks the leaf up again when it exists).
+            if let Err(e) = fs::create_dir(&leaf)
+                && e.kind() == io::ErrorKind::NotFound
+            {
+                let _ = fs::create_dir_all(&leaf);
+            }
         }
     }
 
@@ -390,13 +412,23 @@ impl Store {
     /// before its threads stop removes it (see [`cancel`]).
     fn temp_file(&self) -> Result<tempfile::NamedTempFile> {
         let tmp_dir = self.blobs.join(TMP_DIR);
-        durable::create_dir_all_durable(&tmp_dir)?;
         let prefix = format!("blob-{}-", std::process::id());
         cancel::register_prefix(&tmp_dir, std::ffi::OsStr::new(&prefix));
-        tempfile::Builder::new()
-            .prefix(&prefix)
-            .tempfile_in(&tmp_dir)
-            .map_err(|e| Error::io("creating temp file in", &tmp_dir, e))
+        let create = || {
+            tempfile::Builder::new()
+                .prefix(&prefix)
+                .tempfile_in(&tmp_dir)
+        };
+        // The folder is made (durably) when it is missing, not looked up
+        // before every file: a checkpoint spools a file per change.
+        let made = match create() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                durable::create_dir_all_durable(&tmp_dir)?;
+                create()
+            }
+            made => made,
+        };
+        made.map_err(|e| Error::io("creating temp file in", &tmp_dir, e))
     }
 
     /// Copies `reader` into a temp file, hashing; checks `expected`/`max`.

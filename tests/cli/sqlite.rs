@@ -84,6 +84,53 @@ fn rows_only_in_the_wal_are_captured_and_status_compares_logically() {
     assert_eq!(mode, "delete", "a plain database file");
 }
 
+/// A checkpoint reads a file whose size moved in one pass, copying it into
+/// the store as it hashes it (on all cores, with enough of them): a plain
+/// file that became a database among many edited files is still captured,
+/// never copied raw (its rows are only in the `-wal` file).
+#[test]
+fn a_database_among_many_edited_files_is_captured_not_copied() {
+    let t = TestEnv::init();
+    let name = |i: usize| format!("many/f{i:02}");
+    for i in 0..12 {
+        let p = t.write(&name(i), format!("content {i}\n"));
+        set_mtime(&p, now_secs() - 3600);
+    }
+    let p = t.write("many/zz.db", "not a database yet\n");
+    set_mtime(&p, now_secs() - 3600);
+    t.sgard(["add", "many"]).ok();
+    // Settled past the racy window: this status caches every file at its
+    // stored size.
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    t.sgard(["status", "--exit-code"]).ok();
+    for i in 0..12 {
+        t.write(&name(i), format!("edited {i}, a longer line\n"));
+    }
+    let db = t.path("many/zz.db");
+    std::fs::remove_file(&db).unwrap();
+    let c = wal(&db);
+    c.execute_batch("PRAGMA wal_autocheckpoint=0; CREATE TABLE t(x TEXT);")
+        .unwrap();
+    for i in 0..300 {
+        c.execute("INSERT INTO t VALUES (?1)", [format!("row {i}")])
+            .unwrap();
+    }
+    t.sgard(["checkpoint", "-m", "edited"]).ok();
+    let m = t.manifest();
+    for i in 0..12 {
+        let want = sha(format!("edited {i}, a longer line\n"));
+        assert!(m.contains(&want), "{i}: its own content not recorded");
+        assert!(t.blob_path(&want).is_file(), "{i}: blob missing");
+    }
+    drop(c);
+    for f in ["zz.db", "zz.db-wal", "zz.db-shm"] {
+        let _ = std::fs::remove_file(t.path("many").join(f));
+    }
+    t.sgard(["restore", "--force"]).ok();
+    assert_eq!(count(&db), 300, "the database was copied, not captured");
+    t.sgard(["verify"]).ok();
+}
+
 #[test]
 fn a_database_written_during_checkpoints_is_captured_at_transaction_boundaries() {
     let t = TestEnv::init();

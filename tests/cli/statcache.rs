@@ -155,8 +155,8 @@ fn a_lost_blob_is_restored_when_many_files_are_hashed_in_parallel() {
 /// judged on what the scan found for it, hashes computed in a window fill
 /// the stat cache, a selection of a few far-apart paths is judged right,
 /// and a checkpoint that copied files while scanning records each one's own
-/// content. 200 files in windows of 70: two windows large enough to hash on
-/// all cores, one that hashes as it judges.
+/// content. 200 files in windows of 97: two windows large enough to hash on
+/// all cores, one of 6 that hashes as it judges.
 #[test]
 fn windowed_scans_judge_every_entry_on_its_own_findings() {
     let t = TestEnv::init();
@@ -167,7 +167,7 @@ fn windowed_scans_judge_every_entry_on_its_own_findings() {
     }
     let sg = |args: &[&str]| -> Run {
         t.command(args)
-            .env("SGARD_TEST_SCAN_WINDOW", "70")
+            .env("SGARD_TEST_SCAN_WINDOW", "97")
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap()
@@ -192,28 +192,29 @@ fn windowed_scans_judge_every_entry_on_its_own_findings() {
     r.ok();
     assert_eq!(r.stdout.lines().count(), 200);
     let index = IndexFile::read(&t.index());
-    for i in [0, 69, 70, 139, 140, 199] {
+    for i in [0, 96, 97, 193, 194, 199] {
         assert!(index.has_stat(&format!("~/{}", name(i))), "{i} not cached");
     }
     // One lie planted in the last window is believed: the cache is
     // consulted there too.
     plant(
         &t,
-        &format!("~/{}", name(150)),
-        &t.path(&name(150)),
+        &format!("~/{}", name(196)),
+        &t.path(&name(196)),
         &sha("lie\n"),
     );
     let r = sg(&["status"]);
     let modified: Vec<&str> = r.stdout.lines().filter(|l| !l.starts_with("ok ")).collect();
-    assert_eq!(modified, [format!("modified   ~/{}  (content)", name(150))]);
+    assert_eq!(modified, [format!("modified   ~/{}  (content)", name(196))]);
     plant(
         &t,
-        &format!("~/{}", name(150)),
-        &t.path(&name(150)),
-        &sha("file 150\n"),
+        &format!("~/{}", name(196)),
+        &t.path(&name(196)),
+        &sha("file 196\n"),
     );
-    // Every file edited (a different size each): each window hashes and
-    // copies its files while scanning.
+    // Every file edited (a different size each): the two big windows copy
+    // their files into the store as they hash them, in one read; the last
+    // hashes as it judges.
     for i in 0..200 {
         t.write(&name(i), format!("edited {i}{}\n", "!".repeat(i % 7)));
     }
