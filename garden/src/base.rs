@@ -410,7 +410,10 @@ impl Base {
         // the journal does not name is the one the index holds already (a
         // 1% checkpoint of 10,000 entries wrote all 10,000). A record
         // waiting for a head goes in even when it did not change, as the
-        // head it waits for is the point.
+        // head it waits for is the point. So the journal completes the
+        // index's base and is no copy of it: an index lost as well after
+        // a crash leaves only these records, and the rest is rebuilt the
+        // safe way (a difference is a question, never an overwrite).
         let changed: std::collections::BTreeSet<&str> = self
             .changed
             .iter()

@@ -241,25 +241,32 @@ impl Garden {
             let manifest_path = &manifest_path;
             // Rendered, then written beside manifest.yaml and synced: only
             // its rename waits for the log record below.
+            let render = move || -> Result<_> {
+                let mut text = Vec::new();
+                manifest
+                    .write_yaml(&mut text)
+                    .map_err(|e| Error::io("rendering", manifest_path, e))?;
+                let staged = sgard_store::durable::stage_atomic(manifest_path, &text, 0o600)?;
+                Ok((text, staged))
+            };
+            // Where no thread can be started, it is rendered after the
+            // batch, on this one.
             let rendering = render_once.then(|| {
-                s.spawn(move || -> Result<_> {
-                    let mut text = Vec::new();
-                    manifest
-                        .write_yaml(&mut text)
-                        .map_err(|e| Error::io("rendering", manifest_path, e))?;
-                    let staged = sgard_store::durable::stage_atomic(manifest_path, &text, 0o600)?;
-                    Ok((text, staged))
-                })
+                std::thread::Builder::new()
+                    .name("render-head".into())
+                    .spawn_scoped(s, render)
+                    .map_err(|_| render)
             });
             let committed = Tx {
                 repo: &self.repo,
                 work: &mut self.work,
             }
             .commit_batch();
-            let once = rendering.map(|r| {
-                r.join().unwrap_or_else(|_| {
+            let once = rendering.map(|r| match r {
+                Ok(thread) => thread.join().unwrap_or_else(|_| {
                     Err(Error::Invalid("internal error: rendering stopped".into()))
-                })
+                }),
+                Err(render) => render(),
             });
             (committed, once)
         });
@@ -1079,7 +1086,6 @@ fn entry_changes(o: &Entry, n: &Entry) -> Vec<(&'static str, Option<String>)> {
     v
 }
 
-/// The blobs `m` references, sorted (for [`Garden::commit_head_after`]).
 /// `hashes` sorted, each once.
 fn sorted_unique(hashes: impl Iterator<Item = Hash>) -> Vec<Hash> {
     let mut v: Vec<Hash> = hashes.collect();
@@ -1088,6 +1094,7 @@ fn sorted_unique(hashes: impl Iterator<Item = Hash>) -> Vec<Hash> {
     v
 }
 
+/// The blobs `m` references, sorted (for [`Garden::commit_head_after`]).
 pub(crate) fn sorted_blobs(m: &Manifest) -> Vec<Hash> {
     let mut v: Vec<Hash> = m.referenced_blobs().collect();
     v.sort_unstable();

@@ -1243,10 +1243,12 @@ impl Garden {
 }
 
 impl Work {
-    /// Every blob size this run noted, sorted by hash, each once.
+    /// Every blob size this run noted, sorted by hash, each once (the
+    /// last noted, as it was when this was a map).
     pub(crate) fn known_sizes(&self) -> Vec<(sgard_store::Hash, u64)> {
-        let mut v = self.writes.sizes.clone();
-        v.sort_unstable_by_key(|a| a.0);
+        let mut v: Vec<_> = self.writes.sizes.iter().rev().copied().collect();
+        // Stable: of one hash's sizes the last noted comes first, and stays.
+        v.sort_by_key(|a| a.0);
         v.dedup_by(|a, b| a.0 == b.0);
         v
     }

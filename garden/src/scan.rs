@@ -302,7 +302,7 @@ impl Tx<'_> {
             let storable = |len: u64| spool && !e.encrypted && !e.locked && len < big;
             if resized
                 && storable(len)
-                && let Some(read) = hash_spooling(store, &abs, e.hash)
+                && let Some(read) = hash_spooling(store, &abs, e.hash, big)
             {
                 return Some(read);
             }
@@ -489,15 +489,27 @@ type Read = (Hash, Stat, Stat, Option<Box<(Spooled, Metadata)>>, bool);
 
 /// Reads the file at `abs` once, copying it into the store's temp folder
 /// while hashing it; the copy is kept only when the hash is not
-/// `expected`. `None` when it cannot be read so (a SQLite database is
-/// captured, not copied; an error is the slower path's to report).
-fn hash_spooling(store: &sgard_store::Store, abs: &Path, expected: Option<Hash>) -> Option<Read> {
+/// `expected`. `None` when it cannot be read so: a SQLite database is
+/// captured, not copied; a file that changed while it was read, or grew
+/// to `big` bytes (chunked, not one blob), is read the slower way, which
+/// also reports errors.
+fn hash_spooling(
+    store: &sgard_store::Store,
+    abs: &Path,
+    expected: Option<Hash>,
+    big: u64,
+) -> Option<Read> {
     let (f, opened) = fsx::open_regular(abs).ok()?;
     let mut f = fsx::unless_sqlite(f)?;
     let spooled = store.spool_blob(&mut f).ok()?;
     let after = fs::symlink_metadata(abs).ok()?;
     let h = spooled.hash();
     let (before, after) = (Stat::of(&opened), Stat::of(&after));
+    // The header was read before the copy: only a file that stayed as it
+    // was opened is known to be no database.
+    if before != after || spooled.size() >= big {
+        return None;
+    }
     let copy = (Some(h) != expected).then(|| Box::new((spooled, opened)));
     Some((h, before, after, copy, true))
 }

@@ -272,6 +272,11 @@ impl Spooled {
     pub fn hash(&self) -> Hash {
         self.hash
     }
+
+    /// How many bytes were copied.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
 }
 
 /// A blob found by [`Store::list`].
