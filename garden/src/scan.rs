@@ -311,10 +311,7 @@ impl Tx<'_> {
             let storable = storable(opened.len());
             let copy = match e.hash {
                 Some(expected) if storable && expected != h => {
-                    fsx::open_regular(&abs).ok().and_then(|(f, md)| {
-                        let mut f = fsx::unless_sqlite(f)?;
-                        Some(Box::new((store.spool_blob(&mut f).ok()?, md)))
-                    })
+                    spool_plain(store, &abs).map(Box::new)
                 }
                 _ => None,
             };
@@ -482,6 +479,15 @@ mod tests {
     }
 }
 
+/// Copies the file at `abs` into the store's temp folder, hashing it, with
+/// its metadata as opened: `None` for a SQLite database (captured, never
+/// copied) or on any error (the slower path reports it).
+fn spool_plain(store: &sgard_store::Store, abs: &Path) -> Option<(Spooled, Metadata)> {
+    let (f, opened) = fsx::open_regular(abs).ok()?;
+    let mut f = fsx::unless_sqlite(f)?;
+    Some((store.spool_blob(&mut f).ok()?, opened))
+}
+
 /// What the scan learned by reading a file: its hash, its metadata as
 /// opened and after, its copy in the store when it is not `expected`, and
 /// whether that read found it no SQLite database.
@@ -499,9 +505,7 @@ fn hash_spooling(
     expected: Option<Hash>,
     big: u64,
 ) -> Option<Read> {
-    let (f, opened) = fsx::open_regular(abs).ok()?;
-    let mut f = fsx::unless_sqlite(f)?;
-    let spooled = store.spool_blob(&mut f).ok()?;
+    let (spooled, opened) = spool_plain(store, abs)?;
     let after = fs::symlink_metadata(abs).ok()?;
     let h = spooled.hash();
     let (before, after) = (Stat::of(&opened), Stat::of(&after));

@@ -179,11 +179,6 @@ pub struct Staged {
 }
 
 impl Staged {
-    /// The name it takes.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Renames it to its name, durably (as [`write_atomic`] ends).
     ///
     /// # Errors
