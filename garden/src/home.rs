@@ -52,6 +52,26 @@ pub(crate) struct Confine {
     follow: HashMap<PathBuf, PathBuf>,
     /// This run's list of the folders it writes into (see [`Journal`]).
     journal: Option<Journal>,
+    /// Folders in which [`Confine::stage`] made a folder, with their
+    /// device: their new names are made durable by [`Confine::commit`]
+    /// (its `syncfs` covers them, or each is synced), not one `fsync` per
+    /// folder made (a restore into an empty home makes one per folder of
+    /// the tree, each a journal commit: a third of a T10k restore).
+    unsynced: Mutex<Vec<(PathBuf, Option<u64>)>>,
+}
+
+/// Whether [`Confine::parent`] makes the missing folders on the way, and
+/// how their names are made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Create {
+    /// None is made: a missing folder is an error.
+    No,
+    /// Each folder made is durable before the call returns (its parent is
+    /// synced).
+    Durably,
+    /// For a staged file: made durable by [`Confine::commit`], before any
+    /// staged file is renamed into place.
+    ForCommit,
 }
 
 /// The folders a run writes into, one file per run in this machine's
@@ -142,6 +162,14 @@ impl Drop for Staged {
 
 const CACHE_MAX: usize = 512;
 
+/// The same error again (an `io::Error` is not `Clone`).
+fn copy_io_error(e: &std::io::Error) -> std::io::Error {
+    e.raw_os_error().map_or_else(
+        || std::io::Error::new(e.kind(), e.to_string()),
+        std::io::Error::from_raw_os_error,
+    )
+}
+
 fn io_err(op: &'static str, path: &Path, e: std::io::Error) -> Error {
     Error::io(op, path, e)
 }
@@ -182,6 +210,7 @@ impl Confine {
             staged: AtomicU64::new(0),
             follow: HashMap::new(),
             journal: None,
+            unsynced: Mutex::new(Vec::new()),
         }
     }
 
@@ -316,13 +345,13 @@ impl Confine {
     }
 
     /// The folder holding `abs`, reached from its root without following a
-    /// symlink, and its last component. With `create`, missing folders are
-    /// made (mode 0755, less the umask), durably.
+    /// symlink, and its last component. Missing folders are made (mode
+    /// 0755, less the umask) as `create` says.
     ///
     /// # Errors
     /// [`Error::Unsupported`] for a symlink or a non-folder on the way, or a
     /// path inside the repository or sgard's state; [`Error::Io`].
-    pub fn parent(&self, abs: &Path, create: bool) -> Result<Parent> {
+    pub fn parent(&self, abs: &Path, create: Create) -> Result<Parent> {
         if abs == self.home {
             return Err(Self::refuse(
                 abs,
@@ -376,7 +405,7 @@ impl Confine {
         Ok(Parent { fd, name, dir })
     }
 
-    fn open_dir(&self, abs: &Path, dir: &Path, create: bool) -> Result<Dir> {
+    fn open_dir(&self, abs: &Path, dir: &Path, create: Create) -> Result<Dir> {
         // A path outside the home is reached from its root (`/`, or a
         // drive's on Windows).
         let top: PathBuf;
@@ -403,13 +432,25 @@ impl Confine {
             at.push(part);
             let next = match cur.open_dir_nofollow(part) {
                 Ok(fd) => fd,
-                Err(e) if create && e.kind() == ErrorKind::NotFound => {
+                Err(e) if create != Create::No && e.kind() == ErrorKind::NotFound => {
                     match cur.create_dir(part, 0o755) {
                         Ok(()) => {}
                         Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
                         Err(e) => return Err(io_err("creating folder", &at, e)),
                     }
-                    cur.sync().map_err(|e| io_err("syncing", &at, e))?;
+                    let above = at.parent().unwrap_or(root);
+                    if create == Create::ForCommit {
+                        let dev = cur
+                            .identity()
+                            .ok()
+                            .and_then(|st| st.dev_ino)
+                            .map(|(d, _)| d);
+                        if let Ok(mut v) = self.unsynced.lock() {
+                            v.push((above.to_path_buf(), dev));
+                        }
+                    } else {
+                        cur.sync().map_err(|e| io_err("syncing", above, e))?;
+                    }
                     cur.open_dir_nofollow(part)
                         .map_err(|e| self.why(abs, &cur, part, &at, e))?
                 }
@@ -453,7 +494,7 @@ impl Confine {
         mode: Mode,
         fill: impl FnOnce(&mut File) -> Result<()>,
     ) -> Result<Staged> {
-        let parent = self.parent(abs, true)?;
+        let parent = self.parent(abs, Create::ForCommit)?;
         let staged = Staged {
             parent,
             run: self.run.clone(),
@@ -485,14 +526,41 @@ impl Confine {
     /// order (a result per file was 100 bytes each at 100,000 files).
     pub fn commit(&self, mut staged: Vec<&mut Staged>) -> Vec<(usize, Error)> {
         let mut per_dev: HashMap<u64, Arc<Dir>> = HashMap::new();
+        let mut seen: std::collections::HashSet<*const Dir> = std::collections::HashSet::new();
         for s in &staged {
+            if !seen.insert(Arc::as_ptr(&s.parent.fd)) {
+                continue;
+            }
             if let Ok(Some((dev, _))) = s.parent.fd.identity().map(|st| st.dev_ino) {
                 per_dev.entry(dev).or_insert_with(|| s.parent.fd.clone());
             }
         }
+        drop(seen);
         let sync_all = || !per_dev.is_empty() && per_dev.values().all(|fd| fd.sync_file_system());
         let flushed = sync_all();
         let mut failed = Vec::new();
+        // The folders staging made: the flush above made their names
+        // durable where it covered their file system; any other folder
+        // that gained one is synced now, before anything is renamed into
+        // place (reached by its path: a descriptor kept per folder made
+        // could run out of them). A file below one that cannot be synced
+        // is not put in place.
+        let mut made = self
+            .unsynced
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default();
+        made.sort_unstable();
+        made.dedup();
+        let mut lost: Vec<(PathBuf, std::io::Error)> = Vec::new();
+        for (dir, dev) in made {
+            if flushed && dev.is_some_and(|d| per_dev.contains_key(&d)) {
+                continue;
+            }
+            if let Err(e) = Dir::open_root(&dir).and_then(|fd| fd.sync()) {
+                lost.push((dir, e));
+            }
+        }
         let mut dirs: Vec<(Arc<Dir>, Arc<Path>)> = Vec::new();
         // Per folder (by descriptor), its index in `dirs`; per file put in
         // place, the index of its folder (`u32::MAX`: it failed).
@@ -500,6 +568,9 @@ impl Confine {
         let mut placed: Vec<u32> = Vec::with_capacity(staged.len());
         for (k, s) in staged.iter_mut().enumerate() {
             let r = (|| {
+                if let Some((dir, e)) = lost.iter().find(|(d, _)| s.parent.dir.starts_with(d)) {
+                    return Err(io_err("syncing folder", dir, copy_io_error(e)));
+                }
                 if !flushed {
                     s.parent
                         .fd
@@ -537,11 +608,7 @@ impl Confine {
                 if let Err(e) = fd.sync() {
                     let d = u32::try_from(d).unwrap_or(u32::MAX);
                     for (k, _) in placed.iter().enumerate().filter(|(_, p)| **p == d) {
-                        let e = e.raw_os_error().map_or_else(
-                            || std::io::Error::new(e.kind(), e.to_string()),
-                            std::io::Error::from_raw_os_error,
-                        );
-                        failed.push((k, io_err("syncing folder", dir, e)));
+                        failed.push((k, io_err("syncing folder", dir, copy_io_error(&e))));
                     }
                     unsynced = true;
                 }
@@ -575,7 +642,7 @@ impl Confine {
     /// # Errors
     /// As [`Confine::parent`]; [`Error::Io`].
     pub fn symlink(&self, target: &str, abs: &Path) -> Result<()> {
-        let p = self.parent(abs, true)?;
+        let p = self.parent(abs, Create::Durably)?;
         let tmp = temp_name(crate::own::LINK_PREFIX, &p.name);
         p.fd.symlink(target, &tmp)
             .map_err(|e| io_err("creating symlink in", &p.dir, e))?;
@@ -596,7 +663,7 @@ impl Confine {
     /// As [`Confine::parent`]; [`Error::Io`] (on Unix, always: it has no
     /// junctions).
     pub fn junction(&self, target: &Path, abs: &Path) -> Result<()> {
-        let p = self.parent(abs, true)?;
+        let p = self.parent(abs, Create::Durably)?;
         let tmp = temp_name(crate::own::LINK_PREFIX, &p.name);
         p.fd.junction(&p.dir, target, &tmp)
             .map_err(|e| io_err("creating a junction in", &p.dir, e))?;
@@ -627,7 +694,7 @@ impl Confine {
     /// # Errors
     /// As [`Confine::parent`]; [`Error::Io`].
     pub fn chmod(&self, abs: &Path, mode: Mode) -> Result<()> {
-        let p = self.parent(abs, false)?;
+        let p = self.parent(abs, Create::No)?;
         let f =
             p.fd.open_nofollow(&p.name)
                 .map_err(|e| io_err("opening", abs, e))?;
@@ -659,7 +726,7 @@ impl Confine {
     /// folder holding it is synced after a creation. Returns whether it
     /// created it.
     fn make_dir(&self, abs: &Path, mode: Option<Mode>, existing: bool) -> Result<bool> {
-        let p = self.parent(abs, true)?;
+        let p = self.parent(abs, Create::Durably)?;
         let created = match p.fd.create_dir(&p.name, 0o700) {
             Ok(()) => true,
             Err(e) if e.kind() == ErrorKind::AlreadyExists => false,
@@ -688,7 +755,7 @@ impl Confine {
     /// # Errors
     /// As [`Confine::parent`]; [`Error::Io`].
     pub fn remove(&self, abs: &Path) -> Result<()> {
-        let p = self.parent(abs, false)?;
+        let p = self.parent(abs, Create::No)?;
         let st = match p.fd.stat(Path::new(&p.name)) {
             Ok(st) => st,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -775,7 +842,11 @@ impl Confine {
     /// Returns how many.
     pub fn sweep(&self, dirs: impl IntoIterator<Item = PathBuf>) -> usize {
         dirs.into_iter()
-            .filter_map(|dir| self.open_dir(&dir, &dir, false).ok().map(|fd| (fd, dir)))
+            .filter_map(|dir| {
+                self.open_dir(&dir, &dir, Create::No)
+                    .ok()
+                    .map(|fd| (fd, dir))
+            })
             .map(|(fd, dir)| sweep_folder(&fd, &dir))
             .sum()
     }

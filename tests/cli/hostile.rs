@@ -1577,6 +1577,142 @@ fn restore_fixture() -> (TestEnv, Vec<(String, Vec<u8>)>) {
     (t, files)
 }
 
+/// The folders a restore makes, in order, from `strace -f -y` of it: every
+/// folder of the home that gained a folder is flushed (an `fsync` of it, or
+/// a `syncfs` that succeeded) after the folder was made and before any
+/// staged file is renamed into a folder at or below it. Returns the calls
+/// checked (made, renamed into place).
+fn check_folders_flushed_before_renames(trace: &str, home: &Path) -> (usize, usize) {
+    let home = home.to_str().unwrap();
+    // `TID call(fd</path>, "name", ...) = result`, a call cut in two by
+    // another thread (`<unfinished ...>`, then `<... call resumed>`) put
+    // back together: each call counts where it ended.
+    let mut open: BTreeMap<String, String> = BTreeMap::new();
+    let mut pending: Vec<String> = Vec::new();
+    let (mut made, mut renamed) = (0, 0);
+    for l in trace.lines() {
+        let Some((tid, rest)) = l.split_once(' ').map(|(t, r)| (t, r.trim_start())) else {
+            continue;
+        };
+        let whole = if let Some(head) = rest.strip_suffix(" <unfinished ...>") {
+            open.insert(tid.to_owned(), head.to_owned());
+            continue;
+        } else if let Some(tail) = rest.strip_prefix("<... ") {
+            let Some(head) = open.remove(tid) else {
+                continue;
+            };
+            let tail = tail.split_once("resumed>").map_or("", |(_, t)| t);
+            format!("{head}{tail}")
+        } else {
+            rest.to_owned()
+        };
+        let Some((call, args)) = whole.split_once('(') else {
+            continue;
+        };
+        if !whole.trim_end().ends_with("= 0") {
+            continue;
+        }
+        // The folder an `*at` call's first argument names: `7</a/b>`.
+        let first_dir = || {
+            let (_, p) = args.split_once('<')?;
+            let (p, _) = p.split_once('>')?;
+            Some(p.to_owned())
+        };
+        match call {
+            "mkdirat" => {
+                if let Some(d) = first_dir().filter(|d| d.starts_with(home)) {
+                    made += 1;
+                    pending.push(d);
+                }
+            }
+            "fsync" | "fdatasync" => {
+                if let Some(d) = first_dir() {
+                    pending.retain(|p| *p != d);
+                }
+            }
+            "syncfs" => pending.clear(),
+            "renameat" | "renameat2" if args.contains("\".sgard-restore-") => {
+                let d = first_dir().unwrap();
+                renamed += 1;
+                let unflushed: Vec<&String> = pending
+                    .iter()
+                    .filter(|p| Path::new(&d).starts_with(p))
+                    .collect();
+                assert!(
+                    unflushed.is_empty(),
+                    "a file was put in place in {d} while {unflushed:?} had a new folder \
+                     not yet flushed:\n{trace}"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert!(pending.is_empty(), "never flushed: {pending:?}\n{trace}");
+    (made, renamed)
+}
+
+/// A restore into an empty home makes the tree's folders without an
+/// `fsync` per folder made (the `syncfs` before the renames flushes them),
+/// yet every folder's new names are durable before a file is put in place
+/// below it: with `syncfs` working, and with it failing (then each folder
+/// is synced on its own).
+#[test]
+fn folders_a_restore_makes_are_flushed_before_files_go_in_place() {
+    if !strace_works() {
+        eprintln!("skipping: strace cannot trace here");
+        return;
+    }
+    let t = TestEnv::init();
+    let mut files = Vec::new();
+    for (i, rel) in [
+        "conf/a/b/f0",
+        "conf/a/b/f1",
+        "conf/a/c/f2",
+        "conf/d/e/f/f3",
+        "top",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let body = noise_bytes(500 + i * 300, i as u64);
+        t.write(rel, &body);
+        files.push((rel.to_string(), body));
+    }
+    t.sgard(["add", "~/conf", "~/top"]).ok();
+    for fault in [None, Some(("syncfs", "EIO", 1))] {
+        fs::remove_dir_all(t.path("conf")).unwrap();
+        fs::remove_file(t.path("top")).unwrap();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let mut c = Command::new("strace");
+        c.args(["-f", "-qq", "-y", "-e"])
+            .arg("trace=mkdir,mkdirat,fsync,fdatasync,syncfs,rename,renameat,renameat2")
+            .arg("-o")
+            .arg(log.path());
+        if let Some((call, errno, n)) = fault {
+            c.args(["-e", &format!("inject={call}:error={errno}:when={n}+")]);
+        }
+        let cmd = t.command(["restore", "-f"]);
+        c.arg(cmd.get_program()).args(cmd.get_args()).env_clear();
+        for (k, v) in cmd.get_envs() {
+            if let Some(v) = v {
+                c.env(k, v);
+            }
+        }
+        if let Some(d) = cmd.get_current_dir() {
+            c.current_dir(d);
+        }
+        let out = c.stdin(Stdio::null()).output().unwrap();
+        assert!(out.status.success(), "{fault:?}: {out:#?}");
+        for (rel, body) in &files {
+            assert_eq!(&t.read(rel), body, "{fault:?}: {rel}");
+        }
+        let trace = fs::read_to_string(log.path()).unwrap();
+        let (made, renamed) = check_folders_flushed_before_renames(&trace, &t.home);
+        // conf, a, b, c, d, e, f; every file.
+        assert_eq!((made, renamed), (7, files.len()), "{fault:?}:\n{trace}");
+    }
+}
+
 /// After a failed or interrupted command: every file holds either nothing,
 /// its old content or its stored content (never a mix), and no temp file
 /// is left in the home or the repository.
