@@ -409,12 +409,11 @@ fn sound<T>(v: Option<T>) -> std::result::Result<T, Unread> {
 
 fn read_parts(path: &Path, parts: Parts) -> Result<Found> {
     let read = || -> std::result::Result<Found, Unread> {
-        let f = match durable::open_regular_file(path) {
-            Ok(f) => f,
+        let (f, meta) = match durable::open_regular(path) {
+            Ok(found) => found,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
             Err(e) => return Err(e.into()),
         };
-        let meta = f.metadata()?;
         let len = meta.len().min(MAX_BYTES);
         let l = read_from(f.take(MAX_BYTES), len, parts)?;
         Ok(Found::Usable(Box::new(Loaded {

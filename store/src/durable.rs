@@ -436,14 +436,24 @@ fn make_private(dir: &Path) -> io::Result<()> {
 /// # Errors
 /// The OS error, or `InvalidInput` when the path is not a regular file.
 pub fn open_regular_file(path: &Path) -> io::Result<File> {
+    open_regular(path).map(|(f, _)| f)
+}
+
+/// As [`open_regular_file`], with the metadata it looked at (one `fstat`
+/// for both the check and the caller's size or fingerprint).
+///
+/// # Errors
+/// As [`open_regular_file`].
+pub fn open_regular(path: &Path) -> io::Result<(File, fs::Metadata)> {
     let f = regular_read_options().open(path)?;
-    if !f.metadata()?.is_file() {
+    let md = f.metadata()?;
+    if !md.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a regular file",
         ));
     }
-    Ok(f)
+    Ok((f, md))
 }
 
 /// Unix: never blocking on a FIFO (`O_NONBLOCK`), not inherited by

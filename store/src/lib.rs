@@ -683,8 +683,8 @@ impl Store {
         each: &mut dyn FnMut(&[u8]) -> io::Result<bool>,
     ) -> Result<u64> {
         let p = self.path_of(hash);
-        let mut f = match durable::open_regular_file(&p) {
-            Ok(f) => f,
+        let (mut f, len) = match durable::open_regular(&p) {
+            Ok((f, md)) => (f, md.len()),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -702,7 +702,6 @@ impl Store {
         // No bigger than the blob (and a byte for the end): most blobs are
         // a few KiB, and zeroing a whole chunk for each was a twentieth of
         // a restore.
-        let len = f.metadata().map_or(u64::MAX, |m| m.len());
         let room = usize::try_from(len.saturating_add(1)).unwrap_or(usize::MAX);
         let mut buf = vec![0u8; chunk.min(room).max(1)];
         let mut size = 0u64;

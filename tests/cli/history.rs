@@ -1943,3 +1943,25 @@ fn a_checkpoint_writes_the_same_document_as_its_snapshot_and_manifest() {
         run(&["verify"]);
     }
 }
+
+/// A restore's record counts the bytes of the contents it names: those a
+/// restore into an empty home read while writing them (it notes their
+/// sizes rather than asking the store again) are counted once each.
+#[test]
+fn a_restore_record_counts_the_bytes_it_wrote() {
+    let t = TestEnv::init();
+    t.write("d/a", "hello\n");
+    t.write("d/b", "x".repeat(3000));
+    t.write("d/same", "hello\n");
+    t.write("d/e/c", "y".repeat(700));
+    t.sgard(["add", "~/d"]).ok();
+    fs::remove_dir_all(t.path("d")).unwrap();
+    t.sgard(["restore", "-f"]).ok();
+    let local = fs::read_to_string(t.state().join("undo/history.yaml")).unwrap();
+    let restore = local
+        .split("- id:")
+        .find(|r| r.contains("reason: restore\n"))
+        .unwrap_or_else(|| panic!("no restore record:\n{local}"));
+    assert!(restore.contains("entries: 4\n"), "{restore}");
+    assert!(restore.contains("bytes: 3706\n"), "{restore}");
+}
