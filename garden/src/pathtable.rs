@@ -118,23 +118,43 @@ impl<V> PathTable<V> {
     /// keys, 100,000 of them were 25 MB); any other new path goes into the
     /// map beside it, and stays before the table's last path for good.
     pub fn insert(&mut self, path: &str, v: V) -> Option<V> {
+        self.insert_slot(path, v).0
+    }
+
+    /// As [`PathTable::insert`], also saying which record of the table it
+    /// set (`None`: one of the map beside it). A record keeps its position
+    /// for the table's life.
+    pub fn insert_slot(&mut self, path: &str, v: V) -> (Option<V>, Option<usize>) {
         match self.find(path) {
-            Some(i) => self.slots[i].1.replace(v),
+            Some(i) => (self.slots[i].1.replace(v), Some(i)),
             None if self.slots.is_empty() || self.name(self.slots.len() - 1) < path => {
                 self.names.push_str(path);
                 self.slots.push((self.names.len(), Some(v)));
-                None
+                (None, Some(self.slots.len() - 1))
             }
-            None => self.fresh.insert(path.to_owned(), v),
+            None => (self.fresh.insert(path.to_owned(), v), None),
         }
     }
 
     /// Drops the value of `path`; returns it.
     pub fn remove(&mut self, path: &str) -> Option<V> {
+        self.remove_slot(path).0
+    }
+
+    /// As [`PathTable::remove`], also saying which record of the table it
+    /// dropped (as [`PathTable::insert_slot`]).
+    pub fn remove_slot(&mut self, path: &str) -> (Option<V>, Option<usize>) {
         match self.find(path) {
-            Some(i) => self.slots[i].1.take(),
-            None => self.fresh.remove(path),
+            Some(i) => (self.slots[i].1.take(), Some(i)),
+            None => (self.fresh.remove(path), None),
         }
+    }
+
+    /// The path and value (`None`: dropped) of the table's record at
+    /// position `i`.
+    pub fn slot(&self, i: usize) -> Option<(&str, Option<&V>)> {
+        let v = self.slots.get(i)?.1.as_ref();
+        Some((self.name(i), v))
     }
 
     /// Every record, in path order.
