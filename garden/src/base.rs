@@ -719,12 +719,6 @@ impl Base {
     }
 }
 
-/// Writes base lines for `entries` under their checked header to `file`,
-/// durably, rendered straight into the temp file (the header's checksum
-/// filled in last): at 100,000 entries the text is 10 MB, and building it
-/// first held it twice over. After them, a `?` line for each path of
-/// `awaited`: the head entry its record waits for (see
-/// [`Base::put_with_head`]).
 /// Two lists of records sorted by path, as one (a path in both, once).
 fn merge_by_path<'a>(
     a: impl Iterator<Item = (&'a str, Option<&'a BaseEntry>)>,
@@ -742,6 +736,12 @@ fn merge_by_path<'a>(
     })
 }
 
+/// Writes base lines for `entries` under their checked header to `file`,
+/// durably, rendered straight into the temp file (the header's checksum
+/// filled in last): at 100,000 entries the text is 10 MB, and building it
+/// first held it twice over. After them, a `?` line for each path of
+/// `awaited`: the head entry its record waits for (see
+/// [`Base::put_with_head`]).
 fn write_records_when<'a>(
     file: &Path,
     entries: impl Iterator<Item = (&'a str, Option<&'a BaseEntry>)>,

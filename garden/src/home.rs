@@ -52,12 +52,22 @@ pub(crate) struct Confine {
     follow: HashMap<PathBuf, PathBuf>,
     /// This run's list of the folders it writes into (see [`Journal`]).
     journal: Option<Journal>,
-    /// Folders in which [`Confine::stage`] made a folder, with their
-    /// device: their new names are made durable by [`Confine::commit`]
-    /// (its `syncfs` covers them, or each is synced), not one `fsync` per
-    /// folder made (a restore into an empty home makes one per folder of
-    /// the tree, each a journal commit: a third of a T10k restore).
-    unsynced: Mutex<Vec<(PathBuf, Option<u64>)>>,
+    /// The folders [`Confine::stage`] made whose names are not durable
+    /// yet: each with the folder it was made in and that one's device.
+    /// [`Confine::commit`] makes them durable (its `syncfs` covers them,
+    /// or each folder above is synced), not one `fsync` per folder made (a
+    /// restore into an empty home makes one per folder of the tree, each a
+    /// journal commit: a third of a T10k restore); so does any durable
+    /// write at or below one before that (see [`Confine::parent`]).
+    unsynced: Mutex<Vec<Made>>,
+}
+
+/// A folder made for a staged file (see `Confine::unsynced`).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Made {
+    folder: PathBuf,
+    above: PathBuf,
+    dev: Option<u64>,
 }
 
 /// Whether [`Confine::parent`] makes the missing folders on the way, and
@@ -161,6 +171,30 @@ impl Drop for Staged {
 }
 
 const CACHE_MAX: usize = 512;
+
+/// Syncs the folder above each of `made` once, but those on a device that
+/// `flushed` says a `syncfs` covered; returns each made folder with how
+/// its folder's sync went. A folder is reached by its path here (a
+/// descriptor kept per folder made could run out of them; a path swapped
+/// for a symlink meanwhile syncs another folder, which is no write).
+fn sync_made(
+    mut made: Vec<Made>,
+    flushed: impl Fn(u64) -> bool,
+) -> Vec<(Made, std::io::Result<()>)> {
+    made.sort_unstable_by(|a, b| a.above.cmp(&b.above));
+    let mut out: Vec<(Made, std::io::Result<()>)> = Vec::with_capacity(made.len());
+    for m in made {
+        let result = match out.last() {
+            Some((prev, r)) if prev.above == m.above => {
+                r.as_ref().map(|_| ()).map_err(copy_io_error)
+            }
+            _ if m.dev.is_some_and(&flushed) => Ok(()),
+            _ => Dir::open_root(&m.above).and_then(|fd| fd.sync()),
+        };
+        out.push((m, result));
+    }
+    out
+}
 
 /// The same error again (an `io::Error` is not `Clone`).
 fn copy_io_error(e: &std::io::Error) -> std::io::Error {
@@ -368,6 +402,9 @@ impl Confine {
             .file_name()
             .ok_or_else(|| Self::refuse(abs, "has no name"))?
             .to_os_string();
+        if create == Create::Durably {
+            self.flush_made(abs)?;
+        }
         let cached = self.dirs.lock().ok().and_then(|m| m.get(dir).cloned());
         let (fd, dir) = match cached {
             Some(c) => c,
@@ -439,15 +476,20 @@ impl Confine {
                         Err(e) => return Err(io_err("creating folder", &at, e)),
                     }
                     let above = at.parent().unwrap_or(root);
-                    if create == Create::ForCommit {
+                    if create == Create::ForCommit && dir::FOLDERS_SYNC {
                         let dev = cur
                             .identity()
                             .ok()
                             .and_then(|st| st.dev_ino)
                             .map(|(d, _)| d);
-                        if let Ok(mut v) = self.unsynced.lock() {
-                            v.push((above.to_path_buf(), dev));
-                        }
+                        self.unsynced
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(Made {
+                                folder: at.clone(),
+                                above: above.to_path_buf(),
+                                dev,
+                            });
                     } else {
                         cur.sync().map_err(|e| io_err("syncing", above, e))?;
                     }
@@ -545,20 +587,16 @@ impl Confine {
         // place (reached by its path: a descriptor kept per folder made
         // could run out of them). A file below one that cannot be synced
         // is not put in place.
-        let mut made = self
-            .unsynced
-            .lock()
-            .map(|mut v| std::mem::take(&mut *v))
-            .unwrap_or_default();
-        made.sort_unstable();
-        made.dedup();
-        let mut lost: Vec<(PathBuf, std::io::Error)> = Vec::new();
-        for (dir, dev) in made {
-            if flushed && dev.is_some_and(|d| per_dev.contains_key(&d)) {
-                continue;
-            }
-            if let Err(e) = Dir::open_root(&dir).and_then(|fd| fd.sync()) {
-                lost.push((dir, e));
+        let made = std::mem::take(
+            &mut *self
+                .unsynced
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let mut lost: Vec<(Made, std::io::Error)> = Vec::new();
+        for (m, result) in sync_made(made, |dev| flushed && per_dev.contains_key(&dev)) {
+            if let Err(e) = result {
+                lost.push((m, e));
             }
         }
         let mut dirs: Vec<(Arc<Dir>, Arc<Path>)> = Vec::new();
@@ -568,8 +606,11 @@ impl Confine {
         let mut placed: Vec<u32> = Vec::with_capacity(staged.len());
         for (k, s) in staged.iter_mut().enumerate() {
             let r = (|| {
-                if let Some((dir, e)) = lost.iter().find(|(d, _)| s.parent.dir.starts_with(d)) {
-                    return Err(io_err("syncing folder", dir, copy_io_error(e)));
+                if let Some((m, e)) = lost
+                    .iter()
+                    .find(|(m, _)| s.parent.dir.starts_with(&m.folder))
+                {
+                    return Err(io_err("syncing folder", &m.above, copy_io_error(e)));
                 }
                 if !flushed {
                     s.parent
@@ -618,6 +659,30 @@ impl Confine {
             }
         }
         failed
+    }
+
+    /// Makes durable the folders [`Confine::stage`] made at or above
+    /// `abs`, before a durable write there (a link or a folder entry is
+    /// recorded as it is made, before the staged files are committed).
+    fn flush_made(&self, abs: &Path) -> Result<()> {
+        let mine = {
+            let mut v = self
+                .unsynced
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if v.is_empty() {
+                return Ok(());
+            }
+            let (mine, rest) = std::mem::take(&mut *v)
+                .into_iter()
+                .partition(|m: &Made| abs.starts_with(&m.folder));
+            *v = rest;
+            mine
+        };
+        for (m, result) in sync_made(mine, |_| false) {
+            result.map_err(|e| io_err("syncing folder", &m.above, e))?;
+        }
+        Ok(())
     }
 
     /// Replaces `abs` durably with a file of exactly `mode` filled by `fill`.

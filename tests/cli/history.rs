@@ -1944,9 +1944,8 @@ fn a_checkpoint_writes_the_same_document_as_its_snapshot_and_manifest() {
     }
 }
 
-/// A restore's record counts the bytes of the contents it names: those a
-/// restore into an empty home read while writing them (it notes their
-/// sizes rather than asking the store again) are counted once each.
+/// A restore's record counts the bytes of the contents it names, each
+/// content once (two files hold the same one here).
 #[test]
 fn a_restore_record_counts_the_bytes_it_wrote() {
     let t = TestEnv::init();

@@ -1580,7 +1580,7 @@ fn restore_fixture() -> (TestEnv, Vec<(String, Vec<u8>)>) {
 /// The folders a restore makes, in order, from `strace -f -y` of it: every
 /// folder of the home that gained a folder is flushed (an `fsync` of it, or
 /// a `syncfs` that succeeded) after the folder was made and before any
-/// staged file is renamed into a folder at or below it. Returns the calls
+/// staged file or link is renamed into a folder below it. Returns the calls
 /// checked (made, renamed into place).
 fn check_folders_flushed_before_renames(trace: &str, home: &Path) -> (usize, usize) {
     let home = home.to_str().unwrap();
@@ -1631,12 +1631,17 @@ fn check_folders_flushed_before_renames(trace: &str, home: &Path) -> (usize, usi
                 }
             }
             "syncfs" => pending.clear(),
-            "renameat" | "renameat2" if args.contains("\".sgard-restore-") => {
+            "renameat" | "renameat2"
+                if args.contains("\".sgard-restore-") || args.contains("\".sgard-link-") =>
+            {
                 let d = first_dir().unwrap();
                 renamed += 1;
+                // A folder above `d` that gained a folder may have gained
+                // the one on the way to `d` (`d` itself gaining one is no
+                // matter for a name in it).
                 let unflushed: Vec<&String> = pending
                     .iter()
-                    .filter(|p| Path::new(&d).starts_with(p))
+                    .filter(|p| **p != d && Path::new(&d).starts_with(p))
                     .collect();
                 assert!(
                     unflushed.is_empty(),
@@ -1655,7 +1660,9 @@ fn check_folders_flushed_before_renames(trace: &str, home: &Path) -> (usize, usi
 /// `fsync` per folder made (the `syncfs` before the renames flushes them),
 /// yet every folder's new names are durable before a file is put in place
 /// below it: with `syncfs` working, and with it failing (then each folder
-/// is synced on its own).
+/// is synced on its own). A link in a folder the staged files made is put
+/// in place (and recorded) before they are: the folders above it are
+/// flushed first.
 #[test]
 fn folders_a_restore_makes_are_flushed_before_files_go_in_place() {
     if !strace_works() {
@@ -1678,6 +1685,7 @@ fn folders_a_restore_makes_are_flushed_before_files_go_in_place() {
         t.write(rel, &body);
         files.push((rel.to_string(), body));
     }
+    std::os::unix::fs::symlink("b/f0", t.path("conf/a/link")).unwrap();
     t.sgard(["add", "~/conf", "~/top"]).ok();
     for fault in [None, Some(("syncfs", "EIO", 1))] {
         fs::remove_dir_all(t.path("conf")).unwrap();
@@ -1707,9 +1715,13 @@ fn folders_a_restore_makes_are_flushed_before_files_go_in_place() {
             assert_eq!(&t.read(rel), body, "{fault:?}: {rel}");
         }
         let trace = fs::read_to_string(log.path()).unwrap();
+        assert_eq!(
+            fs::read_link(t.path("conf/a/link")).unwrap(),
+            Path::new("b/f0")
+        );
         let (made, renamed) = check_folders_flushed_before_renames(&trace, &t.home);
-        // conf, a, b, c, d, e, f; every file.
-        assert_eq!((made, renamed), (7, files.len()), "{fault:?}:\n{trace}");
+        // conf, a, b, c, d, e, f; every file and the link.
+        assert_eq!((made, renamed), (7, files.len() + 1), "{fault:?}:\n{trace}");
     }
 }
 

@@ -23,6 +23,10 @@ pub(crate) use windows::{Dir, not_a_folder, path_bytes, path_of_bytes, set_mode}
 /// handle that may write it), rather than all at once when committed.
 pub(crate) const FLUSH_WHEN_STAGED: bool = cfg!(windows);
 
+/// Whether a folder's names can be flushed ([`Dir::sync`] does something):
+/// not on Windows.
+pub(crate) const FOLDERS_SYNC: bool = cfg!(unix);
+
 /// What a name in a folder is, without following a symlink.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
