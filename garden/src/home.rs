@@ -63,7 +63,7 @@ pub(crate) struct Confine {
 }
 
 /// A folder made for a staged file (see `Confine::unsynced`).
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug)]
 struct Made {
     folder: PathBuf,
     above: PathBuf,
