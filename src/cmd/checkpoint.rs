@@ -31,6 +31,12 @@ fn run(
     let dry_run = then.dry_run;
     let mut g = ctx.open_to_change(dry_run)?;
     let report = g.checkpoint(message, paths, CheckpointOptions { dry_run })?;
+    // One write for the report's lines rather than one per line (a 1%
+    // checkpoint of 10,000 files prints 100), flushed before `finish` may
+    // say anything on stderr, so the two stay in order.
+    let raw = out;
+    let mut lines = std::io::BufWriter::with_capacity(32 << 10, &mut *raw);
+    let out = &mut lines;
     let word = |w: &str| crate::ui::word(ctx.colour, w, 10);
     // What the head changed since the newest snapshot: recorded too.
     for c in &report.staged {
@@ -143,6 +149,9 @@ fn run(
             }
         }
     }
+    out.flush()?;
+    drop(lines);
+    let out = raw;
     ctx.finish(g)?;
     // A snapshot recorded: committed (and pushed) as asked or as the
     // repository's git settings say; git's failure is only a warning.
