@@ -239,43 +239,69 @@ impl Garden {
         let (committed, once) = std::thread::scope(|s| {
             let manifest = &self.repo.manifest;
             let manifest_path = &manifest_path;
-            // Rendered, then written beside manifest.yaml and synced: only
-            // its rename waits for the log record below.
-            let render = move || -> Result<_> {
+            let store = &self.repo.store;
+            // Rendered, copied into the store's temp folder as the
+            // snapshot's blob and given to `blob` at once (the batch's last
+            // flush makes it durable: manifest.yaml's write and sync need
+            // not hold the batch up), then written beside manifest.yaml and
+            // synced: only its rename waits for the log record below.
+            let render = move |blob: &mut dyn FnMut(sgard_store::Spooled)| -> Result<_> {
                 let mut text = Vec::new();
                 manifest
                     .write_yaml(&mut text)
                     .map_err(|e| Error::io("rendering", manifest_path, e))?;
+                blob(store.spool_bytes(&text)?);
                 let staged = sgard_store::durable::stage_atomic(manifest_path, &text, 0o600)?;
                 Ok((text, staged))
             };
-            // Where no thread can be started, it is rendered after the
-            // batch, on this one.
-            let rendering = render_once.then(|| {
+            let (blob_tx, blob_rx) = std::sync::mpsc::sync_channel(1);
+            // Where no thread can be started, it is rendered once the
+            // batch's blobs are named, on this one.
+            let mut rendering = render_once.then(|| {
                 std::thread::Builder::new()
                     .name("render-head".into())
-                    .spawn_scoped(s, render)
+                    .spawn_scoped(s, move || {
+                        // The receiver is gone only when the batch failed.
+                        render(&mut |b| drop(blob_tx.send(b)))
+                    })
                     .map_err(|_| render)
             });
+            let mut here = None;
             let committed = Tx {
                 repo: &self.repo,
                 work: &mut self.work,
             }
-            .commit_batch();
-            let once = rendering.map(|r| match r {
-                Ok(thread) => thread.join().unwrap_or_else(|_| {
-                    Err(Error::Invalid("internal error: rendering stopped".into()))
-                }),
-                Err(render) => render(),
+            .commit_batch_with_late(|| {
+                if let Some(Err(render)) = rendering.take_if(|r| r.is_err()) {
+                    let mut blob = None;
+                    here = Some(render(&mut |b| blob = Some(b)));
+                    return blob;
+                }
+                // Nothing comes when rendering failed first: its error
+                // follows from the join.
+                match &rendering {
+                    Some(Ok(_)) => blob_rx.recv().ok(),
+                    _ => None,
+                }
             });
+            let once = match (rendering, here) {
+                (Some(Ok(thread)), _) => Some(thread.join().unwrap_or_else(|_| {
+                    Err(Error::Invalid("internal error: rendering stopped".into()))
+                })),
+                (_, Some(rendered)) => Some(rendered),
+                _ => None,
+            };
             (committed, once)
         });
-        committed?;
+        let snapshot = committed?;
         let once = once.transpose()?;
-        let w = self.repo.store.write_from(&mut |out| match &once {
-            Some((text, _)) => out.write_all(text),
-            None => self.repo.manifest.write_yaml(out),
-        })?;
+        let w = match (&once, snapshot) {
+            (Some(_), Some(w)) => w,
+            _ => self.repo.store.write_from(&mut |out| match &once {
+                Some((text, _)) => out.write_all(text),
+                None => self.repo.manifest.write_yaml(out),
+            })?,
+        };
         self.work.known_size(w.hash, w.size);
         let parent = self.repo.history.head().map(|r| r.id);
         let head_blobs = sorted_unique(self.repo.manifest.referenced_blobs());

@@ -1668,6 +1668,37 @@ impl Tx<'_> {
         }
     }
 
+    /// As [`Tx::commit_batch`], with a blob of the repository's store whose
+    /// bytes are still being written when the commit starts: `late` gives
+    /// it once the batch's blobs are named (it is not asked when naming
+    /// them fails), and the batch's last flush makes it durable too (see
+    /// `Batch::commit_with_late`). With no batch of that store open, it is
+    /// stored on its own after the batch. Returns what became of it.
+    pub(crate) fn commit_batch_with_late(
+        &mut self,
+        late: impl FnOnce() -> Option<sgard_store::Spooled>,
+    ) -> Result<Option<sgard_store::Written>> {
+        let writes = &mut self.work.writes;
+        let refused = writes.refuse_after_failure();
+        writes.failed = None;
+        let b = writes.batch.take();
+        let store = &self.repo.store;
+        match b {
+            Some(b) if refused.is_ok() && b.root() == store.root() => Ok(b.commit_with_late(late)?),
+            b => {
+                let late = late();
+                refused?;
+                if let Some(b) = b {
+                    b.commit()?;
+                }
+                match late {
+                    Some(spooled) => Ok(store.batch().commit_with_late(|| Some(spooled))?),
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
     /// Makes every batched blob durable under its name. Call before anything
     /// that names them (a manifest, a history record) is written.
     pub(crate) fn commit_batch(&mut self) -> Result<()> {

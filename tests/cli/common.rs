@@ -308,19 +308,20 @@ pub fn strace_works() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Runs `command` under `strace` so that the `syscall` fails with `errno`
-/// from its `nth` call on in each thread (`None`: never). Returns the run and,
-/// for each of `syscalls` (comma-separated), the most calls one thread made.
-/// (strace counts each system call and each thread on its own, so faults go
-/// into one system call at a time.)
-pub fn with_faults(
+/// Runs `command` under `strace -f -qq` (and `options`), tracing
+/// `syscalls`, with every such call of `fault` (`(call, errno, n)`) failing
+/// from its n-th on in each thread, if any. Returns the run and the log.
+pub fn traced(
     command: &Command,
+    options: &[&str],
     syscalls: &str,
     fault: Option<(&str, &str, u32)>,
-) -> (Run, BTreeMap<String, u32>) {
+) -> (Run, String) {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut c = Command::new("strace");
-    c.args(["-f", "-qq", "-e", &format!("trace={syscalls}")])
+    c.args(["-f", "-qq"])
+        .args(options)
+        .args(["-e", &format!("trace={syscalls}")])
         .arg("-o")
         .arg(log.path());
     if let Some((call, errno, n)) = fault {
@@ -339,7 +340,35 @@ pub fn with_faults(
         c.current_dir(d);
     }
     let out = c.stdin(Stdio::null()).output().unwrap();
-    let text = fs::read_to_string(log.path()).unwrap();
+    (out.into(), fs::read_to_string(log.path()).unwrap())
+}
+
+/// Panics unless `r`, a run with an injected fault (`what`), succeeded or
+/// failed cleanly: exit 1 or 3, saying `sgard: error:`, with no panic.
+#[track_caller]
+pub fn assert_fails_cleanly(r: &Run, what: &str) {
+    assert!(
+        matches!(r.code, 0 | 1 | 3),
+        "{what}: exit {} (a crash?); {r:#?}",
+        r.code
+    );
+    if r.code != 0 {
+        assert!(r.stderr.contains("sgard: error:"), "{what}: {r:#?}");
+        assert!(!r.stderr.contains("panicked"), "{what}: {r:#?}");
+    }
+}
+
+/// Runs `command` under `strace` so that the `syscall` fails with `errno`
+/// from its `nth` call on in each thread (`None`: never). Returns the run and,
+/// for each of `syscalls` (comma-separated), the most calls one thread made.
+/// (strace counts each system call and each thread on its own, so faults go
+/// into one system call at a time.)
+pub fn with_faults(
+    command: &Command,
+    syscalls: &str,
+    fault: Option<(&str, &str, u32)>,
+) -> (Run, BTreeMap<String, u32>) {
+    let (out, text) = traced(command, &[], syscalls, fault);
     // strace counts calls per thread (`when=` too): per call, the most any
     // one thread made.
     let mut per_thread: BTreeMap<(String, String), u32> = BTreeMap::new();
@@ -362,7 +391,7 @@ pub fn with_faults(
         let m = calls.entry(name).or_insert(0);
         *m = (*m).max(n);
     }
-    (out.into(), calls)
+    (out, calls)
 }
 
 /// This machine's index of a repository (`<state>/index`), taken apart as

@@ -1584,64 +1584,33 @@ fn restore_fixture() -> (TestEnv, Vec<(String, Vec<u8>)>) {
 /// checked (made, renamed into place).
 fn check_folders_flushed_before_renames(trace: &str, home: &Path) -> (usize, usize) {
     let home = home.to_str().unwrap();
-    // `TID call(fd</path>, "name", ...) = result`, a call cut in two by
-    // another thread (`<unfinished ...>`, then `<... call resumed>`) put
-    // back together: each call counts where it ended.
-    let mut open: BTreeMap<String, String> = BTreeMap::new();
     let mut pending: Vec<String> = Vec::new();
     let (mut made, mut renamed) = (0, 0);
-    for l in trace.lines() {
-        let Some((tid, rest)) = l.split_once(' ').map(|(t, r)| (t, r.trim_start())) else {
-            continue;
-        };
-        let whole = if let Some(head) = rest.strip_suffix(" <unfinished ...>") {
-            open.insert(tid.to_owned(), head.to_owned());
-            continue;
-        } else if let Some(tail) = rest.strip_prefix("<... ") {
-            let Some(head) = open.remove(tid) else {
-                continue;
-            };
-            let tail = tail.split_once("resumed>").map_or("", |(_, t)| t);
-            format!("{head}{tail}")
-        } else {
-            rest.to_owned()
-        };
-        let Some((call, args)) = whole.split_once('(') else {
-            continue;
-        };
-        if !whole.trim_end().ends_with("= 0") {
-            continue;
-        }
-        // The folder an `*at` call's first argument names: `7</a/b>`.
-        let first_dir = || {
-            let (_, p) = args.split_once('<')?;
-            let (p, _) = p.split_once('>')?;
-            Some(p.to_owned())
-        };
-        match call {
+    for c in traced_calls(trace).iter().filter(|c| c.result == "0") {
+        match c.call.as_str() {
             "mkdirat" => {
-                if let Some(d) = first_dir().filter(|d| d.starts_with(home)) {
+                if let Some(d) = c.first_fd().filter(|d| d.starts_with(home)) {
                     made += 1;
-                    pending.push(d);
+                    pending.push(d.to_owned());
                 }
             }
             "fsync" | "fdatasync" => {
-                if let Some(d) = first_dir() {
+                if let Some(d) = c.first_fd() {
                     pending.retain(|p| *p != d);
                 }
             }
             "syncfs" => pending.clear(),
             "renameat" | "renameat2"
-                if args.contains("\".sgard-restore-") || args.contains("\".sgard-link-") =>
+                if c.args.contains("\".sgard-restore-") || c.args.contains("\".sgard-link-") =>
             {
-                let d = first_dir().unwrap();
+                let d = c.first_fd().unwrap();
                 renamed += 1;
                 // A folder above `d` that gained a folder may have gained
                 // the one on the way to `d` (`d` itself gaining one is no
                 // matter for a name in it).
                 let unflushed: Vec<&String> = pending
                     .iter()
-                    .filter(|p| **p != d && Path::new(&d).starts_with(p))
+                    .filter(|p| *p != d && Path::new(d).starts_with(p))
                     .collect();
                 assert!(
                     unflushed.is_empty(),
@@ -1654,6 +1623,71 @@ fn check_folders_flushed_before_renames(trace: &str, home: &Path) -> (usize, usi
     }
     assert!(pending.is_empty(), "never flushed: {pending:?}\n{trace}");
     (made, renamed)
+}
+
+/// One system call of an `strace -f -y` log: the lines where it started
+/// and ended (a call cut in two by another thread, `<unfinished ...>` then
+/// `<... call resumed>`, is put back together).
+struct Traced {
+    start: usize,
+    end: usize,
+    call: String,
+    args: String,
+    result: String,
+}
+
+impl Traced {
+    /// The path of the first argument's descriptor: `7</a/b>`.
+    fn first_fd(&self) -> Option<&str> {
+        let (_, p) = self.args.split_once('<')?;
+        Some(p.split_once('>')?.0)
+    }
+
+    /// The quoted arguments (a rename's two paths).
+    fn quoted(&self) -> Vec<&str> {
+        self.args.split('"').skip(1).step_by(2).collect()
+    }
+
+    fn ok(&self) -> bool {
+        !self.result.starts_with('-')
+    }
+}
+
+/// Every call of an `strace -f -y` log, in the order they ended.
+fn traced_calls(trace: &str) -> Vec<Traced> {
+    let mut open: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    let mut calls = Vec::new();
+    for (i, l) in trace.lines().enumerate() {
+        let Some((tid, rest)) = l.split_once(' ').map(|(t, r)| (t, r.trim_start())) else {
+            continue;
+        };
+        let (start, whole) = if let Some(head) = rest.strip_suffix(" <unfinished ...>") {
+            open.insert(tid.to_owned(), (i, head.to_owned()));
+            continue;
+        } else if let Some(tail) = rest.strip_prefix("<... ") {
+            let Some((start, head)) = open.remove(tid) else {
+                continue;
+            };
+            let tail = tail.split_once("resumed>").map_or("", |(_, t)| t);
+            (start, format!("{head}{tail}"))
+        } else {
+            (i, rest.to_owned())
+        };
+        let Some((call, args)) = whole.split_once('(') else {
+            continue;
+        };
+        let Some((args, result)) = args.rsplit_once(" = ") else {
+            continue;
+        };
+        calls.push(Traced {
+            start,
+            end: i,
+            call: call.to_owned(),
+            args: args.to_owned(),
+            result: result.split_whitespace().next().unwrap_or("").to_owned(),
+        });
+    }
+    calls
 }
 
 /// A restore into an empty home makes the tree's folders without an
@@ -1690,31 +1724,16 @@ fn folders_a_restore_makes_are_flushed_before_files_go_in_place() {
     for fault in [None, Some(("syncfs", "EIO", 1))] {
         fs::remove_dir_all(t.path("conf")).unwrap();
         fs::remove_file(t.path("top")).unwrap();
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let mut c = Command::new("strace");
-        c.args(["-f", "-qq", "-y", "-e"])
-            .arg("trace=mkdir,mkdirat,fsync,fdatasync,syncfs,rename,renameat,renameat2")
-            .arg("-o")
-            .arg(log.path());
-        if let Some((call, errno, n)) = fault {
-            c.args(["-e", &format!("inject={call}:error={errno}:when={n}+")]);
-        }
-        let cmd = t.command(["restore", "-f"]);
-        c.arg(cmd.get_program()).args(cmd.get_args()).env_clear();
-        for (k, v) in cmd.get_envs() {
-            if let Some(v) = v {
-                c.env(k, v);
-            }
-        }
-        if let Some(d) = cmd.get_current_dir() {
-            c.current_dir(d);
-        }
-        let out = c.stdin(Stdio::null()).output().unwrap();
-        assert!(out.status.success(), "{fault:?}: {out:#?}");
+        let (r, trace) = traced(
+            &t.command(["restore", "-f"]),
+            &["-y"],
+            "mkdir,mkdirat,fsync,fdatasync,syncfs,rename,renameat,renameat2",
+            fault,
+        );
+        assert_eq!(r.code, 0, "{fault:?}: {r:#?}");
         for (rel, body) in &files {
             assert_eq!(&t.read(rel), body, "{fault:?}: {rel}");
         }
-        let trace = fs::read_to_string(log.path()).unwrap();
         assert_eq!(
             fs::read_link(t.path("conf/a/link")).unwrap(),
             Path::new("b/f0")
@@ -1722,6 +1741,133 @@ fn folders_a_restore_makes_are_flushed_before_files_go_in_place() {
         let (made, renamed) = check_folders_flushed_before_renames(&trace, &t.home);
         // conf, a, b, c, d, e, f; every file and the link.
         assert_eq!((made, renamed), (7, files.len() + 1), "{fault:?}:\n{trace}");
+    }
+}
+
+/// A checkpoint renders its snapshot while its new blobs are flushed and
+/// names the snapshot's blob with theirs: yet the blob's bytes are durable
+/// before it gets its name, and its name before the history record that
+/// names it is put in place. With `syncfs` working, and with it failing
+/// (then each is synced on its own).
+#[test]
+fn a_checkpoint_makes_its_snapshot_durable_before_recording_it() {
+    if !strace_works() {
+        eprintln!("skipping: strace cannot trace here");
+        return;
+    }
+    let t = checkpoint_fixture();
+    for (round, fault) in [None, Some(("syncfs", "EIO", 1))].into_iter().enumerate() {
+        // Two files edited (another size each round: no stat can miss it).
+        for i in [1u64, 4] {
+            let body = noise_bytes(2000 + 500 * round + i as usize, 10 * i + round as u64);
+            t.write(&format!("conf/d{}/f{i}", i % 2), body);
+        }
+        let (r, trace) = traced(
+            &t.command(["checkpoint", "-m", "edit"]),
+            &["-y"],
+            "write,pwrite64,fsync,fdatasync,syncfs,rename,renameat,renameat2",
+            fault,
+        );
+        r.ok();
+        assert!(r.stdout.contains("updated"), "{fault:?}: {r:#?}");
+        let id = sha(fs::read(t.repo().join("manifest.yaml")).unwrap());
+        let name = format!("/blobs/{}/{}/{id}", &id[..2], &id[2..4]);
+        let calls = traced_calls(&trace);
+        let renamed_to = |c: &Traced, end: &str| {
+            c.call.starts_with("rename")
+                && c.ok()
+                && c.quoted().get(1).is_some_and(|d| d.ends_with(end))
+        };
+        let named = calls
+            .iter()
+            .find(|c| renamed_to(c, &name))
+            .unwrap_or_else(|| panic!("{fault:?}: the snapshot {id} was never named:\n{trace}"));
+        let tmp = named.quoted()[0];
+        let written = calls
+            .iter()
+            .filter(|c| c.call.contains("write") && c.first_fd() == Some(tmp))
+            .map(|c| c.end)
+            .max()
+            .unwrap_or_else(|| panic!("{fault:?}: {tmp} never written:\n{trace}"));
+        let flushed = |c: &Traced, path: &str| {
+            c.ok()
+                && (c.call == "syncfs" || (c.call.contains("sync") && c.first_fd() == Some(path)))
+        };
+        assert!(
+            calls
+                .iter()
+                .any(|c| flushed(c, tmp) && c.start > written && c.end < named.start),
+            "{fault:?}: the snapshot was named before its bytes were flushed:\n{trace}"
+        );
+        let leaf = named.quoted()[1].strip_suffix(&format!("/{id}")).unwrap();
+        let recorded = calls
+            .iter()
+            .find(|c| renamed_to(c, "/history.yaml") && c.start > named.end)
+            .unwrap_or_else(|| panic!("{fault:?}: no record after the snapshot:\n{trace}"));
+        assert!(
+            calls
+                .iter()
+                .any(|c| flushed(c, leaf) && c.start > named.end && c.end < recorded.start),
+            "{fault:?}: the record was put in place before the snapshot's name was flushed:\n{trace}"
+        );
+        t.sgard(["verify"]).ok();
+    }
+}
+
+/// A repository of six files, checkpointed, then two of them edited.
+fn checkpoint_fixture() -> TestEnv {
+    let t = TestEnv::init();
+    for i in 0..6u64 {
+        t.write(
+            &format!("conf/d{}/f{i}", i % 2),
+            noise_bytes(700 + 300 * i as usize, i),
+        );
+    }
+    t.sgard(["add", "~/conf"]).ok();
+    t.sgard(["checkpoint", "-m", "first"]).ok();
+    for i in [1u64, 4] {
+        t.write(
+            &format!("conf/d{}/f{i}", i % 2),
+            noise_bytes(2500 + i as usize, 10 + i),
+        );
+    }
+    t
+}
+
+/// Injected I/O errors (EIO from the n-th call on, for each durability and
+/// rename call, for every n a checkpoint reaches; its snapshot is named with
+/// the batch of its new blobs): the checkpoint fails with a clear error or
+/// completes, the repository still verifies, no temp file is left, and the
+/// next checkpoint records the edits.
+#[test]
+fn io_errors_inside_checkpoint_lose_nothing_and_the_next_one_records() {
+    if !strace_works() {
+        eprintln!("skipping: strace cannot trace here");
+        return;
+    }
+    const CALLS: &str = "fsync,fdatasync,syncfs,rename,renameat,renameat2";
+    let edit = |t: &TestEnv| t.command(["checkpoint", "-m", "edit"]);
+    let (r, counts) = with_faults(&edit(&checkpoint_fixture()), CALLS, None);
+    r.ok();
+    assert!(counts.get("syncfs").is_some_and(|n| *n > 0), "{counts:?}");
+    for (call, total) in counts {
+        for n in 1..=total {
+            let what = format!("EIO from {call} call {n} of {total} on");
+            let t = checkpoint_fixture();
+            let (r, _) = with_faults(&edit(&t), CALLS, Some((&call, "EIO", n)));
+            assert_fails_cleanly(&r, &what);
+            t.sgard(["verify"]).ok();
+            let left = debris(&t.home);
+            assert!(left.is_empty(), "{what}: left {left:?}");
+            t.sgard(["checkpoint", "-m", "again"]).ok();
+            let st = t.sgard(["status"]);
+            st.ok();
+            assert!(
+                st.stdout.lines().all(|l| l.starts_with("ok ")),
+                "{what}: {st:#?}"
+            );
+            t.sgard(["verify"]).ok();
+        }
     }
 }
 
@@ -1766,15 +1912,7 @@ fn io_errors_inside_restore_lose_nothing_and_leave_nothing() {
                 CALLS,
                 Some((&call, "EIO", n)),
             );
-            assert!(
-                matches!(r.code, 0 | 1 | 3),
-                "{what}: exit {} (a crash?); {r:#?}",
-                r.code
-            );
-            if r.code != 0 {
-                assert!(r.stderr.contains("sgard: error:"), "{what}: {r:#?}");
-                assert!(!r.stderr.contains("panicked"), "{what}: {r:#?}");
-            }
+            assert_fails_cleanly(&r, &what);
             assert_whole_and_clean(&t, &files, &what);
             t.sgard(["restore", "-f"]).ok();
             for (rel, body) in &files {
