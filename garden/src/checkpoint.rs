@@ -296,6 +296,9 @@ impl Garden {
                 self.repo.manifest.files[i] = u;
             }
         }
+        // Every changed file is copied: their bytes go to the disk while
+        // the folders are looked at and the head is rendered.
+        self.work.start_batch_flush();
         // A folder above an entry whose mode changed here is recorded too.
         let folders_moved = self.refresh_folders_for(args);
         // No snapshot without a change, whatever the parent came from.

@@ -1279,6 +1279,14 @@ impl Work {
 
     /// Starts batching blob writes into `store` (until
     /// [`Tx::commit_batch`]).
+    /// Starts flushing the open batch's bytes ahead of its commit (see
+    /// `Batch::start_flush`): call once nothing more is spooled for it.
+    pub(crate) fn start_batch_flush(&mut self) {
+        if let Some(b) = self.writes.batch.as_mut() {
+            b.start_flush();
+        }
+    }
+
     pub(crate) fn begin_batch_in(&mut self, store: &Store) {
         self.writes.batch = Some(store.batch());
     }

@@ -1744,13 +1744,13 @@ fn folders_a_restore_makes_are_flushed_before_files_go_in_place() {
     }
 }
 
-/// A checkpoint renders its snapshot while its new blobs are flushed and
-/// names the snapshot's blob with theirs: yet the blob's bytes are durable
-/// before it gets its name, and its name before the history record that
-/// names it is put in place. With `syncfs` working, and with it failing
-/// (then each is synced on its own).
+/// A checkpoint flushes its new blobs' bytes ahead (on another thread),
+/// renders its snapshot meanwhile and names the snapshot's blob with
+/// theirs: yet every blob's bytes are durable before it gets its name, and
+/// every name before the history record is put in place. With `syncfs`
+/// working, and with it failing (then each is synced on its own).
 #[test]
-fn a_checkpoint_makes_its_snapshot_durable_before_recording_it() {
+fn a_checkpoint_makes_its_blobs_durable_before_recording_them() {
     if !strace_works() {
         eprintln!("skipping: strace cannot trace here");
         return;
@@ -1771,45 +1771,65 @@ fn a_checkpoint_makes_its_snapshot_durable_before_recording_it() {
         r.ok();
         assert!(r.stdout.contains("updated"), "{fault:?}: {r:#?}");
         let id = sha(fs::read(t.repo().join("manifest.yaml")).unwrap());
-        let name = format!("/blobs/{}/{}/{id}", &id[..2], &id[2..4]);
         let calls = traced_calls(&trace);
-        let renamed_to = |c: &Traced, end: &str| {
-            c.call.starts_with("rename")
-                && c.ok()
-                && c.quoted().get(1).is_some_and(|d| d.ends_with(end))
-        };
-        let named = calls
+        let renamed = |c: &Traced| c.call.starts_with("rename") && c.ok();
+        // Blobs get their names by a rename from the store's temp folder.
+        let named: Vec<&Traced> = calls
             .iter()
-            .find(|c| renamed_to(c, &name))
-            .unwrap_or_else(|| panic!("{fault:?}: the snapshot {id} was never named:\n{trace}"));
-        let tmp = named.quoted()[0];
-        let written = calls
+            .filter(|c| {
+                renamed(c)
+                    && c.quoted()
+                        .first()
+                        .is_some_and(|s| s.contains("/blobs/tmp/"))
+            })
+            .collect();
+        let names: Vec<&str> = named.iter().map(|c| c.quoted()[1]).collect();
+        assert_eq!(
+            names.len(),
+            3,
+            "{fault:?}: two contents and the snapshot:\n{trace}"
+        );
+        assert!(
+            names
+                .iter()
+                .any(|n| n.ends_with(&format!("/{}/{}/{id}", &id[..2], &id[2..4]))),
+            "{fault:?}: the snapshot {id} was not named with them:\n{trace}"
+        );
+        let recorded = calls
             .iter()
-            .filter(|c| c.call.contains("write") && c.first_fd() == Some(tmp))
-            .map(|c| c.end)
-            .max()
-            .unwrap_or_else(|| panic!("{fault:?}: {tmp} never written:\n{trace}"));
+            .find(|c| {
+                renamed(c)
+                    && c.quoted()
+                        .get(1)
+                        .is_some_and(|d| d.ends_with("/history.yaml"))
+            })
+            .unwrap_or_else(|| panic!("{fault:?}: no record:\n{trace}"));
         let flushed = |c: &Traced, path: &str| {
             c.ok()
                 && (c.call == "syncfs" || (c.call.contains("sync") && c.first_fd() == Some(path)))
         };
-        assert!(
-            calls
+        for n in named {
+            let [tmp, name] = [n.quoted()[0], n.quoted()[1]];
+            let written = calls
                 .iter()
-                .any(|c| flushed(c, tmp) && c.start > written && c.end < named.start),
-            "{fault:?}: the snapshot was named before its bytes were flushed:\n{trace}"
-        );
-        let leaf = named.quoted()[1].strip_suffix(&format!("/{id}")).unwrap();
-        let recorded = calls
-            .iter()
-            .find(|c| renamed_to(c, "/history.yaml") && c.start > named.end)
-            .unwrap_or_else(|| panic!("{fault:?}: no record after the snapshot:\n{trace}"));
-        assert!(
-            calls
-                .iter()
-                .any(|c| flushed(c, leaf) && c.start > named.end && c.end < recorded.start),
-            "{fault:?}: the record was put in place before the snapshot's name was flushed:\n{trace}"
-        );
+                .filter(|c| c.call.contains("write") && c.first_fd() == Some(tmp))
+                .map(|c| c.end)
+                .max()
+                .unwrap_or_else(|| panic!("{fault:?}: {tmp} never written:\n{trace}"));
+            assert!(
+                calls
+                    .iter()
+                    .any(|c| flushed(c, tmp) && c.start > written && c.end < n.start),
+                "{fault:?}: {name} was named before its bytes were flushed:\n{trace}"
+            );
+            let leaf = name.rsplit_once('/').unwrap().0;
+            assert!(
+                calls
+                    .iter()
+                    .any(|c| flushed(c, leaf) && c.start > n.end && c.end < recorded.start),
+                "{fault:?}: the record went in place before the name {name} was flushed:\n{trace}"
+            );
+        }
         t.sgard(["verify"]).ok();
     }
 }
