@@ -261,7 +261,9 @@ impl Garden {
                 std::thread::Builder::new()
                     .name("render-head".into())
                     .spawn_scoped(s, move || {
-                        // The receiver is gone only when the batch failed.
+                        // The channel holds it (it never blocks); when the
+                        // batch failed before taking it, it is dropped with
+                        // the channel, and its temp file with it.
                         render(&mut |b| drop(blob_tx.send(b)))
                     })
                     .map_err(|_| render)

@@ -1680,8 +1680,10 @@ impl Tx<'_> {
     /// bytes are still being written when the commit starts: `late` gives
     /// it once the batch's blobs are named (it is not asked when naming
     /// them fails), and the batch's last flush makes it durable too (see
-    /// `Batch::commit_with_late`). With no batch of that store open, it is
-    /// stored on its own after the batch. Returns what became of it.
+    /// `Batch::commit_with_late`). With no batch of that store open,
+    /// `late` is asked first and its blob stored on its own after the
+    /// batch; after an earlier round of the batch failed, it is asked and
+    /// that failure returned. Returns what became of the late blob.
     pub(crate) fn commit_batch_with_late(
         &mut self,
         late: impl FnOnce() -> Option<sgard_store::Spooled>,

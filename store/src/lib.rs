@@ -232,11 +232,11 @@ impl Batch {
     /// [`Batch::commit_with_late`]).
     fn flush(&mut self, late: impl FnOnce() -> Option<Spooled>) -> Result<Option<Written>> {
         let root = self.store.blobs.clone();
-        // A flush started ahead covers the bytes written before it began.
-        let ahead = self.flushing.take().is_some_and(|(thread, covers)| {
-            thread.join().unwrap_or(false) && covers == self.pending.len()
-        });
-        let batched = !self.pending.is_empty() && (ahead || durable::syncfs(&root));
+        let ahead = self
+            .flushing
+            .take()
+            .map(|(thread, covers)| (thread.join().unwrap_or(false), covers));
+        let batched = bytes_flushed(ahead, self.pending.len(), || durable::syncfs(&root));
         let leaves = self.name_pending(batched)?;
         let late = late().map(|s| self.adopt(s));
         let late_waits = !self.pending.is_empty();
@@ -321,6 +321,25 @@ impl Batch {
         }
         Ok(())
     }
+}
+
+/// Whether the bytes of a batch's `waiting` blobs are flushed, by a flush
+/// started ahead (`ahead`: whether it succeeded, and how many blobs were
+/// written when it began) or by `flush` now; false means each is to be
+/// synced on its own. A flush that failed is not tried again: `syncfs`
+/// reports a write error once, to its first caller, so a second one would
+/// say all is well while each file still holds the error for its own sync.
+fn bytes_flushed(
+    ahead: Option<(bool, usize)>,
+    waiting: usize,
+    flush: impl FnOnce() -> bool,
+) -> bool {
+    waiting > 0
+        && match ahead {
+            Some((true, covers)) if covers == waiting => true,
+            Some((false, _)) => false,
+            _ => flush(),
+        }
 }
 
 /// Bytes copied into the store's temp folder and hashed, not yet named:
@@ -428,11 +447,15 @@ impl Store {
             return false;
         }
         let leaf = durable::parent_of(&self.path_of(hash));
-        // One `mkdir` when the fan-out folder is there (`create_dir_all`
-        // looks the leaf up again when it exists).
+        // One `mkdir` when the fan-out folder is there. Only a `mkdir` of
+        // the leaf that succeeded says this call made it (another thread
+        // may make it meanwhile, and store a blob in it).
         match fs::create_dir(&leaf) {
             Ok(()) => true,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(&leaf).is_ok(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let fanout = durable::parent_of(&leaf);
+                matches!(fs::create_dir_all(&fanout), Ok(())) && fs::create_dir(&leaf).is_ok()
+            }
             Err(_) => false,
         }
     }
@@ -1227,6 +1250,31 @@ mod tests {
         assert_eq!(b.commit_with_late(|| None).unwrap(), None);
         assert!(s.contains(&c.hash).unwrap());
         assert_eq!(tmp_count(), 0);
+    }
+
+    #[test]
+    fn a_failed_flush_is_not_taken_back_by_another() {
+        let called = std::cell::Cell::new(0);
+        let flush = |ok: bool| {
+            let called = &called;
+            move || {
+                called.set(called.get() + 1);
+                ok
+            }
+        };
+        // Ahead and covering every blob: no second flush.
+        assert!(bytes_flushed(Some((true, 3)), 3, flush(true)));
+        // Blobs came after it: flushed again.
+        assert!(bytes_flushed(Some((true, 2)), 3, flush(true)));
+        assert!(!bytes_flushed(Some((true, 2)), 3, flush(false)));
+        assert_eq!(called.get(), 2);
+        // It failed: each file is synced, whatever a new flush would say.
+        assert!(!bytes_flushed(Some((false, 3)), 3, flush(true)));
+        assert_eq!(called.get(), 2);
+        // None ahead; nothing waiting.
+        assert!(bytes_flushed(None, 3, flush(true)));
+        assert!(!bytes_flushed(None, 0, flush(true)));
+        assert_eq!(called.get(), 3);
     }
 
     #[test]

@@ -1765,7 +1765,7 @@ fn a_checkpoint_makes_its_blobs_durable_before_recording_them() {
         let (r, trace) = traced(
             &t.command(["checkpoint", "-m", "edit"]),
             &["-y"],
-            "write,pwrite64,fsync,fdatasync,syncfs,rename,renameat,renameat2",
+            "write,pwrite64,mkdir,mkdirat,fsync,fdatasync,syncfs,rename,renameat,renameat2",
             fault,
         );
         r.ok();
@@ -1830,6 +1830,35 @@ fn a_checkpoint_makes_its_blobs_durable_before_recording_them() {
                 "{fault:?}: the record went in place before the name {name} was flushed:\n{trace}"
             );
         }
+        // A folder of the store that gained a folder (a leaf, a fan-out
+        // folder) is flushed before the record too.
+        let repo = fs::canonicalize(t.repo()).unwrap();
+        let in_repo =
+            |p: &str| Path::new(p).starts_with(&repo) || Path::new(p).starts_with(t.repo());
+        let mut gained: Vec<(String, usize)> = Vec::new();
+        for c in calls.iter().filter(|c| c.ok() && c.end < recorded.start) {
+            match c.call.as_str() {
+                "mkdir" | "mkdirat" => {
+                    let made = c.quoted()[0];
+                    let made = match (made.starts_with('/'), c.first_fd()) {
+                        (false, Some(dir)) => format!("{dir}/{made}"),
+                        _ => made.to_owned(),
+                    };
+                    let above = made.rsplit_once('/').unwrap().0.to_owned();
+                    if in_repo(&above) {
+                        gained.push((above, c.end));
+                    }
+                }
+                "syncfs" => gained.retain(|(_, made)| *made > c.start),
+                "fsync" | "fdatasync" => gained
+                    .retain(|(dir, made)| Some(dir.as_str()) != c.first_fd() || *made > c.start),
+                _ => {}
+            }
+        }
+        assert!(
+            gained.is_empty(),
+            "{fault:?}: the record went in place while {gained:?} had new folders not flushed:\n{trace}"
+        );
         t.sgard(["verify"]).ok();
     }
 }
