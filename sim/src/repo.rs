@@ -82,6 +82,26 @@ impl Manifest {
         }
     }
 
+    /// The repository's head as sgard takes it: `manifest.yaml`, unless
+    /// the newest record of `history.yaml` installed a whole snapshot
+    /// (checkpoint, pull) over it whose write of `manifest.yaml` was lost
+    /// (a crash, or a failed sync, between the log record, which is the
+    /// commit point, and `manifest.yaml`): then that snapshot, which a
+    /// reader takes as the head and the next writer writes out.
+    pub fn head(dir: &Path) -> Result<Option<Manifest>, String> {
+        let file = sha_file(&dir.join("manifest.yaml"));
+        let newest = history(dir).pop();
+        if let (Some(file), Some(last)) = (&file, newest)
+            && matches!(last.reason.as_str(), "checkpoint" | "pull")
+            && last.id != *file
+            && last.head_before.as_deref() == Some(file.as_str())
+            && let Some(m) = snapshot(dir, &last.id)
+        {
+            return Ok(Some(m));
+        }
+        Manifest::load(dir)
+    }
+
     /// The entry of `path`.
     pub fn get(&self, path: &str) -> Option<&Entry> {
         self.entries.iter().find(|e| e.path == path)
@@ -116,6 +136,8 @@ pub struct Snap {
     pub parent: Option<String>,
     /// `checkpoint`, or what else recorded it.
     pub reason: String,
+    /// The head it was recorded over.
+    pub head_before: Option<String>,
 }
 
 /// The records of `history.yaml` (none when it is missing or damaged).
@@ -139,6 +161,7 @@ pub fn history(dir: &Path) -> Vec<Snap> {
                 id,
                 parent: s("parent"),
                 reason: s("reason").unwrap_or_default(),
+                head_before: s("head_before"),
             });
         }
     }

@@ -143,7 +143,7 @@ impl Runner {
         (0..MACHINES)
             .map(|m| {
                 Repo::ALL.map(|r| {
-                    Manifest::load(&self.world.repo_dir(m, r))
+                    Manifest::head(&self.world.repo_dir(m, r))
                         .ok()
                         .flatten()
                         .map(|mf| mf.entries.into_iter().map(|e| e.path).collect())
@@ -234,7 +234,7 @@ impl Runner {
                 let (m, repo) = (*m, *repo);
                 let h0 = home::scan(&self.world.machines[m].home);
                 let dir = self.world.repo_dir(m, repo);
-                let before = Manifest::load(&dir).ok().flatten();
+                let before = Manifest::head(&dir).ok().flatten();
                 let mut c = self.world.sgard_command(m, repo, args);
                 let out = self.world.run(&mut c, stdin.as_deref(), fault.as_ref())?;
                 self.transcript
@@ -243,7 +243,7 @@ impl Runner {
                 if let Some((i, d)) = judge_exit(args, fault.as_ref(), &out) {
                     return fail(i, format!("`{op}`: {d}\n  {}", out.describe()));
                 }
-                let after = Manifest::load(&dir).ok().flatten();
+                let after = Manifest::head(&dir).ok().flatten();
                 if let Some((i, d)) = self.home_writes(
                     m,
                     repo,
@@ -478,7 +478,7 @@ impl Runner {
     /// it against the disk and the store.
     fn status(&mut self, m: usize, repo: Repo) -> Result<Option<(&'static str, String)>, Error> {
         let dir = self.world.repo_dir(m, repo);
-        let Ok(Some(manifest)) = Manifest::load(&dir) else {
+        let Ok(Some(manifest)) = Manifest::head(&dir) else {
             return Ok(None);
         };
         let args = vec!["status".to_owned(), "--json".to_owned()];
