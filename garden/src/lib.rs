@@ -1277,8 +1277,6 @@ impl Work {
         self.writes.sizes.push((hash, size));
     }
 
-    /// Starts batching blob writes into `store` (until
-    /// [`Tx::commit_batch`]).
     /// Starts flushing the open batch's bytes ahead of its commit (see
     /// `Batch::start_flush`): call once nothing more is spooled for it.
     pub(crate) fn start_batch_flush(&mut self) {
@@ -1287,6 +1285,8 @@ impl Work {
         }
     }
 
+    /// Starts batching blob writes into `store` (until
+    /// [`Tx::commit_batch`]).
     pub(crate) fn begin_batch_in(&mut self, store: &Store) {
         self.writes.batch = Some(store.batch());
     }

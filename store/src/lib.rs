@@ -454,7 +454,7 @@ impl Store {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let fanout = durable::parent_of(&leaf);
-                matches!(fs::create_dir_all(&fanout), Ok(())) && fs::create_dir(&leaf).is_ok()
+                fs::create_dir_all(&fanout).is_ok() && fs::create_dir(&leaf).is_ok()
             }
             Err(_) => false,
         }
