@@ -452,6 +452,9 @@ pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
         E::Unsettled { .. } => " (use --theirs or --ours to settle them)".into(),
         E::OutsideHome { .. } => " (`sgard pull --allow-absolute` accepts them)".into(),
         E::NotOnDisk(path) => format!("; `sgard restore {path}` brings it back first"),
+        E::Unfinished { .. } => "; it is the head now, and the next sgard command that \
+                                 writes to the repository finishes them"
+            .into(),
         E::BelowTracked { above, .. } => format!(
             " (`sgard remove {above}` first, or `sgard add --follow` for a symlink to a \
              folder)"

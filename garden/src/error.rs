@@ -239,6 +239,18 @@ pub enum Error {
     /// Ctrl-C (or another signal) stopped the command.
     #[error("interrupted")]
     Interrupted,
+    /// A snapshot went into the log (the commit point), then a step after
+    /// it failed (making its name durable, writing `manifest.yaml`, saving
+    /// this machine's index). It is the head already: a reader takes it
+    /// from the log, and the next command that writes finishes the rest.
+    #[error("snapshot {id} is recorded in the log, but the steps after it did not finish")]
+    Unfinished {
+        /// The snapshot's short id.
+        id: String,
+        /// The step that failed.
+        #[source]
+        source: Box<Error>,
+    },
     /// `history.yaml` could not be read.
     #[error("{0}")]
     DamagedHistory(String),

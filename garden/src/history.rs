@@ -30,6 +30,14 @@ pub(crate) fn pick_store<'a>(
     }
 }
 
+/// What failed after `rec` went into the log (see [`Error::Unfinished`]).
+fn unfinished(rec: &Record, e: Error) -> Error {
+    Error::Unfinished {
+        id: rec.id.short(12),
+        source: Box::new(e),
+    }
+}
+
 /// When the last record installed a head whose manifest write was lost.
 pub(crate) fn interrupted_head(h: &History, head: Hash) -> Option<Hash> {
     let last = h.records.last()?;
@@ -323,16 +331,24 @@ impl Garden {
         };
         self.work.base.prepare()?;
         self.repo.env.crash_point("pending-before-head");
-        self.push_records(vec![rec.clone()])?;
-        match once {
-            Some((_, staged)) => self.install_manifest(staged, w.hash)?,
-            None => self.write_manifest()?,
+        if let Err(e) = self.push_records(vec![rec.clone()]) {
+            // The record may be in place with only its folder's sync
+            // failed: then it is committed all the same.
+            let path = self.repo.root.join(HISTORY_FILE);
+            let in_log = History::load(&path)
+                .is_ok_and(|h| h.records.last().is_some_and(|r| r.id == rec.id));
+            return Err(if in_log { unfinished(&rec, e) } else { e });
         }
+        let rest = match once {
+            Some((_, staged)) => self.install_manifest(staged, w.hash),
+            None => self.write_manifest(),
+        };
+        rest.map_err(|e| unfinished(&rec, e))?;
         // Rendering is deterministic: manifest.yaml holds the snapshot's
         // bytes (past the commit point, a mismatch could only be reported).
         debug_assert_eq!(self.repo.head_hash, w.hash);
         self.repo.env.crash_point("head-before-base");
-        self.tx().flush_base()?;
+        self.tx().flush_base().map_err(|e| unfinished(&rec, e))?;
         Ok(rec)
     }
 

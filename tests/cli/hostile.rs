@@ -1886,8 +1886,9 @@ fn checkpoint_fixture() -> TestEnv {
 /// Injected I/O errors (EIO from the n-th call on, for each durability and
 /// rename call, for every n a checkpoint reaches; its snapshot is named with
 /// the batch of its new blobs): the checkpoint fails with a clear error or
-/// completes, the repository still verifies, no temp file is left, and the
-/// next checkpoint records the edits.
+/// completes, the error says whether its snapshot is in the log, the
+/// repository still verifies, no temp file is left, and the next checkpoint
+/// records the edits.
 #[test]
 fn io_errors_inside_checkpoint_lose_nothing_and_the_next_one_records() {
     if !strace_works() {
@@ -1895,7 +1896,7 @@ fn io_errors_inside_checkpoint_lose_nothing_and_the_next_one_records() {
         return;
     }
     const CALLS: &str = "fsync,fdatasync,syncfs,rename,renameat,renameat2";
-    let edit = |t: &TestEnv| t.command(["checkpoint", "-m", "edit"]);
+    let edit = |t: &TestEnv| t.command(["checkpoint", "-m", "under-fault"]);
     let (r, counts) = with_faults(&edit(&checkpoint_fixture()), CALLS, None);
     r.ok();
     assert!(counts.get("syncfs").is_some_and(|n| *n > 0), "{counts:?}");
@@ -1905,6 +1906,17 @@ fn io_errors_inside_checkpoint_lose_nothing_and_the_next_one_records() {
             let t = checkpoint_fixture();
             let (r, _) = with_faults(&edit(&t), CALLS, Some((&call, "EIO", n)));
             assert_fails_cleanly(&r, &what);
+            // A failure past the commit point says the snapshot is in:
+            // the error says so exactly when the log holds it.
+            let recorded = t.sgard(["log"]).ok().stdout.contains("under-fault");
+            assert!(r.code != 0 || recorded, "{what}: {r:#?}");
+            if r.code != 0 {
+                assert_eq!(
+                    r.stderr.contains("is recorded in the log"),
+                    recorded,
+                    "{what}: {r:#?}"
+                );
+            }
             t.sgard(["verify"]).ok();
             let left = debris(&t.home);
             assert!(left.is_empty(), "{what}: left {left:?}");
