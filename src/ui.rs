@@ -424,6 +424,7 @@ pub fn error(err: &anyhow::Error) {
 /// own (the libraries' errors name what happened and never a command).
 pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     use sgard_garden::Error as E;
+    use sgard_manifest::history::Reason;
     const CHUNKS: &str = "; raise the chunk sizes (`sgard chunking --sizes`) or store the file \
                           whole (`sgard chunking --threshold`)";
     if let Some(sgard_store::Error::TooManyChunks { .. }) = e.downcast_ref::<sgard_store::Error>() {
@@ -452,8 +453,14 @@ pub fn hint(e: &(dyn std::error::Error + 'static)) -> Option<String> {
         E::Unsettled { .. } => " (use --theirs or --ours to settle them)".into(),
         E::OutsideHome { .. } => " (`sgard pull --allow-absolute` accepts them)".into(),
         E::NotOnDisk(path) => format!("; `sgard restore {path}` brings it back first"),
-        E::Unfinished { .. } => "; it is the head now, and the next sgard command that \
-                                 writes to the repository finishes them"
+        E::AfterCommit {
+            reason: Reason::Pull,
+            ..
+        } => "; it is the head now: the next sgard command that writes to the repository \
+              finishes it, and `sgard restore` writes what the pull brought into the home"
+            .into(),
+        E::AfterCommit { .. } => "; it is the head now, and the next sgard command that \
+                                  writes to the repository finishes it"
             .into(),
         E::BelowTracked { above, .. } => format!(
             " (`sgard remove {above}` first, or `sgard add --follow` for a symlink to a \

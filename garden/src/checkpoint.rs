@@ -370,7 +370,9 @@ impl Garden {
         ) {
             Ok(r) => r,
             Err(e) => {
-                // Nothing was recorded: neither are the agreements.
+                // Nothing was recorded, or what follows the record failed:
+                // the agreements are not taken here (after a record, the
+                // journal on disk holds them for the next command).
                 self.work.base.rollback();
                 return Err(e);
             }

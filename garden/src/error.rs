@@ -241,15 +241,19 @@ pub enum Error {
     Interrupted,
     /// A snapshot went into the log (the commit point), then a step after
     /// it failed (making its name durable, writing `manifest.yaml`, saving
-    /// this machine's index). It is the head already: a reader takes it
-    /// from the log, and the next command that writes finishes the rest.
+    /// this machine's index). Said only when the snapshot is the head by
+    /// the log's rule (see `history::interrupted_head`): a reader takes it
+    /// from the log, and the next writer writes `manifest.yaml` and the
+    /// index.
     #[error("snapshot {id} is recorded in the log, but the steps after it did not finish")]
-    Unfinished {
+    AfterCommit {
         /// The snapshot's short id.
         id: String,
-        /// The step that failed.
+        /// Why it was recorded (a pull's files are still to be written).
+        reason: sgard_manifest::history::Reason,
+        /// The step that failed (a [`Error`]).
         #[source]
-        source: Box<Error>,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// `history.yaml` could not be read.
     #[error("{0}")]
@@ -277,8 +281,20 @@ impl Error {
         }
     }
 
+    /// The error of the step that failed after a commit (see
+    /// [`Error::AfterCommit`]).
+    fn after_commit(&self) -> Option<&Error> {
+        match self {
+            Error::AfterCommit { source, .. } => source.downcast_ref::<Error>(),
+            _ => None,
+        }
+    }
+
     /// True when the command was interrupted (exit code 130).
     pub fn is_interrupted(&self) -> bool {
+        if let Some(inner) = self.after_commit() {
+            return inner.is_interrupted();
+        }
         matches!(
             self,
             Error::Interrupted
@@ -309,6 +325,9 @@ impl Error {
 
     /// True when stored data failed its hash or is missing (exit code 3).
     pub fn is_integrity(&self) -> bool {
+        if let Some(inner) = self.after_commit() {
+            return inner.is_integrity();
+        }
         match self {
             Error::Integrity { .. } | Error::DamagedHistory(_) | Error::PinMismatch { .. } => true,
             Error::Store(e) => e.is_integrity(),

@@ -30,10 +30,18 @@ pub(crate) fn pick_store<'a>(
     }
 }
 
-/// What failed after `rec` went into the log (see [`Error::Unfinished`]).
-fn unfinished(rec: &Record, e: Error) -> Error {
-    Error::Unfinished {
+/// `e`, said as [`Error::AfterCommit`] when `rec` is the head by the log's
+/// rule: `manifest.yaml` holds it already (`head`, the hash it holds), or
+/// `log` ends with it and it replaces that head (see
+/// [`interrupted_head`]). Otherwise (a record that is no head, or one
+/// that is not in place) `e` as it is.
+fn after_commit(rec: &Record, log: &History, head: Hash, e: Error) -> Error {
+    if head != rec.id && interrupted_head(log, head) != Some(rec.id) {
+        return e;
+    }
+    Error::AfterCommit {
         id: rec.id.short(12),
+        reason: rec.reason.clone(),
         source: Box::new(e),
     }
 }
@@ -333,22 +341,32 @@ impl Garden {
         self.repo.env.crash_point("pending-before-head");
         if let Err(e) = self.push_records(vec![rec.clone()]) {
             // The record may be in place with only its folder's sync
-            // failed: then it is committed all the same.
+            // failed: then it is committed all the same (the log on disk
+            // says, as the next command reads it).
             let path = self.repo.root.join(HISTORY_FILE);
-            let in_log = History::load(&path)
-                .is_ok_and(|h| h.records.last().is_some_and(|r| r.id == rec.id));
-            return Err(if in_log { unfinished(&rec, e) } else { e });
+            return Err(match History::load(&path) {
+                Ok(log) => after_commit(&rec, &log, self.repo.head_hash, e),
+                Err(_) => e,
+            });
         }
         let rest = match once {
             Some((_, staged)) => self.install_manifest(staged, w.hash),
             None => self.write_manifest(),
         };
-        rest.map_err(|e| unfinished(&rec, e))?;
+        let log = &self.repo.repo_history;
+        rest.map_err(|e| after_commit(&rec, log, self.repo.head_hash, e))?;
         // Rendering is deterministic: manifest.yaml holds the snapshot's
         // bytes (past the commit point, a mismatch could only be reported).
         debug_assert_eq!(self.repo.head_hash, w.hash);
         self.repo.env.crash_point("head-before-base");
-        self.tx().flush_base().map_err(|e| unfinished(&rec, e))?;
+        if let Err(e) = self.tx().flush_base() {
+            return Err(after_commit(
+                &rec,
+                &self.repo.repo_history,
+                self.repo.head_hash,
+                e,
+            ));
+        }
         Ok(rec)
     }
 
@@ -1143,4 +1161,53 @@ pub(crate) fn sorted_blobs(m: &Manifest) -> Vec<Hash> {
     let mut v: Vec<Hash> = m.referenced_blobs().collect();
     v.sort_unstable();
     v
+}
+
+#[cfg(test)]
+mod after_commit_tests {
+    use super::*;
+    use sgard_manifest::Timestamp;
+
+    fn record(id: &[u8], reason: Reason, head_before: Hash) -> Record {
+        Record {
+            id: Hash::of(id),
+            parent: None,
+            time: Timestamp::zero(),
+            host: "h".into(),
+            machine: None,
+            reason,
+            message: None,
+            entries: 0,
+            bytes: 0,
+            new_blobs: 0,
+            head_before: Some(head_before),
+        }
+    }
+
+    fn said(rec: &Record, log: &[Record], head: Hash) -> bool {
+        let log = History {
+            records: log.to_vec(),
+        };
+        let e = Error::Invalid("disk full".into());
+        matches!(after_commit(rec, &log, head, e), Error::AfterCommit { .. })
+    }
+
+    #[test]
+    fn only_a_snapshot_that_is_the_head_by_the_logs_rule_is_said_committed() {
+        let old = Hash::of(b"old head");
+        let rec = record(b"new", Reason::Checkpoint, old);
+        // In the log, replacing the head manifest.yaml still holds.
+        assert!(said(&rec, std::slice::from_ref(&rec), old));
+        // manifest.yaml holds it already (the index save failed).
+        assert!(said(&rec, std::slice::from_ref(&rec), rec.id));
+        // Not in place: the log ends elsewhere.
+        assert!(!said(&rec, &[], old));
+        // The same id last in the log, recorded over another head (a pull
+        // whose merge renders the server's snapshot): not this record.
+        let theirs = record(b"new", Reason::Pull, Hash::of(b"server's head"));
+        assert!(!said(&rec, &[theirs], old));
+        // A record the head is never taken from (a server's push).
+        let push = record(b"new", Reason::Other("push".into()), old);
+        assert!(!said(&push, std::slice::from_ref(&push), old));
+    }
 }

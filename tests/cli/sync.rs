@@ -2604,7 +2604,8 @@ fn rsa_keys_log_in_in_every_format() {
 /// Injected I/O errors inside `pull` (EIO from the n-th call on, for each
 /// durability and rename system call, for every n a pull reaches): it fails
 /// with a clear error, leaves no half file and no temp file in the home or
-/// the repository, and the next pull finishes the job.
+/// the repository, and the next pull finishes the job (one that failed past
+/// its record says so, and a restore then writes what it brought).
 #[test]
 fn io_errors_inside_pull_lose_nothing_and_the_next_pull_finishes() {
     if !strace_works() {
@@ -2645,6 +2646,19 @@ fn io_errors_inside_pull_lose_nothing_and_the_next_pull_finishes() {
             }
             let left = crate::hostile::debris(&b.home);
             assert!(left.is_empty(), "{what}: left {left:?}");
+            // Failed past its record: as the error says, a restore writes
+            // what the pull brought.
+            if r.stderr.contains("is recorded in the log") {
+                assert!(
+                    r.stderr
+                        .contains("`sgard restore` writes what the pull brought"),
+                    "{what}: {r:#?}"
+                );
+                local(&b, &["restore"]).ok();
+                for (rel, body) in &files {
+                    assert_eq!(&b.read(rel), body, "{what}: {rel} after a restore");
+                }
+            }
             sg(&b, kb, &["pull", "-r", addr]).ok();
             for (rel, body) in &files {
                 assert_eq!(&b.read(rel), body, "{what}: {rel} after the next pull");
