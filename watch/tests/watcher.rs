@@ -71,8 +71,10 @@ fn start_with_repo(
         })
         .unwrap();
     });
+    // Until it answers: the socket's name is there from its `bind`, a
+    // moment before its `listen` (a connect then is refused).
     for _ in 0..500 {
-        if socket.exists() {
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
