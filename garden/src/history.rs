@@ -30,13 +30,15 @@ pub(crate) fn pick_store<'a>(
     }
 }
 
-/// `e`, said as [`Error::AfterCommit`] when `rec` is the head by the log's
-/// rule: `manifest.yaml` holds it already (`head`, the hash it holds), or
-/// `log` ends with it and it replaces that head (see
-/// [`interrupted_head`]). Otherwise (a record that is no head, or one
-/// that is not in place) `e` as it is.
+/// `e`, said as [`Error::AfterCommit`] when `log` ends with `rec` and `rec`
+/// is the head by the log's rule: `manifest.yaml` holds it already (`head`,
+/// the hash it holds), or it replaces that head (see [`interrupted_head`]).
+/// Otherwise (a record not in place, or one that is no head) `e` as it is.
 fn after_commit(rec: &Record, log: &History, head: Hash, e: Error) -> Error {
-    if head != rec.id && interrupted_head(log, head) != Some(rec.id) {
+    let in_log = log.records.last().is_some_and(|r| {
+        r.id == rec.id && r.head_before == rec.head_before && r.reason == rec.reason
+    });
+    if !in_log || (head != rec.id && interrupted_head(log, head) != Some(rec.id)) {
         return e;
     }
     Error::AfterCommit {
@@ -1200,8 +1202,10 @@ mod after_commit_tests {
         assert!(said(&rec, std::slice::from_ref(&rec), old));
         // manifest.yaml holds it already (the index save failed).
         assert!(said(&rec, std::slice::from_ref(&rec), rec.id));
-        // Not in place: the log ends elsewhere.
+        // Not in place: the log ends elsewhere, whatever manifest.yaml
+        // holds (a head saved by `add` can render as the snapshot does).
         assert!(!said(&rec, &[], old));
+        assert!(!said(&rec, &[], rec.id));
         // The same id last in the log, recorded over another head (a pull
         // whose merge renders the server's snapshot): not this record.
         let theirs = record(b"new", Reason::Pull, Hash::of(b"server's head"));
