@@ -236,6 +236,7 @@ impl Ctx {
                 context::key_passphrase(path)
             })),
             dry_run: false,
+            presence_ahead: false,
         }
     }
 

@@ -137,7 +137,7 @@ impl Tx<'_> {
             .collect();
         contents.sort_unstable();
         contents.dedup();
-        let lacking = repo.lacking(&contents, false);
+        let lacking = repo.lacking(&contents, false, None);
         let mut out = Vec::new();
         for i in picked {
             let e = &repo.manifest.files[i];

@@ -46,7 +46,7 @@ impl Tx<'_> {
         let applies = self.repo.applies(&e)?;
         let lack = match e.hash {
             Some(h) if e.kind == EntryKind::File && applies => {
-                self.repo.lacking(&[h], false).remove(&h)
+                self.repo.lacking(&[h], false, None).remove(&h)
             }
             _ => None,
         };

@@ -450,6 +450,9 @@ pub(crate) struct Work {
     /// Keeping a document failed once: this run keeps no more (and says so
     /// once).
     pub(crate) docs_failed: bool,
+    /// The leaf folders of `blobs/` being looked at while the repository
+    /// was opened ([`Options::presence_ahead`]), for the status.
+    pub(crate) ahead: Option<present::Ahead>,
     /// What this run's status asked the watcher, kept by
     /// [`Garden::finish`] for the next one ([`watch`]).
     pub(crate) watch: Option<watch::WatchRun>,
@@ -685,15 +688,28 @@ impl Garden {
     pub fn open(root: &Path, env: Env, opts: Options<'_>) -> Result<Garden> {
         fn quiet(_: &str) {}
         let on_wait = opts.on_wait.unwrap_or(&quiet);
+        let ahead = opts.presence_ahead && env.caches().is_some();
         let mut g = match opts.access {
-            Access::Read => Garden::open_with(root, env, LockMode::Shared, on_wait, false)?,
-            Access::Write => Garden::open_with(root, env, LockMode::Exclusive, on_wait, false)?,
+            Access::Read => {
+                let mut g = Garden::open_with(root, env, LockMode::Shared, on_wait, false, ahead)?;
+                // Looked for in another folder (the repository's id
+                // moved): of no use, and stopped when dropped.
+                g.work.ahead = g
+                    .work
+                    .ahead
+                    .take()
+                    .filter(|a| g.repo.local_dir.as_deref() == Some(a.dir()));
+                g
+            }
+            Access::Write => {
+                Garden::open_with(root, env, LockMode::Exclusive, on_wait, false, false)?
+            }
             Access::RepositoryOnly => {
-                Garden::open_with(root, env, LockMode::Shared, on_wait, true)?
+                Garden::open_with(root, env, LockMode::Shared, on_wait, true, false)?
             }
             // A dry run changes nothing here: no home lock.
             Access::Home if opts.dry_run => {
-                Garden::open_with(root, env, LockMode::Shared, on_wait, false)?
+                Garden::open_with(root, env, LockMode::Shared, on_wait, false, false)?
             }
             Access::Home => Garden::open_for_home(root, env, on_wait)?,
         };
@@ -724,6 +740,7 @@ impl Garden {
         mode: LockMode,
         on_wait: &dyn Fn(&str),
         repo_only: bool,
+        presence_ahead: bool,
     ) -> Result<Garden> {
         let read_index = |d: &Path| {
             let file = d.join(index::FILE);
@@ -742,6 +759,14 @@ impl Garden {
         // The index is found by the repository's id; finding the state of a
         // repository whose id changed needs the log, which the index holds.
         let first_dir = base::state_dir(env.state_dir.as_deref(), &base::repo_key(root, exclusive));
+        // Started once the lock is held (what it looks at is the store a
+        // writer has finished with), before the index is read and decoded:
+        // one core's work.
+        // On one core it would only take turns with the open.
+        let ahead = first_dir
+            .as_deref()
+            .filter(|_| presence_ahead && par::threads() > 1)
+            .and_then(|dir| present::Ahead::start(root, dir));
         let mut found = first_dir.as_deref().map(read_index).transpose()?;
         let history_section = match &mut found {
             Some(index::Found::Usable(l)) => l.history.take(),
@@ -821,6 +846,7 @@ impl Garden {
         if !repo_only {
             g.tx().seed_base();
         }
+        g.work.ahead = ahead;
         Ok(g)
     }
 
@@ -991,7 +1017,7 @@ impl Garden {
         // other machines' readers must not wait with them. An interrupted
         // checkpoint is finished first, under a brief exclusive lock, where
         // the repository can be written.
-        let mut g = Garden::open_with(root, env.clone(), LockMode::Shared, on_wait, false)?;
+        let mut g = Garden::open_with(root, env.clone(), LockMode::Shared, on_wait, false, false)?;
         if g.repo.head_from_log && !g.repository_is_read_only() {
             drop(g);
             drop(Garden::open_with(
@@ -1000,8 +1026,9 @@ impl Garden {
                 LockMode::Exclusive,
                 on_wait,
                 false,
+                false,
             )?);
-            g = Garden::open_with(root, env, LockMode::Shared, on_wait, false)?;
+            g = Garden::open_with(root, env, LockMode::Shared, on_wait, false, false)?;
         }
         let Some(dir) = g.repo.local.as_ref().map(|l| l.dir.clone()) else {
             return Err(Error::Invalid(

@@ -84,6 +84,11 @@ pub struct Options<'a> {
     /// terminal mistypes; a variable or a file would only repeat it); 0
     /// counts as 1.
     pub passphrase_tries: u32,
+    /// The run asks whether the repository holds every content (a status):
+    /// the folders of `blobs/` this machine remembers are looked at on a
+    /// second thread while the open reads the index and the manifest on
+    /// one (see `present.rs`).
+    pub presence_ahead: bool,
 }
 
 impl std::fmt::Debug for Options<'_> {
@@ -93,6 +98,7 @@ impl std::fmt::Debug for Options<'_> {
             .field("dry_run", &self.dry_run)
             .field("process_ends", &self.process_ends)
             .field("passphrase_tries", &self.passphrase_tries)
+            .field("presence_ahead", &self.presence_ahead)
             .finish_non_exhaustive()
     }
 }

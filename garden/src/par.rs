@@ -1,4 +1,5 @@
-//! Order-preserving parallel map over a slice, on scoped threads.
+//! Order-preserving parallel map over a slice, on scoped threads that
+//! take contiguous blocks of it in turn.
 
 /// The number of worker threads for file-system work (at most 8).
 pub(crate) fn threads() -> usize {
@@ -11,10 +12,10 @@ pub(crate) fn threads() -> usize {
     })
 }
 
-/// `items.iter().map(f).collect()`, computed in `threads()` contiguous
-/// chunks at once when there are at least `min` items (below that, thread
-/// start-up costs more than it saves). Results keep the items' order. A
-/// chunk whose thread panicked yields `None` for each of its items.
+/// `items.iter().map(f).collect()`, computed on `threads()` threads when
+/// there are at least `min` items (below that, thread start-up costs more
+/// than it saves). Results keep the items' order. A block whose work
+/// panicked yields `None` for each of its items.
 pub(crate) fn map<T: Sync, R: Send>(
     items: &[T],
     min: usize,
@@ -48,51 +49,74 @@ pub(crate) fn map_indices_with<S, R: Send>(
         let mut state = init();
         return (0..n).map(|i| Some(f(&mut state, i))).collect();
     }
-    let (f, init) = (&f, &init);
-    in_chunks(
+    let f = &f;
+    in_blocks(
         n,
-        n.div_ceil(threads),
+        threads,
         std::iter::repeat(()),
-        |first, (), part| {
-            let mut state = init();
+        &init,
+        |state, first, (), part| {
             for (k, slot) in part.iter_mut().enumerate() {
-                *slot = Some(f(&mut state, first + k));
+                *slot = Some(f(state, first + k));
             }
         },
     )
 }
 
-/// `n` results made on scoped threads, one per `chunk` of them (at least
-/// one each): each thread fills its contiguous chunk (`work` gets the
-/// chunk's first index, its share of `inputs`, and its slots). A chunk whose thread panicked yields `None`
-/// for each of its items.
-fn in_chunks<I: Send, R: Send>(
+/// How many items a block holds: each thread takes about
+/// [`BLOCKS_PER_THREAD`] of them, one at a time, so that a thread whose
+/// items were quick takes more of them instead of waiting at the end for a
+/// slower one (contiguous halves left one core idle for the last part of
+/// every phase: the files of one half were in cache, a leaf folder of one
+/// half had been looked at already).
+fn block_len(n: usize, threads: usize) -> usize {
+    n.div_ceil(threads.max(1) * BLOCKS_PER_THREAD).max(1)
+}
+
+const BLOCKS_PER_THREAD: usize = 16;
+
+/// `n` results made on `threads` scoped threads, each with its own state
+/// (`init`), taking contiguous blocks of them in turn (see [`block_len`]):
+/// `work` gets the block's first index, its share of `inputs` (one per
+/// block) and its slots. A block whose work panicked yields `None` for
+/// each of its items; the thread goes on with the next block.
+fn in_blocks<S, I: Send, R: Send>(
     n: usize,
-    chunk: usize,
-    inputs: impl Iterator<Item = I>,
-    work: impl Fn(usize, I, &mut [Option<R>]) + Sync,
+    threads: usize,
+    inputs: impl Iterator<Item = I> + Send,
+    init: &(impl Fn() -> S + Sync),
+    work: impl Fn(&mut S, usize, I, &mut [Option<R>]) + Sync,
 ) -> Vec<Option<R>> {
     let mut out: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
-    let chunk = chunk.max(1);
-    let work = &work;
-    let failed: Vec<usize> = std::thread::scope(|s| {
-        let handles: Vec<_> = out
-            .chunks_mut(chunk)
-            .zip(inputs)
-            .enumerate()
-            .map(|(c, (part, input))| s.spawn(move || work(c * chunk, input, part)))
-            .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .filter_map(|(c, h)| h.join().is_err().then_some(c))
-            .collect()
-    });
-    for c in failed {
-        for slot in out.iter_mut().skip(c * chunk).take(chunk) {
-            *slot = None;
+    let block = block_len(n, threads);
+    let queue = std::sync::Mutex::new(out.chunks_mut(block).zip(inputs).enumerate());
+    let (queue, work) = (&queue, &work);
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(n.div_ceil(block)) {
+            s.spawn(move || {
+                let mut state = init();
+                loop {
+                    // A poisoned queue only means another thread panicked
+                    // while it held it; the blocks in it are still whole.
+                    let next = queue
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .next();
+                    let Some((b, (part, input))) = next else {
+                        break;
+                    };
+                    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        work(&mut state, b * block, input, part);
+                    }));
+                    if done.is_err() {
+                        part.iter_mut().for_each(|slot| *slot = None);
+                        // The state may be half-changed: start afresh.
+                        state = init();
+                    }
+                }
+            });
         }
-    }
+    });
     out
 }
 
@@ -113,12 +137,18 @@ pub(crate) fn update<T: Send, R: Send>(
             .map(|(i, t)| Some(f(i, t)))
             .collect();
     }
-    let chunk = n.div_ceil(threads);
-    in_chunks(n, chunk, items.chunks_mut(chunk), |first, mine, part| {
-        for (k, (slot, item)) in part.iter_mut().zip(mine).enumerate() {
-            *slot = Some(f(first + k, item));
-        }
-    })
+    let block = block_len(n, threads);
+    in_blocks(
+        n,
+        threads,
+        items.chunks_mut(block),
+        &|| (),
+        |(), first, mine, part| {
+            for (k, (slot, item)) in part.iter_mut().zip(mine).enumerate() {
+                *slot = Some(f(first + k, item));
+            }
+        },
+    )
 }
 
 #[cfg(test)]
@@ -142,5 +172,33 @@ mod tests {
             assert_eq!(got, want);
             assert_eq!(items, (1..1002).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn a_panicking_block_yields_none_and_the_others_still_finish() {
+        // Two threads at least, as on every machine that runs `par` in
+        // parallel (one thread runs everything in line, and a panic there
+        // is the caller's).
+        if super::threads() < 2 {
+            return;
+        }
+        let n = 1000;
+        let got = super::map_indices(n, 10, |i| {
+            assert!(i != 500, "a hostile item");
+            i
+        });
+        let block = super::block_len(n, super::threads());
+        let bad = (500 / block) * block..((500 / block + 1) * block).min(n);
+        for (i, r) in got.iter().enumerate() {
+            assert_eq!(r.is_none(), bad.contains(&i), "item {i}");
+        }
+    }
+
+    #[test]
+    fn blocks_are_small_enough_to_share_and_never_empty() {
+        assert_eq!(super::block_len(0, 2), 1);
+        assert_eq!(super::block_len(1, 2), 1);
+        assert_eq!(super::block_len(10_000, 2), 313);
+        assert_eq!(super::block_len(10_000, 0), 625);
     }
 }

@@ -26,11 +26,13 @@
 
 use crate::Repo;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use sgard_store::{Area, Hash, Lack, LeafStat, Presence, durable, leaf_of};
+use sgard_store::{Area, Hash, Lack, LeafStat, Presence, Store, durable, leaf_of};
 
-use crate::{Garden, par};
+use crate::par;
 
 const MAGIC: &[u8] = b"sgard-present\n";
 const VERSION: u32 = 1;
@@ -206,6 +208,7 @@ fn missing_blobs(
     presence: &Presence<'_>,
     wanted: &[Hash],
     memory: &Memory,
+    early: &[Look],
 ) -> (Vec<Hash>, Vec<(u16, Option<Seen>)>) {
     let mut runs = Vec::new();
     let mut start = 0;
@@ -220,9 +223,14 @@ fn missing_blobs(
         let leaf = leaf_of(&names[0]);
         let d = digest(names);
         // The folder first: a removal while the names are looked at
-        // moves it past what is remembered.
-        let observed_ns = crate::index::now_ns();
-        let stat = presence.leaf(Area::Blobs, leaf).ok().flatten();
+        // moves it past what is remembered. Looked at already while the
+        // repository was opened, or now.
+        let Look {
+            stat, observed_ns, ..
+        } = match early.binary_search_by_key(&leaf, |l| l.leaf) {
+            Ok(k) => early[k],
+            Err(_) => Look::now(presence, leaf),
+        };
         if let Some(stat) = stat
             && memory.get(leaf).is_some_and(|s| s.vouches(&stat, d))
         {
@@ -249,27 +257,134 @@ fn missing_blobs(
     (gone, looked)
 }
 
-impl Garden {}
+/// One look at a leaf folder of `blobs/`.
+#[derive(Clone, Copy, Debug)]
+struct Look {
+    leaf: u16,
+    /// `None`: no folder there (or none that could be looked at).
+    stat: Option<LeafStat>,
+    /// When it was looked at (ns since the epoch), just before the `stat`.
+    observed_ns: i64,
+}
+
+impl Look {
+    fn now(presence: &Presence<'_>, leaf: u16) -> Look {
+        let observed_ns = crate::index::now_ns();
+        Look {
+            leaf,
+            stat: presence.leaf(Area::Blobs, leaf).ok().flatten(),
+            observed_ns,
+        }
+    }
+}
+
+/// The leaf folders this machine remembers, looked at on a thread of their
+/// own while the command opens the repository (reads the index, decodes
+/// the manifest: one core's work), so that the status that follows finds
+/// most of them looked at already (see [`crate::Options::presence_ahead`]).
+/// A look taken early is as good as one taken later: each is a `stat`
+/// taken before the folder's names would be looked into, as
+/// [`missing_blobs`] takes it.
+#[derive(Debug)]
+pub(crate) struct Ahead {
+    dir: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(Memory, Vec<Look>)>>,
+}
+
+/// What [`Ahead`] found: the memory it went by and its looks (sorted by
+/// leaf), for the state folder `dir`.
+#[derive(Debug)]
+pub(crate) struct Early {
+    dir: PathBuf,
+    memory: Memory,
+    looks: Vec<Look>,
+}
+
+impl Ahead {
+    /// Starts looking at the folders remembered in the state folder `dir`
+    /// of the repository at `root`; `None` when no thread could be started
+    /// (the status then looks at every folder itself).
+    pub(crate) fn start(root: &Path, dir: &Path) -> Option<Ahead> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (root, memory_dir, halt) = (root.to_path_buf(), dir.to_path_buf(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("sgard-presence".into())
+            .spawn(move || {
+                let memory = Memory::load(&memory_dir);
+                let store = Store::open(&root);
+                let presence = Presence::open(&store);
+                let mut looks = Vec::with_capacity(memory.folders.len());
+                for (leaf, _) in &memory.folders {
+                    if halt.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    looks.push(Look::now(&presence, *leaf));
+                }
+                (memory, looks)
+            })
+            .ok()?;
+        Some(Ahead {
+            dir: dir.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The state folder it looks for.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Stops it (the folder it is looking at is finished) and takes what
+    /// it found.
+    pub(crate) fn finish(mut self) -> Option<Early> {
+        self.stop.store(true, Ordering::Relaxed);
+        let (memory, looks) = self.thread.take()?.join().ok()?;
+        Some(Early {
+            dir: std::mem::take(&mut self.dir),
+            memory,
+            looks,
+        })
+    }
+}
+
+impl Drop for Ahead {
+    /// Not finished (the command did not get as far as a status): the
+    /// thread stops at its next folder and ends on its own.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
 
 impl Repo {
     /// What the repository lacks of each of `contents` (sorted, distinct):
     /// only the ones it lacks are in the answer. With `all`, the contents
     /// are every entry's (the memory keeps nothing else). A store that
     /// cannot be asked about a content counts as holding it (`verify` says
-    /// more).
-    pub(crate) fn lacking(&self, contents: &[Hash], all: bool) -> HashMap<Hash, Lack> {
+    /// more). `early`: what [`Ahead`] found while the repository was
+    /// opened.
+    pub(crate) fn lacking(
+        &self,
+        contents: &[Hash],
+        all: bool,
+        early: Option<Early>,
+    ) -> HashMap<Hash, Lack> {
         debug_assert!(contents.windows(2).all(|w| w[0] < w[1]));
         let presence = Presence::open(&self.store);
         let dir = self
             .local_dir
             .as_deref()
             .filter(|_| self.env.caches().is_some());
-        let mut memory = dir.map(Memory::load).unwrap_or_default();
+        let (mut memory, looks) = match (dir, early) {
+            (Some(dir), Some(e)) if e.dir == dir => (e.memory, e.looks),
+            (dir, _) => (dir.map(Memory::load).unwrap_or_default(), Vec::new()),
+        };
         let before = memory.clone();
         let (as_blobs, known_chunked): (Vec<Hash>, Vec<Hash>) = contents
             .iter()
             .partition(|h| memory.chunked.binary_search(h).is_err());
-        let (not_blobs, looked) = missing_blobs(&presence, &as_blobs, &memory);
+        let (not_blobs, looked) = missing_blobs(&presence, &as_blobs, &memory, &looks);
         memory.update(looked);
         // The rest are held in chunks, or gone: looked at whole.
         let mut out = HashMap::new();
@@ -371,5 +486,112 @@ mod tests {
         assert_ne!(digest(&[a]), digest(&[a, b]));
         assert_ne!(digest(&[a, b]), digest(&[a, c]));
         assert_eq!(digest(&[a, b]), digest(&[a, b]));
+    }
+
+    /// Three blobs in three leaf folders whose mtimes are an hour back (so
+    /// a removal surely moves them), remembered as all there and settled.
+    #[cfg(unix)]
+    fn remembered() -> (tempfile::TempDir, Store, Vec<Hash>, Memory) {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::init(d.path()).unwrap();
+        let mut wanted: Vec<Hash> = [&b"a\n"[..], b"b\n", b"c\n"]
+            .iter()
+            .map(|b| store.write(&mut &b[..]).unwrap().hash)
+            .collect();
+        wanted.sort_unstable();
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for h in &wanted {
+            let leaf = store.path_of(h).parent().unwrap().to_path_buf();
+            std::fs::File::open(&leaf)
+                .unwrap()
+                .set_modified(hour_ago)
+                .unwrap();
+        }
+        let p = Presence::open(&store);
+        let mut memory = Memory::default();
+        memory.update(
+            wanted
+                .iter()
+                .map(|h| {
+                    let stat = p.leaf(Area::Blobs, leaf_of(h)).unwrap().unwrap();
+                    let seen = Seen {
+                        stat,
+                        // Setting the times moved the ctime to now: as if
+                        // looked at once that had settled.
+                        observed_ns: stat.ctime_ns.max(stat.mtime_ns) + 3_000_000_000,
+                        digest: digest(&[*h]),
+                    };
+                    (leaf_of(h), Some(seen))
+                })
+                .collect(),
+        );
+        assert_eq!(memory.folders.len(), 3, "three leaf folders");
+        (d, store, wanted, memory)
+    }
+
+    #[cfg(unix)]
+    fn looks(p: &Presence<'_>, memory: &Memory) -> Vec<Look> {
+        memory
+            .folders
+            .iter()
+            .map(|(leaf, _)| Look::now(p, *leaf))
+            .collect()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn looks_taken_while_opening_stand_for_their_folders() {
+        let (_d, store, wanted, memory) = remembered();
+        let p = Presence::open(&store);
+        let early = looks(&p, &memory);
+        let (gone, looked) = missing_blobs(&p, &wanted, &memory, &early);
+        assert!(
+            gone.is_empty() && looked.is_empty(),
+            "vouched for: not looked into"
+        );
+        // Removed after the looks were taken: the run is as of the looks
+        // (which shows it went by them, not by a look of its own).
+        std::fs::remove_file(store.path_of(&wanted[1])).unwrap();
+        let (gone, _) = missing_blobs(&p, &wanted, &memory, &early);
+        assert!(gone.is_empty());
+        // Looks taken after the removal find it, and so does a run with
+        // no look taken ahead, or with the look of that folder missing.
+        let fresh = looks(&p, &memory);
+        let without: Vec<Look> = early
+            .iter()
+            .filter(|l| l.leaf != leaf_of(&wanted[1]))
+            .copied()
+            .collect();
+        for early in [&fresh[..], &[], &without[..]] {
+            let (gone, looked) = missing_blobs(&p, &wanted, &memory, early);
+            assert_eq!(gone, vec![wanted[1]]);
+            assert_eq!(looked, vec![(leaf_of(&wanted[1]), None)], "forgotten");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_thread_ahead_goes_by_the_saved_memory_and_stops_when_told() {
+        let (d, store, wanted, memory) = remembered();
+        let dir = d.path().join("state");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(FILE), memory.encode()).unwrap();
+        std::fs::remove_file(store.path_of(&wanted[0])).unwrap();
+        let ahead = Ahead::start(d.path(), &dir).unwrap();
+        assert_eq!(ahead.dir(), dir);
+        // Stopped as soon as it started, it may have looked at any first
+        // few folders, in order; each look is the folder as it is.
+        let early = ahead.finish().unwrap();
+        assert_eq!(early.memory, memory);
+        assert!(early.looks.len() <= 3);
+        let p = Presence::open(&store);
+        for (look, (leaf, _)) in early.looks.iter().zip(&memory.folders) {
+            assert_eq!(look.leaf, *leaf);
+            assert_eq!(look.stat, p.leaf(Area::Blobs, *leaf).unwrap());
+        }
+        let (gone, _) = missing_blobs(&p, &wanted, &early.memory, &early.looks);
+        assert_eq!(gone, vec![wanted[0]], "removed before it looked");
+        // Dropped unfinished, it stops on its own.
+        drop(Ahead::start(d.path(), &dir));
     }
 }

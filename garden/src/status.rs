@@ -198,10 +198,16 @@ impl Tx<'_> {
         // at, so that what this run finds is kept with a token from before.
         let all = args.is_empty();
         let trusted = if all { self.ask_watcher(&picked) } else { None };
+        // What was looked at while the repository was opened.
+        let early = self
+            .work
+            .ahead
+            .take()
+            .and_then(crate::present::Ahead::finish);
         let lacking = if all && self.all_held(&contents) {
             std::collections::HashMap::new()
         } else {
-            self.repo.lacking(&contents, all)
+            self.repo.lacking(&contents, all, early)
         };
         if all {
             self.note_held(&contents, lacking.is_empty());

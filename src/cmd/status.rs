@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use serde_json::json;
-use sgard_garden::{LockMode, State};
+use sgard_garden::{Access, Options, State};
 
 use super::{Ctx, print_json};
 use crate::ui;
@@ -45,7 +45,11 @@ fn run(
         .then(|| sgard_garden::watch::before_status(&ctx.repo, &ctx.env))
         .flatten();
     let said = ui::said();
-    let mut g = ctx.open(LockMode::Shared)?;
+    // While the index is read, the store's folders are looked at.
+    let mut g = ctx.open_with(Options {
+        presence_ahead: true,
+        ..ctx.options(Access::Read)
+    })?;
     if refresh {
         g.refresh_secrets();
     }
