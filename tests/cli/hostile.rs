@@ -1747,8 +1747,10 @@ fn folders_a_restore_makes_are_flushed_before_files_go_in_place() {
 /// A checkpoint flushes its new blobs' bytes ahead (on another thread),
 /// renders its snapshot meanwhile and names the snapshot's blob with
 /// theirs: yet every blob's bytes are durable before it gets its name, and
-/// every name before the history record is put in place. With `syncfs`
-/// working, and with it failing (then each is synced on its own).
+/// every name before the history record is put in place; the base's
+/// journal goes in before the record, `manifest.yaml` after it, and the
+/// index last. With `syncfs` working, and with it failing (then each is
+/// synced on its own).
 #[test]
 fn a_checkpoint_makes_its_blobs_durable_before_recording_them() {
     if !strace_works() {
@@ -1804,6 +1806,31 @@ fn a_checkpoint_makes_its_blobs_durable_before_recording_them() {
                         .is_some_and(|d| d.ends_with("/history.yaml"))
             })
             .unwrap_or_else(|| panic!("{fault:?}: no record:\n{trace}"));
+        // The base's journal before the record, the record before
+        // manifest.yaml, and this machine's index, which holds the base
+        // that goes with them, named after both.
+        let renamed_to = |suffix: &str| -> Vec<&Traced> {
+            calls
+                .iter()
+                .filter(|c| renamed(c) && c.quoted().get(1).is_some_and(|d| d.ends_with(suffix)))
+                .collect()
+        };
+        let [manifest] = renamed_to("/manifest.yaml")[..] else {
+            panic!("{fault:?}: manifest.yaml not renamed once:\n{trace}");
+        };
+        let journal = renamed_to("/base.pending");
+        assert!(!journal.is_empty(), "{fault:?}: no journal:\n{trace}");
+        assert!(
+            journal.iter().all(|c| c.end < recorded.start),
+            "{fault:?}: the record went in before the base's journal:\n{trace}"
+        );
+        assert!(recorded.end < manifest.start, "{fault:?}:\n{trace}");
+        let index = renamed_to("/index");
+        assert!(!index.is_empty(), "{fault:?}: no index:\n{trace}");
+        assert!(
+            index.iter().all(|c| c.start > manifest.end),
+            "{fault:?}: the index was named before manifest.yaml:\n{trace}"
+        );
         let flushed = |c: &Traced, path: &str| {
             c.ok()
                 && (c.call == "syncfs" || (c.call.contains("sync") && c.first_fd() == Some(path)))
