@@ -53,6 +53,7 @@ pub(crate) fn map_indices_with<S, R: Send>(
     in_blocks(
         n,
         threads,
+        block_len(n, threads),
         std::iter::repeat(()),
         &init,
         |state, first, (), part| {
@@ -76,19 +77,21 @@ fn block_len(n: usize, threads: usize) -> usize {
 const BLOCKS_PER_THREAD: usize = 16;
 
 /// `n` results made on `threads` scoped threads, each with its own state
-/// (`init`), taking contiguous blocks of them in turn (see [`block_len`]):
-/// `work` gets the block's first index, its share of `inputs` (one per
-/// block) and its slots. A block whose work panicked yields `None` for
-/// each of its items; the thread goes on with the next block.
+/// (`init`), taking contiguous blocks of `block` of them in turn (see
+/// [`block_len`]): `work` gets the block's first index, its share of
+/// `inputs` (one per block, cut to the same length) and its slots. A block
+/// whose work panicked yields `None` for each of its items; the thread goes
+/// on with the next block.
 fn in_blocks<S, I: Send, R: Send>(
     n: usize,
     threads: usize,
+    block: usize,
     inputs: impl Iterator<Item = I> + Send,
     init: &(impl Fn() -> S + Sync),
     work: impl Fn(&mut S, usize, I, &mut [Option<R>]) + Sync,
 ) -> Vec<Option<R>> {
     let mut out: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
-    let block = block_len(n, threads);
+    let block = block.max(1);
     let queue = std::sync::Mutex::new(out.chunks_mut(block).zip(inputs).enumerate());
     let (queue, work) = (&queue, &work);
     std::thread::scope(|s| {
@@ -96,8 +99,8 @@ fn in_blocks<S, I: Send, R: Send>(
             s.spawn(move || {
                 let mut state = init();
                 loop {
-                    // A poisoned queue only means another thread panicked
-                    // while it held it; the blocks in it are still whole.
+                    // Held only to take the next block, which cannot panic;
+                    // were it poisoned, the blocks in it are still whole.
                     let next = queue
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -141,6 +144,7 @@ pub(crate) fn update<T: Send, R: Send>(
     in_blocks(
         n,
         threads,
+        block,
         items.chunks_mut(block),
         &|| (),
         |(), first, mine, part| {

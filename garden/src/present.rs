@@ -276,7 +276,23 @@ impl Look {
             observed_ns,
         }
     }
+
+    /// As [`Look::now`], holding no fan-out folder open (see
+    /// [`Presence::leaf_alone`]): what the thread ahead uses, beside an
+    /// open that opens files of its own.
+    fn alone(presence: &Presence<'_>, leaf: u16) -> Look {
+        let observed_ns = crate::index::now_ns();
+        Look {
+            leaf,
+            stat: presence.leaf_alone(Area::Blobs, leaf).ok().flatten(),
+            observed_ns,
+        }
+    }
 }
+
+/// How much older than the check that uses it a look taken ahead may be:
+/// past it, the folder is looked at again.
+const LOOK_AHEAD_MAX_AGE_NS: i64 = 500_000_000;
 
 /// The leaf folders this machine remembers, looked at on a thread of their
 /// own while the command opens the repository (reads the index, decodes
@@ -319,7 +335,7 @@ impl Ahead {
                     if halt.load(Ordering::Relaxed) {
                         break;
                     }
-                    looks.push(Look::now(&presence, *leaf));
+                    looks.push(Look::alone(&presence, *leaf));
                 }
                 (memory, looks)
             })
@@ -337,10 +353,14 @@ impl Ahead {
     }
 
     /// Stops it (the folder it is looking at is finished) and takes what
-    /// it found.
+    /// it found: the looks taken in the last [`LOOK_AHEAD_MAX_AGE_NS`] (an
+    /// open that waited longer is looked at again, so the check is never
+    /// much older than the status).
     pub(crate) fn finish(mut self) -> Option<Early> {
         self.stop.store(true, Ordering::Relaxed);
-        let (memory, looks) = self.thread.take()?.join().ok()?;
+        let (memory, mut looks) = self.thread.take()?.join().ok()?;
+        let oldest = crate::index::now_ns().saturating_sub(LOOK_AHEAD_MAX_AGE_NS);
+        looks.retain(|l| l.observed_ns >= oldest);
         Some(Early {
             dir: std::mem::take(&mut self.dir),
             memory,
@@ -593,5 +613,20 @@ mod tests {
         assert_eq!(gone, vec![wanted[0]], "removed before it looked");
         // Dropped unfinished, it stops on its own.
         drop(Ahead::start(d.path(), &dir));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn looks_older_than_the_bound_are_looked_at_again() {
+        let (d, _store, _wanted, memory) = remembered();
+        let dir = d.path().join("state");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(FILE), memory.encode()).unwrap();
+        let ahead = Ahead::start(d.path(), &dir).unwrap();
+        let bound = std::time::Duration::from_nanos(LOOK_AHEAD_MAX_AGE_NS.cast_unsigned());
+        std::thread::sleep(bound + std::time::Duration::from_millis(100));
+        let early = ahead.finish().unwrap();
+        assert!(early.looks.is_empty(), "{:?}", early.looks);
+        assert_eq!(early.memory, memory);
     }
 }

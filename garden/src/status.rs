@@ -197,13 +197,18 @@ impl Tx<'_> {
         // speaks for every entry. It is asked before anything is looked
         // at, so that what this run finds is kept with a token from before.
         let all = args.is_empty();
+        self.repo.env.crash_point("status-before-watcher");
         let trusted = if all { self.ask_watcher(&picked) } else { None };
-        // What was looked at while the repository was opened.
+        // What was looked at while the repository was opened; not when the
+        // watcher answered: what this run finds is kept with its token, so
+        // it must be looked at after the token was asked for (a blob
+        // removed in between would be taken as held until the next change).
         let early = self
             .work
             .ahead
             .take()
-            .and_then(crate::present::Ahead::finish);
+            .and_then(crate::present::Ahead::finish)
+            .filter(|_| self.work.watch.is_none());
         let lacking = if all && self.all_held(&contents) {
             std::collections::HashMap::new()
         } else {

@@ -250,6 +250,31 @@ impl Folder {
         }
     }
 
+    /// As [`Folder::stat`], by the path below the folder itself, opening
+    /// no fan-out folder.
+    #[cfg(unix)]
+    fn stat_alone(&self, first: u8, rest: &str) -> Result<Option<Stat>> {
+        if self.missing {
+            return Ok(None);
+        }
+        let below = format!("{first:02x}/{rest}");
+        let found = match &self.fd {
+            Some(fd) => rustix::fs::statat(fd, below.as_str(), AtFlags::empty()),
+            None => rustix::fs::stat(self.path.join(&below)),
+        };
+        match found.map_err(io::Error::from) {
+            Ok(st) => Ok(Some(st)),
+            Err(e) if is_gone(&e) => Ok(None),
+            Err(e) => Err(Error::io("inspecting", self.below(first, rest), e)),
+        }
+    }
+
+    /// Windows: nothing is held open by [`Folder::stat`] either.
+    #[cfg(windows)]
+    fn stat_alone(&self, first: u8, rest: &str) -> Result<Option<Stat>> {
+        self.stat(first, rest)
+    }
+
     /// Windows: by the whole path, `rest`'s components joined with the
     /// platform's separator.
     #[cfg(windows)]
@@ -320,6 +345,24 @@ impl<'a> Presence<'a> {
         let folder = self.folder(area);
         let rest = format!("{second:02x}");
         match folder.stat(first, &rest)? {
+            Some(st) if is_dir(&st) => leaf_stat(&st, || folder.below(first, &rest)).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// As [`Presence::leaf`], without opening the fan-out folder above it
+    /// (`leaf` keeps every one it met open for the questions that follow:
+    /// up to 256 descriptors, too many for a thread that runs beside
+    /// others on a system whose limit is 256). The kernel walks one more
+    /// component.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the store cannot be inspected.
+    pub fn leaf_alone(&self, area: Area, leaf: u16) -> Result<Option<LeafStat>> {
+        let [first, second] = leaf.to_be_bytes();
+        let folder = self.folder(area);
+        let rest = format!("{second:02x}");
+        match folder.stat_alone(first, &rest)? {
             Some(st) if is_dir(&st) => leaf_stat(&st, || folder.below(first, &rest)).map(Some),
             _ => Ok(None),
         }
@@ -427,6 +470,7 @@ mod tests {
         let p = Presence::open(&none);
         assert_eq!(p.lack(&blob).unwrap(), Some(Lack::Absent));
         assert_eq!(p.leaf(Area::Blobs, leaf_of(&blob)).unwrap(), None);
+        assert_eq!(p.leaf_alone(Area::Blobs, leaf_of(&blob)).unwrap(), None);
     }
 
     /// A folder opened so that its times can be set.
@@ -459,9 +503,14 @@ mod tests {
         let p = Presence::open(&store);
         let before = p.leaf(Area::Blobs, leaf_of(&a)).unwrap().unwrap();
         assert_eq!(p.leaf(Area::Blobs, leaf_of(&a)).unwrap(), Some(before));
+        assert_eq!(
+            p.leaf_alone(Area::Blobs, leaf_of(&a)).unwrap(),
+            Some(before)
+        );
         std::fs::remove_file(store.path_of(&a)).unwrap();
         let after = p.leaf(Area::Blobs, leaf_of(&a)).unwrap().unwrap();
         assert_ne!(after, before);
+        assert_eq!(p.leaf_alone(Area::Blobs, leaf_of(&a)).unwrap(), Some(after));
         assert!(!p.has(Area::Blobs, &a).unwrap());
     }
 }

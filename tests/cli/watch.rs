@@ -665,6 +665,49 @@ fn a_blob_lost_after_the_last_status_vouched_for_the_repository_is_seen() {
     assert_eq!(e, truth(&t));
 }
 
+/// A blob removed while a status opens the repository, after the store's
+/// folders were looked at ahead and before the watcher was asked: that
+/// status looks again, after the watcher's token, so it and every status
+/// after it say so (a look from before the token, kept with it, would have
+/// the next ones take the blob as held until the repository changed again).
+#[test]
+fn a_blob_lost_while_a_status_opens_the_repository_is_seen_then_and_after() {
+    let t = settled();
+    let _w = start(&t, None);
+    warm(&t);
+    // A change in the home, so that the status opens the repository.
+    t.write(".zshrc", "zsh two\n");
+    let gate = t.outside().join("go");
+    let reached = t.outside().join("go.reached");
+    let held = t
+        .command(["status", "--json"])
+        .env(
+            "SGARD_TEST_WAIT_AT",
+            format!("status-before-watcher:{}", gate.display()),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !reached.exists() {
+        assert!(Instant::now() < until, "the status never got there");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    lose_blob(&t, "~/.config/a/x");
+    std::fs::write(&gate, "").unwrap();
+    let out = held.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = vec![pair("~/.config/a/x", "error"), pair("~/.zshrc", "modified")];
+    assert_eq!(not_ok(&entries(&v)), want, "{v}");
+    for _ in 0..2 {
+        let (w, e) = status(&t);
+        assert_eq!(not_ok(&e), want, "{w}");
+    }
+    assert_eq!(not_ok(&truth(&t)), want);
+}
+
 #[test]
 fn a_state_folder_deeper_than_a_sockets_address_still_gets_a_watcher() {
     let t = settled();
