@@ -333,7 +333,7 @@ impl Journal {
         &mut self,
         source: &Source,
         params: Params,
-        durable: &[Option<(Hash, u32)>],
+        durable: &[(Hash, u32)],
     ) -> Result<()> {
         if self.restart {
             self.file = None;
@@ -347,7 +347,7 @@ impl Journal {
             return Ok(());
         };
         let mut text = String::with_capacity(new.len() * 72);
-        for (h, len) in new.iter().flatten() {
+        for (h, len) in new {
             text.push_str(&format!("{} {len}\n", h.to_hex()));
         }
         let file = match &mut self.file {

@@ -12,7 +12,7 @@
 //! Every channel is bounded, so at most a few groups exist at once whatever
 //! the file's size.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -152,9 +152,14 @@ impl ChunkStore {
         })
     }
 
-    /// The collector: adopts spooled chunks into a batch, commits it every
-    /// [`COMMIT_EVERY`] new bytes and at the end, and journals what each
-    /// commit made durable.
+    /// The collector: adopts spooled chunks into a batch in the file's
+    /// order, commits it every [`COMMIT_EVERY`] new bytes and at the end,
+    /// and journals what each commit made durable. Workers finish groups
+    /// out of order; a chunk that comes before those ahead of it waits
+    /// (as a temp file) until they are adopted, so that a commit names
+    /// only chunks the journal then records: a chunk named past a gap
+    /// would be one no journal keeps, and `prune` would take it back from
+    /// an add that is to be resumed.
     fn collect(
         &self,
         done: Receiver<Done>,
@@ -167,58 +172,52 @@ impl ChunkStore {
             stop.store(true, Ordering::Relaxed);
             e
         };
-        let mut slots: Vec<Option<(Hash, u32)>> = Vec::new();
-        let mut contiguous = 0;
+        let mut chunks: Vec<(Hash, u32)> = Vec::new();
+        let mut waiting: BTreeMap<usize, (u32, Spooled)> = BTreeMap::new();
         let mut batch = self.objects.batch();
         let mut seen = HashSet::new();
         let (mut new_chunks, mut new_bytes, mut pending) = (0, 0u64, 0u64);
         let mut commits = 0u32;
-        for (i, len, spooled) in done.into_iter().flat_map(|(first, group)| {
-            group
-                .into_iter()
-                .enumerate()
-                .map(move |(k, (len, s))| (first + k, len, s))
-        }) {
-            let w = batch.adopt(spooled.map_err(fail)?);
-            if w.new && seen.insert(w.hash) {
-                new_chunks += 1;
-                new_bytes += w.size;
-                pending += w.size;
+        for (first, group) in done {
+            for (k, (len, spooled)) in group.into_iter().enumerate() {
+                waiting.insert(first + k, (len, spooled.map_err(fail)?));
             }
-            if slots.len() <= i {
-                slots.resize(i + 1, None);
-            }
-            slots[i] = Some((w.hash, len));
-            while let Some(Some(c)) = slots.get(contiguous) {
+            while let Some((len, spooled)) = waiting.remove(&chunks.len()) {
+                let w = batch.adopt(spooled);
+                if w.new && seen.insert(w.hash) {
+                    new_chunks += 1;
+                    new_bytes += w.size;
+                    pending += w.size;
+                }
                 if let Some(j) = journal.as_mut() {
-                    j.check(contiguous, *c);
+                    j.check(chunks.len(), (w.hash, len));
                 }
-                contiguous += 1;
-            }
-            if pending >= COMMIT_EVERY {
-                std::mem::replace(&mut batch, self.objects.batch())
-                    .commit()
-                    .map_err(fail)?;
-                pending = 0;
-                commits += 1;
-                if let (Some(j), Some(s)) = (journal.as_mut(), source) {
-                    j.record(s, params, &slots[..contiguous]).map_err(fail)?;
-                }
-                if self.stall_after == Some(commits) {
-                    loop {
-                        std::thread::sleep(std::time::Duration::from_secs(1));
+                chunks.push((w.hash, len));
+                if pending >= COMMIT_EVERY {
+                    std::mem::replace(&mut batch, self.objects.batch())
+                        .commit()
+                        .map_err(fail)?;
+                    pending = 0;
+                    commits += 1;
+                    if let (Some(j), Some(s)) = (journal.as_mut(), source) {
+                        j.record(s, params, &chunks).map_err(fail)?;
+                    }
+                    if self.stall_after == Some(commits) {
+                        loop {
+                            std::thread::sleep(std::time::Duration::from_secs(1));
+                        }
                     }
                 }
             }
         }
+        // A chunk that never came leaves the ones after it waiting.
+        if !waiting.is_empty() {
+            return Err(thread_failed());
+        }
         batch.commit().map_err(fail)?;
         // Interrupted, this is where the next write resumes from.
         if let (Some(j), Some(s)) = (journal.as_mut(), source) {
-            j.record(s, params, &slots[..contiguous]).map_err(fail)?;
-        }
-        let chunks: Vec<(Hash, u32)> = slots.into_iter().flatten().collect();
-        if chunks.len() != contiguous {
-            return Err(thread_failed());
+            j.record(s, params, &chunks).map_err(fail)?;
         }
         Ok(Collected {
             chunks,
