@@ -269,22 +269,22 @@ struct Look {
 
 impl Look {
     fn now(presence: &Presence<'_>, leaf: u16) -> Look {
-        let observed_ns = crate::index::now_ns();
-        Look {
-            leaf,
-            stat: presence.leaf(Area::Blobs, leaf).ok().flatten(),
-            observed_ns,
-        }
+        Look::by(leaf, || presence.leaf(Area::Blobs, leaf))
     }
 
     /// As [`Look::now`], holding no fan-out folder open (see
     /// [`Presence::leaf_alone`]): what the thread ahead uses, beside an
     /// open that opens files of its own.
     fn alone(presence: &Presence<'_>, leaf: u16) -> Look {
+        Look::by(leaf, || presence.leaf_alone(Area::Blobs, leaf))
+    }
+
+    /// The time, then the `stat` that `look` takes.
+    fn by(leaf: u16, look: impl FnOnce() -> sgard_store::Result<Option<LeafStat>>) -> Look {
         let observed_ns = crate::index::now_ns();
         Look {
             leaf,
-            stat: presence.leaf_alone(Area::Blobs, leaf).ok().flatten(),
+            stat: look().ok().flatten(),
             observed_ns,
         }
     }
@@ -549,6 +549,15 @@ mod tests {
         (d, store, wanted, memory)
     }
 
+    /// A state folder in `root` holding `memory`, saved.
+    #[cfg(unix)]
+    fn saved(root: &Path, memory: &Memory) -> PathBuf {
+        let dir = root.join("state");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(FILE), memory.encode()).unwrap();
+        dir
+    }
+
     #[cfg(unix)]
     fn looks(p: &Presence<'_>, memory: &Memory) -> Vec<Look> {
         memory
@@ -593,9 +602,7 @@ mod tests {
     #[test]
     fn the_thread_ahead_goes_by_the_saved_memory_and_stops_when_told() {
         let (d, store, wanted, memory) = remembered();
-        let dir = d.path().join("state");
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::write(dir.join(FILE), memory.encode()).unwrap();
+        let dir = saved(d.path(), &memory);
         std::fs::remove_file(store.path_of(&wanted[0])).unwrap();
         let ahead = Ahead::start(d.path(), &dir).unwrap();
         assert_eq!(ahead.dir(), dir);
@@ -619,9 +626,7 @@ mod tests {
     #[test]
     fn looks_older_than_the_bound_are_looked_at_again() {
         let (d, _store, _wanted, memory) = remembered();
-        let dir = d.path().join("state");
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::write(dir.join(FILE), memory.encode()).unwrap();
+        let dir = saved(d.path(), &memory);
         let ahead = Ahead::start(d.path(), &dir).unwrap();
         let bound = std::time::Duration::from_nanos(LOOK_AHEAD_MAX_AGE_NS.cast_unsigned());
         std::thread::sleep(bound + std::time::Duration::from_millis(100));

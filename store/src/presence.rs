@@ -341,13 +341,7 @@ impl<'a> Presence<'a> {
     /// # Errors
     /// [`Error::Io`] when the store cannot be inspected.
     pub fn leaf(&self, area: Area, leaf: u16) -> Result<Option<LeafStat>> {
-        let [first, second] = leaf.to_be_bytes();
-        let folder = self.folder(area);
-        let rest = format!("{second:02x}");
-        match folder.stat(first, &rest)? {
-            Some(st) if is_dir(&st) => leaf_stat(&st, || folder.below(first, &rest)).map(Some),
-            _ => Ok(None),
-        }
+        self.leaf_by(area, leaf, Folder::stat)
     }
 
     /// As [`Presence::leaf`], without opening the fan-out folder above it
@@ -359,10 +353,20 @@ impl<'a> Presence<'a> {
     /// # Errors
     /// [`Error::Io`] when the store cannot be inspected.
     pub fn leaf_alone(&self, area: Area, leaf: u16) -> Result<Option<LeafStat>> {
+        self.leaf_by(area, leaf, Folder::stat_alone)
+    }
+
+    /// The leaf folder `leaf` of `area`, its `stat` taken by `stat`.
+    fn leaf_by(
+        &self,
+        area: Area,
+        leaf: u16,
+        stat: fn(&Folder, u8, &str) -> Result<Option<Stat>>,
+    ) -> Result<Option<LeafStat>> {
         let [first, second] = leaf.to_be_bytes();
         let folder = self.folder(area);
         let rest = format!("{second:02x}");
-        match folder.stat_alone(first, &rest)? {
+        match stat(folder, first, &rest)? {
             Some(st) if is_dir(&st) => leaf_stat(&st, || folder.below(first, &rest)).map(Some),
             _ => Ok(None),
         }

@@ -298,6 +298,23 @@ pub fn wait_limited(mut child: Child, limit: Duration) -> Result<Run, String> {
 }
 
 /// Whether `strace` can trace here (installed, and ptrace allowed).
+/// Spawns `c` stopped at the test hook `point` (`SGARD_TEST_WAIT_AT`) and
+/// returns once it got there; writing `gate` lets it go on.
+pub fn spawn_held_at(c: &mut Command, point: &str, gate: &Path) -> Child {
+    let child = c
+        .env("SGARD_TEST_WAIT_AT", format!("{point}:{}", gate.display()))
+        .spawn()
+        .unwrap();
+    let mut reached = gate.as_os_str().to_owned();
+    reached.push(".reached");
+    let until = Instant::now() + Duration::from_secs(30);
+    while !Path::new(&reached).exists() {
+        assert!(Instant::now() < until, "the command never got to {point}");
+        thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
 pub fn strace_works() -> bool {
     Command::new("strace")
         .args(["-f", "-qq", "-o", "/dev/null", "true"])

@@ -354,23 +354,14 @@ fn a_held_lock_names_its_holder_without_waiting() {
     let t = tracked();
     t.write("new", "n\n");
     let gate = t.outside().join("gate");
-    let reached = t.outside().join("gate.reached");
-    let mut held: Child = t
-        .command(["add", "new"])
-        .env(
-            "SGARD_TEST_WAIT_AT",
-            format!("manifest-before-base:{}", gate.display()),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(30);
-    while !reached.exists() {
-        assert!(Instant::now() < until, "the add never got there");
-        thread::sleep(Duration::from_millis(10));
-    }
+    let mut held: Child = spawn_held_at(
+        t.command(["add", "new"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "manifest-before-base",
+        &gate,
+    );
     let r = doctor(&t, &[]);
     fs::write(&gate, "").unwrap();
     assert!(held.wait().unwrap().success());

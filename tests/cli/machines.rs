@@ -7,7 +7,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::{Run, TestEnv, mode_of, now_secs, set_mtime, sha};
+use crate::common::{Run, TestEnv, mode_of, now_secs, set_mtime, sha, spawn_held_at};
 
 /// One machine: a HOME, a host name, and the shared repository.
 pub(crate) struct Machine {
@@ -1503,26 +1503,14 @@ fn a_reader_does_not_write_its_old_base_over_a_newer_one() {
     fs::set_permissions(lap.path("other"), fs::Permissions::from_mode(0o640)).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2300));
     let gate = lap.t.outside().join("go");
-    let reached = lap.t.outside().join("go.reached");
-    let held = lap
-        .command(&["status", "~/other"])
-        .env(
-            "SGARD_TEST_WAIT_AT",
-            format!("index-save:{}", gate.display()),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !reached.exists() {
-        assert!(
-            std::time::Instant::now() < until,
-            "the status never got there"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let held = spawn_held_at(
+        lap.command(&["status", "~/other"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "index-save",
+        &gate,
+    );
     lap.sg(&["restore", "~/.bashrc"]).ok();
     fs::write(&gate, "").unwrap();
     let out = held.wait_with_output().unwrap();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::TestEnv;
+use crate::common::{TestEnv, spawn_held_at};
 
 /// A running `sgard watch`, killed when dropped.
 struct Watcher {
@@ -678,23 +678,14 @@ fn a_blob_lost_while_a_status_opens_the_repository_is_seen_then_and_after() {
     // A change in the home, so that the status opens the repository.
     t.write(".zshrc", "zsh two\n");
     let gate = t.outside().join("go");
-    let reached = t.outside().join("go.reached");
-    let held = t
-        .command(["status", "--json"])
-        .env(
-            "SGARD_TEST_WAIT_AT",
-            format!("status-before-watcher:{}", gate.display()),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(30);
-    while !reached.exists() {
-        assert!(Instant::now() < until, "the status never got there");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let held = spawn_held_at(
+        t.command(["status", "--json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+        "status-before-watcher",
+        &gate,
+    );
     lose_blob(&t, "~/.config/a/x");
     std::fs::write(&gate, "").unwrap();
     let out = held.wait_with_output().unwrap();
