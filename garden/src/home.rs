@@ -604,27 +604,39 @@ impl Confine {
         // place, the index of its folder (`u32::MAX`: it failed).
         let mut dir_of: HashMap<*const Dir, u32> = HashMap::new();
         let mut placed: Vec<u32> = Vec::with_capacity(staged.len());
-        for (k, s) in staged.iter_mut().enumerate() {
-            let r = (|| {
-                if let Some((m, e)) = lost
-                    .iter()
-                    .find(|(m, _)| s.parent.dir.starts_with(&m.folder))
-                {
-                    return Err(io_err("syncing folder", &m.above, copy_io_error(e)));
-                }
-                if !flushed {
-                    s.parent
-                        .fd
-                        .sync_file(&s.tmp())
-                        .map_err(|e| io_err("syncing", &s.dest(), e))?;
-                }
+        // The renames on all cores: each is one folder's business (the
+        // files of a folder come in a row, so two threads seldom share
+        // one), and their order does not matter, as the flush above made
+        // every file's bytes durable and the one below makes every name.
+        let lost = &lost;
+        let renamed = crate::par::update(&mut staged, 256, |_, s| {
+            if let Some((m, e)) = lost
+                .iter()
+                .find(|(m, _)| s.parent.dir.starts_with(&m.folder))
+            {
+                return Err(io_err("syncing folder", &m.above, copy_io_error(e)));
+            }
+            if !flushed {
                 s.parent
                     .fd
-                    .rename(&s.tmp(), &s.parent.name)
-                    .map_err(|e| io_err("renaming into place", &s.dest(), e))?;
-                s.done = true;
-                Ok(())
-            })();
+                    .sync_file(&s.tmp())
+                    .map_err(|e| io_err("syncing", &s.dest(), e))?;
+            }
+            s.parent
+                .fd
+                .rename(&s.tmp(), &s.parent.name)
+                .map_err(|e| io_err("renaming into place", &s.dest(), e))?;
+            s.done = true;
+            Ok(())
+        });
+        for (k, (s, r)) in staged.iter().zip(renamed).enumerate() {
+            let r = r.unwrap_or_else(|| {
+                Err(io_err(
+                    "renaming into place",
+                    &s.dest(),
+                    std::io::Error::other("the rename failed unexpectedly"),
+                ))
+            });
             match r {
                 Ok(()) => {
                     let next = u32::try_from(dirs.len()).unwrap_or(u32::MAX);

@@ -2020,3 +2020,96 @@ fn io_errors_inside_restore_lose_nothing_and_leave_nothing() {
         }
     }
 }
+
+/// A restore of many files puts them in place on all cores. A rename that
+/// fails there fails its own file only: the files put in place are whole
+/// and recorded, the others stay missing (never recorded as restored) and
+/// leave no temp file behind, and the next restore writes them.
+#[test]
+fn a_rename_failing_among_many_fails_only_its_own_files() {
+    if !strace_works() {
+        eprintln!("skipping: strace cannot trace here");
+        return;
+    }
+    let t = TestEnv::init();
+    let files: Vec<(String, String)> = (0..600)
+        .map(|i| {
+            (
+                format!("many/d{:02}/f{i:03}", i % 20),
+                format!("file {i}\n"),
+            )
+        })
+        .collect();
+    for (rel, body) in &files {
+        t.write(rel, body);
+    }
+    t.sgard(["add", "~/many"]).ok();
+    t.sgard(["checkpoint"]).ok();
+    fs::remove_dir_all(t.path("many")).unwrap();
+    // Each thread's renames fail from its 100th on: the renames are spread
+    // over the worker threads, so some of every thread's files are put in
+    // place and the rest are not.
+    let (r, _) = with_faults(
+        &t.command(["restore", "-f"]),
+        "rename,renameat,renameat2",
+        Some(("renameat", "EIO", 100)),
+    );
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("renaming into place"), "{r:#?}");
+    // Each file is reported as what came of it.
+    let home_rel = |p: &str| t.path(p.strip_prefix("~/").unwrap());
+    let created: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("created"))
+        .map(str::trim)
+        .collect();
+    let failed: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("~/many/"))
+        .filter_map(|l| l.split_once(": renaming into place"))
+        .map(|(rel, _)| rel)
+        .collect();
+    assert_eq!(created.len() + failed.len(), files.len(), "{r:#?}");
+    for p in &created {
+        assert!(home_rel(p).exists(), "{p} reported created, not there");
+    }
+    for rel in &failed {
+        assert!(
+            !t.path(&format!("many/{rel}")).exists(),
+            "{rel} reported failed, there"
+        );
+    }
+    let placed: Vec<&(String, String)> = files
+        .iter()
+        .filter(|(rel, _)| t.path(rel).exists())
+        .collect();
+    assert!(
+        !placed.is_empty() && placed.len() < files.len(),
+        "{} of {} placed",
+        placed.len(),
+        files.len()
+    );
+    for (rel, body) in &placed {
+        assert_eq!(t.read(rel), body.as_bytes(), "{rel}");
+    }
+    let left = debris(&t.home);
+    assert!(left.is_empty(), "left {left:?}");
+    let st = t.sgard(["status"]);
+    for (rel, _) in &files {
+        let path = format!("~/{rel}");
+        let ok = st
+            .stdout
+            .lines()
+            .any(|l| l.split_whitespace().eq(["ok", path.as_str()]));
+        assert_eq!(ok, t.path(rel).exists(), "{rel}: {}", st.stdout);
+    }
+    t.sgard(["restore", "-f"]).ok();
+    for (rel, body) in &files {
+        assert_eq!(t.read(rel), body.as_bytes(), "{rel} after the next restore");
+    }
+    let st = t.sgard(["status"]);
+    st.ok();
+    assert!(st.stdout.lines().all(|l| l.starts_with("ok ")), "{st:#?}");
+}
