@@ -76,7 +76,8 @@ fn block_len(n: usize, threads: usize) -> usize {
 
 const BLOCKS_PER_THREAD: usize = 16;
 
-/// `n` results made on `threads` scoped threads, each with its own state
+/// `n` results made on `threads` scoped threads (the calling thread in
+/// place of those that cannot be started), each with its own state
 /// (`init`), taking contiguous blocks of `block` of them in turn (see
 /// [`block_len`]): `work` gets the block's first index, its share of
 /// `inputs` (one per block, cut to the same length) and its slots. A block
@@ -94,30 +95,38 @@ fn in_blocks<S, I: Send, R: Send>(
     let block = block.max(1);
     let queue = std::sync::Mutex::new(out.chunks_mut(block).zip(inputs).enumerate());
     let (queue, work) = (&queue, &work);
+    let worker = move || {
+        let mut state = init();
+        loop {
+            // Held only to take the next block, which cannot panic; were
+            // it poisoned, the blocks in it are still whole.
+            let next = queue
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .next();
+            let Some((b, (part, input))) = next else {
+                break;
+            };
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                work(&mut state, b * block, input, part);
+            }));
+            if done.is_err() {
+                part.iter_mut().for_each(|slot| *slot = None);
+                // The state may be half-changed: start afresh.
+                state = init();
+            }
+        }
+    };
+    // A thread that cannot be started (a process limit) leaves its blocks
+    // to the others, and the calling thread takes its place: a step that
+    // must finish (the renames of a restore's commit) never stops for want
+    // of a thread.
     std::thread::scope(|s| {
         for _ in 0..threads.min(n.div_ceil(block)) {
-            s.spawn(move || {
-                let mut state = init();
-                loop {
-                    // Held only to take the next block, which cannot panic;
-                    // were it poisoned, the blocks in it are still whole.
-                    let next = queue
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .next();
-                    let Some((b, (part, input))) = next else {
-                        break;
-                    };
-                    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        work(&mut state, b * block, input, part);
-                    }));
-                    if done.is_err() {
-                        part.iter_mut().for_each(|slot| *slot = None);
-                        // The state may be half-changed: start afresh.
-                        state = init();
-                    }
-                }
-            });
+            if std::thread::Builder::new().spawn_scoped(s, worker).is_err() {
+                worker();
+                break;
+            }
         }
     });
     out
