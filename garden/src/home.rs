@@ -618,56 +618,54 @@ impl Confine {
         // A window at a time: a result per file at once was 8 MB at
         // 100,000 files, and put a restore's peak over its budget.
         let lost = &lost;
-        for (w, window) in staged.chunks_mut(RENAME_WINDOW).enumerate() {
-            let renamed = crate::par::update(window, 256, |_, s| {
-                if let Some((m, e)) = lost
-                    .iter()
-                    .find(|(m, _)| s.parent.dir.starts_with(&m.folder))
-                {
-                    return Err(io_err("syncing folder", &m.above, copy_io_error(e)));
-                }
-                if !flushed {
-                    s.parent
-                        .fd
-                        .sync_file(&s.tmp())
-                        .map_err(|e| io_err("syncing", &s.dest(), e))?;
-                }
+        let rename = |_: usize, s: &mut &mut Staged| -> Result<()> {
+            if let Some((m, e)) = lost
+                .iter()
+                .find(|(m, _)| s.parent.dir.starts_with(&m.folder))
+            {
+                return Err(io_err("syncing folder", &m.above, copy_io_error(e)));
+            }
+            if !flushed {
                 s.parent
                     .fd
-                    .rename(&s.tmp(), &s.parent.name)
-                    .map_err(|e| io_err("renaming into place", &s.dest(), e))?;
-                s.done = true;
-                Ok(())
-            });
-            for (i, (s, r)) in window.iter().zip(renamed).enumerate() {
-                let k = w * RENAME_WINDOW + i;
-                // A worker that stopped short (it panicked) left its files
-                // either renamed (`done`) or not put in place.
-                let r = match r {
-                    Some(r) => r,
-                    None if s.done => Ok(()),
-                    None => Err(io_err(
-                        "renaming into place",
-                        &s.dest(),
-                        std::io::Error::other("not put in place: a worker thread failed"),
-                    )),
-                };
-                match r {
-                    Ok(()) => {
-                        let next = u32::try_from(dirs.len()).unwrap_or(u32::MAX);
-                        let d = *dir_of.entry(Arc::as_ptr(&s.parent.fd)).or_insert_with(|| {
-                            dirs.push((s.parent.fd.clone(), s.parent.dir.clone()));
-                            next
-                        });
-                        placed.push(d);
-                    }
-                    Err(e) => {
-                        placed.push(u32::MAX);
-                        failed.push((k, e));
-                    }
+                    .sync_file(&s.tmp())
+                    .map_err(|e| io_err("syncing", &s.dest(), e))?;
+            }
+            s.parent
+                .fd
+                .rename(&s.tmp(), &s.parent.name)
+                .map_err(|e| io_err("renaming into place", &s.dest(), e))?;
+            s.done = true;
+            Ok(())
+        };
+        sgard_store::par::update_in_windows(&mut staged, RENAME_WINDOW, 256, rename, |k, s, r| {
+            // A worker that stopped short (it panicked) left its files
+            // either renamed (`done`) or not put in place.
+            let r = match r {
+                Some(r) => r,
+                None if s.done => Ok(()),
+                None => Err(io_err(
+                    "renaming into place",
+                    &s.dest(),
+                    std::io::Error::other("not put in place: a worker thread failed"),
+                )),
+            };
+            match r {
+                Ok(()) => {
+                    let next = u32::try_from(dirs.len()).unwrap_or(u32::MAX);
+                    let d = *dir_of.entry(Arc::as_ptr(&s.parent.fd)).or_insert_with(|| {
+                        dirs.push((s.parent.fd.clone(), s.parent.dir.clone()));
+                        next
+                    });
+                    placed.push(d);
+                }
+                Err(e) => {
+                    placed.push(u32::MAX);
+                    failed.push((k, e));
                 }
             }
-        }
+            std::ops::ControlFlow::Continue(())
+        });
         if !(flushed && sync_all()) {
             let mut unsynced = false;
             for (d, (fd, dir)) in dirs.iter().enumerate() {

@@ -55,7 +55,7 @@ mod merge;
 mod mirror;
 mod options;
 mod own;
-mod par;
+use sgard_store::par;
 mod paths;
 mod pathtable;
 mod platform;

@@ -39,6 +39,7 @@ pub mod chunks;
 pub mod durable;
 mod error;
 mod hash;
+pub mod par;
 mod presence;
 pub mod progress;
 mod spool;
@@ -53,6 +54,9 @@ pub use presence::{Area, Lack, LeafStat, Presence, leaf_of};
 
 const BUF_SIZE: usize = 256 * 1024;
 const TMP_DIR: &str = "tmp";
+/// How many blobs a batch names on all cores at a time (their results
+/// are held until the window is done).
+const NAME_WINDOW: usize = 1024;
 
 /// `Ok` when what `hasher` saw hashes to `hash`, else [`Error::Corrupt`].
 pub(crate) fn expect_hash(hash: &Hash, hasher: Hasher) -> Result<()> {
@@ -108,7 +112,9 @@ pub enum BlobState {
 #[derive(Debug)]
 pub struct Batch {
     store: Store,
-    pending: Vec<(tempfile::TempPath, Hash, u64)>,
+    /// Blobs spooled and not named yet (a temp file is taken from its
+    /// slot when it is named).
+    pending: Vec<(Option<tempfile::TempPath>, Hash, u64)>,
     /// The names in `pending` (a first add queues 10,000 of them).
     queued: std::collections::HashSet<Hash>,
     /// A flush started ahead ([`Batch::start_flush`]): its thread, and how
@@ -150,7 +156,7 @@ impl Batch {
                 new: false,
             };
         }
-        self.pending.push((tmp, hash, size));
+        self.pending.push((Some(tmp), hash, size));
         Written {
             hash,
             size,
@@ -255,49 +261,50 @@ impl Batch {
     }
 
     /// Renames every waiting blob into place (`flushed`: their bytes are
-    /// durable already; else each is synced first). Returns the leaf
-    /// folders that gained a name.
+    /// durable already; else each is synced first), on all cores, a window
+    /// at a time (see [`par::update_in_windows`]). Returns the leaf folders
+    /// that gained a name. At the first failure the blobs not named yet
+    /// are dropped.
     fn name_pending(&mut self, flushed: bool) -> Result<std::collections::BTreeSet<PathBuf>> {
+        let mut pending = std::mem::take(&mut self.pending);
+        let store = &self.store;
+        let name =
+            |_: usize, (tmp, hash, size): &mut (Option<tempfile::TempPath>, Hash, u64)| match tmp
+                .take()
+            {
+                Some(tmp) => store.name_blob(tmp, hash, *size, flushed).map_err(Box::new),
+                None => Ok(()),
+            };
         let mut leaves = std::collections::BTreeSet::new();
-        for (tmp, hash, size) in std::mem::take(&mut self.pending) {
-            if !flushed {
-                let f = durable::open_to_sync(&tmp)
-                    .map_err(|e| Error::io("opening", tmp.to_path_buf(), e))?;
-                f.sync_data()
-                    .map_err(|e| Error::io("syncing", tmp.to_path_buf(), e))?;
-            }
-            let dest = self.store.path_of(&hash);
-            let leaf = durable::parent_of(&dest);
-            let rename = |tmp| {
-                durable::retry_rename(&dest, tmp, |t: tempfile::TempPath| {
-                    t.persist_noclobber(&dest).map_err(|e| (e.error, e.path))
-                })
-            };
-            // Most leaves are there already (on Linux the spooling threads
-            // made them): the folder is made only when the rename says it
-            // is missing.
-            let linked = match rename(tmp) {
-                Err((e, tmp)) if e.kind() == io::ErrorKind::NotFound => {
-                    self.store.make_leaf(&leaf, flushed)?;
-                    rename(tmp)
+        let mut failed = None;
+        par::update_in_windows(
+            &mut pending,
+            NAME_WINDOW,
+            256,
+            name,
+            |_, (_, hash, _), r| match r {
+                Some(Ok(())) => {
+                    leaves.insert(durable::parent_of(&store.path_of(hash)));
+                    std::ops::ControlFlow::Continue(())
                 }
-                linked => linked,
-            };
-            leaves.insert(leaf);
-            match linked {
-                Ok(()) => {}
-                Err((e, tmp)) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    if self.store.blob_size(&hash)? != Some(size) {
-                        durable::retry_rename(&dest, tmp, |t| {
-                            t.persist(&dest).map_err(|e| (e.error, e.path))
-                        })
-                        .map_err(|(e, _)| Error::io("replacing damaged blob", &dest, e))?;
-                    }
+                Some(Err(e)) => {
+                    failed = Some(*e);
+                    std::ops::ControlFlow::Break(())
                 }
-                Err((e, _)) => return Err(Error::io("renaming temp file to", &dest, e)),
-            }
+                None => {
+                    failed = Some(Error::io(
+                        "naming blob",
+                        store.path_of(hash),
+                        io::Error::other("a worker thread failed"),
+                    ));
+                    std::ops::ControlFlow::Break(())
+                }
+            },
+        );
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(leaves),
         }
-        Ok(leaves)
     }
 
     /// Makes the names in `leaves` durable one folder at a time, where no
@@ -416,6 +423,54 @@ impl Store {
             pending: Vec::new(),
             queued: std::collections::HashSet::new(),
             flushing: None,
+        }
+    }
+
+    /// Names the spooled blob `tmp` as `hash` (`flushed`: its bytes are
+    /// durable already; else it is synced first), making its leaf folder
+    /// if it is missing. A blob of that name and size is kept as it is; one
+    /// of another size (damaged) is replaced.
+    fn name_blob(
+        &self,
+        tmp: tempfile::TempPath,
+        hash: &Hash,
+        size: u64,
+        flushed: bool,
+    ) -> Result<()> {
+        if !flushed {
+            let f = durable::open_to_sync(&tmp)
+                .map_err(|e| Error::io("opening", tmp.to_path_buf(), e))?;
+            f.sync_data()
+                .map_err(|e| Error::io("syncing", tmp.to_path_buf(), e))?;
+        }
+        let dest = self.path_of(hash);
+        let rename = |tmp| {
+            durable::retry_rename(&dest, tmp, |t: tempfile::TempPath| {
+                t.persist_noclobber(&dest).map_err(|e| (e.error, e.path))
+            })
+        };
+        // Most leaves are there already (on Linux the spooling threads
+        // made them): the folder is made only when the rename says it is
+        // missing.
+        let linked = match rename(tmp) {
+            Err((e, tmp)) if e.kind() == io::ErrorKind::NotFound => {
+                self.make_leaf(&durable::parent_of(&dest), flushed)?;
+                rename(tmp)
+            }
+            linked => linked,
+        };
+        match linked {
+            Ok(()) => Ok(()),
+            Err((e, tmp)) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if self.blob_size(hash)? != Some(size) {
+                    durable::retry_rename(&dest, tmp, |t| {
+                        t.persist(&dest).map_err(|e| (e.error, e.path))
+                    })
+                    .map_err(|(e, _)| Error::io("replacing damaged blob", &dest, e))?;
+                }
+                Ok(())
+            }
+            Err((e, _)) => Err(Error::io("renaming temp file to", &dest, e)),
         }
     }
 

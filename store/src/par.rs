@@ -1,8 +1,9 @@
 //! Order-preserving parallel map over a slice, on scoped threads that
-//! take contiguous blocks of it in turn.
+//! take contiguous blocks of it in turn: the one way the store and the
+//! crates above it spread file-system work over the cores.
 
 /// The number of worker threads for file-system work (at most 8).
-pub(crate) fn threads() -> usize {
+pub fn threads() -> usize {
     // Asked once: on Linux each call reads cgroup files.
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THREADS.get_or_init(|| {
@@ -16,7 +17,7 @@ pub(crate) fn threads() -> usize {
 /// there are at least `min` items (below that, thread start-up costs more
 /// than it saves). Results keep the items' order. A block whose work
 /// panicked yields `None` for each of its items.
-pub(crate) fn map<T: Sync, R: Send>(
+pub fn map<T: Sync, R: Send>(
     items: &[T],
     min: usize,
     f: impl Fn(&T) -> R + Sync,
@@ -27,18 +28,14 @@ pub(crate) fn map<T: Sync, R: Send>(
 /// `(0..n).map(f).collect()`, in parallel as [`map`] does. Each thread
 /// writes its results in place: there is one vector of results, never a
 /// second one to gather them (at 100,000 `lstat`s that copy was 20 MB).
-pub(crate) fn map_indices<R: Send>(
-    n: usize,
-    min: usize,
-    f: impl Fn(usize) -> R + Sync,
-) -> Vec<Option<R>> {
+pub fn map_indices<R: Send>(n: usize, min: usize, f: impl Fn(usize) -> R + Sync) -> Vec<Option<R>> {
     map_indices_with(n, min, || (), |(), i| f(i))
 }
 
 /// As [`map_indices`], each thread with its own state (made by `init`,
 /// passed to every `f` it runs): one open folder reused across the files
 /// in it, say.
-pub(crate) fn map_indices_with<S, R: Send>(
+pub fn map_indices_with<S, R: Send>(
     n: usize,
     min: usize,
     init: impl Fn() -> S + Sync,
@@ -135,7 +132,7 @@ fn in_blocks<S, I: Send, R: Send>(
 /// `items.iter_mut().enumerate().map(f).collect()`, in parallel as [`map`]
 /// does: `f` may change its item in place, so what a step produces can lie
 /// where the step is rather than in a second vector beside it.
-pub(crate) fn update<T: Send, R: Send>(
+pub fn update<T: Send, R: Send>(
     items: &mut [T],
     min: usize,
     f: impl Fn(usize, &mut T) -> R + Sync,
@@ -164,6 +161,30 @@ pub(crate) fn update<T: Send, R: Send>(
     )
 }
 
+/// [`update`] over `items` a window of `window` items at a time, each
+/// result handed to `done` with its index and item, in order, as its
+/// window finishes: only one window's results are held at once (a result
+/// per item, at 100,000 items, can be megabytes). When `done` breaks, the
+/// rest of that window's results are dropped and no later window begins.
+pub fn update_in_windows<T: Send, R: Send>(
+    items: &mut [T],
+    window: usize,
+    min: usize,
+    f: impl Fn(usize, &mut T) -> R + Sync,
+    mut done: impl FnMut(usize, &mut T, Option<R>) -> std::ops::ControlFlow<()>,
+) {
+    let window = window.max(1);
+    for (w, part) in items.chunks_mut(window).enumerate() {
+        let first = w * window;
+        let results = update(part, min, |i, t| f(first + i, t));
+        for (i, (t, r)) in part.iter_mut().zip(results).enumerate() {
+            if done(first + i, t, r).is_break() {
+                return;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -185,6 +206,51 @@ mod tests {
             assert_eq!(got, want);
             assert_eq!(items, (1..1002).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn windows_hand_over_every_result_in_order_and_stop_when_told() {
+        for (n, window, min) in [(1000, 64, 10), (1000, 64, 10_000), (5, 64, 0), (0, 8, 0)] {
+            let mut items: Vec<usize> = (0..n).collect();
+            let mut seen = Vec::new();
+            super::update_in_windows(
+                &mut items,
+                window,
+                min,
+                |i, t| {
+                    *t += 1;
+                    i * 2
+                },
+                |i, t, r| {
+                    assert_eq!(*t, i + 1);
+                    seen.push((i, r));
+                    std::ops::ControlFlow::Continue(())
+                },
+            );
+            let want: Vec<(usize, Option<usize>)> = (0..n).map(|i| (i, Some(i * 2))).collect();
+            assert_eq!(seen, want);
+        }
+        // Stopped at item 100: the rest of its window was done but not
+        // handed over, and no later window began.
+        let mut items: Vec<usize> = vec![0; 1000];
+        let mut last = 0;
+        super::update_in_windows(
+            &mut items,
+            64,
+            10,
+            |_, t| *t = 1,
+            |i, _, _| {
+                last = i;
+                if i == 100 {
+                    std::ops::ControlFlow::Break(())
+                } else {
+                    std::ops::ControlFlow::Continue(())
+                }
+            },
+        );
+        assert_eq!(last, 100);
+        assert!(items[..128].iter().all(|t| *t == 1));
+        assert!(items[128..].iter().all(|t| *t == 0));
     }
 
     #[test]
