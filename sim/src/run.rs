@@ -53,6 +53,12 @@ struct Model {
     judged: BTreeMap<PathBuf, BTreeSet<String>>,
     /// Repository folders the sim damaged.
     damaged: BTreeSet<PathBuf>,
+    /// Per machine, how many commands that run scripts were killed or
+    /// interrupted: sgard records a script's run only after it exits 0,
+    /// so a `once` script that finished just before the signal may run
+    /// once more (at least once, never lost; each such command allows one
+    /// repeat).
+    unrecorded: BTreeMap<usize, usize>,
 }
 
 /// The invariants' names.
@@ -296,7 +302,12 @@ impl Runner {
                         _ => {}
                     }
                 }
-                if let Some(d) = once_scripts(&self.world, m) {
+                let stopped = out.signal.is_some() || (fault.is_some() && out.code == Some(130));
+                if stopped && commands_that_restore(args) {
+                    *self.model.unrecorded.entry(m).or_default() += 1;
+                }
+                let allowed = self.model.unrecorded.get(&m).copied().unwrap_or(0);
+                if let Some(d) = once_scripts(&self.world, m, allowed) {
                     return fail(inv::ONCE, d);
                 }
                 if let Some((i, d)) = self.status(m, repo)? {
@@ -732,13 +743,25 @@ fn own_state(world: &World, m: usize, mf: Option<&Manifest>) -> Option<String> {
     None
 }
 
-/// A `once` script that ran twice with the same content on one machine.
-fn once_scripts(world: &World, m: usize) -> Option<String> {
+/// A `once` script that ran twice with the same content on one machine,
+/// beyond the `allowed` repeats (see `Model::unrecorded`).
+fn once_scripts(world: &World, m: usize, allowed: usize) -> Option<String> {
     let text = fs::read_to_string(world.runs_file(m)).ok()?;
+    repeated_once(&text, allowed)
+        .map(|line| format!("{} ran `{line}` twice", world.machines[m].name))
+}
+
+/// The first line of a runs file that repeats an earlier `once` run once
+/// more than `allowed` repeats in all permit.
+fn repeated_once(text: &str, allowed: usize) -> Option<&str> {
     let mut seen = BTreeSet::new();
+    let mut repeats = 0;
     for line in text.lines().filter(|l| l.contains("/once-")) {
         if !seen.insert(line) {
-            return Some(format!("{} ran `{line}` twice", world.machines[m].name));
+            repeats += 1;
+            if repeats > allowed {
+                return Some(line);
+            }
         }
     }
     None
@@ -797,4 +820,22 @@ pub fn run_seed(cfg: &Config, seed: u64) -> Result<SeedRun, Error> {
         failure: None,
         transcript: r.transcript,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::repeated_once;
+
+    #[test]
+    fn a_once_script_may_repeat_only_as_often_as_a_signal_allowed() {
+        let runs = "/h/.scripts/once-a.sh aa\n/h/.scripts/change-a.sh bb\n\
+                    /h/.scripts/change-a.sh bb\n/h/.scripts/once-a.sh cc\n\
+                    /h/.scripts/once-a.sh aa\n/h/.scripts/once-a.sh aa\n";
+        // `change` scripts repeat freely; the `once` one with content aa
+        // ran three times: two repeats.
+        assert_eq!(repeated_once(runs, 0), Some("/h/.scripts/once-a.sh aa"));
+        assert_eq!(repeated_once(runs, 1), Some("/h/.scripts/once-a.sh aa"));
+        assert_eq!(repeated_once(runs, 2), None);
+        assert_eq!(repeated_once("/h/.scripts/once-a.sh aa\n", 0), None);
+    }
 }
