@@ -53,12 +53,16 @@ struct Model {
     judged: BTreeMap<PathBuf, BTreeSet<String>>,
     /// Repository folders the sim damaged.
     damaged: BTreeSet<PathBuf>,
-    /// Per machine, how many commands that run scripts were killed or
-    /// interrupted: sgard records a script's run only after it exits 0,
-    /// so a `once` script that finished just before the signal may run
-    /// once more (at least once, never lost; each such command allows one
-    /// repeat).
-    unrecorded: BTreeMap<usize, usize>,
+    /// Per machine, the lines of its runs file that a command which did
+    /// not finish cleanly under a fault (killed, interrupted, a full disk)
+    /// may have left unrecorded: sgard records a script's run only after
+    /// it exits 0, so such a run may happen once more (at least once,
+    /// never lost). A run's line counts here however late its script
+    /// wrote it (a killed sgard leaves its script running), up to the
+    /// start of the machine's next command.
+    unrecorded: BTreeMap<usize, BTreeSet<usize>>,
+    /// Per machine, where the lines of its last such command start.
+    unsettled: BTreeMap<usize, usize>,
 }
 
 /// The invariants' names.
@@ -133,6 +137,21 @@ impl Runner {
             self.transcript.push(format!("(passed over) {f}"));
         }
         skip
+    }
+
+    /// Notes as possibly unrecorded the runs-file lines written since the
+    /// machine's last unclean command began (see `Model::unrecorded`).
+    fn settle_runs(&mut self, m: usize) {
+        let Some(from) = self.model.unsettled.get(&m).copied() else {
+            return;
+        };
+        let now = runs_lines(&self.world, m);
+        self.model
+            .unrecorded
+            .entry(m)
+            .or_default()
+            .extend(from..now);
+        self.model.unsettled.insert(m, now);
     }
 
     /// Every machine's home as it is now.
@@ -238,6 +257,9 @@ impl Runner {
                 fault,
             } => {
                 let (m, repo) = (*m, *repo);
+                self.settle_runs(m);
+                self.model.unsettled.remove(&m);
+                let runs_before = runs_lines(&self.world, m);
                 let h0 = home::scan(&self.world.machines[m].home);
                 let dir = self.world.repo_dir(m, repo);
                 let before = Manifest::head(&dir).ok().flatten();
@@ -302,12 +324,12 @@ impl Runner {
                         _ => {}
                     }
                 }
-                let stopped = out.signal.is_some() || (fault.is_some() && out.code == Some(130));
-                if stopped && commands_that_restore(args) {
-                    *self.model.unrecorded.entry(m).or_default() += 1;
+                if fault.is_some() && out.code != Some(0) && commands_that_restore(args) {
+                    self.model.unsettled.insert(m, runs_before);
+                    self.settle_runs(m);
                 }
-                let allowed = self.model.unrecorded.get(&m).copied().unwrap_or(0);
-                if let Some(d) = once_scripts(&self.world, m, allowed) {
+                let unrecorded = self.model.unrecorded.get(&m).cloned().unwrap_or_default();
+                if let Some(d) = once_scripts(&self.world, m, &unrecorded) {
                     return fail(inv::ONCE, d);
                 }
                 if let Some((i, d)) = self.status(m, repo)? {
@@ -743,25 +765,36 @@ fn own_state(world: &World, m: usize, mf: Option<&Manifest>) -> Option<String> {
     None
 }
 
+/// How many lines machine `m`'s runs file holds.
+fn runs_lines(world: &World, m: usize) -> usize {
+    fs::read_to_string(world.runs_file(m)).map_or(0, |t| t.lines().count())
+}
+
 /// A `once` script that ran twice with the same content on one machine,
-/// beyond the `allowed` repeats (see `Model::unrecorded`).
-fn once_scripts(world: &World, m: usize, allowed: usize) -> Option<String> {
+/// but for a repeat of a run that may have gone unrecorded.
+fn once_scripts(world: &World, m: usize, unrecorded: &BTreeSet<usize>) -> Option<String> {
     let text = fs::read_to_string(world.runs_file(m)).ok()?;
-    repeated_once(&text, allowed)
+    repeated_once(&text, unrecorded)
         .map(|line| format!("{} ran `{line}` twice", world.machines[m].name))
 }
 
-/// The first line of a runs file that repeats an earlier `once` run once
-/// more than `allowed` repeats in all permit.
-fn repeated_once(text: &str, allowed: usize) -> Option<&str> {
-    let mut seen = BTreeSet::new();
-    let mut repeats = 0;
-    for line in text.lines().filter(|l| l.contains("/once-")) {
-        if !seen.insert(line) {
-            repeats += 1;
-            if repeats > allowed {
-                return Some(line);
+/// The first `once` line of a runs file that repeats an earlier run with
+/// no excuse: each run at a line in `unrecorded` (numbered from 0 among
+/// all lines) allows one later repeat of its line, and a repeat is itself
+/// such a run when its line is in `unrecorded`.
+fn repeated_once<'t>(text: &'t str, unrecorded: &BTreeSet<usize>) -> Option<&'t str> {
+    let mut spare: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        if !line.contains("/once-") {
+            continue;
+        }
+        let excused = usize::from(unrecorded.contains(&i));
+        match spare.get_mut(line) {
+            None => {
+                spare.insert(line, excused);
             }
+            Some(n) if *n > 0 => *n = *n - 1 + excused,
+            Some(_) => return Some(line),
         }
     }
     None
@@ -827,15 +860,35 @@ mod tests {
     use super::repeated_once;
 
     #[test]
-    fn a_once_script_may_repeat_only_as_often_as_a_signal_allowed() {
+    fn a_once_script_may_repeat_only_a_run_that_may_have_gone_unrecorded() {
+        use std::collections::BTreeSet;
         let runs = "/h/.scripts/once-a.sh aa\n/h/.scripts/change-a.sh bb\n\
                     /h/.scripts/change-a.sh bb\n/h/.scripts/once-a.sh cc\n\
                     /h/.scripts/once-a.sh aa\n/h/.scripts/once-a.sh aa\n";
+        let lines = |l: &[usize]| l.iter().copied().collect::<BTreeSet<usize>>();
         // `change` scripts repeat freely; the `once` one with content aa
-        // ran three times: two repeats.
-        assert_eq!(repeated_once(runs, 0), Some("/h/.scripts/once-a.sh aa"));
-        assert_eq!(repeated_once(runs, 1), Some("/h/.scripts/once-a.sh aa"));
-        assert_eq!(repeated_once(runs, 2), None);
-        assert_eq!(repeated_once("/h/.scripts/once-a.sh aa\n", 0), None);
+        // ran at lines 0, 4 and 5.
+        assert_eq!(
+            repeated_once(runs, &lines(&[])),
+            Some("/h/.scripts/once-a.sh aa")
+        );
+        // The first run may have gone unrecorded: one repeat is excused.
+        assert_eq!(
+            repeated_once(runs, &lines(&[0])),
+            Some("/h/.scripts/once-a.sh aa")
+        );
+        // So may the repeat: the third run is excused too.
+        assert_eq!(repeated_once(runs, &lines(&[0, 4])), None);
+        // An unclean run of another script excuses nothing here.
+        assert_eq!(
+            repeated_once(runs, &lines(&[1, 2, 3])),
+            Some("/h/.scripts/once-a.sh aa")
+        );
+        // A repeat that is itself in an unclean command, with nothing
+        // unrecorded before it, is a double run all the same.
+        assert_eq!(
+            repeated_once(runs, &lines(&[4, 5])),
+            Some("/h/.scripts/once-a.sh aa")
+        );
     }
 }

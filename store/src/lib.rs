@@ -263,8 +263,10 @@ impl Batch {
     /// Renames every waiting blob into place (`flushed`: their bytes are
     /// durable already; else each is synced first), on all cores, a window
     /// at a time (see [`par::update_in_windows`]). Returns the leaf folders
-    /// that gained a name. At the first failure the blobs not named yet
-    /// are dropped.
+    /// that gained a name. A failure fails the batch: the blobs of later
+    /// windows are dropped, and those of its own window may still have
+    /// been named (their bytes are durable, their names are not made so
+    /// here: at worst a blob nothing names, which `prune` removes).
     fn name_pending(&mut self, flushed: bool) -> Result<std::collections::BTreeSet<PathBuf>> {
         let mut pending = std::mem::take(&mut self.pending);
         let store = &self.store;
@@ -273,6 +275,7 @@ impl Batch {
                 .take()
             {
                 Some(tmp) => store.name_blob(tmp, hash, *size, flushed).map_err(Box::new),
+                // Each blob is named once: its temp file is taken here.
                 None => Ok(()),
             };
         let mut leaves = std::collections::BTreeSet::new();
