@@ -2021,25 +2021,21 @@ fn io_errors_inside_restore_lose_nothing_and_leave_nothing() {
     }
 }
 
-/// A restore of many files puts them in place on all cores. A rename that
-/// fails there fails its own file only: each file is reported as what came
-/// of it (the report and the record of what was restored go by the same
-/// position), the files put in place are whole, the others leave no temp
-/// file behind, and the next restore writes them.
-#[test]
-fn a_rename_failing_among_many_fails_only_its_own_files() {
+/// A fresh repository and 1,300 untracked files under `~/many` (two
+/// windows of renames, 1,024 and 276, both on worker threads), for a test
+/// that fails renames from each thread's n-th on under strace; `None`
+/// (the test is skipped) without strace, or on one core, where the
+/// renames run on the main thread, whose later renames would fail too.
+fn many_files_for_rename_faults() -> Option<(TestEnv, Vec<(String, String)>)> {
     if !strace_works() {
         eprintln!("skipping: strace cannot trace here");
-        return;
+        return None;
     }
-    // On one core the renames run on the main thread, whose later renames
-    // (the index) would fail too.
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
         eprintln!("skipping: one core");
-        return;
+        return None;
     }
     let t = TestEnv::init();
-    // Two windows of renames (1,024 and 276: both on worker threads).
     let files: Vec<(String, String)> = (0..1300)
         .map(|i| {
             (
@@ -2051,6 +2047,57 @@ fn a_rename_failing_among_many_fails_only_its_own_files() {
     for (rel, body) in &files {
         t.write(rel, body);
     }
+    Some((t, files))
+}
+
+/// An add of many new files names their blobs on all cores. A rename that
+/// fails there fails the add: nothing is recorded (the manifest is as it
+/// was), no temp file is left in the repository, and the next add stores
+/// and records every file.
+#[test]
+fn a_blob_rename_failing_among_many_fails_the_add_and_records_nothing() {
+    let Some((t, files)) = many_files_for_rename_faults() else {
+        return;
+    };
+    let manifest = t.manifest();
+    // Each thread's blob renames fail from its 20th on (strace counts per
+    // thread).
+    let (r, _) = with_faults(
+        &t.command(["add", "~/many"]),
+        "rename,renameat,renameat2",
+        Some(("renameat2", "EIO", 20)),
+    );
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stderr.contains("renaming temp file to"), "{r:#?}");
+    assert_eq!(t.manifest(), manifest, "the failed add recorded something");
+    let left = debris(&t.repo());
+    assert!(left.is_empty(), "left {left:?}");
+    t.sgard(["add", "~/many"]).ok();
+    let list = t.sgard(["list"]);
+    for (rel, _) in &files {
+        assert!(
+            list.stdout.contains(&format!("~/{rel}")),
+            "{rel} not tracked"
+        );
+    }
+    t.sgard(["verify"]).ok();
+    fs::remove_dir_all(t.path("many")).unwrap();
+    t.sgard(["restore", "-f"]).ok();
+    for (rel, body) in &files {
+        assert_eq!(t.read(rel), body.as_bytes(), "{rel} after the restore");
+    }
+}
+
+/// A restore of many files puts them in place on all cores. A rename that
+/// fails there fails its own file only: each file is reported as what came
+/// of it (the report and the record of what was restored go by the same
+/// position), the files put in place are whole, the others leave no temp
+/// file behind, and the next restore writes them.
+#[test]
+fn a_rename_failing_among_many_fails_only_its_own_files() {
+    let Some((t, files)) = many_files_for_rename_faults() else {
+        return;
+    };
     t.sgard(["add", "~/many"]).ok();
     t.sgard(["checkpoint"]).ok();
     fs::remove_dir_all(t.path("many")).unwrap();
