@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use serde_json::json;
-use sgard_garden::VerifyState;
+use sgard_garden::{SnapshotCheck, VerifyLine, VerifyState};
 
 use super::{Ctx, print_json};
 use crate::exit::Fail;
@@ -14,13 +14,30 @@ use crate::ui;
 fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_repository_only()?;
     let (lines, snaps) = g.verify_all()?;
+    // Each line names its entry by its place in the manifest: shown while
+    // the repository is still open.
+    let shown = show(ctx, &g.manifest().files, &lines, &snaps, json, out);
     ctx.finish_query(g);
+    shown
+}
+
+/// Prints the verdicts (`lines`, on `files`' entries, and `snaps`); the
+/// exit code they make.
+fn show(
+    ctx: &Ctx,
+    files: &[sgard_manifest::Entry],
+    lines: &[VerifyLine],
+    snaps: &[SnapshotCheck],
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<ExitCode> {
+    let path = |l: &VerifyLine| files.get(l.entry).map_or("", |e| e.path.as_str());
     let bad = lines.iter().filter(|l| l.state != VerifyState::Ok).count();
     let bad_snaps = snaps.iter().filter(|s| !s.problems.is_empty()).count();
     if json {
         let entries: Vec<_> = lines
             .iter()
-            .map(|l| json!({"path": l.path, "state": l.state.as_str()}))
+            .map(|l| json!({"path": path(l), "state": l.state.as_str()}))
             .collect();
         let snapshots: Vec<_> = snaps
             .iter()
@@ -36,15 +53,15 @@ fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
         )?;
     } else {
         let c = ctx.colour;
-        for l in &lines {
+        for l in lines {
             writeln!(
                 out,
                 "{} {}",
                 ui::word(c, l.state.as_str(), 10),
-                ui::clean(&l.path)
+                ui::clean(path(l))
             )?;
         }
-        for s in &snaps {
+        for s in snaps {
             for p in &s.problems {
                 let (id, why) = (s.record.id.short(12), &s.record.reason);
                 writeln!(
@@ -63,7 +80,7 @@ fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
             let named: Vec<&str> = lines
                 .iter()
                 .filter(|l| l.state != VerifyState::Ok)
-                .map(|l| l.path.as_str())
+                .map(path)
                 .take(10)
                 .collect();
             parts.push(format!(
