@@ -917,11 +917,18 @@ impl Tx<'_> {
         {
             let bytes = crate::docs::encode(id, &m);
             let held = self.work.docs_bytes + bytes.len() as u64;
+            // Newer snapshots first: the last place an id has in the log.
+            let places: std::collections::HashMap<Hash, usize> = (self.repo.history.records)
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.id, i))
+                .collect();
+            let rank = |h: &Hash| places.get(h).copied();
             match (held <= crate::docs::MAX_BYTES)
-                .then(|| crate::docs::write(&dir, &[(*id, bytes)]))
+                .then(|| crate::docs::write(&dir, id, &bytes, &rank))
             {
-                None => {}
-                Some(Ok(())) => {
+                None | Some(Ok(false)) => {}
+                Some(Ok(true)) => {
                     self.work.docs.push(*id);
                     self.work.docs_bytes = held;
                 }
