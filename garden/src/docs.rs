@@ -13,22 +13,27 @@
 //!
 //! Trust, as for the index: a missing, damaged, truncated or foreign file,
 //! or one of another version, is a miss (the document is parsed again and
-//! the file replaced); so is a failure to read it (the repository is read
+//! the file replaced, if the folder keeps it); so is a failure to read it (the repository is read
 //! instead, and any error there is reported). A hit is used only while the
 //! repository still holds the snapshot sound (see
 //! `Repo::has_sound_snapshot`: its blob hashes to its name), so a pruned,
 //! lost or damaged snapshot is reported as such whatever this cache holds.
 //! Checking the blob's hash costs a read of it, a small part of parsing it.
 //!
-//! The folder is bounded: it keeps the documents of the newest snapshots
-//! (by their place in the history; by the file's age among equals, and
-//! first to go, one the history no longer names), at most [`MAX_FILES`]
-//! files and [`MAX_BYTES`] bytes (a document bigger than that is not kept
-//! at all). A document that would be the one to go is not written: a
-//! `verify` or a `prune` of a history longer than the folder holds parses
-//! the older documents every time and finds the newer ones kept. When the
-//! newest file went first instead, each run replaced what the next one
-//! read first, and at 100,000 entries a `verify` took 4 s and 9 s by turns.
+//! The folder is bounded: of the documents parsed, it keeps those of the
+//! newest snapshots (by their place in the history; by the file's age
+//! among equals; a document the history no longer names goes first, and
+//! one it does not name yet, a pull's incoming snapshot, ranks first while
+//! the run that parsed it keeps it), at most [`MAX_FILES`] files and
+//! [`MAX_BYTES`] bytes (a document bigger than that is not kept at all).
+//! A document that would be the one to go is not written, and a run that
+//! met one offers none older. So once a history outgrows the folder, an
+//! older snapshot is parsed each time it is opened, and the newer ones
+//! stay: a `verify` or a `prune`, which read every snapshot oldest first,
+//! fill an empty folder with the oldest ones, move it up to the newest at
+//! most a folder's worth a run, and then leave it alone. When the
+//! newest file stayed instead, each run evicted what the next one read
+//! first, and at 100,000 entries a `verify` took 4 s and 9 s by turns.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -102,12 +107,23 @@ pub(crate) fn encode(id: &Hash, m: &Manifest) -> Vec<u8> {
     out
 }
 
+/// What [`write`] did with a document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// Written; the documents past the bounds went.
+    Written,
+    /// Not written: it would have been the one to go, and nothing went.
+    /// `floor` is the rank of the lowest-ranked document the folder keeps:
+    /// while it holds these, one ranked below that would not be kept either.
+    Refused { floor: Option<usize> },
+}
+
 /// Writes `bytes` (what [`encode`] made of snapshot `id`'s document) into
 /// `dir` through a temp file and a rename but without an fsync (a cache: a
 /// file a crash tore fails its checksum and is parsed again), when the
 /// folder keeps it; then removes what no longer fits (see the module
 /// documentation). `rank` is a snapshot's place in the history, newer
-/// higher (`None`: not in it). Returns whether it was written.
+/// higher (`None`: not in it).
 ///
 /// # Errors
 /// [`Error::Io`] naming the file or folder.
@@ -116,9 +132,9 @@ pub(crate) fn write(
     id: &Hash,
     bytes: &[u8],
     rank: &dyn Fn(&Hash) -> Option<usize>,
-) -> Result<bool> {
+) -> Result<Kept> {
     if bytes.len() as u64 > MAX_BYTES {
-        return Ok(false);
+        return Ok(Kept::Refused { floor: None });
     }
     durable::create_private_dir_all(dir)?;
     let mut files = listed(dir)?;
@@ -128,9 +144,11 @@ pub(crate) fn write(
         modified: Some(std::time::SystemTime::now()),
         len: bytes.len() as u64,
     });
-    let going = past_bounds(files, rank);
+    let (kept, going) = bounded(files, rank);
     if going.iter().any(|f| f.id == *id) {
-        return Ok(false);
+        return Ok(Kept::Refused {
+            floor: kept.last().and_then(|f| rank(&f.id)),
+        });
     }
     durable::write_replace(&path_of(dir, id), bytes, 0o600)?;
     for f in going {
@@ -141,7 +159,7 @@ pub(crate) fn write(
             Err(e) => return Err(Error::io("removing", path, e)),
         }
     }
-    Ok(true)
+    Ok(Kept::Written)
 }
 
 /// One document file in the folder.
@@ -174,9 +192,12 @@ fn listed(dir: &Path) -> Result<Vec<Cached>> {
     Ok(files)
 }
 
-/// Of `files`, the ones past the folder's bounds once they are ordered
-/// newest snapshot first (`rank`), the newest file first among equals.
-fn past_bounds(mut files: Vec<Cached>, rank: &dyn Fn(&Hash) -> Option<usize>) -> Vec<Cached> {
+/// `files` ordered newest snapshot first (`rank`), the newest file first
+/// among equals, cut where the folder's bounds end: what stays, what goes.
+fn bounded(
+    mut files: Vec<Cached>,
+    rank: &dyn Fn(&Hash) -> Option<usize>,
+) -> (Vec<Cached>, Vec<Cached>) {
     files.sort_by(|a, b| {
         rank(&b.id)
             .cmp(&rank(&a.id))
@@ -184,14 +205,17 @@ fn past_bounds(mut files: Vec<Cached>, rank: &dyn Fn(&Hash) -> Option<usize>) ->
             .then_with(|| a.id.cmp(&b.id))
     });
     let mut total = 0u64;
+    let mut stays = Vec::new();
     let mut going = Vec::new();
     for (i, f) in files.into_iter().enumerate() {
         total = total.saturating_add(f.len);
         if i >= MAX_FILES || total > MAX_BYTES {
             going.push(f);
+        } else {
+            stays.push(f);
         }
     }
-    going
+    (stays, going)
 }
 
 #[cfg(test)]
@@ -212,7 +236,10 @@ mod tests {
         let id = Hash::of(b"one");
         let m = doc(3);
         assert!(read(t.path(), &id).is_none());
-        write(t.path(), &id, &encode(&id, &m), &|_| None).unwrap();
+        assert_eq!(
+            write(t.path(), &id, &encode(&id, &m), &|_| None).unwrap(),
+            Kept::Written
+        );
         assert_eq!(read(t.path(), &id), Some(m.clone()));
         assert!(read(t.path(), &Hash::of(b"two")).is_none());
         let file = path_of(t.path(), &id);
@@ -245,10 +272,10 @@ mod tests {
         // The history: ids[i] is the i-th snapshot, and `gone` was pruned.
         let gone = Hash::of(b"pruned");
         let rank = |h: &Hash| ids.iter().position(|x| x == h);
-        let put = |id: &Hash| write(t.path(), id, &encode(id, &d), &rank).unwrap();
+        let put = |id: &Hash| write(t.path(), id, &encode(id, &d), &rank).unwrap() == Kept::Written;
         assert!(put(&gone), "room for anything at first");
-        // Newest first, as a `verify` from the newest end would: each is
-        // kept until the folder is full, the pruned one going first.
+        // Newest first: each is kept until the folder is full, the pruned
+        // one going first.
         for id in ids.iter().rev().take(MAX_FILES) {
             assert!(put(id));
         }
@@ -256,8 +283,14 @@ mod tests {
             read(t.path(), &gone).is_none(),
             "the one the history lost went first"
         );
-        // An older one would be the one to go: not written, nothing goes.
-        assert!(!put(&ids[0]));
+        // An older one would be the one to go: not written, nothing goes,
+        // and the answer says below which place nothing would be kept.
+        assert_eq!(
+            write(t.path(), &ids[0], &encode(&ids[0], &d), &rank).unwrap(),
+            Kept::Refused {
+                floor: Some(n - MAX_FILES)
+            }
+        );
         assert!(read(t.path(), &ids[0]).is_none());
         // Room again: an older one is kept; then a newer one pushes the
         // oldest kept out.
@@ -273,8 +306,8 @@ mod tests {
         for id in &ids[n - MAX_FILES..] {
             assert!(read(t.path(), id).is_some());
         }
-        // Oldest first, as a run that walks the history forward: the
-        // folder ends with the newest of them all the same.
+        // Oldest first, with no bound per run: the folder ends with the
+        // newest of them all the same.
         let t2 = tempfile::tempdir().unwrap();
         for id in &ids {
             write(t2.path(), id, &encode(id, &d), &rank).unwrap();

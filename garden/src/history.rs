@@ -912,23 +912,40 @@ impl Tx<'_> {
         // never wrong to keep, whatever becomes of this run; a failure to
         // keep it costs the next command a parse and is said, never this
         // command's error. A dry run keeps nothing.
+        // The newest snapshots' documents are kept (see `docs`): one placed
+        // below what the folder was found to keep is not offered again.
+        let records = &self.repo.history.records;
+        let place = records.iter().rposition(|r| r.id == *id);
+        let below_floor = matches!((place, self.work.docs_floor), (Some(p), Some(f)) if p < f);
         if let Some(dir) = dir.filter(|_| !self.repo.dry_run && !self.work.docs_failed)
             && self.work.docs.len() < crate::docs::MAX_FILES
+            && !below_floor
         {
             let bytes = crate::docs::encode(id, &m);
             let held = self.work.docs_bytes + bytes.len() as u64;
-            // Newer snapshots first: the last place an id has in the log.
-            let places: std::collections::HashMap<Hash, usize> = (self.repo.history.records)
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.id, i))
-                .collect();
-            let rank = |h: &Hash| places.get(h).copied();
-            match (held <= crate::docs::MAX_BYTES)
-                .then(|| crate::docs::write(&dir, id, &bytes, &rank))
-            {
-                None | Some(Ok(false)) => {}
-                Some(Ok(true)) => {
+            // The last place an id has in the log. One the log does not
+            // name yet (a pull's incoming snapshots, read again before the
+            // log takes them) ranks above all while this run keeps it; any
+            // other the log does not name ranks below all (pruned or
+            // forgotten: the first to go).
+            let ours = &self.work.docs;
+            let keep = || {
+                let places: std::collections::HashMap<Hash, usize> =
+                    records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
+                let rank = |h: &Hash| {
+                    places
+                        .get(h)
+                        .copied()
+                        .or_else(|| (h == id || ours.contains(h)).then_some(usize::MAX))
+                };
+                crate::docs::write(&dir, id, &bytes, &rank)
+            };
+            match (held <= crate::docs::MAX_BYTES).then(keep) {
+                None => {}
+                Some(Ok(crate::docs::Kept::Refused { floor })) => {
+                    self.work.docs_floor = floor.filter(|_| place.is_some());
+                }
+                Some(Ok(crate::docs::Kept::Written)) => {
                     self.work.docs.push(*id);
                     self.work.docs_bytes = held;
                 }

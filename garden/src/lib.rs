@@ -450,6 +450,11 @@ pub(crate) struct Work {
     /// Keeping a document failed once: this run keeps no more (and says so
     /// once).
     pub(crate) docs_failed: bool,
+    /// The place in the log of the oldest snapshot whose document the
+    /// cache was found to keep when one was refused: this run offers none
+    /// older (a `verify` of thousands of snapshots lists the folder once,
+    /// not once for each).
+    pub(crate) docs_floor: Option<usize>,
     /// The leaf folders of `blobs/` being looked at while the repository
     /// was opened ([`Options::presence_ahead`]), for the status.
     pub(crate) ahead: Option<present::Ahead>,

@@ -1887,6 +1887,25 @@ fn a_snapshot_cache_that_cannot_be_written_is_said_once_and_bounded() {
     assert!(!r.stderr.contains(said), "{r:#?}");
     let kept = fs::read_dir(&cache).unwrap().count();
     assert!((1..=64).contains(&kept), "kept {kept}");
+
+    // The documents of the newest snapshots are what stays: a second
+    // verify keeps the ones the first could not (the head's is
+    // manifest.yaml, never parsed), and a third, finding the folder full
+    // of newer ones, changes nothing. Each run used to evict what the
+    // next one read first.
+    let cached = || -> std::collections::BTreeSet<String> {
+        fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    };
+    let newest: std::collections::BTreeSet<String> =
+        log_ids(&t).into_iter().skip(1).take(64).collect();
+    assert_eq!(newest.len(), 64);
+    t.sgard(["verify"]).ok();
+    assert_eq!(cached(), newest);
+    t.sgard(["verify"]).ok();
+    assert_eq!(cached(), newest);
 }
 
 /// CRC-32 (IEEE), as the snapshot cache's files carry it.
