@@ -14,10 +14,13 @@ use crate::ui;
 fn run(ctx: &Ctx, json: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let mut g = ctx.open_repository_only()?;
     let (lines, snaps) = g.verify_all()?;
-    // Each line names its entry by its place in the manifest: shown while
-    // the repository is still open.
-    let shown = show(ctx, &g.manifest().files, &lines, &snaps, json, out);
+    // Each line names its entry by its place in the manifest: rendered
+    // while the repository is open, written once it is let go (a reader
+    // that pages slowly holds no lock).
+    let mut text = Vec::new();
+    let shown = show(ctx, &g.manifest().files, &lines, &snaps, json, &mut text);
     ctx.finish_query(g);
+    out.write_all(&text)?;
     shown
 }
 
