@@ -469,6 +469,15 @@ impl Runner {
             } else if !out.ok() && !changed.is_empty() {
                 stack.clear();
             }
+            // An undo run under a fault that still finished (a kill that
+            // came too late, a failed write it survives) may or may not
+            // have recorded itself: what the next undo reverses is not
+            // known. Taken as finished, a late kill left the undo off the
+            // stack and the next undo was held to the change below it.
+            if interrupted && out.ok() {
+                stack.clear();
+                return None;
+            }
         } else if args.iter().any(|a| a == "-n") {
             // A dry run records nothing.
         } else if interrupted && !changed.is_empty() {
