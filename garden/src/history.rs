@@ -663,7 +663,16 @@ impl Garden {
                 VerifyState::Missing => problems.push("its snapshot blob is missing".into()),
                 VerifyState::Corrupt => problems.push("its snapshot blob is corrupt".into()),
             }
-            if r.parent.is_some() && self.repo.parent_index(i).is_none() {
+            // A snapshot of this home's own log (a safety snapshot) names
+            // the repository's snapshot it was taken over as its parent;
+            // a `forget` on another machine may drop that one from the
+            // shared log, re-parenting only the logs it can see: no damage.
+            let own = self
+                .repo
+                .local
+                .as_ref()
+                .is_some_and(|l| l.history.records.contains(r));
+            if r.parent.is_some() && self.repo.parent_index(i).is_none() && !own {
                 problems.push(format!(
                     "its parent {} is not in the history",
                     r.parent.map(|p| p.short(12)).unwrap_or_default()
