@@ -920,9 +920,9 @@ impl Tx<'_> {
         // what the repository holds under the document's own name, so it is
         // never wrong to keep, whatever becomes of this run; a failure to
         // keep it costs the next command a parse and is said, never this
-        // command's error. A dry run keeps nothing.
-        // The newest snapshots' documents are kept (see `docs`): one placed
-        // below what the folder was found to keep is not offered again.
+        // command's error. A dry run keeps nothing. The newest snapshots'
+        // documents are kept (see `docs`): one placed below what the folder
+        // was found to keep is not offered again.
         let records = &self.repo.history.records;
         let place = records.iter().rposition(|r| r.id == *id);
         let below_floor = matches!((place, self.work.docs_floor), (Some(p), Some(f)) if p < f);
